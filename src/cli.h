@@ -1,0 +1,26 @@
+/*
+ * cli.h - what the subcommands share: exit codes and the command table.
+ */
+#ifndef AMPDIAG_CLI_H
+#define AMPDIAG_CLI_H
+
+/* Exit status (DESIGN.md section 1). */
+enum {
+    EXIT_OK_ = 0,
+    EXIT_FAIL_ON = 1, /* a --fail-on condition held */
+    EXIT_USAGE = 2,   /* bad usage or bad input file */
+    EXIT_IO = 3       /* I/O or resource failure */
+};
+
+typedef int (*cmd_fn)(int argc, char **argv);
+
+struct cmd {
+    const char *name;
+    cmd_fn fn;
+    const char *summary;
+};
+
+/* Subcommands (src/cmd_*.c). argv[0] is the subcommand name. */
+int cmd_formats(int argc, char **argv);
+
+#endif

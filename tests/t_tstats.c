@@ -1,0 +1,222 @@
+/*
+ * t_tstats.c - the fused statistics kernel against the slow reference (tstats_ref.c), field by
+ * field, on random, adversarial and edge inputs; merging; both SIMD paths.
+ */
+#include "ampdiag.h"
+#include "tap.h"
+#include "tstats_ref.h"
+
+#include <float.h>
+#include <math.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd32(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static double rnd_unit(void) { return (rnd32() + 0.5) / 4294967296.0; }
+static float rnd_normal(void) { return (float)(sqrt(-2 * log(rnd_unit())) * cos(6.283185307179586 * rnd_unit())); }
+static float fbits(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+
+static int fsame(float a, float b) { return same_bits(a, b) || (a == 0 && b == 0 && signbit(a) == signbit(b)); }
+
+/* Compare every field; returns the name of the first field that differs, or NULL. */
+static const char *diff_stats(const ampdiag_tstats *a, const ampdiag_tstats *b, double rtol)
+{
+#define CNT(f) if (a->f != b->f) return #f
+    CNT(count); CNT(n_nan); CNT(n_posinf); CNT(n_neginf); CNT(n_zero); CNT(n_neg); CNT(n_pos);
+    CNT(fp16_overflow); CNT(fp16_underflow); CNT(fp16_subnormal);
+    CNT(bf16_overflow); CNT(bf16_underflow); CNT(bf16_subnormal);
+#undef CNT
+    if (!fsame(a->min, b->min)) return "min";
+    if (!fsame(a->max, b->max)) return "max";
+    if (!fsame(a->absmax, b->absmax)) return "absmax";
+    if (!fsame(a->absmin_nz, b->absmin_nz)) return "absmin_nz";
+    /* sums: relative to the sum of magnitudes (the conditioning of the sum) */
+    double scale = sqrt(b->sumsq * (double)(b->count ? b->count : 1));
+    if (!(fabs(a->sum - b->sum) <= rtol * scale + 1e-300) && !(isinf(a->sum) && a->sum == b->sum)) return "sum";
+    if (!(fabs(a->sumsq - b->sumsq) <= rtol * b->sumsq) && !(isinf(a->sumsq) && a->sumsq == b->sumsq)) return "sumsq";
+    return NULL;
+}
+
+static const char *diff_hist(const ampdiag_hist *a, const ampdiag_hist *b)
+{
+    static char buf[64];
+    for (int i = 0; i < AMPDIAG_HIST_BINS; i++)
+        if (a->bin[i] != b->bin[i]) {
+            snprintf(buf, sizeof buf, "bin %d: %llu vs %llu", i, (unsigned long long)a->bin[i],
+                     (unsigned long long)b->bin[i]);
+            return buf;
+        }
+    return NULL;
+}
+
+/* Kernel vs reference on x[0..n), with and without the histogram, both kernels. */
+static void check_case(const char *what, const float *x, size_t n)
+{
+    ampdiag_tstats ref, got, got2;
+    ampdiag_hist href, hgot;
+    tstats_ref(x, n, &ref, &href);
+    ampdiag_tstats_compute(x, n, &got, &hgot);
+    ampdiag_tstats_compute(x, n, &got2, NULL);
+    const char *d = diff_stats(&got, &ref, 1e-12);
+    const char *dh = diff_hist(&hgot, &href);
+    const char *d2 = diff_stats(&got2, &got, 0);
+    if (d) diag("%s: field %s differs", what, d);
+    if (dh) diag("%s: histogram %s", what, dh);
+    ok(!d && !dh && !d2, "%s (n=%zu): every field and histogram bin equals the reference", what, n);
+}
+
+static float *alloc_f(size_t n) { float *p = malloc((n ? n : 1) * sizeof *p); if (!p) abort(); return p; }
+
+static void test_cases(void)
+{
+    size_t n = 100003;
+    float *x = alloc_f(n);
+    for (size_t i = 0; i < n; i++) x[i] = rnd_normal();
+    check_case("normal(0,1)", x, n);
+
+    for (size_t i = 0; i < n; i++) x[i] = rnd_normal() * ldexpf(1.0f, (int)(rnd32() % 80) - 50);
+    check_case("normal scaled by 2^-50..2^29 (all FP16 classes)", x, n);
+
+    for (size_t i = 0; i < n; i++) x[i] = fbits(rnd32());
+    check_case("random bit patterns (NaN, inf, subnormal, huge)", x, n);
+
+    for (size_t i = 0; i < n; i++) x[i] = NAN;
+    check_case("all NaN", x, n);
+
+    for (size_t i = 0; i < n; i++) x[i] = (i & 1) ? INFINITY : -INFINITY;
+    check_case("all +-inf", x, n);
+
+    for (size_t i = 0; i < n; i++) x[i] = fbits((rnd32() & 0x807fffffu) | 1u);
+    check_case("all float32 subnormal", x, n);
+
+    for (size_t i = 0; i < n; i++) x[i] = (i % 3 == 0) ? -0.0f : 0.0f;
+    check_case("all zeros (+0 and -0)", x, n);
+
+    for (size_t i = 0; i < n; i++) x[i] = (i & 1 ? -1 : 1) * FLT_MAX * (float)(0.5 + 0.5 * rnd_unit());
+    check_case("huge values near FLT_MAX (float sums would overflow)", x, n);
+
+    /* every boundary of NUMERICS.md, its neighbours, both signs */
+    static const uint32_t edges[] = {0x00008000u, 0x007f8000u, 0x00800000u, 0x33000000u, 0x387fe000u,
+                                     0x38800000u, 0x477ff000u, 0x7f7f8000u, 0x7f7fffffu, 0x7f800000u};
+    size_t m = 0;
+    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
+        for (int d = -3; d <= 3; d++) {
+            x[m++] = fbits(edges[e] + (uint32_t)d);
+            x[m++] = -fbits(edges[e] + (uint32_t)d);
+        }
+    check_case("values at and around every FP16/BF16 threshold", x, m);
+
+    check_case("empty tensor", x, 0);
+    x[0] = -3.5f;
+    check_case("one value", x, 1);
+
+    int bad = 0;
+    for (size_t len = 1; len <= 70; len++) {
+        for (size_t i = 0; i < len; i++) x[i] = (rnd32() % 7 == 0) ? NAN : rnd_normal();
+        ampdiag_tstats a, b;
+        ampdiag_hist ha, hb;
+        tstats_ref(x, len, &a, &ha);
+        ampdiag_tstats_compute(x, len, &b, &hb);
+        if (diff_stats(&b, &a, 1e-12) || diff_hist(&hb, &ha)) bad++;
+    }
+    ok(bad == 0, "lengths 1..70 (lane tails, mixed NaN): %d mismatches", bad);
+
+    /* 32-bit per-block counters must not wrap: > 2^32 is too big to test here, but a block
+     * boundary and many blocks are covered by n = 100003; check counts of one class over
+     * 5 million values */
+    free(x);
+    n = 5000000;
+    x = alloc_f(n);
+    for (size_t i = 0; i < n; i++) x[i] = 1e-30f;
+    ampdiag_tstats s;
+    ampdiag_tstats_compute(x, n, &s, NULL);
+    ok(s.fp16_underflow == n && s.bf16_underflow == 0 && s.n_pos == n, "5M values of 1e-30: all FP16 underflow, none in BF16");
+    free(x);
+}
+
+static void test_accuracy(void)
+{
+    /* 2^25 copies of 0.1f: a float accumulator stops growing at 2^24 * 0.1 * 2^-24 per add;
+     * the record must keep the mean exact to double precision. */
+    size_t n = (size_t)1 << 25;
+    float *x = alloc_f(n);
+    for (size_t i = 0; i < n; i++) x[i] = 0.1f;
+    ampdiag_tstats s;
+    ampdiag_tstats_compute(x, n, &s, NULL);
+    ok_close(ampdiag_tstats_mean(&s), (double)0.1f, 1e-12, 0, "mean of 2^25 x 0.1f is exact to 1e-12");
+    ok_close(ampdiag_tstats_rms(&s), (double)0.1f, 1e-12, 0, "rms of 2^25 x 0.1f is exact to 1e-12");
+    /* large offset + small variation: mean must keep the small part */
+    for (size_t i = 0; i < n; i++) x[i] = (i & 1) ? 1000.0f + 0.5f : 1000.0f - 0.5f;
+    ampdiag_tstats_compute(x, n, &s, NULL);
+    ok_close(ampdiag_tstats_mean(&s), 1000.0, 1e-13, 0, "mean of 1000 +- 0.5 over 2^25 values");
+    free(x);
+}
+
+static void test_merge(void)
+{
+    size_t n = 50021;
+    float *x = alloc_f(n);
+    for (size_t i = 0; i < n; i++) x[i] = (rnd32() % 50 == 0) ? fbits(rnd32()) : rnd_normal() * 1e-4f;
+    ampdiag_tstats whole, a, b;
+    ampdiag_hist hw, ha, hb;
+    ampdiag_tstats_compute(x, n, &whole, &hw);
+    int bad = 0;
+    for (int t = 0; t < 20; t++) {
+        size_t cut = rnd32() % (n + 1);
+        ampdiag_tstats_compute(x, cut, &a, &ha);
+        ampdiag_tstats_compute(x + cut, n - cut, &b, &hb);
+        ampdiag_tstats_merge(&a, &b);
+        ampdiag_hist_merge(&ha, &hb);
+        if (diff_stats(&a, &whole, 1e-12) || diff_hist(&ha, &hw)) bad++;
+    }
+    ok(bad == 0, "two halves merged give the whole, at 20 random cut points (%d bad)", bad);
+    ampdiag_tstats e;
+    ampdiag_tstats_init(&e);
+    ampdiag_tstats_merge(&e, &whole);
+    ok(!diff_stats(&e, &whole, 0), "the empty record is the identity of merging");
+    ampdiag_tstats_init(&a);
+    ampdiag_tstats_accumulate(&a, NULL, x, 1000);
+    ampdiag_tstats_accumulate(&a, NULL, x + 1000, n - 1000);
+    ok(!diff_stats(&a, &whole, 1e-12), "accumulate in two calls equals one call");
+    free(x);
+}
+
+static void test_accessors(void)
+{
+    float v[3] = {NAN, INFINITY, -INFINITY};
+    ampdiag_tstats s;
+    ampdiag_tstats_compute(v, 3, &s, NULL);
+    ok(ampdiag_tstats_finite(&s) == 0 && isnan(ampdiag_tstats_mean(&s)) && isnan(ampdiag_tstats_rms(&s)),
+       "no finite values: mean and rms are NaN");
+    ok(s.min == INFINITY && s.max == -INFINITY && s.absmin_nz == INFINITY, "no finite values: min/max keep their identities");
+    float w[4] = {3, -4, 0, NAN};
+    ampdiag_tstats_compute(w, 4, &s, NULL);
+    ok(ampdiag_tstats_finite(&s) == 3 && ampdiag_tstats_mean(&s) == -1.0 / 3 &&
+       fabs(ampdiag_tstats_rms(&s) - sqrt(25.0 / 3)) < 1e-15, "mean -1/3 and rms sqrt(25/3) of {3,-4,0,NaN}");
+    ok(ampdiag_hist_bin_of(1.0f) == AMPDIAG_HIST_BIN(0) && ampdiag_hist_bin_of(-0.75f) == AMPDIAG_HIST_BIN(-1) &&
+       ampdiag_hist_bin_of(0x1p-149f) == 0 && ampdiag_hist_bin_of(FLT_MAX) == AMPDIAG_HIST_NEXP - 1 &&
+       ampdiag_hist_bin_of(65504.0f) == AMPDIAG_HIST_BIN(15) && ampdiag_hist_bin_of(0x1.8p-140f) == AMPDIAG_HIST_BIN(-140) &&
+       ampdiag_hist_bin_of(-0.0f) == AMPDIAG_HIST_ZERO && ampdiag_hist_bin_of(-INFINITY) == AMPDIAG_HIST_NEGINF &&
+       ampdiag_hist_bin_of(NAN) == AMPDIAG_HIST_NAN, "histogram bins of known values");
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc; (void)argv;
+    diag("kernel: %s", ampdiag_tstats_impl());
+    test_cases();
+    test_accuracy();
+    test_merge();
+    test_accessors();
+    if (strcmp(ampdiag_tstats_impl(), "generic") != 0) {
+        setenv("AMPDIAG_TSTATS_IMPL", "generic", 1);
+        diag("again with kernel: %s", ampdiag_tstats_impl());
+        ok(strcmp(ampdiag_tstats_impl(), "generic") == 0, "AMPDIAG_TSTATS_IMPL=generic selects the portable kernel");
+        test_cases();
+        test_merge();
+    }
+    return done_testing();
+}
