@@ -5,7 +5,6 @@
 #include "ampdiag.h"
 #include "cli.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,13 +21,13 @@ static void usage(FILE *f)
             "subnormal inputs and results flushed to zero), with the FP16/BF16 bit patterns.\n");
 }
 
-static const char *classify(float in, float r)
+static const char *classify(ampdiag_format fmt, float in, float r)
 {
     if (isnan(in)) return "nan";
     if (isinf(in)) return "inf";
     if (isinf(r)) return "OVERFLOW";
     if (in != 0 && r == 0) return "UNDERFLOW";
-    if (r != 0 && fpclassify(r) == FP_SUBNORMAL) return "subnormal";
+    if (r != 0 && fabsf(r) < ampdiag_format_get(fmt)->min_normal) return "subnormal";
     return "";
 }
 
@@ -50,28 +49,39 @@ int cmd_formats(int argc, char **argv)
         }
     }
     if (first == argc) {
-        printf("%-5s %-14s %-14s %-14s %-12s %-14s %-14s\n", "fmt", "max_finite", "min_normal",
+        printf("%-5s %-14s %-14s %-14s %-12s %-14s %s\n", "fmt", "max_finite", "min_normal",
                "min_subnormal", "unit_round", "overflow_at", "underflow_at");
         for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
             const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
-            printf("%-5s %-14.8g %-14.8g %-14.8g %-12.6g %-14.8g %-14.8g\n", i->name, i->max_finite,
+            printf("%-5s %-14.8g %-14.8g %-14.8g %-12.6g %-14.8g %.8g\n", i->name, i->max_finite,
                    i->min_normal, i->min_subnormal, i->unit_roundoff, i->overflow_at, i->underflow_at);
         }
         return 0;
     }
-    printf("%-16s %-16s %-6s %-10s %-16s %-6s %-10s\n", "value", "fp16", "bits", "", "bf16", "bits", "");
-    for (int i = first; i < argc; i++) {
+    int nv = argc - first;
+    float *vals = malloc((size_t)nv * sizeof *vals);
+    if (!vals) {
+        fprintf(stderr, "ampdiag formats: out of memory\n");
+        return EXIT_IO;
+    }
+    for (int i = 0; i < nv; i++) {
         char *end;
-        errno = 0;
-        float v = strtof(argv[i], &end);
-        if (end == argv[i] || *end) {
-            fprintf(stderr, "ampdiag formats: '%s' is not a number\n", argv[i]);
+        const char *arg = argv[first + i];
+        vals[i] = strtof(arg, &end);
+        if (end == arg || *end) {
+            fprintf(stderr, "ampdiag formats: '%s' is not a number (expected e.g. 65520, 1e-8, -inf)\n", arg);
+            free(vals);
             return EXIT_USAGE;
         }
+    }
+    printf("%-16s %-16s %-6s %-10s %-16s %-6s %s\n", "value", "fp16", "bits", "", "bf16", "bits", "");
+    for (int i = 0; i < nv; i++) {
+        float v = vals[i];
         float h = ftz ? ampdiag_round_ftz(AMPDIAG_FP16, v) : ampdiag_round(AMPDIAG_FP16, v);
         float b = ftz ? ampdiag_round_ftz(AMPDIAG_BF16, v) : ampdiag_round(AMPDIAG_BF16, v);
-        printf("%-16.9g %-16.9g 0x%04x %-10s %-16.9g 0x%04x %-10s\n", v, h, ampdiag_fp16_encode(h),
-               classify(v, h), b, ampdiag_bf16_encode(b), classify(v, b));
+        printf("%-16.9g %-16.9g 0x%04x %-10s %-16.9g 0x%04x %s\n", v, h, ampdiag_fp16_encode(h),
+               classify(AMPDIAG_FP16, v, h), b, ampdiag_bf16_encode(b), classify(AMPDIAG_BF16, v, b));
     }
+    free(vals);
     return 0;
 }
