@@ -1,0 +1,252 @@
+/*
+ * optim.c - SGD with momentum, AdamW, gradient unscaling and clipping, learning-rate schedules.
+ *
+ * SGD follows torch.optim.SGD (dampening 0): g' = g + wd w; buf = momentum buf + g' (buf = g'
+ * on the first step); dw = -lr buf. AdamW follows torch.optim.AdamW: w -= lr wd w; m = b1 m +
+ * (1-b1) g; v = b2 v + (1-b2) g^2; dw = -lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
+ * When the state format is FP16 or BF16 every intermediate of the state update is rounded to
+ * it, as an optimizer running in that format computes it; in particular eps itself is rounded
+ * (1e-8 is 0 in FP16), so a zero second moment gives 0/0 = NaN, as it does in practice.
+ */
+#include "optim.h"
+#include "numfmt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#define OPTIM_BLOCK 1024 /* parameters per cache block */
+
+void optim_config_default(optim_config *c, optim_kind kind)
+{
+    c->kind = kind;
+    c->momentum = 0.9;
+    c->weight_decay = 0.0;
+    c->beta1 = 0.9;
+    c->beta2 = 0.999;
+    c->eps = 1e-8;
+    c->state_fmt = AMPDIAG_FP32;
+    c->weight_fmt = AMPDIAG_FP32;
+    c->round_flags = 0;
+}
+
+int optim_kind_parse(const char *name, optim_kind *k)
+{
+    if (strcasecmp(name, "sgd") == 0) { *k = OPT_SGD; return 0; }
+    if (strcasecmp(name, "adamw") == 0) { *k = OPT_ADAMW; return 0; }
+    return -1;
+}
+
+const char *optim_kind_name(optim_kind k) { return k == OPT_SGD ? "sgd" : "adamw"; }
+
+int optim_init(optim *o, const optim_config *c, size_t nparams)
+{
+    memset(o, 0, sizeof *o);
+    o->cfg = *c;
+    o->n = nparams;
+    o->m = calloc(nparams ? nparams : 1, sizeof *o->m);
+    if (c->kind == OPT_ADAMW)
+        o->v = calloc(nparams ? nparams : 1, sizeof *o->v);
+    if (!o->m || (c->kind == OPT_ADAMW && !o->v)) {
+        optim_free(o);
+        return -1;
+    }
+    return 0;
+}
+
+void optim_free(optim *o)
+{
+    free(o->m);
+    free(o->v);
+    o->m = o->v = NULL;
+}
+
+void optim_stats_init(optim_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    ampdiag_tstats_init(&s->weight);
+    ampdiag_tstats_init(&s->update);
+}
+
+void optim_begin(optim *o) { o->t++; }
+
+static inline float rnd(ampdiag_format f, unsigned flags, float x)
+{
+    if (f == AMPDIAG_FP32)
+        return x;
+    if (flags & AMPDIAG_ROUND_FTZ)
+        return f == AMPDIAG_FP16 ? ampdiag_fp16_rne_ftz(x) : ampdiag_bf16_rne_ftz(x);
+    return f == AMPDIAG_FP16 ? ampdiag_fp16_rne(x) : ampdiag_bf16_rne(x);
+}
+
+/* Intended changes dw[0..k) for parameters w[0..k) with state m, v (updated in place). */
+static void compute_dw(const optim *o, const float *w, const float *g, float *m, float *v, size_t k,
+                       float lr, float gscale, float *dw)
+{
+    const optim_config *c = &o->cfg;
+    ampdiag_format sf = c->state_fmt;
+    unsigned fl = c->round_flags;
+    if (c->kind == OPT_SGD) {
+        float mom = (float)c->momentum, wd = (float)c->weight_decay;
+        int first = o->t <= 1;
+        for (size_t i = 0; i < k; i++) {
+            float gi = g[i] * gscale + wd * w[i];
+            float b = first ? gi : rnd(sf, fl, mom * m[i] + gi);
+            m[i] = rnd(sf, fl, b);
+            dw[i] = -lr * m[i];
+        }
+        return;
+    }
+    float b1 = (float)c->beta1, b2 = (float)c->beta2;
+    float bc1 = (float)(1.0 - pow(c->beta1, (double)o->t));
+    float bc2 = (float)(1.0 - pow(c->beta2, (double)o->t));
+    float wd = (float)(c->weight_decay * lr);
+    float eps = rnd(sf, fl, (float)c->eps);
+    if (sf == AMPDIAG_FP32) {
+        float sbc2 = sqrtf(bc2);
+        for (size_t i = 0; i < k; i++) {
+            float gi = g[i] * gscale;
+            m[i] = b1 * m[i] + (1.0f - b1) * gi;
+            v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+            float denom = sqrtf(v[i]) / sbc2 + eps;
+            dw[i] = -lr * (m[i] / bc1) / denom - wd * w[i];
+        }
+        return;
+    }
+    for (size_t i = 0; i < k; i++) {
+        float gi = rnd(sf, fl, g[i] * gscale);
+        m[i] = rnd(sf, fl, rnd(sf, fl, b1 * m[i]) + rnd(sf, fl, (1.0f - b1) * gi));
+        v[i] = rnd(sf, fl, rnd(sf, fl, b2 * v[i]) + rnd(sf, fl, (1.0f - b2) * rnd(sf, fl, gi * gi)));
+        float mhat = rnd(sf, fl, m[i] / bc1);
+        float vhat = rnd(sf, fl, v[i] / bc2);
+        float denom = rnd(sf, fl, rnd(sf, fl, sqrtf(vhat)) + eps);
+        dw[i] = rnd(sf, fl, -lr * rnd(sf, fl, mhat / denom)) - wd * w[i];
+    }
+}
+
+void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float gscale,
+                  optim_stats *st, ampdiag_hist *hw, ampdiag_hist *hu)
+{
+    float dw[OPTIM_BLOCK];
+    ampdiag_format wf = o->cfg.weight_fmt;
+    unsigned fl = o->cfg.round_flags;
+    float flr = (float)lr;
+    for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
+        size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
+        float *wb = w + off + b;
+        const float *gb = g + off + b;
+        float *mb = o->m + off + b;
+        float *vb = o->v ? o->v + off + b : NULL;
+        if (st)
+            ampdiag_tstats_accumulate(&st->weight, hw, wb, k);
+        compute_dw(o, wb, gb, mb, vb, k, flr, gscale, dw);
+        if (st) {
+            ampdiag_tstats_accumulate(&st->update, hu, dw, k);
+            uint64_t lost = 0, l16 = 0, lb16 = 0;
+            double ws = 0, ds = 0;
+            for (size_t i = 0; i < k; i++) {
+                float wi = wb[i], d = dw[i];
+                float nw = rnd(wf, fl, wi + d);
+                lost += d != 0 && nw == wi;
+                float w16 = ampdiag_fp16_rne(wi), wb16 = ampdiag_bf16_rne(wi);
+                l16 += d != 0 && ampdiag_fp16_rne(w16 + d) == w16;
+                lb16 += d != 0 && ampdiag_bf16_rne(wb16 + d) == wb16;
+                ws += (double)wi * wi;
+                ds += (double)d * d;
+                wb[i] = nw;
+            }
+            st->lost_updates += lost;
+            st->lost_if_fp16 += l16;
+            st->lost_if_bf16 += lb16;
+            st->w_sumsq += ws;
+            st->dw_sumsq += ds;
+        } else {
+            for (size_t i = 0; i < k; i++)
+                wb[i] = rnd(wf, fl, wb[i] + dw[i]);
+        }
+    }
+}
+
+void grads_unscale(float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite,
+                   ampdiag_tstats *gs, ampdiag_hist *gh)
+{
+    double ss = 0;
+    uint64_t nf = 0;
+    for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
+        size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
+        float *gb = g + b;
+        if (gs)
+            ampdiag_tstats_accumulate(gs, gh, gb, k);
+        double s = 0;
+        uint32_t bad = 0;
+        for (size_t i = 0; i < k; i++) {
+            float x = gb[i] * inv_scale;
+            gb[i] = x;
+            uint32_t fin = (ampdiag_f32_bits(x) & 0x7fffffffu) < AMPDIAG_F32_INF;
+            bad += !fin;
+            float xf = ampdiag_f32_from_bits(ampdiag_f32_bits(x) & (0u - fin));
+            s += (double)xf * xf;
+        }
+        ss += s;
+        nf += bad;
+    }
+    *sumsq += ss;
+    *nonfinite += nf;
+}
+
+float clip_coefficient(double norm, double max_norm)
+{
+    if (!(max_norm > 0) || !isfinite(norm))
+        return 1.0f;
+    double c = max_norm / (norm + 1e-6);
+    return c < 1.0 ? (float)c : 1.0f;
+}
+
+int schedule_parse(schedule *s, const char *text, double lr, long total, char *err, size_t errlen)
+{
+    memset(s, 0, sizeof *s);
+    s->lr = lr;
+    s->total = total;
+    if (!text || strcmp(text, "constant") == 0) {
+        s->kind = SCHED_CONSTANT;
+        return 0;
+    }
+    if (strncmp(text, "cosine", 6) == 0 && (text[6] == 0 || text[6] == ':')) {
+        s->kind = SCHED_COSINE;
+        s->warmup = total / 20;
+        s->min_lr = lr * 0.1;
+        const char *p = text + 6;
+        if (*p == ':') {
+            char *end;
+            long wu = strtol(p + 1, &end, 10);
+            if (end == p + 1 || wu < 0 || (*end && *end != ':')) goto bad;
+            s->warmup = wu;
+            p = end;
+            if (*p == ':') {
+                double mn = strtod(p + 1, &end);
+                if (end == p + 1 || *end || mn < 0) goto bad;
+                s->min_lr = mn;
+            }
+        }
+        return 0;
+    }
+bad:
+    snprintf(err, errlen, "--schedule '%s': expected 'constant' or 'cosine[:WARMUP_STEPS[:MIN_LR]]'", text);
+    return -1;
+}
+
+double schedule_lr(const schedule *s, long t)
+{
+    if (s->warmup > 0 && t < s->warmup)
+        return s->lr * (double)(t + 1) / (double)s->warmup;
+    if (s->kind == SCHED_CONSTANT)
+        return s->lr;
+    long span = s->total - s->warmup;
+    if (span <= 0)
+        return s->lr;
+    double p = (double)(t - s->warmup) / (double)span;
+    if (p > 1) p = 1;
+    return s->min_lr + 0.5 * (s->lr - s->min_lr) * (1.0 + cos(3.14159265358979323846 * p));
+}

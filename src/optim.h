@@ -1,0 +1,98 @@
+/*
+ * optim.h - optimizers (SGD with momentum, AdamW), gradient unscaling and clipping, learning
+ * rate schedules: everything between a backward pass and the next forward.
+ *
+ * The passes over the parameter buffer are cache-blocked: each block of parameters is updated
+ * and, on traced steps, its statistics (weights, updates, lost updates) are taken while the
+ * block is still in cache, so tracing adds no extra pass over memory.
+ */
+#ifndef AMPDIAG_OPTIM_H
+#define AMPDIAG_OPTIM_H
+
+#include "ampdiag.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { OPT_SGD = 0, OPT_ADAMW = 1 } optim_kind;
+
+typedef struct optim_config {
+    optim_kind kind;
+    double momentum;         /* SGD; 0.9 */
+    double weight_decay;     /* SGD: L2 added to the gradient; AdamW: decoupled; 0 */
+    double beta1, beta2;     /* AdamW: 0.9, 0.999 */
+    double eps;              /* AdamW: 1e-8 */
+    ampdiag_format state_fmt;  /* format the optimizer state (and its arithmetic) is held in */
+    ampdiag_format weight_fmt; /* format the weights are stored in: FP32 (master) or BF16 (pure) */
+    unsigned round_flags;      /* AMPDIAG_ROUND_FTZ */
+} optim_config;
+
+void optim_config_default(optim_config *c, optim_kind kind);
+/* "sgd" / "adamw" -> kind; 0 or -1. */
+int optim_kind_parse(const char *name, optim_kind *k);
+const char *optim_kind_name(optim_kind k);
+
+typedef struct optim {
+    optim_config cfg;
+    float *m, *v;   /* [n] momentum / first moment, second moment (AdamW) */
+    size_t n;
+    long t;         /* updates taken (skipped steps do not count), for Adam's bias correction */
+} optim;
+
+/* 0, or -1 when out of memory. */
+int optim_init(optim *o, const optim_config *c, size_t nparams);
+void optim_free(optim *o);
+
+/* What one layer's update did (filled on traced steps). */
+typedef struct optim_stats {
+    ampdiag_tstats weight;   /* the weights the step started from */
+    ampdiag_tstats update;   /* the intended change dw (before storage rounding) */
+    uint64_t lost_updates;   /* dw != 0 but the stored weight did not change */
+    uint64_t lost_if_fp16;   /* dw != 0 but fl16(w + dw) == fl16(w): lost with FP16 weights */
+    uint64_t lost_if_bf16;   /* the same for BF16 weights */
+    double w_sumsq, dw_sumsq;/* for the update/weight ratio ||dw|| / ||w|| */
+} optim_stats;
+
+void optim_stats_init(optim_stats *s);
+
+/* Begin an update (counts it for bias correction). Call once per non-skipped step. */
+void optim_begin(optim *o);
+/*
+ * Update parameters [off, off + n) of the buffer w with gradients g (already unscaled), each
+ * multiplied by gscale (the clip coefficient), at learning rate lr. st (may be NULL) receives
+ * the statistics; hw, hu (may be NULL) the exponent histograms of weights and updates.
+ */
+void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float gscale,
+                  optim_stats *st, ampdiag_hist *hw, ampdiag_hist *hu);
+
+/*
+ * Unscale gradients in place: g[i] *= inv_scale, returning the sum of squares of the
+ * unscaled values (double) and the number of non-finite values. When gs is not NULL, the
+ * statistics of the values before unscaling (what the format held) are added to it (and
+ * the histogram to gh when not NULL), in the same pass.
+ */
+void grads_unscale(float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite,
+                   ampdiag_tstats *gs, ampdiag_hist *gh);
+
+/* PyTorch clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0
+ * (no clipping) or the norm is not finite. */
+float clip_coefficient(double norm, double max_norm);
+
+/* ------------------------------------------------------------------ learning-rate schedule */
+
+typedef enum { SCHED_CONSTANT = 0, SCHED_COSINE = 1 } sched_kind;
+
+typedef struct schedule {
+    sched_kind kind;
+    double lr;       /* peak learning rate */
+    long warmup;     /* linear warm-up steps (from lr/warmup to lr) */
+    long total;      /* cosine: steps over which lr decays to min_lr */
+    double min_lr;
+} schedule;
+
+/* "constant" or "cosine[:WARMUP[:MIN_LR]]". 0, or -1 with a message in err. */
+int schedule_parse(schedule *s, const char *text, double lr, long total, char *err, size_t errlen);
+/* Learning rate of step t (0-based). */
+double schedule_lr(const schedule *s, long t);
+
+#endif
