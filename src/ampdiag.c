@@ -8,7 +8,12 @@
 #include <string.h>
 
 static const struct cmd commands[] = {
+    {"run", cmd_run, "train a model in the instrumented loop and write an HDF5 trace"},
     {"formats", cmd_formats, "limits of fp32/fp16/bf16 and what rounding values to them does"},
+    {"info", cmd_info, "summary of one trace: status, loss, scale, events, fp16/bf16 headroom"},
+    {"plot", cmd_plot, "gnuplot charts of one or more traces (loss, scale, layer ranges, ...)"},
+    {"compare", cmd_compare, "compare traces; recommend a precision, loss scale, lr and clip"},
+    {"sweep", cmd_sweep, "run several precisions / learning rates, then compare them"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -22,5 +22,10 @@ struct cmd {
 
 /* Subcommands (src/cmd_*.c). argv[0] is the subcommand name. */
 int cmd_formats(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
 
 #endif

@@ -34,6 +34,7 @@ const char *data_synthetic_help(void)
 {
     return "  synthetic:blobs      10 Gaussian classes in 32 features, 4096 + 512 rows (mlp default)\n"
            "  synthetic:blobs-raw  the same features in raw units (x 1e5): unnormalised inputs\n"
+           "  synthetic:blobs-tiny the same features x 1e-6: tiny activations and gradients\n"
            "  synthetic:tokens     sequences of 33 tokens over 64 symbols from a sparse Markov chain,\n"
            "                       2048 + 256 rows (transformer default)\n";
 }
@@ -336,7 +337,8 @@ int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, cha
         const char *name = spec + 10;
         snprintf(ds->name, sizeof ds->name, "%s", spec);
         int is_tok = strcmp(name, "tokens") == 0;
-        if (!is_tok && strcmp(name, "blobs") != 0 && strcmp(name, "blobs-raw") != 0) {
+        float scale = strcmp(name, "blobs-raw") == 0 ? 1e5f : strcmp(name, "blobs-tiny") == 0 ? 1e-6f : 1.0f;
+        if (!is_tok && strcmp(name, "blobs") != 0 && scale == 1.0f) {
             fail(err, errlen, "--data %s: unknown synthetic set; expected one of:\n%s", spec, data_synthetic_help());
             return DATA_EBADINPUT;
         }
@@ -345,7 +347,7 @@ int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, cha
                  want_tokens ? "transformer" : "mlp");
             return DATA_EBADINPUT;
         }
-        rc = is_tok ? make_tokens(ds, seed) : make_blobs(ds, seed, strcmp(name, "blobs-raw") == 0 ? 1e5f : 1.0f);
+        rc = is_tok ? make_tokens(ds, seed) : make_blobs(ds, seed, scale);
         if (rc) {
             data_free(ds);
             fail(err, errlen, "--data %s: out of memory", spec);

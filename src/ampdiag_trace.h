@@ -1,0 +1,363 @@
+/*
+ * ampdiag_trace.h - the public C API of ampdiag's HDF5 trace format, version 1.
+ *
+ * A trace is one HDF5 file per training run: root attributes describing the run and six
+ * tables (/layers, /steps, /tensors, /histograms, /events, /eval). traces/FORMAT.md is the
+ * specification; this header is the C view of it.
+ *
+ * Writing:
+ *     ampdiag_trace_writer *w;
+ *     if (ampdiag_trace_create("run.h5", NULL, &w) < 0) die(ampdiag_trace_errmsg());
+ *     ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_PRECISION, "fp16");   // attributes first
+ *     int fc1 = ampdiag_trace_add_layer(w, "fc1", "linear", "[256, 784]", 200960);
+ *     for (step ...) {
+ *         ampdiag_trace_append_tensor(w, step, fc1, AMPDIAG_KIND_WEIGHT_GRAD, &stats, 0);
+ *         ampdiag_trace_append_step(w, &step_record);  // flushes every N steps / T seconds
+ *     }
+ *     ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE);
+ *
+ * Root attributes can only be added before the first record is appended (the file then
+ * switches to HDF5 single-writer/multiple-reader mode, which forbids new attributes); layers
+ * can be added at any time. Records are buffered and written in batches; a run killed at any
+ * moment leaves a trace whose status is still "running" and which holds every record up to
+ * the last flush. On SIGINT/SIGTERM, set a flag in the handler and call
+ * ampdiag_trace_close(w, AMPDIAG_STATUS_INTERRUPTED) from the loop (never from the handler:
+ * HDF5 is not async-signal-safe).
+ *
+ * Every function returns 0 (or an index) on success and a negative AMPDIAG_TRACE_E* code on
+ * failure; ampdiag_trace_errmsg() then says, naming the file, what failed.
+ * ampdiag_trace_err_is_io() separates I/O and resource failures (ampdiag exits 3) from bad
+ * input and bad calls (exit 2). A writer that hit an I/O error refuses further records with
+ * the same error; what it flushed before stays readable.
+ *
+ * Writers and readers are independent objects; one object must not be used from two threads
+ * at once. The error message is kept per thread.
+ */
+#ifndef AMPDIAG_TRACE_H
+#define AMPDIAG_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ampdiag.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AMPDIAG_TRACE_FORMAT "ampdiag-trace"
+#define AMPDIAG_TRACE_FORMAT_VERSION 1
+
+/* ------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------ */
+
+enum {
+    AMPDIAG_TRACE_OK = 0,
+    AMPDIAG_TRACE_EINVAL = -1,     /* bad argument or call out of order */
+    AMPDIAG_TRACE_EIO = -2,        /* the file could not be created, written, flushed or read */
+    AMPDIAG_TRACE_ENOMEM = -3,     /* out of memory */
+    AMPDIAG_TRACE_EEXIST = -4,     /* the output exists and overwrite was not asked for */
+    AMPDIAG_TRACE_ENOENT = -5,     /* the input does not exist or is not a regular file */
+    AMPDIAG_TRACE_ENOTHDF5 = -6,   /* the input is not an HDF5 file */
+    AMPDIAG_TRACE_ENOTTRACE = -7,  /* an HDF5 file, but not an ampdiag trace */
+    AMPDIAG_TRACE_EVERSION = -8,   /* a trace of a newer format_version than this reader */
+    AMPDIAG_TRACE_ESCHEMA = -9,    /* a dataset, field or attribute is missing or mistyped */
+    AMPDIAG_TRACE_ETRUNCATED = -10 /* the file is truncated or its contents are corrupt */
+};
+
+/* The message of the last failed call in this thread ("" if none). */
+const char *ampdiag_trace_errmsg(void);
+/* A short name of an error code ("I/O error", "not an HDF5 file", ...). */
+const char *ampdiag_trace_strerror(int err);
+/* 1 when err is an I/O or resource failure (EIO, ENOMEM), 0 otherwise. */
+int ampdiag_trace_err_is_io(int err);
+
+/* ------------------------------------------------------------------------------------------
+ * Enumerations (stored as HDF5 enums; the names in quotes are the stored names)
+ * ------------------------------------------------------------------------------------------ */
+
+typedef enum ampdiag_tensor_kind {
+    AMPDIAG_KIND_ACTIVATION = 0,      /* "activation": a layer's output in the forward pass */
+    AMPDIAG_KIND_ACTIVATION_GRAD = 1, /* "activation_grad": gradient w.r.t. that output */
+    AMPDIAG_KIND_WEIGHT = 2,          /* "weight": the layer's parameters */
+    AMPDIAG_KIND_WEIGHT_GRAD = 3,     /* "weight_grad": gradient w.r.t. the parameters */
+    AMPDIAG_KIND_UPDATE = 4,          /* "update": what the optimizer added to the parameters */
+    AMPDIAG_NKINDS = 5
+} ampdiag_tensor_kind;
+
+typedef enum ampdiag_event_code {
+    AMPDIAG_EV_NAN_FORWARD = 0,  /* "nan_forward": first NaN in a forward tensor */
+    AMPDIAG_EV_INF_FORWARD = 1,  /* "inf_forward" */
+    AMPDIAG_EV_NAN_BACKWARD = 2, /* "nan_backward" */
+    AMPDIAG_EV_INF_BACKWARD = 3, /* "inf_backward" */
+    AMPDIAG_EV_OVERFLOW = 4,     /* "overflow": finite values rounded to inf in a 16-bit format */
+    AMPDIAG_EV_SCALE_BACKOFF = 5,/* "scale_backoff": value = the new loss scale */
+    AMPDIAG_EV_SCALE_GROWTH = 6, /* "scale_growth": value = the new loss scale */
+    AMPDIAG_EV_SKIPPED = 7,      /* "skipped_step" */
+    AMPDIAG_EV_CLIPPED = 8,      /* "clipped": value = the pre-clip gradient norm */
+    AMPDIAG_EV_LOSS_SPIKE = 9,   /* "loss_spike": value = the loss */
+    AMPDIAG_EV_DIVERGENCE = 10,  /* "divergence": value = the loss */
+    AMPDIAG_EV_STOP = 11,        /* "stop": the run stopped early (signal, divergence, limit) */
+    AMPDIAG_EV_NOTE = 12,        /* "note": anything else worth a line */
+    AMPDIAG_NEVENT_CODES = 13
+} ampdiag_event_code;
+
+typedef enum ampdiag_trace_status {
+    AMPDIAG_STATUS_UNKNOWN = -1, /* reader: a status string this version does not know */
+    AMPDIAG_STATUS_RUNNING = 0,  /* "running": still being written, or cut off */
+    AMPDIAG_STATUS_COMPLETE = 1, /* "complete" */
+    AMPDIAG_STATUS_DIVERGED = 2, /* "diverged": stopped because training diverged */
+    AMPDIAG_STATUS_INTERRUPTED = 3 /* "interrupted": stopped by a signal or the user */
+} ampdiag_trace_status;
+
+/* Stored names ("activation", "skipped_step", "complete"); NULL when out of range. */
+const char *ampdiag_kind_name(int kind);
+const char *ampdiag_event_name(int code);
+const char *ampdiag_status_name(int status);
+/* Name -> value; -1 when unknown. */
+int ampdiag_kind_parse(const char *name);
+int ampdiag_event_parse(const char *name);
+int ampdiag_status_parse(const char *name);
+
+/* ------------------------------------------------------------------------------------------
+ * Records (the C view of the tables; the reader fills arrays of these)
+ * ------------------------------------------------------------------------------------------ */
+
+/* Fixed string sizes in bytes, terminating NUL included (longer text is refused for layer
+ * names and cut at a UTF-8 boundary elsewhere). */
+#define AMPDIAG_TRACE_NAME_LEN 64
+#define AMPDIAG_TRACE_OP_LEN 32
+#define AMPDIAG_TRACE_SHAPE_LEN 64
+#define AMPDIAG_TRACE_REASON_LEN 96
+#define AMPDIAG_TRACE_MESSAGE_LEN 128
+
+typedef struct ampdiag_trace_layer {
+    int32_t index;                          /* row number; what /tensors' layer refers to */
+    char name[AMPDIAG_TRACE_NAME_LEN];      /* unique; traces are compared by name ("fc1") */
+    char op[AMPDIAG_TRACE_OP_LEN];          /* "linear", "layernorm", ... */
+    char shape[AMPDIAG_TRACE_SHAPE_LEN];    /* weight shape as text, PyTorch order: "[256, 784]" */
+    uint64_t params;                        /* number of parameters */
+} ampdiag_trace_layer;
+
+typedef struct ampdiag_trace_step {
+    int64_t step;            /* 0-based optimizer step */
+    double loss;             /* unscaled training loss */
+    double loss_scale;       /* loss scale used in this step (1 without scaling) */
+    double grad_norm;        /* global L2 norm of the unscaled gradients, before clipping */
+    double clip_coef;        /* factor the gradients were multiplied by (1 = not clipped) */
+    int32_t skipped;         /* 1 if the update was skipped (non-finite gradients) */
+    char skip_reason[AMPDIAG_TRACE_REASON_LEN]; /* "" or e.g. "inf in fc3 weight_grad" */
+    double lr;               /* learning rate used in this step */
+    double update_ratio;     /* ||update|| / ||weights|| over all parameters */
+    uint64_t nonfinite_grads;/* number of non-finite gradient values */
+    double wall_ms;          /* wall-clock duration of this step, milliseconds */
+} ampdiag_trace_step;
+
+/* One tensor's statistics at one step (the file form of ampdiag_tstats). Where the tensor held
+ * no finite value, min/max/absmax/mean/rms are NaN; with no finite non-zero value, absmin_nz
+ * is NaN. */
+typedef struct ampdiag_trace_tensor {
+    int64_t step;
+    int32_t layer;           /* index into /layers */
+    int32_t kind;            /* ampdiag_tensor_kind; -1 if the file holds an unknown name */
+    uint64_t count, n_nan, n_posinf, n_neginf, n_zero, n_neg, n_pos;
+    float min, max, absmax, absmin_nz;
+    double mean, rms;
+    uint64_t fp16_overflow, fp16_underflow, fp16_subnormal;
+    uint64_t bf16_overflow, bf16_underflow, bf16_subnormal;
+    uint64_t lost_updates;   /* kind update: elements where fl(w + dw) == w although dw != 0 */
+} ampdiag_trace_tensor;
+
+typedef struct ampdiag_trace_hist {
+    int64_t step;
+    int32_t layer;
+    int32_t kind;
+    uint64_t bin[AMPDIAG_HIST_BINS]; /* as ampdiag_hist: see ampdiag.h */
+} ampdiag_trace_hist;
+
+typedef struct ampdiag_trace_event {
+    int64_t step;
+    int32_t layer;           /* index into /layers, or -1 for a global event */
+    int32_t code;            /* ampdiag_event_code; -1 if the file holds an unknown name */
+    double value;            /* meaning depends on code (see ampdiag_event_code); NaN if none */
+    char message[AMPDIAG_TRACE_MESSAGE_LEN];
+} ampdiag_trace_event;
+
+typedef struct ampdiag_trace_eval {
+    int64_t step;            /* the training step after which the evaluation ran */
+    double loss;
+    double metric;           /* e.g. accuracy in [0, 1]; attribute eval_metric names it; NaN if none */
+} ampdiag_trace_eval;
+
+/* Fill a tensor record's statistics from / into the in-memory form. to_tstats restores the
+ * merge identities (+-inf) where the file has NaN and sum/sumsq from mean/rms (exact to
+ * rounding). */
+void ampdiag_trace_tensor_from_tstats(ampdiag_trace_tensor *t, const ampdiag_tstats *s);
+void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstats *s);
+
+/* ------------------------------------------------------------------------------------------
+ * Well-known root attributes (written by ampdiag run; any others may be added)
+ * ------------------------------------------------------------------------------------------ */
+
+#define AMPDIAG_ATTR_PRECISION "precision"         /* str: fp32 | fp16 | bf16 | bf16-pure */
+#define AMPDIAG_ATTR_MODEL "model"                 /* str: preset name or model file */
+#define AMPDIAG_ATTR_DATA "data"                   /* str: "synthetic:blobs" or a file */
+#define AMPDIAG_ATTR_SEED "seed"                   /* int */
+#define AMPDIAG_ATTR_OPTIMIZER "optimizer"         /* str: adamw | sgd */
+#define AMPDIAG_ATTR_HYPERPARAMETERS "hyperparameters" /* str: "beta1=0.9 beta2=0.999 ..." */
+#define AMPDIAG_ATTR_LR "lr"                       /* double: base learning rate */
+#define AMPDIAG_ATTR_LR_SCHEDULE "lr_schedule"     /* str: "constant", "cosine warmup=100" */
+#define AMPDIAG_ATTR_CLIP "clip"                   /* double: max grad norm, 0 = off */
+#define AMPDIAG_ATTR_LOSS_SCALE "loss_scale"       /* str: dynamic | static:S | none */
+#define AMPDIAG_ATTR_SCALER "scaler"               /* str: "init=65536 growth=2 backoff=0.5 ..." */
+#define AMPDIAG_ATTR_DEVICE "device"               /* str: cpu | cuda */
+#define AMPDIAG_ATTR_DEVICE_NAME "device_name"     /* str */
+#define AMPDIAG_ATTR_COMMAND_LINE "command_line"   /* str */
+#define AMPDIAG_ATTR_START_TIME "start_time"       /* str, ISO 8601 UTC (set by create) */
+#define AMPDIAG_ATTR_STEPS_PLANNED "steps_planned" /* int */
+#define AMPDIAG_ATTR_BATCH "batch"                 /* int */
+#define AMPDIAG_ATTR_EVAL_METRIC "eval_metric"     /* str: what /eval metric is ("accuracy") */
+/* Managed by the writer (refused by the setters): format, format_version, tool_version,
+ * status, end_time. */
+
+/* ------------------------------------------------------------------------------------------
+ * Writer
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct ampdiag_trace_writer ampdiag_trace_writer;
+
+typedef struct ampdiag_trace_options {
+    unsigned flush_every_steps; /* flush after this many step records (default 10; 0 = off) */
+    double flush_seconds;       /* ...or when this much time passed since the last flush at a
+                                   step record (default 2.0; <= 0 = off) */
+    int overwrite;              /* replace an existing file (default 0: refuse, EEXIST) */
+    int compact_on_close;       /* default 1: a successful close rewrites the trace without the
+                                   dead space SWMR leaves at each flush (HDF5 does not reuse freed
+                                   space in SWMR mode), into a temporary file in the same
+                                   directory renamed over the trace; skipped for symlinks and
+                                   files with several hard links; a failure leaves the (valid)
+                                   uncompacted trace */
+} ampdiag_trace_options;
+
+/* Set the defaults; call it before changing any field. */
+void ampdiag_trace_options_init(ampdiag_trace_options *opt);
+
+/* Create a trace (opt NULL = defaults). Writes format, format_version, tool_version,
+ * status = "running" and start_time. */
+int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
+                         ampdiag_trace_writer **out);
+
+/* Root attributes; only before the first record. Setting a name again replaces the value. */
+int ampdiag_trace_set_attr_str(ampdiag_trace_writer *w, const char *name, const char *value);
+int ampdiag_trace_set_attr_double(ampdiag_trace_writer *w, const char *name, double value);
+int ampdiag_trace_set_attr_int(ampdiag_trace_writer *w, const char *name, int64_t value);
+
+/* Declare a layer; returns its index (0, 1, ...) or a negative error. Names must be unique,
+ * non-empty and shorter than AMPDIAG_TRACE_NAME_LEN; op and shape may be NULL. */
+int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const char *op,
+                            const char *shape, uint64_t params);
+
+/* Append records. Appending a step record may flush (see ampdiag_trace_options). */
+int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step *rec);
+int ampdiag_trace_append_tensor(ampdiag_trace_writer *w, int64_t step, int layer,
+                                ampdiag_tensor_kind kind, const ampdiag_tstats *s,
+                                uint64_t lost_updates);
+int ampdiag_trace_append_hist(ampdiag_trace_writer *w, int64_t step, int layer,
+                              ampdiag_tensor_kind kind, const ampdiag_hist *h);
+/* layer -1 for a global event; msg may be NULL. */
+int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
+                               ampdiag_event_code code, double value, const char *msg);
+int ampdiag_trace_append_eval(ampdiag_trace_writer *w, int64_t step, double loss, double metric);
+
+/* Write every buffered record and flush the file: after this returns 0, a crash loses
+ * nothing appended so far. */
+int ampdiag_trace_flush(ampdiag_trace_writer *w);
+/* Record a status now (and flush). */
+int ampdiag_trace_set_status(ampdiag_trace_writer *w, ampdiag_trace_status status);
+
+/* Close: set the status (AMPDIAG_STATUS_RUNNING leaves the trace marked as cut off; pass
+ * AMPDIAG_STATUS_UNKNOWN to keep the last one set), write end_time, flush and free. Safe in any
+ * state (before the first record, after an I/O error, w NULL); always frees w. Returns the
+ * first error met, including an earlier I/O error that made the writer stop. */
+int ampdiag_trace_close(ampdiag_trace_writer *w, ampdiag_trace_status status);
+
+typedef struct ampdiag_trace_writer_info {
+    uint64_t steps, tensors, hists, events, evals, layers; /* records appended */
+    uint64_t flushes;              /* completed flushes */
+    uint64_t steps_flushed;        /* step records safe on disk after the last flush */
+} ampdiag_trace_writer_info;
+void ampdiag_trace_writer_get_info(const ampdiag_trace_writer *w, ampdiag_trace_writer_info *info);
+
+/* ------------------------------------------------------------------------------------------
+ * Reader
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct ampdiag_trace_reader ampdiag_trace_reader;
+
+#define AMPDIAG_TRACE_READ_QUIET 1u     /* do not print notes (such as a repair) on stderr */
+#define AMPDIAG_TRACE_READ_NO_REPAIR 2u /* never clear a stale open-for-write mark */
+
+/* Open and validate a trace. A trace whose writer died before its first flush is still marked
+ * open-for-write; unless NO_REPAIR, the mark is cleared (as h5clear -s does) and the open
+ * retried, with a note on stderr unless QUIET. */
+int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **out);
+void ampdiag_trace_reader_close(ampdiag_trace_reader *r);
+/* Re-read the table sizes of a trace that is still being written. */
+int ampdiag_trace_refresh(ampdiag_trace_reader *r);
+
+const char *ampdiag_trace_path(const ampdiag_trace_reader *r);
+int ampdiag_trace_format_version(const ampdiag_trace_reader *r);
+ampdiag_trace_status ampdiag_trace_status_of(const ampdiag_trace_reader *r);
+const char *ampdiag_trace_status_text(const ampdiag_trace_reader *r); /* as stored */
+/* 1 when the status is still "running": the writer was killed (or is still running); the
+ * trace holds every record up to its last flush. */
+int ampdiag_trace_cut_off(const ampdiag_trace_reader *r);
+/* 1 when open had to clear a stale open-for-write mark. */
+int ampdiag_trace_was_repaired(const ampdiag_trace_reader *r);
+
+typedef enum ampdiag_attr_type {
+    AMPDIAG_ATTR_STR = 0,
+    AMPDIAG_ATTR_INT = 1,
+    AMPDIAG_ATTR_DOUBLE = 2,
+    AMPDIAG_ATTR_OTHER = 3 /* arrays, compounds, ...: kept by name only */
+} ampdiag_attr_type;
+
+typedef struct ampdiag_trace_attr {
+    const char *name;
+    ampdiag_attr_type type;
+    const char *s;   /* STR */
+    int64_t i;       /* INT */
+    double d;        /* INT and DOUBLE */
+} ampdiag_trace_attr;
+
+size_t ampdiag_trace_nattrs(const ampdiag_trace_reader *r);
+const ampdiag_trace_attr *ampdiag_trace_attr_at(const ampdiag_trace_reader *r, size_t i);
+const ampdiag_trace_attr *ampdiag_trace_attr_find(const ampdiag_trace_reader *r, const char *name);
+/* Convenience: the value, or NULL / dflt when absent or of another type (an int attribute is
+ * also returned by _double). */
+const char *ampdiag_trace_attr_str(const ampdiag_trace_reader *r, const char *name);
+int64_t ampdiag_trace_attr_int(const ampdiag_trace_reader *r, const char *name, int64_t dflt);
+double ampdiag_trace_attr_double(const ampdiag_trace_reader *r, const char *name, double dflt);
+
+typedef struct ampdiag_trace_counts {
+    size_t layers, steps, tensors, hists, events, evals;
+} ampdiag_trace_counts;
+void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_counts *c);
+
+/* Read a whole table into a malloc'ed array (the caller frees it; NULL when n is 0). */
+int ampdiag_trace_read_layers(ampdiag_trace_reader *r, ampdiag_trace_layer **out, size_t *n);
+int ampdiag_trace_read_steps(ampdiag_trace_reader *r, ampdiag_trace_step **out, size_t *n);
+int ampdiag_trace_read_events(ampdiag_trace_reader *r, ampdiag_trace_event **out, size_t *n);
+int ampdiag_trace_read_evals(ampdiag_trace_reader *r, ampdiag_trace_eval **out, size_t *n);
+/* The big tables can be read in ranges: rows [first, first + max) (max SIZE_MAX = to the end). */
+int ampdiag_trace_read_tensors(ampdiag_trace_reader *r, size_t first, size_t max,
+                               ampdiag_trace_tensor **out, size_t *n);
+int ampdiag_trace_read_hists(ampdiag_trace_reader *r, size_t first, size_t max,
+                             ampdiag_trace_hist **out, size_t *n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AMPDIAG_TRACE_H */

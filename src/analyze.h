@@ -1,0 +1,248 @@
+/*
+ * analyze.h - read traces into compact per-run summaries, and compare runs with a baseline.
+ *
+ * an_load() reads one trace once, in ranges (the tensor and histogram tables can be large), and
+ * keeps what the recommendation rules and the reports need: per-step series (loss), per layer
+ * and tensor kind aggregates (exact count totals, the extreme magnitudes and where they
+ * occurred, FP16/BF16 headroom, an exponent histogram of the unscaled gradients), the loss
+ * scale history, skipped steps, NaN/inf events, loss spikes, divergence, the statistics of the
+ * gradient norm a clip value rests on, and update/weight ratios. docs/recommendations.md
+ * explains each quantity and the rule that uses it.
+ *
+ * Conventions the traces follow (traces/FORMAT.md): gradient records (activation_grad,
+ * weight_grad) hold the values as the run held them, i.e. multiplied by that step's loss scale;
+ * the analysis divides by the step's loss_scale to get unscaled magnitudes. /steps grad_norm is
+ * already unscaled and before clipping.
+ */
+#ifndef AMPDIAG_ANALYZE_H
+#define AMPDIAG_ANALYZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ampdiag.h"
+#include "ampdiag_trace.h"
+
+/* ------------------------------------------------------------------------------------------
+ * A growable list of strings (evidence, notes)
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct strlist {
+    char **s;
+    size_t n, cap;
+    int oom; /* an allocation failed: some lines are missing */
+} strlist;
+
+/* Append a printf-formatted line. Returns 0, or -1 (and sets oom) when out of memory. */
+int strlist_addf(strlist *l, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void strlist_free(strlist *l);
+
+/* ------------------------------------------------------------------------------------------
+ * Per-run summary
+ * ------------------------------------------------------------------------------------------ */
+
+/* One (layer, kind) over the whole trace. */
+typedef struct an_cell {
+    uint64_t records;
+    uint64_t count, zero, nan, posinf, neginf;  /* sums of the exact counts */
+    uint64_t f16o, f16u, f16s, b16o, b16u, b16s; /* what-if FP16/BF16 counts, summed */
+    uint64_t lost;                              /* lost updates (kind update) */
+    double absmax;       /* largest finite |x| as held; -1 while none */
+    int64_t absmax_step;
+    double absmin_nz;    /* smallest non-zero finite |x| as held; +inf while none */
+    int64_t absmin_step;
+    double absmax_u;     /* unscaled (gradients divided by the step's loss scale) */
+    int64_t absmax_u_step;
+    double absmin_u;
+    int64_t first_nonfinite_step; /* first record holding NaN or inf; -1 */
+    int64_t first_f16o_step;      /* first record with an FP16 overflow count; -1 */
+    uint64_t hist_records;        /* histograms summed into hist */
+    uint64_t *hist;               /* [AMPDIAG_HIST_BINS] unscaled exponent histogram, or NULL */
+} an_cell;
+
+/* A (step, value) series kept per layer for comparisons between runs. */
+typedef struct an_series {
+    int64_t *step;
+    double *v;
+    size_t n, cap;
+} an_series;
+
+typedef struct an_layer {
+    char name[AMPDIAG_TRACE_NAME_LEN];
+    char op[AMPDIAG_TRACE_OP_LEN];
+    uint64_t params;
+    int fp32_op;        /* an op autocast keeps in FP32 (the loss): excluded from range rules */
+    int island;         /* named in the run's fp32_layers attribute */
+    an_cell cell[AMPDIAG_NKINDS];
+    an_series act_rms;  /* activation rms per traced step */
+    double ratio_median;/* median over traced steps of rms(update)/rms(weight); NaN if none */
+    size_t ratio_n;
+} an_layer;
+
+/* Gradient-norm statistics for the clip rule (NUMERICS.md rules (c)). */
+typedef struct an_clip {
+    size_t n;                 /* finite, unskipped norms after the warm-up */
+    size_t warmup;            /* steps left out at the start */
+    double median, mad, p99, p10, robust; /* robust = median + 3 * 1.4826 * MAD */
+    double value;             /* max(P99, robust) */
+    size_t n_over;            /* norms above value */
+    int64_t over_steps[6];    /* the first of them */
+    size_t n_over_listed;
+    double median_first, median_last; /* medians of the first and last 10% of the history */
+    int64_t norm_spike_step;  /* a norm >= 10x its rolling median followed by a loss spike within
+                                 100 steps; -1 if none */
+    int64_t norm_spike_loss_step;
+    double norm_spike_ratio;
+    size_t actually_clipped;  /* steps the run clipped (clip_coef < 1) */
+} an_clip;
+
+typedef struct an_event_ref {
+    int64_t step; /* -1 when none */
+    int layer;    /* -1 for global */
+    int code;
+    double value;
+    char message[AMPDIAG_TRACE_MESSAGE_LEN];
+} an_event_ref;
+
+typedef struct an_run {
+    char *path;
+    char label[96];          /* set by an_compare: "fp16", "fp16 lr 0.01", or the file name */
+    /* root attributes (empty strings / NaN / -1 when absent) */
+    char precision[16], model[128], data[128], optimizer[32], loss_scale_mode[48];
+    char hyper[256], fp32_layers[256], scenario[64], schedule[64];
+    int64_t seed, steps_planned, batch;
+    double lr, clip;
+    double scaler_min;       /* "min=" of the scaler attribute; 0 when none */
+    double scaler_init;
+    double adam_eps;         /* "eps=" of hyperparameters; NaN when none */
+    char optim_state[16];    /* "state=" of hyperparameters */
+    int weights_16bit;       /* bf16-pure: weights stored in 16 bits, no FP32 master copy */
+    int status;              /* ampdiag_trace_status */
+    char status_text[32];
+    int cut_off, repaired;
+    uint64_t bad_rows;       /* tensor rows naming an unknown layer or kind */
+
+    an_layer *layers;
+    size_t nlayers;
+    uint64_t params;
+
+    /* steps */
+    size_t nsteps;
+    int64_t *st_step;        /* [nsteps] */
+    double *st_loss;         /* [nsteps] */
+    int64_t first_step, last_step;
+    double loss_first, loss_last, loss_min;
+    int64_t loss_min_step;
+    size_t loss_nonfinite;
+    int64_t first_nonfinite_loss_step;
+    size_t tail_w;           /* steps in the final window */
+    double tail_mean, tail_sd; /* training loss over the final window (finite values) */
+
+    /* evaluations */
+    ampdiag_trace_eval *evals;
+    size_t nevals;
+
+    /* loss scale */
+    int scaled;              /* some step had a loss scale other than 1 */
+    double scale_init, scale_min, scale_final;
+    int64_t scale_min_step;
+    size_t backoffs, growths;
+    size_t steps_at_min;     /* steps run at the scaler's minimum (scaler_min > 0) */
+    int collapsed;           /* scale fell to <= 1 (from above) or sat at the scaler minimum */
+
+    /* skipped steps */
+    size_t calib;            /* calibration window (steps) */
+    size_t skipped, skipped_after, steps_after;
+    int64_t first_skip_step;
+    char first_skip_reason[AMPDIAG_TRACE_REASON_LEN];
+
+    /* events */
+    size_t by_code[AMPDIAG_NEVENT_CODES];
+    an_event_ref first_nonfinite;  /* first nan/inf event, forward or backward */
+    an_event_ref first_forward;    /* first nan/inf event in the forward pass */
+    int64_t fwd_nonfinite_step;    /* first step with a NaN/inf activation record; -1 */
+    int fwd_nonfinite_layer;
+    uint64_t nan_values;           /* NaN values in any record */
+    uint64_t weight_nonfinite;     /* NaN/inf values in weight records */
+
+    /* divergence and spikes */
+    int diverged;
+    int64_t divergence_step;       /* -1 */
+    size_t loss_spikes;
+    int64_t spike_steps[6];
+    size_t n_spike_listed;
+
+    an_clip gn;              /* gradient-norm statistics (clip rule) */
+    double ratio_median;           /* median over layers of the per-layer medians */
+    double step_ratio_median;      /* median of /steps update_ratio */
+    uint64_t lost, update_nonzero; /* totals over layers */
+
+    uint64_t hist_rows, hist_rows_read; /* histograms in the trace / read (sampled when many) */
+} an_run;
+
+typedef struct an_options {
+    long warmup;      /* calibration and clip warm-up window; < 0 = min(100, steps / 5) */
+    int quiet;        /* no notes on stderr */
+} an_options;
+
+/* Read and summarise one trace. Returns 0, or an ampdiag_trace error code (negative) with
+ * the message (naming the file) in err. run is always left in a state an_free accepts. */
+int an_load(const char *path, const an_options *opt, an_run *run, char *err, size_t errlen);
+void an_free(an_run *run);
+
+/* Helpers the rules and reports share. */
+double an_median(double *v, size_t n); /* reorders v; NaN when n == 0 */
+/* The fraction of a histogram's non-zero finite values whose magnitude times 2^shift would be
+ * flushed to zero in FP16 (|x| * 2^shift <= 2^-25), and would be FP16 subnormals. */
+void an_hist_fp16_at_scale(const uint64_t *hist, int shift, double *flushed, double *subnormal,
+                           uint64_t *nonzero);
+/* log2 of the p-quantile (0..1) of the non-zero finite magnitudes (bin lower edge); NaN if
+ * none. */
+double an_hist_quantile_log2(const uint64_t *hist, double p);
+const char *an_layer_name(const an_run *r, int layer); /* "(global)" for -1, "?" if unknown */
+
+/* ------------------------------------------------------------------------------------------
+ * Comparing runs with the baseline
+ * ------------------------------------------------------------------------------------------ */
+
+typedef struct an_gap {
+    int have;             /* both runs have the metric */
+    int eval;             /* 1: final eval loss at a common step; 0: final-window training loss */
+    int64_t step;         /* the eval step, or the last common step */
+    double base, value;   /* the metric in the baseline and in this run */
+    double rel;           /* (value - base) / |base| */
+    double curve_max_rel; /* largest relative gap of the 10 segment means of the training loss */
+    int64_t curve_max_from, curve_max_to;
+} an_gap;
+
+typedef struct an_layer_dev {
+    int layer;            /* index in the run */
+    double rel;           /* median relative difference of activation rms vs the baseline */
+    size_t n;             /* common steps */
+} an_layer_dev;
+
+typedef struct an_comparison {
+    size_t nruns;
+    size_t baseline;      /* index of the baseline run */
+    int baseline_is_fp32;
+    /* noise band of the metric, relative to the baseline's metric */
+    double band;
+    int band_from_seeds;  /* 1: 2 sigma over baseline-config runs with other seeds */
+    size_t band_seeds;    /* runs used */
+    double tail_noise_rel;/* 2 * sd / sqrt(W) of the baseline's final-window training loss, relative */
+    an_gap *gap;          /* [nruns]; gap[baseline].have = 0 */
+    an_layer_dev **dev;   /* [nruns] sorted, largest first; NULL for the baseline */
+    size_t *ndev;
+    int **layer_map;      /* [nruns][run's nlayers] -> baseline layer index or -1 */
+    strlist notes;        /* comparability: what differs and what it means */
+} an_comparison;
+
+/* Compare every run with runs[baseline]; labels the runs. Returns 0 or -1 (out of memory). */
+int an_compare(an_run *runs, size_t nruns, size_t baseline, an_comparison *c);
+void an_comparison_free(an_comparison *c);
+
+#endif

@@ -1,0 +1,163 @@
+/*
+ * backend.h - the few operations the model needs, as a table of function pointers.
+ *
+ * A backend is a struct of function pointers (ggml / llm.c style). backend_cpu.c implements it
+ * with C loops and CBLAS; a CUDA backend implements the same table with kernels and cuBLAS, so
+ * layers.c and model.c never know where the numbers live. Every buffer passed to an operation
+ * was allocated by the same backend's alloc (device memory for a GPU backend); host data moves
+ * in and out only through to_device / to_host.
+ *
+ * Layout conventions (llm.c): tensors are row-major; an activation is [N, C] with N = B*T rows
+ * (one row per example, or per token); a linear weight is [OC, C] (PyTorch's layout).
+ *
+ * Rounding. Every operation that produces a tensor takes a bk_rnd saying which format the
+ * result is held in: AMPDIAG_FP32 (no rounding) or FP16/BF16, emulated exactly by rounding
+ * each float32 result to the format (round to nearest even, overflow to +-inf, subnormals kept
+ * unless flags has AMPDIAG_ROUND_FTZ). The rounding is fused into the operation's own output
+ * loop. Arithmetic is always FP32 (reductions such as the loss mean and sum of squares in
+ * double), as on a GPU with FP32 accumulation. Operands are NOT rounded by the operations:
+ * the caller holds each operand in the right format already (layers.c rounds an FP32 operand
+ * into a copy once, and model.c rounds the FP32 master weights into a compute copy once per
+ * step), because one rounded copy serves the forward and both backward GEMMs.
+ *
+ * "beta" arguments of gradient operations: 0 overwrites the destination, 1 accumulates into
+ * it (a tensor used twice, as the residual stream is, receives the sum of two gradients). With
+ * accumulation the result is rnd(old + rnd(contribution)), which is what autograd does: each
+ * contribution is produced in its op's format, then the sum is held in the tensor's format.
+ */
+#ifndef AMPDIAG_BACKEND_H
+#define AMPDIAG_BACKEND_H
+
+#include "ampdiag.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The format a result is held in. fmt AMPDIAG_FP32 means "no rounding" (flags ignored). */
+typedef struct bk_rnd {
+    ampdiag_format fmt;
+    unsigned flags; /* AMPDIAG_ROUND_FTZ */
+} bk_rnd;
+
+static inline bk_rnd bk_rnd_make(ampdiag_format fmt, unsigned flags)
+{
+    bk_rnd r = {fmt, flags};
+    return r;
+}
+
+#define BK_NO_RND bk_rnd_make(AMPDIAG_FP32, 0u)
+
+typedef struct backend backend;
+
+struct backend {
+    const char *name; /* "cpu", "cuda" */
+    void *ctx;        /* the backend's own state (streams, handles); NULL for the CPU */
+
+    /* ---------------------------------------------------------------- memory */
+    /* Zero-filled buffer of `bytes` bytes (64-byte aligned on the CPU); NULL when out of memory. */
+    void *(*alloc)(const backend *bk, size_t bytes);
+    void (*free)(const backend *bk, void *p); /* NULL is allowed */
+    void (*to_device)(const backend *bk, void *dst, const void *src_host, size_t bytes);
+    void (*to_host)(const backend *bk, void *dst_host, const void *src, size_t bytes);
+
+    /* ---------------------------------------------------------------- buffers */
+    void (*fill)(const backend *bk, float *x, float v, size_t n);   /* x[i] = v */
+    void (*scale)(const backend *bk, float *x, float a, size_t n);  /* x[i] *= a (FP32) */
+    /* y[i] = rnd(beta*y[i] + rnd(a*x[i])); beta 0 overwrites y (so y may hold NaN). */
+    void (*axpy)(const backend *bk, float *y, float beta, float a, const float *x, size_t n,
+                 bk_rnd r);
+    /* out[i] = rnd(in[i]); in == out allowed. */
+    void (*round)(const backend *bk, float *out, const float *in, size_t n, bk_rnd r);
+
+    /* ---------------------------------------------------------------- reductions */
+    double (*sum)(const backend *bk, const float *x, size_t n);   /* double accumulation */
+    double (*sumsq)(const backend *bk, const float *x, size_t n); /* for the gradient norm */
+    size_t (*count_nonfinite)(const backend *bk, const float *x, size_t n);
+    /* ampdiag_tstats_compute on the buffer; h may be NULL. */
+    void (*tstats)(const backend *bk, const float *x, size_t n, ampdiag_tstats *s,
+                   ampdiag_hist *h);
+
+    /* ---------------------------------------------------------------- GEMM
+     * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when
+     * ta/tb is non-zero, FP32 accumulation. lda/ldb/ldc are the row strides of A, B, C as
+     * stored. */
+    void (*gemm)(const backend *bk, int ta, int tb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc,
+                 bk_rnd r);
+
+    /* ---------------------------------------------------------------- linear helpers */
+    /* out[N,OC]: out[n,o] = rnd(out[n,o] + bias[o]) (the addmm epilogue). */
+    void (*bias_add)(const backend *bk, float *out, const float *bias, int N, int OC, bk_rnd r);
+    /* dbias[OC] = rnd(sum over n of dout[N,OC]) (FP32 accumulation). */
+    void (*bias_grad)(const backend *bk, float *dbias, const float *dout, int N, int OC,
+                      bk_rnd r);
+
+    /* ---------------------------------------------------------------- elementwise */
+    void (*relu_fwd)(const backend *bk, float *out, const float *inp, size_t n, bk_rnd r);
+    /* dinp = rnd(beta*dinp + rnd(inp > 0 ? dout : 0)) */
+    void (*relu_bwd)(const backend *bk, float *dinp, const float *inp, const float *dout,
+                     size_t n, float beta, bk_rnd r);
+    /* GPT-2's tanh approximation, computed in FP32. */
+    void (*gelu_fwd)(const backend *bk, float *out, const float *inp, size_t n, bk_rnd r);
+    void (*gelu_bwd)(const backend *bk, float *dinp, const float *inp, const float *dout,
+                     size_t n, float beta, bk_rnd r);
+    /* out = rnd(a + b) (the residual connection; its backward is two axpy calls). */
+    void (*add_fwd)(const backend *bk, float *out, const float *a, const float *b, size_t n,
+                    bk_rnd r);
+
+    /* ---------------------------------------------------------------- layer norm
+     * inp, out [N,C]; weight, bias [C]; mean, rstd [N] (FP32, saved for the backward).
+     * Statistics in FP32, eps 1e-5 (PyTorch), out rounded with r. */
+    void (*layernorm_fwd)(const backend *bk, float *out, float *mean, float *rstd,
+                          const float *inp, const float *weight, const float *bias, int N, int C,
+                          bk_rnd r);
+    /* dinp [N,C] (beta, rounded with rx; NULL when the input needs no gradient); dweight,
+     * dbias [C] overwritten, rounded with rw. */
+    void (*layernorm_bwd)(const backend *bk, float *dinp, float *dweight, float *dbias,
+                          const float *dout, const float *inp, const float *weight,
+                          const float *mean, const float *rstd, int N, int C, float beta,
+                          bk_rnd rx, bk_rnd rw);
+
+    /* ---------------------------------------------------------------- causal attention
+     * qkv [B,T,3C] (q, k, v side by side, head h at columns h*hs..h*hs+hs of each, hs = C/NH);
+     * out [B,T,C]. S = rnd(Q K^T / sqrt(hs)) (a GEMM held in r), causal mask, P = softmax(S)
+     * in FP32, saved in att [B,NH,T,T]; its rounded copy att_r = rnd(P) is the operand of
+     * out = rnd(att_r V). Masked entries of att and att_r are 0. */
+    void (*attention_fwd)(const backend *bk, float *out, float *att, float *att_r,
+                          const float *qkv, int B, int T, int C, int NH, bk_rnd r);
+    /* dqkv [B,T,3C] overwritten; scratch [B,NH,T,T]. The gradients of S and of the GEMM
+     * outputs are rounded with r; masked positions receive no gradient (and contribute nothing
+     * to a row's softmax sum, so an inf in a masked dP cannot leak into the row). */
+    void (*attention_bwd)(const backend *bk, float *dqkv, float *scratch, const float *dout,
+                          const float *qkv, const float *att, const float *att_r, int B, int T,
+                          int C, int NH, bk_rnd r);
+
+    /* ---------------------------------------------------------------- embedding
+     * out[B,T,C] = rnd(wte[tokens[b,t]] + wpe[t]); tokens [B,T] in device memory, each in
+     * [0, V) (the caller checks). */
+    void (*embed_fwd)(const backend *bk, float *out, const int32_t *tokens, const float *wte,
+                      const float *wpe, int B, int T, int C, bk_rnd r);
+    /* dwte [V,C] and dwpe [T,C] overwritten: FP32 scatter-add of dout, then rounded with rw. */
+    void (*embed_bwd)(const backend *bk, float *dwte, float *dwpe, const float *dout,
+                      const int32_t *tokens, int B, int T, int C, int V, bk_rnd rw);
+
+    /* ---------------------------------------------------------------- softmax cross-entropy
+     * logits [N,V]; targets [N] in [0, V) (device memory); probs [N,V] FP32 softmax saved for
+     * the backward; losses [N] = -log p[target] in FP32. */
+    void (*xent_fwd)(const backend *bk, float *losses, float *probs, const float *logits,
+                     const int32_t *targets, int N, int V);
+    /* dlogits[N,V] = rnd((probs - onehot(target)) * dscale), dscale = loss_scale / N for a
+     * mean loss. Overwrites dlogits. */
+    void (*xent_bwd)(const backend *bk, float *dlogits, const float *probs,
+                     const int32_t *targets, int N, int V, float dscale, bk_rnd r);
+};
+
+/* The CPU backend (C loops, CBLAS GEMMs). A static table: never freed. */
+const backend *backend_cpu(void);
+/* Which rounding code the CPU backend uses: "f16c+avx2", "f16c", "avx2" or "generic". */
+const char *backend_cpu_round_impl(void);
+/* Use the portable rounding code even where SIMD code exists (tests compare the two; the
+ * environment variable AMPDIAG_ROUND_IMPL=generic does the same for a whole run). */
+void backend_cpu_force_generic(int on);
+
+#endif /* AMPDIAG_BACKEND_H */

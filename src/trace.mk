@@ -1,0 +1,48 @@
+# trace.mk - the HDF5 trace format v1 (traces/FORMAT.md): writer, reader and validation
+# (src/trace*.c, the only sources that include hdf5.h), `ampdiag info`, their tests, the
+# reference traces and the trace benchmark. Included from Makefile.am.
+
+include_HEADERS += src/ampdiag_trace.h
+libampdiag_la_SOURCES += \
+	src/ampdiag_trace.h src/trace_internal.h \
+	src/trace_common.c src/trace.c src/trace_read.c
+libampdiag_la_CFLAGS += $(HDF5_CFLAGS)
+libampdiag_la_LIBADD += $(HDF5_LIBS)
+
+ampdiag_SOURCES += src/cmd_info.c
+
+# ---------------------------------------------------------------- tests
+# t_trace: round trip of every record type; t_trace_validate: every way a file can fail to be a
+# trace (it builds bad files with the HDF5 API); t_trace_crash: SIGKILLed writers and a write
+# failure (file size limit); t_trace_ref: the reference traces in traces/; t_info.sh: the CLI.
+check_PROGRAMS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref
+tests_t_trace_SOURCES = tests/t_trace.c tests/trace_synth.h
+tests_t_trace_LDADD = libampdiag.la -lm
+tests_t_trace_validate_SOURCES = tests/t_trace_validate.c tests/trace_synth.h
+tests_t_trace_validate_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
+tests_t_trace_validate_LDADD = libampdiag.la $(HDF5_LIBS) -lm
+tests_t_trace_crash_SOURCES = tests/t_trace_crash.c tests/trace_synth.h
+tests_t_trace_crash_LDADD = libampdiag.la -lm
+tests_t_trace_ref_SOURCES = tests/t_trace_ref.c tests/trace_synth.h
+tests_t_trace_ref_LDADD = libampdiag.la -lm
+TESTS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref tests/t_info.sh
+
+TRACE_REFERENCE = traces/v1-fp32-complete.h5 traces/v1-fp16-diverged.h5 traces/v1-cutoff.h5
+EXTRA_DIST += tests/t_info.sh traces/FORMAT.md traces/README.md $(TRACE_REFERENCE)
+
+# Rewrite the reference traces (only when their content is meant to change: every later version
+# must still read the committed ones).
+reference-traces: tests/t_trace_ref
+	./tests/t_trace_ref --write $(srcdir)/traces
+
+# ---------------------------------------------------------------- benchmark
+noinst_PROGRAMS += bench/bench_trace
+bench_bench_trace_SOURCES = bench/bench_trace.c
+bench_bench_trace_LDADD = libampdiag.la -lm
+
+bench-trace: bench/bench_trace
+	./bench/bench_trace
+
+bench: bench-trace
+
+.PHONY: bench-trace reference-traces

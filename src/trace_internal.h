@@ -1,0 +1,89 @@
+/*
+ * trace_internal.h - what the trace writer (trace.c) and reader (trace_read.c) share: the table
+ * schema as data, HDF5 type construction, and error reporting. Only src/trace*.c include it
+ * (it is the one place, with them, that includes hdf5.h).
+ */
+#ifndef AMPDIAG_TRACE_INTERNAL_H
+#define AMPDIAG_TRACE_INTERNAL_H
+
+#include "ampdiag_trace.h"
+
+#include <hdf5.h>
+#include <stddef.h>
+
+/* Field types: each maps to a native memory type and a little-endian file type. */
+typedef enum trace_ftype {
+    FT_I64,  /* int64_t        <-> int64 */
+    FT_I32,  /* int32_t        <-> int32 */
+    FT_BOOL, /* int32_t        <-> uint8 (0/1) */
+    FT_U64,  /* uint64_t       <-> uint64 */
+    FT_F32,  /* float          <-> float32 */
+    FT_F64,  /* double         <-> float64 */
+    FT_STR,  /* char[size]     <-> fixed-length string of size bytes, NUL-terminated */
+    FT_KIND, /* int32_t        <-> enum "tensor_kind" (uint8) */
+    FT_CODE, /* int32_t        <-> enum "event_code" (uint8) */
+    FT_HIST  /* uint64_t[281]  <-> uint64 array [281] */
+} trace_ftype;
+
+typedef struct trace_field {
+    const char *name;
+    trace_ftype type;
+    size_t offset; /* in the public record struct */
+    size_t size;   /* FT_STR: bytes including the NUL */
+} trace_field;
+
+enum { TBL_LAYERS, TBL_STEPS, TBL_TENSORS, TBL_HISTS, TBL_EVENTS, TBL_EVALS, TBL_N };
+
+typedef struct trace_table {
+    const char *path;          /* "/steps" */
+    const char *what;          /* "step" (for messages) */
+    const trace_field *fields;
+    size_t nfields;
+    size_t rec_size;           /* sizeof the public record */
+    hsize_t chunk_rows;
+    size_t key_offset;         /* int64 step, or int32 index for /layers: -1 in fill rows */
+    int key_is_i32;
+} trace_table;
+
+extern const trace_table trace_tables[TBL_N];
+
+/* HDF5 types (the caller closes them). for_file: packed little-endian file type; otherwise the
+ * native memory type laid out as the public struct. */
+hid_t trace_field_type(trace_ftype t, size_t size, int for_file);
+hid_t trace_table_type(const trace_table *tb, int for_file);
+/* Fill a record with the table's fill value (key = -1, floats NaN, the rest 0). */
+void trace_fill_record(const trace_table *tb, void *rec);
+
+/* Errors: a per-thread message buffer. trace_fail formats it and returns code. */
+int trace_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* What the current HDF5 error stack says: the innermost description, the OS error text when
+ * one is quoted, and flags for the conditions the reader distinguishes. */
+typedef struct trace_h5err {
+    char detail[256];  /* short human text: OS error if any, else the innermost description */
+    int not_hdf5;      /* "file signature not found" */
+    int truncated;     /* "truncated file" */
+    int open_for_write;/* "file is already open for write" */
+    int locked;        /* "unable to lock the file" */
+    int os_errno;      /* errno quoted by the stack, 0 if none */
+} trace_h5err;
+void trace_h5err_get(trace_h5err *e);
+/* Cleanup calls (H5Sclose, ...) clear HDF5's error stack: capture it at the failing call, take it
+ * where the error is reported (take falls back to the current stack if nothing was captured).
+ * trace_quiet_begin forgets a capture. */
+void trace_h5err_capture(void);
+void trace_h5err_take(trace_h5err *e);
+
+/* Silence HDF5's automatic error printing for the duration of a public call. */
+typedef struct trace_quiet {
+    H5E_auto2_t func;
+    void *data;
+} trace_quiet;
+void trace_quiet_begin(trace_quiet *q);
+void trace_quiet_end(const trace_quiet *q);
+
+/* Copy src (at most srcmax bytes: it need not be NUL-terminated within them) into dst[size]
+ * (size includes the NUL), cutting at a UTF-8 character boundary; returns 1 if src was cut. */
+int trace_copy_text(char *dst, size_t size, const char *src, size_t srcmax);
+
+#endif /* AMPDIAG_TRACE_INTERNAL_H */

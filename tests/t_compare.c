@@ -1,0 +1,379 @@
+/*
+ * t_compare.c - the analysis (src/analyze.c) and the rules (src/recommend.c) on synthetic
+ * traces whose contents are known (tests/compare_synth.h): gradient-norm percentiles and the
+ * clip value, the loss scale at its exact boundary, unscaling of loss-scaled gradient records
+ * and histograms, skip rates, divergence, loss spikes, the noise band from seeds, the learning
+ * rate rules, FP32 islands, --fail-on, and JSON escaping.
+ */
+#include "analyze.h"
+#include "recommend.h"
+#include "report.h"
+
+#include "compare_synth.h"
+#include "tap.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[] = "t_compare.XXXXXX";
+static char paths[16][256];
+static int npaths;
+
+static const char *write_trace(const char *name, const cs_spec *s)
+{
+    char *p = paths[npaths++];
+    snprintf(p, 256, "%s/%s.h5", dir, name);
+    int rc = cs_write(p, s);
+    if (rc < 0) {
+        printf("Bail out! cannot write %s: %s\n", p, ampdiag_trace_errmsg());
+        exit(1);
+    }
+    return p;
+}
+
+static void load(const char *path, an_run *r)
+{
+    char err[512];
+    if (an_load(path, NULL, r, err, sizeof err)) {
+        printf("Bail out! an_load %s: %s\n", path, err);
+        exit(1);
+    }
+}
+
+static int has_line(const strlist *l, const char *a, const char *b)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strstr(l->s[i], a) && (!b || strstr(l->s[i], b)))
+            return 1;
+    return 0;
+}
+
+static void dump(const strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        diag("  %s", l->s[i]);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static void test_helpers(void)
+{
+    double v[] = {5, 1, 3, 2, 4};
+    ok(an_median(v, 5) == 3, "median of 5 values");
+    double w[] = {4, 1, 3, 2};
+    ok(an_median(w, 4) == 2.5, "median of 4 values is the mean of the middle two");
+    ok(isnan(an_median(w, 0)), "median of nothing is NaN");
+
+    uint64_t h[AMPDIAG_HIST_BINS] = {0};
+    h[AMPDIAG_HIST_BIN(-26)] = 10; /* |x| in [2^-26, 2^-25): flushed at scale 1 */
+    h[AMPDIAG_HIST_BIN(-25)] = 20; /* [2^-25, 2^-24): rounds to 2^-24 (only 2^-25 itself ties to 0) */
+    h[AMPDIAG_HIST_BIN(-15)] = 30; /* subnormal */
+    h[AMPDIAG_HIST_BIN(-14)] = 40; /* normal */
+    h[AMPDIAG_HIST_ZERO] = 1000;   /* zeros are not counted */
+    double fl, sub;
+    uint64_t nz;
+    an_hist_fp16_at_scale(h, 0, &fl, &sub, &nz);
+    ok(nz == 100 && fabs(fl - 0.10) < 1e-12 && fabs(sub - 0.50) < 1e-12,
+       "fp16 at scale 1: 10%% flushed (exponent -26), 50%% subnormal (-25..-15), zeros left out "
+       "(%g, %g, %llu)", fl, sub, (unsigned long long)nz);
+    an_hist_fp16_at_scale(h, 1, &fl, &sub, &nz);
+    ok(fl == 0 && fabs(sub - 0.30) < 1e-12, "at scale 2: nothing flushed, 30%% subnormal (%g, %g)", fl, sub);
+    an_hist_fp16_at_scale(h, -1, &fl, &sub, &nz);
+    ok(fabs(fl - 0.30) < 1e-12, "at scale 1/2: 30%% flushed (%g)", fl);
+    ok(an_hist_quantile_log2(h, 0.05) == -26 && an_hist_quantile_log2(h, 0.5) == -15,
+       "histogram quantiles (bin lower edges)");
+
+    unsigned m;
+    char err[256];
+    ok(rec_fail_parse("nan,skips", &m, err, sizeof err) == 0 && m == (FAIL_NAN | FAIL_SKIPS),
+       "--fail-on nan,skips");
+    ok(rec_fail_parse("all", &m, err, sizeof err) == 0 &&
+           m == (FAIL_NAN | FAIL_SKIPS | FAIL_DIVERGENCE | FAIL_OVERFLOW), "--fail-on all");
+    ok(rec_fail_parse("divergence,bogus", &m, err, sizeof err) == -1 && strstr(err, "'bogus'"),
+       "--fail-on with an unknown word is refused, naming it: %s", err);
+    rec_target t;
+    ok(rec_target_parse("sm70", &t) == 0 && !rec_target_has_bf16(t) && rec_target_has_fp16(t),
+       "sm70: fp16, no bf16");
+    ok(rec_target_parse("sm80", &t) == 0 && rec_target_has_bf16(t), "sm80: bf16");
+    ok(rec_target_parse("sm100x", &t) == -1, "unknown target refused");
+}
+
+/* The healthy FP32 trace: clip statistics, loss scale, ratios, spikes. */
+static void test_fp32(void)
+{
+    cs_spec s;
+    cs_spec_init(&s);
+    s.grad_absmax[1] = 0.25; /* fc2's weight gradients are the largest: 0.25 */
+    s.spike_at = 600;
+    const char *p = write_trace("fp32", &s);
+    an_run r;
+    load(p, &r);
+    ok(r.nsteps == 1000 && r.nlayers == 4 && strcmp(r.precision, "fp32") == 0, "read 1000 steps, 4 layers");
+    ok(r.calib == 100 && r.gn.n == 900, "warm-up min(100, steps/5) = 100: 900 norms (%zu, %zu)", r.calib, r.gn.n);
+    ok(fabs(r.gn.median - 1.495) < 1e-12, "median norm 1.495 (%.17g)", r.gn.median);
+    ok(fabs(r.gn.p99 - 1.9801) < 1e-12, "P99 1.9801 (linear interpolation) (%.17g)", r.gn.p99);
+    ok(fabs(r.gn.p10 - 1.099) < 1e-12, "P10 1.099 (%.17g)", r.gn.p10);
+    ok(fabs(r.gn.mad - 0.25) < 1e-12, "MAD 0.25 (%.17g)", r.gn.mad);
+    ok(fabs(r.gn.value - 2.60695) < 1e-12 && r.gn.n_over == 0,
+       "clip = max(P99, median + 3 * 1.4826 * MAD) = 2.60695, clips nothing (%.17g, %zu)", r.gn.value,
+       r.gn.n_over);
+    ok(r.loss_spikes == 1 && r.spike_steps[0] == 600, "one loss spike, at step 600 (%zu, first %lld)",
+       r.loss_spikes, (long long)(r.loss_spikes ? r.spike_steps[0] : -1));
+    ok(fabs(r.ratio_median - 1e-3) < 1e-12 && r.layers[0].ratio_n == 101,
+       "update/weight ratio 1e-3 from 101 paired records per layer (%g, %zu)", r.ratio_median,
+       r.layers[0].ratio_n);
+    ok(!r.scaled && r.skipped == 0 && !r.diverged && r.divergence_step == -1, "no scale, no skips, no divergence");
+    ok(r.nevals == 4 && r.layers[1].cell[AMPDIAG_KIND_WEIGHT_GRAD].hist_records == 10,
+       "4 evaluations, 10 histograms per layer");
+
+    an_comparison c;
+    recommendation R;
+    ok(an_compare(&r, 1, 0, &c) == 0, "compare one trace");
+    ok(recommend(&r, 1, &c, TGT_ANY, FAIL_NAN | FAIL_SKIPS | FAIL_DIVERGENCE | FAIL_OVERFLOW, &R) == 0,
+       "recommend");
+    ok(R.scale.have && R.scale.log2 == 16 && R.scale.max_grad_layer == 1 &&
+           R.scale.max_grad_kind == AMPDIAG_KIND_WEIGHT_GRAD,
+       "loss scale 2^16: 0.25 * 2^17 = 32768 > 65504/2 (got 2^%d from layer %d)", R.scale.log2,
+       R.scale.max_grad_layer);
+    ok(R.scale.flushed == 0 && R.scale.from_hist, "nothing flushes at 2^16 (gradients at 2^-10, 2^-12)");
+    ok(R.precision == REC_BF16 && R.predicted, "one FP32 trace: bf16, predicted (%s)", R.verdict);
+    ok(R.lr == LR_KEEP && has_line(&R.lr_why, "0.001", "target ~1e-3"), "lr: keep (%s)", R.lr_line);
+    ok(R.clip_have && fabs(R.clip_value - 2.60695) < 1e-12 && R.clip_frac == 0, "clip 2.61 (%s)", R.clip_line);
+    ok(has_line(&R.clip_why, "P99 1.98", "MAD 0.25"), "the clip line prints its numbers");
+    ok((R.fail_held & R.fail_mask) == 0, "no --fail-on condition holds");
+    if (R.lr != LR_KEEP)
+        dump(&R.lr_why);
+
+    /* at sm75 (no BF16) the verdict is fp16 with the scale */
+    recommendation R2;
+    ok(recommend(&r, 1, &c, TGT_SM75, 0, &R2) == 0 && R2.precision == REC_FP16 &&
+           strstr(R2.verdict, "initial scale 2^16"),
+       "sm75: fp16 + dynamic loss scaling, initial 2^16 (%s)", R2.verdict);
+    rec_free(&R2);
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&r);
+}
+
+/* A loss-scaled FP16 trace: unscaling, the scale boundary, skips after calibration. */
+static void test_fp16(void)
+{
+    static const long skips[] = {50, 150, 400, 900};
+    cs_spec s;
+    cs_spec_init(&s);
+    s.precision = "fp16";
+    s.scale = 1024;
+    s.grad_absmax[0] = 32752.0 / 1048576.0; /* exactly 65504/2 at 2^20 */
+    for (int l = 1; l < 4; l++)
+        s.grad_absmax[l] = 1e-3;
+    s.hist_e2 = -45; /* at 2^20: exponent -25, kept as a subnormal */
+    s.skips = skips;
+    s.nskips = 4;
+    s.norm_spike_at = 777;
+    const char *p = write_trace("fp16", &s);
+    an_run r;
+    load(p, &r);
+    const an_cell *g = &r.layers[0].cell[AMPDIAG_KIND_WEIGHT_GRAD];
+    ok(r.scaled && r.scale_init == 1024, "loss scale 2^10 recorded");
+    ok(fabs(g->absmax - 32752.0 / 1024) < 1e-9 && fabs(g->absmax_u - 32752.0 / 1048576.0) < 1e-12,
+       "gradient records as held (x 2^10) are unscaled (%g -> %g)", g->absmax, g->absmax_u);
+    ok(r.skipped == 4 && r.skipped_after == 3 && r.steps_after == 900 && r.first_skip_step == 50,
+       "4 skips, 3 after the 100-step calibration window, first at 50");
+    ok(strcmp(r.first_skip_reason, "inf in fc1 weight_grad") == 0, "skip reason kept");
+    ok(r.gn.n == 897 && r.gn.n_over == 1 && r.gn.over_steps[0] == 777 && fabs(r.gn.p99 - 1.99) < 1e-12,
+       "skipped steps leave the norm history; the norm spike at 777 is the one clipped step (%zu, %zu)",
+       r.gn.n, r.gn.n_over);
+
+    an_comparison c;
+    recommendation R;
+    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_ANY, FAIL_SKIPS, &R) == 0, "rules");
+    ok(R.scale.log2 == 20, "the largest gradient 32752 * 2^-20 allows exactly 2^20 (got 2^%d)", R.scale.log2);
+    ok(R.scale.flushed == 0 && fabs(R.scale.subnormal - 0.1) < 1e-12,
+       "histograms unscaled: at 2^20, 2^-45 becomes 2^-25: a subnormal, not flushed (%g, %g)",
+       R.scale.flushed, R.scale.subnormal);
+    ok(has_line(&R.fp16.issues, "3 of 900 steps skipped", "first at step 50"),
+       "skip rate 3/900 > 1/500 rules fp16 out, with the numbers");
+    ok(R.fp16.decisive && R.precision == REC_BF16, "-> bf16 (%s)", R.verdict);
+    ok((R.fail_held & FAIL_SKIPS) && has_line(&R.fail_why, "skips:", "3 of 900"), "--fail-on skips holds");
+    if (!has_line(&R.fp16.issues, "3 of 900 steps skipped", NULL))
+        dump(&R.fp16.issues);
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&r);
+}
+
+static void test_divergence_and_lr(void)
+{
+    cs_spec s;
+    cs_spec_init(&s);
+    s.nan_from = 800;
+    s.u_rms = 5e-3; /* ratio 0.05 */
+    const char *p = write_trace("diverge", &s);
+    an_run r;
+    load(p, &r);
+    ok(r.diverged && r.divergence_step == 800 && r.loss_nonfinite == 200 && r.first_nonfinite_loss_step == 800,
+       "NaN loss from step 800 to the end: diverged at 800 (%lld)", (long long)r.divergence_step);
+    ok(isinf(r.tail_mean), "the final window holds NaN: its mean is infinite");
+    an_comparison c;
+    recommendation R;
+    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_ANY, FAIL_DIVERGENCE | FAIL_NAN, &R) == 0,
+       "rules");
+    ok(R.precision == REC_UNDECIDED, "the FP32 baseline diverges: no precision verdict (%s)", R.verdict);
+    ok(R.lr == LR_LOWER && fabs(R.lr_factor - 0.1) < 1e-12 && fabs(R.lr_suggested - 1e-4) < 1e-15,
+       "lr x max(0.1, 1e-3/0.05) = x0.1 (%s)", R.lr_line);
+    ok((R.fail_held & FAIL_DIVERGENCE) && (R.fail_held & FAIL_NAN), "--fail-on divergence and nan hold");
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&r);
+
+    cs_spec_init(&s);
+    s.u_rms = 2e-6; /* ratio 2e-5 */
+    p = write_trace("lowlr", &s);
+    load(p, &r);
+    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_ANY, 0, &R) == 0, "rules");
+    ok(R.lr == LR_RAISE && fabs(R.lr_factor - 10) < 1e-12, "ratio 2e-5: lr x min(10, 50) = x10 (%s)",
+       R.lr_line);
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&r);
+}
+
+/* Several runs: seeds set the band; a BF16 run outside it is ruled out; islands at sm70. */
+static void test_compare_runs(void)
+{
+    cs_spec s;
+    an_run runs[5];
+    const double evals[3] = {1.0, 1.1, 0.9};
+    for (int i = 0; i < 3; i++) {
+        cs_spec_init(&s);
+        s.seed = i + 1;
+        s.final_eval = evals[i];
+        char name[32];
+        snprintf(name, sizeof name, "seed%d", i + 1);
+        load(write_trace(name, &s), &runs[i]);
+    }
+    cs_spec_init(&s);
+    s.precision = "fp16";
+    s.scale = 65536;
+    s.final_eval = 1.15;
+    load(write_trace("cmp-fp16", &s), &runs[3]);
+    cs_spec_init(&s);
+    s.precision = "bf16";
+    s.final_eval = 1.5;
+    load(write_trace("cmp-bf16", &s), &runs[4]);
+    an_comparison c;
+    ok(an_compare(runs, 5, 0, &c) == 0, "compare 5 runs");
+    ok(c.band_from_seeds && c.band_seeds == 3 && fabs(c.band - 0.2) < 1e-9,
+       "3 FP32 seeds with eval 1.0, 1.1, 0.9: band 2 sigma = 20%% (%g)", c.band);
+    ok(c.gap[3].have && c.gap[3].eval && fabs(c.gap[3].rel - 0.15) < 1e-9, "fp16 gap +15%% (%g)", c.gap[3].rel);
+    ok(fabs(c.gap[4].rel - 0.5) < 1e-9, "bf16 gap +50%%");
+    ok(strcmp(runs[0].label, "fp32 seed 1") == 0 && strcmp(runs[3].label, "fp16 seed 1") == 0,
+       "labels name the seed when seeds differ (%s)", runs[3].label);
+    ok(has_line(&c.notes, "seed 2 differs", NULL), "a note says the seed differs");
+    recommendation R;
+    ok(recommend(runs, 5, &c, TGT_ANY, 0, &R) == 0, "rules");
+    ok(has_line(&R.bf16.issues, "outside the noise band", "+50%"), "bf16 outside the band, with numbers");
+    ok(has_line(&R.fp16.good, "within the noise band", "+15%"), "fp16 within the band");
+    ok(R.precision == REC_FP16, "-> fp16 + loss scaling (%s)", R.verdict);
+    rec_free(&R);
+    an_comparison_free(&c);
+
+    /* JSON: escaped strings, valid structure markers */
+    FILE *f = tmpfile();
+    report_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ok(an_compare(runs, 5, 0, &c) == 0 && recommend(runs, 5, &c, TGT_ANY, 0, &R) == 0 && f &&
+           report_json(f, runs, 5, &c, &R, &ro) == 0,
+       "JSON report written");
+    rec_free(&R);
+    an_comparison_free(&c);
+    if (f)
+        fclose(f);
+    for (int i = 0; i < 5; i++)
+        an_free(&runs[i]);
+
+    /* forward overflow in fc1: islands fc1 + fc2 (half the parameters) rescue fp16 on sm70 */
+    cs_spec_init(&s);
+    s.act_absmax[0] = 1e5;
+    an_run r;
+    load(write_trace("overflow", &s), &r);
+    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_SM70, FAIL_OVERFLOW, &R) == 0, "rules");
+    ok(has_line(&R.fp16.issues, "forward overflow: fc1 activations reach 1e+05", "65520"),
+       "forward overflow named with its value");
+    ok(R.precision == REC_FP16 && strcmp(R.fp32_layers, "fc1,fc2") == 0,
+       "sm70: fp16 with FP32 layers fc1,fc2 (%s)", R.verdict);
+    ok(R.fail_held & FAIL_OVERFLOW, "--fail-on overflow holds (what-if)");
+    rec_free(&R);
+    ok(recommend(&r, 1, &c, TGT_SM80, 0, &R) == 0 && R.precision == REC_BF16, "sm80: bf16 (%s)", R.verdict);
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&r);
+}
+
+static void test_json_escaping(void)
+{
+    cs_spec s;
+    static const long skips[] = {500};
+    cs_spec_init(&s);
+    s.precision = "fp16";
+    s.scale = 4;
+    s.skips = skips;
+    s.nskips = 1;
+    s.skip_reason = "q\"b\\s\nn\x01 tab\t \xc3\xa9 bad\xff";
+    an_run r;
+    load(write_trace("escape", &s), &r);
+    an_comparison c;
+    recommendation R;
+    char buf[1 << 16];
+    FILE *f = tmpfile();
+    report_opts ro;
+    memset(&ro, 0, sizeof ro);
+    int okw = f && an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_ANY, 0, &R) == 0 &&
+              report_json(f, &r, 1, &c, &R, &ro) == 0;
+    size_t n = 0;
+    if (okw) {
+        rewind(f);
+        n = fread(buf, 1, sizeof buf - 1, f);
+    }
+    buf[n] = 0;
+    ok(okw && n > 0, "JSON written (%zu bytes)", n);
+    const char *p = strstr(buf, "\"first_skip_reason\":");
+    ok(p != NULL, "first_skip_reason present");
+    if (p) {
+        const char *want = "\"first_skip_reason\":\"q\\\"b\\\\s\\nn\\u0001 tab\\t \xc3\xa9 bad";
+        ok(strncmp(p, want, strlen(want)) == 0,
+           "quotes, backslashes, newline, control bytes escaped; UTF-8 kept: %.70s", p);
+        ok(strstr(p, "bad\\ufffd\"") != NULL || strstr(p, "bad\"") != NULL,
+           "an invalid byte becomes U+FFFD (or was dropped by the writer)");
+    }
+    ok(strstr(buf, "nan") == NULL || strstr(buf, ":nan") == NULL, "no bare nan in the JSON");
+    ok(strstr(buf, ":inf") == NULL && strstr(buf, ":-inf") == NULL, "no bare inf in the JSON");
+    if (f)
+        fclose(f);
+    if (okw) {
+        rec_free(&R);
+        an_comparison_free(&c);
+    }
+    an_free(&r);
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir)) {
+        printf("Bail out! mkdtemp: cannot create a scratch directory\n");
+        return 1;
+    }
+    test_helpers();
+    test_fp32();
+    test_fp16();
+    test_divergence_and_lr();
+    test_compare_runs();
+    test_json_escaping();
+    for (int i = 0; i < npaths; i++)
+        remove(paths[i]);
+    rmdir(dir);
+    return done_testing();
+}

@@ -1,0 +1,209 @@
+#!/bin/sh
+# t_compare.sh - `ampdiag compare` on traces of the scenario presets (ampdiag run --scenario):
+# each failure mode must get its recommendation, with the reason and the numbers; --fail-on
+# exit codes; JSON validity; Markdown; bad input (exit 2, the file named).
+# Short runs with sparse tensor records keep the whole test at a few seconds per core.
+
+AMPDIAG=${AMPDIAG:-./ampdiag}
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "1..0 # SKIP python3 is needed to check the JSON"
+    exit 0
+fi
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/t_compare.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
+trap 'rm -rf "$T"' EXIT
+
+n=0
+failed=0
+ok() { # status description
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi
+}
+diag() { sed 's/^/# /' "$@"; }
+
+# jq-like assertion: FILE 'python expression over d (the JSON)' description
+jcheck() {
+    python3 - "$1" "$2" >"$T/jcheck.out" 2>&1 <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+R = d["recommendation"]
+P = R["precision"]
+def lines(l): return " | ".join(l)
+ok = eval(sys.argv[2])
+if not ok:
+    print("verdict:", P["text"])
+    print("fp16 issues:", lines(P["fp16"]["issues"]))
+    print("bf16 issues:", lines(P["bf16"]["issues"]))
+    print("lr:", R["lr"]["text"], "|", lines(R["lr"]["reasons"]))
+sys.exit(0 if ok else 1)
+EOF
+    st=$?
+    ok $st "$3"
+    [ $st -eq 0 ] || diag "$T/jcheck.out"
+}
+
+R="--overwrite --progress none --trace-every 5 --hist-every 25"
+run() { # name args...
+    name=$1
+    shift
+    "$AMPDIAG" run "$@" $R -o "$T/$name.h5" >"$T/$name.log" 2>&1 || echo "$name" >>"$T/failed-runs"
+}
+
+# ---------------------------------------------------------------- the traces (2 at a time)
+run h-fp32 --scenario healthy --precision fp32 &
+run h-fp16 --scenario healthy &
+wait
+run h-bf16 --scenario healthy --precision bf16 &
+run fo-fp32 --scenario fp16-forward-overflow --precision fp32 --steps 100 &
+wait
+run fo-fp16 --scenario fp16-forward-overflow --steps 100 &
+run gu-fp32 --scenario fp16-grad-underflow --precision fp32 --steps 150 &
+wait
+run gu-fp16 --scenario fp16-grad-underflow --steps 150 &
+run sc-fp16 --scenario fp16-scale-collapse --steps 100 &
+wait
+run lu-fp32 --scenario bf16-pure-lost-updates --precision fp32 --steps 200 &
+run lu-pure --scenario bf16-pure-lost-updates --steps 200 &
+wait
+run ld-fp32 --scenario lr-diverge --precision fp32 &
+run ld-fp16 --scenario lr-diverge --precision fp16 &
+wait
+run ld-bf16 --scenario lr-diverge --precision bf16
+if [ -s "$T/failed-runs" ]; then
+    for r in $(cat "$T/failed-runs"); do echo "# run $r failed:"; diag "$T/$r.log"; done
+    echo "Bail out! ampdiag run failed"
+    exit 1
+fi
+
+cmp() { # out-name args... (JSON to $T/out-name.json, exit status to $T/out-name.rc)
+    out=$1
+    shift
+    "$AMPDIAG" compare "$@" --format json >"$T/$out.json" 2>"$T/$out.err"
+    echo $? >"$T/$out.rc"
+}
+rc() { cat "$T/$1.rc"; }
+
+# ---------------------------------------------------------------- healthy
+cmp healthy "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" --fail-on all
+python3 -m json.tool "$T/healthy.json" >/dev/null 2>&1
+ok $? "healthy: the JSON is valid"
+ok "$(rc healthy)" "healthy: --fail-on all exits 0"
+jcheck "$T/healthy.json" 'd["format"] == "ampdiag-compare" and d["version"] == 1 and len(d["runs"]) == 3 and d["runs"][0]["baseline"]' \
+    "healthy: three runs, the fp32 one is the baseline"
+jcheck "$T/healthy.json" 'P["verdict"] == "bf16" and not P["predicted"] and P["fp16"]["viable"] and P["bf16"]["viable"]' \
+    "healthy: bf16 (observed), fp16 viable too"
+jcheck "$T/healthy.json" 'any("within the noise band" in e for e in P["bf16"]["evidence"])' \
+    "healthy: bf16's loss is within the fp32 noise band (the reason)"
+jcheck "$T/healthy.json" 'R["lr"]["verdict"] == "keep" and "target ~1e-3" in lines(R["lr"]["reasons"])' \
+    "healthy: lr keep, with the update/weight ratio"
+jcheck "$T/healthy.json" 'R["clip"]["value"] > 0 and 0 <= R["clip"]["fraction_clipped"] <= 0.05 and "P99" in lines(R["clip"]["reasons"])' \
+    "healthy: a clip value that clips at most 5% of steps, with P99/MAD"
+jcheck "$T/healthy.json" 'R["loss_scale"]["log2"] >= 10 and R["loss_scale"]["max_gradient"] * 2**R["loss_scale"]["log2"] <= 32752 < R["loss_scale"]["max_gradient"] * 2**(R["loss_scale"]["log2"]+1)' \
+    "healthy: the suggested loss scale is the largest 2^k keeping the largest gradient under 65504/2"
+jcheck "$T/healthy.json" 'd["fail_on"]["held"] == [] and not d["fail_on"]["failed"]' "healthy: no --fail-on condition holds"
+"$AMPDIAG" compare "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" >"$T/healthy.txt" 2>&1
+st=$?
+head -1 "$T/healthy.txt" | grep -q '^Verdict: bf16' && [ $st -eq 0 ]
+ok $? "healthy: text output starts with the verdict"
+grep -q '^final loss' "$T/healthy.txt" && grep -q '^Clip' "$T/healthy.txt" && grep -q '^LR' "$T/healthy.txt"
+ok $? "healthy: text output has the table and the LR and clip evidence"
+"$AMPDIAG" compare "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" --format md >"$T/healthy.md" 2>&1
+grep -q '^| final loss |' "$T/healthy.md" && grep -q '^\*\*Verdict:\*\* bf16' "$T/healthy.md" && grep -q '^### Clip' "$T/healthy.md"
+ok $? "healthy: Markdown has the verdict, the table and the sections"
+
+# ---------------------------------------------------------------- forward overflow
+cmp fo "$T/fo-fp32.h5" "$T/fo-fp16.h5" --fail-on overflow
+ok "$([ "$(rc fo)" -eq 1 ] && echo 0 || echo 1)" "forward overflow: --fail-on overflow exits 1"
+grep -q 'overflow' "$T/fo.err"
+ok $? "forward overflow: stderr says which condition held"
+jcheck "$T/fo.json" 'P["verdict"] == "bf16" and P["fp16"]["ruled_out"]' "forward overflow: not fp16 -> bf16"
+jcheck "$T/fo.json" 'any(i.startswith("forward overflow: fc1 activations reach") and "65520" in i for i in P["fp16"]["issues"])' \
+    "forward overflow: the reason names fc1, its peak and the FP16 limit"
+jcheck "$T/fo.json" '"overflow" in d["fail_on"]["held"] and "nan" in d["fail_on"]["held"]' \
+    "forward overflow: overflow and nan conditions hold"
+cmp fo70 "$T/fo-fp32.h5" "$T/fo-fp16.h5" --target sm70
+jcheck "$T/fo70.json" 'P["verdict"] == "fp32" and "sm70" in P["text"] and d["target"] == "sm70"' \
+    "forward overflow on sm70 (no BF16): fp32, the islands would cover most of the model"
+cmp fo1 "$T/fo-fp32.h5"
+jcheck "$T/fo1.json" 'P["verdict"] == "bf16" and P["predicted"] and any("forward overflow" in i for i in P["fp16"]["issues"])' \
+    "forward overflow from the FP32 trace alone (what-if): bf16, predicted"
+
+# ---------------------------------------------------------------- underflow without loss scaling
+cmp gu "$T/gu-fp32.h5" "$T/gu-fp16.h5" --target sm75
+jcheck "$T/gu.json" 'P["verdict"] == "fp16" and P["fp16"]["needs_loss_scaling"] and "initial scale 2^" in P["text"]' \
+    "grad underflow on sm75: fp16 + loss scaling with an initial scale"
+jcheck "$T/gu.json" 'R["loss_scale"]["unscaled_flushed_fraction"] > 0.5 and R["loss_scale"]["unscaled_flushed_layer"] == "fc1" and R["loss_scale"]["flushed_fraction"] < 0.01' \
+    "grad underflow: most of fc1's gradients flush without scaling, under 1% at the suggested scale"
+jcheck "$T/gu.json" 'any(i.startswith("needs loss scaling") and "fc1" in i for i in P["fp16"]["issues"])' \
+    "grad underflow: the reason names fc1 and what flushes"
+cmp gu80 "$T/gu-fp32.h5" "$T/gu-fp16.h5"
+jcheck "$T/gu80.json" 'P["verdict"] == "bf16" and P["fp16"]["viable"]' "grad underflow with BF16 available: bf16, fp16 + scaling viable"
+
+# ---------------------------------------------------------------- scale collapse
+cmp sc "$T/sc-fp16.h5" --fail-on skips
+ok "$([ "$(rc sc)" -eq 1 ] && echo 0 || echo 1)" "scale collapse: --fail-on skips exits 1"
+jcheck "$T/sc.json" 'P["verdict"] == "bf16" and P["fp16"]["ruled_out"]' "scale collapse: not fp16 -> bf16"
+jcheck "$T/sc.json" 'any("loss scale collapses" in i and "minimum" in i for i in P["fp16"]["issues"])' \
+    "scale collapse: the reason names the scale and its minimum"
+jcheck "$T/sc.json" 'd["runs"][0]["stability"]["loss_scale"]["collapsed"] and d["runs"][0]["stability"]["skipped_after_calibration"] > 0' \
+    "scale collapse: recorded in the run's stability section"
+
+# ---------------------------------------------------------------- bf16-pure lost updates
+cmp lu "$T/lu-fp32.h5" "$T/lu-pure.h5"
+jcheck "$T/lu.json" 'P["verdict"] == "bf16" and P["master_weights"] and "master weights" in P["text"]' \
+    "bf16-pure lost updates: bf16 with FP32 master weights"
+jcheck "$T/lu.json" 'any("updates were lost" in i and "2^-8" in i for i in P["bf16"]["issues"])' \
+    "bf16-pure lost updates: the reason gives the lost fraction and the 2^-8 threshold"
+jcheck "$T/lu.json" 'd["runs"][1]["updates"]["lost_fraction"] > 0.1 and d["runs"][0]["updates"]["lost_fraction"] < 0.01' \
+    "bf16-pure lost updates: lost fraction high in bf16-pure, low in fp32"
+jcheck "$T/lu.json" 'R["lr"]["verdict"] in ("keep-use-master-weights", "keep") and "raise" not in R["lr"]["text"].split("(")[0]' \
+    "bf16-pure lost updates: the lr is not raised"
+
+# ---------------------------------------------------------------- a learning rate that diverges everywhere
+cmp ld "$T/ld-fp32.h5" "$T/ld-fp16.h5" "$T/ld-bf16.h5" --fail-on divergence
+ok "$([ "$(rc ld)" -eq 1 ] && echo 0 || echo 1)" "lr divergence: --fail-on divergence exits 1"
+jcheck "$T/ld.json" 'R["lr"]["verdict"] == "lower" and R["lr"]["factor"] < 1 and R["lr"]["suggested"] < R["lr"]["current"]' \
+    "lr divergence: lower the lr"
+jcheck "$T/ld.json" 'any("fp32 diverges from step" in l for l in R["lr"]["reasons"])' \
+    "lr divergence: the reason is that FP32 diverges too, with the step"
+jcheck "$T/ld.json" 'P["verdict"] == "undecided"' "lr divergence: no precision verdict until FP32 trains"
+jcheck "$T/ld.json" 'all(r["stability"]["diverged"] for r in d["runs"])' "lr divergence: every run marked diverged"
+
+# ---------------------------------------------------------------- options and bad input
+cmp base "$T/h-fp16.h5" "$T/h-bf16.h5" --baseline "$T/h-fp32.h5"
+jcheck "$T/base.json" 'd["baseline"] == 0 and d["runs"][0]["precision"] == "fp32" and len(d["runs"]) == 3' \
+    "--baseline with an extra trace puts it first"
+cmp base2 "$T/h-fp32.h5" "$T/h-fp16.h5" --baseline "$T/h-fp16.h5"
+jcheck "$T/base2.json" 'd["baseline"] == 1 and d["runs"][1]["baseline"] and any("the baseline is fp16" in x for x in d["notes"])' \
+    "--baseline chooses one of the inputs"
+
+printf 'not a trace\n' >"$T/bogus.h5"
+"$AMPDIAG" compare "$T/h-fp32.h5" "$T/bogus.h5" >"$T/bad.out" 2>"$T/bad.err"
+st=$?
+[ $st -eq 2 ] && grep -q "bogus.h5" "$T/bad.err"
+ok $? "a file that is not a trace: exit 2, named on stderr (exit $st)"
+[ $st -eq 2 ] || diag "$T/bad.err"
+"$AMPDIAG" compare "$T/missing.h5" >"$T/bad.out" 2>"$T/bad.err"
+st=$?
+[ $st -eq 2 ] && grep -q "missing.h5" "$T/bad.err"
+ok $? "a missing file: exit 2, named on stderr (exit $st)"
+"$AMPDIAG" compare "$T/h-fp32.h5" --fail-on bogus >/dev/null 2>"$T/bad.err"
+st=$?
+[ $st -eq 2 ] && grep -q "'bogus'" "$T/bad.err"
+ok $? "--fail-on with an unknown condition: exit 2, named"
+"$AMPDIAG" compare "$T/h-fp32.h5" --format xml >/dev/null 2>"$T/bad.err"
+[ $? -eq 2 ] && grep -q "xml" "$T/bad.err"
+ok $? "--format xml: exit 2, named"
+"$AMPDIAG" compare "$T/h-fp32.h5" --target sm60 >/dev/null 2>"$T/bad.err"
+[ $? -eq 2 ] && grep -q "sm60" "$T/bad.err"
+ok $? "--target sm60: exit 2, named"
+"$AMPDIAG" compare >/dev/null 2>"$T/bad.err"
+[ $? -eq 2 ]
+ok $? "no trace: exit 2"
+"$AMPDIAG" compare --help | grep -q -- '--fail-on'
+ok $? "--help documents --fail-on"
+
+echo "1..$n"
+exit $failed

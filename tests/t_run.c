@@ -1,0 +1,357 @@
+/*
+ * t_run.c - `ampdiag run` end to end: runs the program, reads each trace back through the
+ * reader API and checks what it must show: convergence, determinism, every scenario's
+ * failure signature, signals, weights files, and refusals of bad input.
+ */
+#include "ampdiag_trace.h"
+#include "tap.h"
+
+#include <hdf5.h>
+#include <stdarg.h>
+#include <math.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[128];
+
+static const char *p(const char *name)
+{
+    static char buf[8][256];
+    static int k;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+/* Run ampdiag with arguments; returns its exit status (-1 if it did not exit normally). */
+__attribute__((format(printf, 1, 2)))
+static int run(const char *fmt, ...)
+{
+    char args[2048], cmd[2600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "./ampdiag %s > %s/out.txt 2> %s/err.txt", args, dir, dir);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_has(const char *name, const char *needle)
+{
+    FILE *f = fopen(p(name), "r");
+    if (!f) return 0;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strstr(buf, needle) != NULL;
+}
+
+typedef struct tr {
+    ampdiag_trace_reader *r;
+    ampdiag_trace_layer *layers;
+    ampdiag_trace_step *steps;
+    ampdiag_trace_event *events;
+    ampdiag_trace_eval *evals;
+    ampdiag_trace_tensor *tensors;
+    size_t nl, ns, ne, nv, nt;
+} tr;
+
+static int load(tr *t, const char *path)
+{
+    memset(t, 0, sizeof *t);
+    if (ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET, &t->r) < 0) {
+        diag("open %s: %s", path, ampdiag_trace_errmsg());
+        return -1;
+    }
+    if (ampdiag_trace_read_layers(t->r, &t->layers, &t->nl) < 0 || ampdiag_trace_read_steps(t->r, &t->steps, &t->ns) < 0 ||
+        ampdiag_trace_read_events(t->r, &t->events, &t->ne) < 0 || ampdiag_trace_read_evals(t->r, &t->evals, &t->nv) < 0 ||
+        ampdiag_trace_read_tensors(t->r, 0, SIZE_MAX, &t->tensors, &t->nt) < 0) {
+        diag("read %s: %s", path, ampdiag_trace_errmsg());
+        return -1;
+    }
+    return 0;
+}
+
+static void unload(tr *t)
+{
+    free(t->layers); free(t->steps); free(t->events); free(t->evals); free(t->tensors);
+    ampdiag_trace_reader_close(t->r);
+    memset(t, 0, sizeof *t);
+}
+
+static int layer_index(const tr *t, const char *name)
+{
+    for (size_t i = 0; i < t->nl; i++)
+        if (strcmp(t->layers[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+static const ampdiag_trace_tensor *find_tensor(const tr *t, long step, const char *layer, int kind)
+{
+    int li = layer_index(t, layer);
+    for (size_t i = 0; i < t->nt; i++)
+        if (t->tensors[i].step == step && t->tensors[i].layer == li && t->tensors[i].kind == kind)
+            return &t->tensors[i];
+    return NULL;
+}
+
+static size_t count_events(const tr *t, int code)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->ne; i++) n += t->events[i].code == code;
+    return n;
+}
+
+/* Sum over all traced steps of a counter for one layer and kind. */
+static void sum_kind(const tr *t, const char *layer, int kind, uint64_t *count, uint64_t *zero, uint64_t *lost)
+{
+    int li = layer_index(t, layer);
+    *count = *zero = *lost = 0;
+    for (size_t i = 0; i < t->nt; i++)
+        if (t->tensors[i].layer == li && t->tensors[i].kind == kind) {
+            *count += t->tensors[i].count;
+            *zero += t->tensors[i].n_zero;
+            *lost += t->tensors[i].lost_updates;
+        }
+}
+
+static void test_healthy(void)
+{
+    ok(run("run --steps 80 --progress none --eval-every 40 -o %s", p("a.h5")) == 0, "fp32 mlp run of 80 steps exits 0");
+    ok(file_has("out.txt", "run complete: 80 steps") && file_has("out.txt", "next: ampdiag info"),
+       "the summary says complete and what to do next");
+    tr t;
+    if (load(&t, p("a.h5"))) { ok(0, "trace a.h5 readable"); return; }
+    ok(ampdiag_trace_status_of(t.r) == AMPDIAG_STATUS_COMPLETE && t.ns == 80, "trace: status complete, 80 step records");
+    ok(fabs(t.steps[0].loss - log(10.0)) < 0.1, "first loss %.4f is about ln 10 (10 balanced classes)", t.steps[0].loss);
+    double tail = 0;
+    for (size_t i = 70; i < 80; i++) tail += t.steps[i].loss / 10;
+    ok(tail < 0.6 * t.steps[0].loss, "the loss falls: mean of the last 10 steps %.3f < 0.6 x %.3f", tail, t.steps[0].loss);
+    ok(t.nv == 2 && t.evals[1].step == 79 && t.evals[1].metric > 0.6, "2 evaluations; final accuracy %.3f > 0.6",
+       t.nv ? t.evals[t.nv - 1].metric : -1);
+    ok(layer_index(&t, "fc1") == 0 && layer_index(&t, "fc4") >= 0, "layers named fc1..fc4");
+    const ampdiag_trace_tensor *w = find_tensor(&t, 0, "fc1", AMPDIAG_KIND_WEIGHT);
+    const ampdiag_trace_tensor *u = find_tensor(&t, 79, "fc1", AMPDIAG_KIND_UPDATE);
+    const ampdiag_trace_tensor *a = find_tensor(&t, 5, "relu1", AMPDIAG_KIND_ACTIVATION);
+    const ampdiag_trace_tensor *ag = find_tensor(&t, 5, "fc2", AMPDIAG_KIND_ACTIVATION_GRAD);
+    ok(w && w->count == 32 * 256 + 256 && w->n_nan == 0, "fc1 weight record at step 0: 8448 values (weight + bias)");
+    ok(u && u->count == 8448 && u->absmax > 0 && u->absmax < 0.01, "fc1 update at the last step: |dw| <= lr-ish (%g)",
+       u ? u->absmax : -1);
+    ok(a && a->count == 64 * 256 && a->n_neg == 0 && a->min == 0.0f, "relu1 activation: 64 x 256 values, none negative");
+    ok(ag && ag->count == 64 * 256, "fc2 activation-gradient record present");
+    int bad_norm = 0;
+    for (size_t i = 0; i < t.ns; i++)
+        bad_norm += !(t.steps[i].grad_norm > 0 && isfinite(t.steps[i].grad_norm)) || t.steps[i].skipped ||
+                    t.steps[i].loss_scale != 1.0 || t.steps[i].clip_coef != 1.0 || !(t.steps[i].update_ratio > 0);
+    ok(bad_norm == 0, "every step: finite norm, not skipped, scale 1, no clipping, update ratio > 0");
+    unload(&t);
+
+    /* the same seed gives the same numbers */
+    ok(run("run --steps 20 --progress none -o %s", p("b1.h5")) == 0 && run("run --steps 20 --progress none -o %s", p("b2.h5")) == 0,
+       "two runs with the same seed");
+    tr t1, t2;
+    if (load(&t1, p("b1.h5")) || load(&t2, p("b2.h5"))) { ok(0, "determinism traces readable"); return; }
+    int same = t1.ns == t2.ns && t1.nt == t2.nt;
+    for (size_t i = 0; same && i < t1.ns; i++)
+        same = t1.steps[i].loss == t2.steps[i].loss && t1.steps[i].grad_norm == t2.steps[i].grad_norm;
+    for (size_t i = 0; same && i < t1.nt; i++) {
+        const ampdiag_trace_tensor *x = &t1.tensors[i], *y = &t2.tensors[i];
+        same = x->step == y->step && x->layer == y->layer && x->kind == y->kind && x->count == y->count &&
+               x->n_zero == y->n_zero && x->n_neg == y->n_neg && same_bits(x->min, y->min) &&
+               same_bits(x->max, y->max) && same_bits(x->absmin_nz, y->absmin_nz) &&
+               memcmp(&x->mean, &y->mean, sizeof x->mean) == 0 && memcmp(&x->rms, &y->rms, sizeof x->rms) == 0 &&
+               x->fp16_underflow == y->fp16_underflow && x->lost_updates == y->lost_updates;
+    }
+    ok(same, "same seed: identical losses, norms and tensor records");
+    unload(&t1); unload(&t2);
+}
+
+static void test_scenarios(void)
+{
+    tr t;
+    uint64_t c, z, l;
+
+    /* forward overflow: inputs x 1e5 overflow FP16 when rounded as GEMM operands */
+    ok(run("run --scenario fp16-forward-overflow --steps 30 --progress none -o %s", p("fo.h5")) == 0,
+       "scenario fp16-forward-overflow runs");
+    if (load(&t, p("fo.h5")) == 0) {
+        const ampdiag_trace_tensor *a = find_tensor(&t, 0, "fc1", AMPDIAG_KIND_ACTIVATION);
+        int all_skipped = 1;
+        for (size_t i = 0; i < t.ns; i++) all_skipped &= t.steps[i].skipped;
+        ok(a && a->n_nan + a->n_posinf + a->n_neginf > 0, "fc1's output holds NaN/inf at step 0 (%llu non-finite)",
+           a ? (unsigned long long)(a->n_nan + a->n_posinf + a->n_neginf) : 0ull);
+        ok(all_skipped && strstr(t.steps[0].skip_reason, "fc1"), "every step skipped; the reason names fc1: '%s'",
+           t.steps[0].skip_reason);
+        ok(t.steps[0].loss_scale == 65536 && t.steps[10].loss_scale == 64, "the scale halves every step: 2^16 -> 2^6 at step 10");
+        ok(count_events(&t, AMPDIAG_EV_SCALE_BACKOFF) == 30 && count_events(&t, AMPDIAG_EV_SKIPPED) == 30,
+           "30 backoff and 30 skipped-step events");
+        unload(&t);
+    } else ok(0, "fo.h5 readable");
+
+    /* gradient underflow without loss scaling: compare the same data in fp32 */
+    ok(run("run --scenario fp16-grad-underflow --steps 20 --progress none -o %s", p("gu16.h5")) == 0 &&
+       run("run --data synthetic:blobs-tiny --steps 20 --progress none -o %s", p("gu32.h5")) == 0,
+       "scenario fp16-grad-underflow and the same run in fp32");
+    if (load(&t, p("gu16.h5")) == 0) {
+        sum_kind(&t, "fc1", AMPDIAG_KIND_WEIGHT_GRAD, &c, &z, &l);
+        double zf16 = (double)z / (double)c;
+        unload(&t);
+        if (load(&t, p("gu32.h5")) == 0) {
+            sum_kind(&t, "fc1", AMPDIAG_KIND_WEIGHT_GRAD, &c, &z, &l);
+            double zf32 = (double)z / (double)c;
+            const ampdiag_trace_tensor *g = find_tensor(&t, 0, "fc1", AMPDIAG_KIND_WEIGHT_GRAD);
+            /* about half of fc1's units are dead in both (tiny inputs: their output is the bias) */
+            ok(zf16 > 0.9 && zf16 - zf32 > 0.3, "fc1 weight gradients exactly zero: %.1f%% in fp16 vs %.1f%% in fp32",
+               100 * zf16, 100 * zf32);
+            uint64_t nz = g ? g->count - g->n_zero : 0;
+            ok(g && g->fp16_underflow > 0.9 * (double)nz,
+               "the fp32 run predicts it: %llu of its %llu non-zero fc1 gradients would flush in FP16",
+               g ? (unsigned long long)g->fp16_underflow : 0ull, (unsigned long long)nz);
+            unload(&t);
+        } else ok(0, "gu32.h5 readable");
+    } else ok(0, "gu16.h5 readable");
+
+    /* scale collapse to a DeepSpeed-style minimum */
+    ok(run("run --scenario fp16-scale-collapse --steps 25 --progress none -o %s", p("sc.h5")) == 0, "scenario fp16-scale-collapse runs");
+    if (load(&t, p("sc.h5")) == 0) {
+        int at_min = 0;
+        for (size_t i = 0; i < t.ne; i++)
+            at_min += t.events[i].code == AMPDIAG_EV_SCALE_BACKOFF && strstr(t.events[i].message, "minimum") != NULL;
+        ok(t.steps[24].loss_scale == 1.0 && t.steps[16].loss_scale == 1.0 && t.steps[15].loss_scale == 2.0,
+           "the scale reaches its minimum 1 at step 16 and stays");
+        ok(at_min >= 8, "overflow at the minimum scale is recorded (%d events)", at_min);
+        unload(&t);
+    } else ok(0, "sc.h5 readable");
+
+    /* bf16-pure: updates round away; bf16 with FP32 master weights keeps them */
+    ok(run("run --scenario bf16-pure-lost-updates --steps 20 --progress none -o %s", p("lp.h5")) == 0 &&
+       run("run --scenario bf16-pure-lost-updates --precision bf16 --steps 20 --progress none -o %s", p("lm.h5")) == 0,
+       "scenario bf16-pure-lost-updates, and the same with --precision bf16");
+    if (load(&t, p("lp.h5")) == 0) {
+        sum_kind(&t, "fc2", AMPDIAG_KIND_UPDATE, &c, &z, &l);
+        double lost_pure = (double)l / (double)(c - z);
+        unload(&t);
+        if (load(&t, p("lm.h5")) == 0) {
+            sum_kind(&t, "fc2", AMPDIAG_KIND_UPDATE, &c, &z, &l);
+            double lost_master = (double)l / (double)(c - z);
+            ok(lost_pure > 0.5 && lost_master < 0.01, "fc2 lost updates: %.1f%% in bf16-pure vs %.2f%% with FP32 master weights",
+               100 * lost_pure, 100 * lost_master);
+            unload(&t);
+        } else ok(0, "lm.h5 readable");
+    } else ok(0, "lp.h5 readable");
+
+    /* divergence in any precision */
+    ok(run("run --scenario lr-diverge --precision bf16 --progress none -o %s", p("dv.h5")) == 0,
+       "scenario lr-diverge exits 0 (a diverged run is data)");
+    if (load(&t, p("dv.h5")) == 0) {
+        ok(ampdiag_trace_status_of(t.r) == AMPDIAG_STATUS_DIVERGED && count_events(&t, AMPDIAG_EV_DIVERGENCE) == 1 &&
+           count_events(&t, AMPDIAG_EV_STOP) == 1 && t.ns < 100, "status diverged, one divergence and one stop event, stopped early at %zu steps", t.ns);
+        unload(&t);
+    } else ok(0, "dv.h5 readable");
+    ok(file_has("out.txt", "run diverged"), "the summary says diverged");
+
+    /* Adam eps in FP16 state */
+    ok(run("run --scenario fp16-adam-eps --steps 5 --progress none -o %s", p("ae.h5")) == 0, "scenario fp16-adam-eps runs");
+    if (load(&t, p("ae.h5")) == 0) {
+        const ampdiag_trace_tensor *u = find_tensor(&t, 0, "fc1", AMPDIAG_KIND_UPDATE);
+        int ev = 0;
+        for (size_t i = 0; i < t.ne; i++)
+            ev += t.events[i].step == 0 && t.events[i].code == AMPDIAG_EV_NAN_BACKWARD && strstr(t.events[i].message, "weights non-finite");
+        ok(u && u->n_nan > 0, "step 0: fc1's update holds NaN (%llu)", u ? (unsigned long long)u->n_nan : 0ull);
+        ok(ev >= 1, "an event at step 0 says the update made weights non-finite");
+        unload(&t);
+    } else ok(0, "ae.h5 readable");
+
+    ok(run("run --scenario nosuch -o %s", p("x.h5")) == 2 && file_has("err.txt", "fp16-forward-overflow"),
+       "an unknown scenario exits 2 and lists the scenarios");
+}
+
+static void test_signal(void)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "exec ./ampdiag run --steps 100000 --progress none -o %s > /dev/null 2>&1", p("sig.h5"));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    sleep(2);
+    /* exec: the shell became ampdiag */
+    kill(pid, SIGTERM);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    tr t;
+    if (load(&t, p("sig.h5")) == 0) {
+        ok(ampdiag_trace_status_of(t.r) == AMPDIAG_STATUS_INTERRUPTED && t.ns > 5 && count_events(&t, AMPDIAG_EV_STOP) == 1,
+           "SIGTERM: the run finishes its step, marks the trace interrupted (%zu steps kept)", t.ns);
+        unload(&t);
+    } else ok(0, "interrupted trace readable");
+}
+
+static void test_weights(void)
+{
+    ok(run("run --steps 10 --progress none -o %s --save-weights %s", p("w.h5"), p("w1.h5")) == 0, "--save-weights writes the final weights");
+    ok(run("run --steps 1 --lr 0 --progress none -o %s --init-from %s --save-weights %s", p("w2.h5"), p("w1.h5"), p("w2w.h5")) == 0,
+       "--init-from reads them back (1 step at lr 0, saved again)");
+    hid_t f1 = H5Fopen(p("w1.h5"), H5F_ACC_RDONLY, H5P_DEFAULT), f2 = H5Fopen(p("w2w.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    float a[256 * 32], b[256 * 32];
+    hid_t d1 = H5Dopen2(f1, "/fc1/weight", H5P_DEFAULT), d2 = H5Dopen2(f2, "/fc1/weight", H5P_DEFAULT);
+    hid_t sp = H5Dget_space(d1);
+    hsize_t dims[2] = {0, 0};
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    int rd = H5Dread(d1, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, a) >= 0 &&
+             H5Dread(d2, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, b) >= 0;
+    ok(rd && dims[0] == 256 && dims[1] == 32 && memcmp(a, b, sizeof a) == 0,
+       "/fc1/weight is [256, 32] (PyTorch [out, in]) and survives the round trip bit for bit");
+    H5Dclose(d1); H5Dclose(d2); H5Fclose(f1); H5Fclose(f2);
+    ok(run("run --steps 1 --progress none -o %s --init-from %s --model transformer", p("w3.h5"), p("w1.h5")) == 2 &&
+       file_has("err.txt", "missing /"), "weights of another model are refused, naming the missing tensor");
+    ok(run("run --steps 1 --progress none -o %s --save-weights %s", p("w4.h5"), p("w1.h5")) == 2 && file_has("err.txt", "exists"),
+       "an existing weights file is not replaced without --overwrite");
+}
+
+static void test_refusals(void)
+{
+    ok(run("run --precision fp8 -o %s", p("r.h5")) == 2 && file_has("err.txt", "--precision 'fp8'"), "--precision fp8: exit 2 naming the option");
+    ok(run("run --steps 0 -o %s", p("r.h5")) == 2 && file_has("err.txt", "--steps"), "--steps 0: exit 2");
+    ok(run("run --lr abc -o %s", p("r.h5")) == 2 && file_has("err.txt", "--lr 'abc'"), "--lr abc: exit 2");
+    ok(run("run --data %s -o %s", p("nothere.h5"), p("r.h5")) == 2 && file_has("err.txt", "nothere.h5"), "a missing data file: exit 2 naming it");
+    ok(run("run --model transformer --data synthetic:blobs -o %s", p("r.h5")) == 2 && file_has("err.txt", "does not fit"),
+       "classification data for a transformer: exit 2");
+    ok(run("run --steps 2 --progress none -o %s", p("a.h5")) == 2 && file_has("err.txt", "a.h5"),
+       "an existing trace is not overwritten without --overwrite");
+    ok(run("run --steps 2 --progress none -o /nonexistent-dir/x.h5") == 3, "an unwritable trace path: exit 3");
+    ok(run("run --fp32-layers nosuch --steps 2 --progress none -o %s", p("r2.h5")) == 2 && file_has("err.txt", "nosuch"),
+       "an unknown --fp32-layers name: exit 2 naming it");
+    ok(run("run --help") == 0 && file_has("out.txt", "--scenario NAME") && file_has("out.txt", "synthetic:blobs-tiny"),
+       "run --help lists options, data sets and scenarios");
+    ok(run("run extra -o %s", p("r3.h5")) == 2 && file_has("err.txt", "unexpected argument 'extra'"), "a stray argument: exit 2");
+}
+
+int main(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    snprintf(dir, sizeof dir, "t_run.tmp.%d", (int)getpid());
+    if (mkdir(dir, 0755) != 0) {
+        ok(0, "create %s", dir);
+        return done_testing();
+    }
+    if (access("./ampdiag", X_OK) != 0)
+        skip_all("./ampdiag not built");
+    test_healthy();
+    test_scenarios();
+    test_signal();
+    test_weights();
+    test_refusals();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (exit_status() == 0 && system(cmd) != 0)
+        diag("could not remove %s", dir);
+    H5close();
+    return done_testing();
+}

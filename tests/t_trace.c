@@ -1,0 +1,592 @@
+/*
+ * t_trace.c - the trace writer and reader round trip: every record type with exact values
+ * (NaN, infinities, signed zeros, empty tensors, text cut at a UTF-8 boundary), attributes of
+ * every type, status handling, batches larger than a chunk, flush policy, range reads, and the
+ * errors of bad calls (EINVAL) against those of the file system (EIO, EEXIST).
+ */
+#include "ampdiag.h"
+#include "ampdiag_trace.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[4096];
+
+static const char *tpath(const char *name)
+{
+    static char buf[4][4200];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static int same_double(double a, double b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+static int same_float(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
+}
+
+static ampdiag_trace_writer *create(const char *name, unsigned every, double secs)
+{
+    ampdiag_trace_options o;
+    ampdiag_trace_options_init(&o);
+    o.overwrite = 1;
+    o.flush_every_steps = every;
+    o.flush_seconds = secs;
+    ampdiag_trace_writer *w = NULL;
+    if (ampdiag_trace_create(tpath(name), &o, &w) != 0)
+        diag("create %s: %s", name, ampdiag_trace_errmsg());
+    return w;
+}
+
+static ampdiag_trace_reader *open_trace(const char *name)
+{
+    ampdiag_trace_reader *r = NULL;
+    if (ampdiag_trace_open(tpath(name), AMPDIAG_TRACE_READ_QUIET, &r) != 0)
+        diag("open %s: %s", name, ampdiag_trace_errmsg());
+    return r;
+}
+
+static void test_names(void)
+{
+    int good = 1;
+    for (int k = 0; k < AMPDIAG_NKINDS; k++)
+        good &= ampdiag_kind_parse(ampdiag_kind_name(k)) == k;
+    for (int c = 0; c < AMPDIAG_NEVENT_CODES; c++)
+        good &= ampdiag_event_parse(ampdiag_event_name(c)) == c;
+    for (int s = 0; s <= AMPDIAG_STATUS_INTERRUPTED; s++)
+        good &= ampdiag_status_parse(ampdiag_status_name(s)) == s;
+    ok(good, "kind, event and status names round-trip");
+    ok(strcmp(ampdiag_kind_name(AMPDIAG_KIND_WEIGHT_GRAD), "weight_grad") == 0 &&
+           strcmp(ampdiag_event_name(AMPDIAG_EV_SKIPPED), "skipped_step") == 0 &&
+           strcmp(ampdiag_status_name(AMPDIAG_STATUS_INTERRUPTED), "interrupted") == 0,
+       "stored names as documented");
+    ok(!ampdiag_kind_name(AMPDIAG_NKINDS) && !ampdiag_kind_name(-1) &&
+           !ampdiag_event_name(AMPDIAG_NEVENT_CODES) && !ampdiag_status_name(4) &&
+           ampdiag_kind_parse("weights") == -1 && ampdiag_status_parse(NULL) == -1,
+       "out-of-range names are NULL / -1");
+    ok(ampdiag_trace_err_is_io(AMPDIAG_TRACE_EIO) && ampdiag_trace_err_is_io(AMPDIAG_TRACE_ENOMEM) &&
+           !ampdiag_trace_err_is_io(AMPDIAG_TRACE_EINVAL) &&
+           !ampdiag_trace_err_is_io(AMPDIAG_TRACE_ESCHEMA) &&
+           !ampdiag_trace_err_is_io(AMPDIAG_TRACE_ENOTHDF5),
+       "I/O errors are told apart from bad input");
+    good = 1;
+    for (int e = 0; e >= AMPDIAG_TRACE_ETRUNCATED; e--)
+        good &= strcmp(ampdiag_trace_strerror(e), "unknown error") != 0;
+    ok(good, "every error code has a name");
+}
+
+/* Statistics of a few arrays chosen for their corner cases. */
+enum { NCASES = 6 };
+static void make_case(int c, ampdiag_tstats *s)
+{
+    float a[8];
+    size_t n = 0;
+    switch (c) {
+    case 0: /* ordinary values */
+        a[0] = 1.5f; a[1] = -2.25f; a[2] = 0.0f; a[3] = 3e-6f; a[4] = 7.0f;
+        n = 5;
+        break;
+    case 1: /* NaN only: no finite value */
+        a[0] = NAN; a[1] = NAN;
+        n = 2;
+        break;
+    case 2: /* zeros only: finite but no non-zero value */
+        a[0] = -0.0f; a[1] = 0.0f; a[2] = -0.0f;
+        n = 3;
+        break;
+    case 3: /* everything FP16 and BF16 cannot hold */
+        a[0] = 70000.0f; a[1] = -INFINITY; a[2] = INFINITY; a[3] = 1e-8f; a[4] = 1e-40f;
+        a[5] = 3e-39f; a[6] = 1e-5f; a[7] = 3.3961776e38f;
+        n = 8;
+        break;
+    case 4: /* empty tensor */
+        n = 0;
+        break;
+    case 5: /* a single subnormal float32 */
+        a[0] = 1.4e-45f;
+        n = 1;
+        break;
+    }
+    ampdiag_tstats_compute(a, n, s, NULL);
+}
+
+static void test_round_trip(void)
+{
+    ampdiag_trace_writer *w = create("rt.h5", 0, 0);
+    if (!ok(w != NULL, "create rt.h5"))
+        return;
+    ok(ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_PRECISION, "fp32") == 0 &&
+           ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_PRECISION, "fp16") == 0 &&
+           ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_SEED, -9007199254740993LL) == 0 &&
+           ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_LR, 3e-4) == 0 &&
+           ampdiag_trace_set_attr_double(w, "weird", -0.0) == 0 &&
+           ampdiag_trace_set_attr_str(w, "empty", "") == 0 &&
+           ampdiag_trace_set_attr_str(w, "unicode", "\xce\xbb = 1e-3 \xe2\x9c\x93") == 0,
+       "attributes of every type (and a replaced one)");
+    ok(ampdiag_trace_set_attr_str(w, "status", "complete") == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_set_attr_int(w, "format_version", 2) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_set_attr_str(w, "", "x") == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_set_attr_str(w, NULL, "x") == AMPDIAG_TRACE_EINVAL,
+       "reserved and empty attribute names are refused");
+    ok(strstr(ampdiag_trace_errmsg(), "rt.h5") != NULL, "... and the message names the file: %s",
+       ampdiag_trace_errmsg());
+
+    char name63[64], name64[65];
+    memset(name63, 'a', 63);
+    name63[63] = 0;
+    memset(name64, 'b', 64);
+    name64[64] = 0;
+    int l0 = ampdiag_trace_add_layer(w, "embed", "embedding", "[1000, 64]", 64000);
+    int l1 = ampdiag_trace_add_layer(w, name63, NULL, NULL, 0);
+    int l2 = ampdiag_trace_add_layer(w, "blocks.0.attn.qkv", "linear", "[192, 64]", 12480);
+    ok(l0 == 0 && l1 == 1 && l2 == 2, "layers get indices 0, 1, 2");
+    ok(ampdiag_trace_add_layer(w, "embed", "x", "y", 1) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_add_layer(w, name64, "x", "y", 1) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_add_layer(w, "", "x", "y", 1) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_add_layer(w, NULL, "x", "y", 1) == AMPDIAG_TRACE_EINVAL,
+       "duplicate, too long and empty layer names are refused");
+
+    /* steps */
+    ampdiag_trace_step st[3];
+    memset(st, 0, sizeof st);
+    st[0] = (ampdiag_trace_step){0, 2.302585092994046, 65536.0, 1.25, 1.0, 0, "", 1e-4, 1.1e-3, 0, 12.5};
+    st[1] = (ampdiag_trace_step){1, NAN, 32768.0, INFINITY, 1.0, 1, "", 2e-4, 0.0, 17, 11.0};
+    /* the caller's skip_reason filled to the last byte (no NUL): 93 ASCII bytes and a 3-byte
+     * character that cannot fit with the terminator, so the stored text ends before it */
+    memset(st[1].skip_reason, 'r', 93);
+    st[1].skip_reason[93] = 0;
+    st[2] = (ampdiag_trace_step){2, -0.0, 1.0, 5e-324, 0.5, 0, "", 3e-4, 2e-3, 0, 10.0};
+    ok(ampdiag_trace_append_step(w, &st[0]) == 0, "append step 0");
+    ampdiag_trace_step long_reason = st[1];
+    memcpy(long_reason.skip_reason + 93, "\xe2\x9c\x93", 3);
+    ok(ampdiag_trace_append_step(w, &long_reason) == 0, "append step 1 (NaN loss, long reason)");
+    ok(ampdiag_trace_append_step(w, &st[2]) == 0, "append step 2 (-0 loss, denormal norm)");
+    ampdiag_trace_step bad = st[0];
+    bad.step = -1;
+    ok(ampdiag_trace_append_step(w, &bad) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_step(w, NULL) == AMPDIAG_TRACE_EINVAL,
+       "negative step and NULL record are refused");
+    ok(ampdiag_trace_set_attr_str(w, "late", "x") == AMPDIAG_TRACE_EINVAL &&
+           strstr(ampdiag_trace_errmsg(), "first record"),
+       "attributes after the first record are refused: %s", ampdiag_trace_errmsg());
+    int l3 = ampdiag_trace_add_layer(w, "late_layer", "linear", "[2, 2]", 6);
+    ok(l3 == 3, "a layer can still be added after the first record");
+
+    /* tensors */
+    ampdiag_tstats cs[NCASES];
+    int good = 1;
+    for (int c = 0; c < NCASES; c++) {
+        make_case(c, &cs[c]);
+        good &= ampdiag_trace_append_tensor(w, c, c % 4, (ampdiag_tensor_kind)(c % AMPDIAG_NKINDS),
+                                            &cs[c], (uint64_t)c * 1000000007ULL) == 0;
+    }
+    ok(good, "append %d tensor records", NCASES);
+    ok(ampdiag_trace_append_tensor(w, 0, 4, AMPDIAG_KIND_WEIGHT, &cs[0], 0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_tensor(w, 0, -1, AMPDIAG_KIND_WEIGHT, &cs[0], 0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_tensor(w, 0, 0, (ampdiag_tensor_kind)5, &cs[0], 0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_tensor(w, 0, 0, AMPDIAG_KIND_WEIGHT, NULL, 0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_tensor(w, -5, 0, AMPDIAG_KIND_WEIGHT, &cs[0], 0) == AMPDIAG_TRACE_EINVAL,
+       "tensor records with an undeclared layer, bad kind, no stats or negative step are refused");
+
+    /* histograms */
+    ampdiag_hist h;
+    ampdiag_hist_init(&h);
+    for (int b = 0; b < AMPDIAG_HIST_BINS; b++)
+        h.bin[b] = (uint64_t)b * 0x0101010101ULL;
+    h.bin[AMPDIAG_HIST_NAN] = UINT64_MAX;
+    ok(ampdiag_trace_append_hist(w, 7, 2, AMPDIAG_KIND_ACTIVATION_GRAD, &h) == 0, "append a histogram");
+    ok(ampdiag_trace_append_hist(w, 7, 9, AMPDIAG_KIND_WEIGHT, &h) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_hist(w, 7, 0, AMPDIAG_KIND_WEIGHT, NULL) == AMPDIAG_TRACE_EINVAL,
+       "bad histogram appends are refused");
+
+    /* events */
+    char longmsg[300];
+    memset(longmsg, 'm', sizeof longmsg - 1);
+    longmsg[sizeof longmsg - 1] = 0;
+    ok(ampdiag_trace_append_event(w, 1, -1, AMPDIAG_EV_SCALE_BACKOFF, 32768.0, "scale 65536 -> 32768") == 0 &&
+           ampdiag_trace_append_event(w, 1, 2, AMPDIAG_EV_INF_BACKWARD, 3.0, longmsg) == 0 &&
+           ampdiag_trace_append_event(w, 2, 0, AMPDIAG_EV_NOTE, NAN, NULL) == 0,
+       "append events (global, per layer, long and NULL message)");
+    ok(ampdiag_trace_append_event(w, 1, -2, AMPDIAG_EV_NOTE, 0, "") == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_event(w, 1, 0, (ampdiag_event_code)13, 0, "") == AMPDIAG_TRACE_EINVAL,
+       "bad events are refused");
+
+    /* evals */
+    ok(ampdiag_trace_append_eval(w, 2, 0.75, 0.625) == 0 && ampdiag_trace_append_eval(w, 3, 0.5, NAN) == 0,
+       "append evals");
+    ok(ampdiag_trace_append_eval(w, -1, 0, 0) == AMPDIAG_TRACE_EINVAL, "negative eval step refused");
+
+    ampdiag_trace_writer_info info;
+    ampdiag_trace_writer_get_info(w, &info);
+    ok(info.steps == 3 && info.tensors == NCASES && info.hists == 1 && info.events == 3 &&
+           info.evals == 2 && info.layers == 4 && info.flushes == 0,
+       "writer info counts what was appended (no automatic flush with both triggers off)");
+    ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close complete");
+
+    /* read back */
+    ampdiag_trace_reader *r = open_trace("rt.h5");
+    if (!ok(r != NULL, "open rt.h5"))
+        return;
+    ok(ampdiag_trace_status_of(r) == AMPDIAG_STATUS_COMPLETE && !ampdiag_trace_cut_off(r) &&
+           strcmp(ampdiag_trace_status_text(r), "complete") == 0 && !ampdiag_trace_was_repaired(r),
+       "status complete, not cut off");
+    const char *fmt = ampdiag_trace_attr_str(r, "format");
+    const char *tv = ampdiag_trace_attr_str(r, "tool_version");
+    const char *end = ampdiag_trace_attr_str(r, "end_time");
+    const char *start = ampdiag_trace_attr_str(r, AMPDIAG_ATTR_START_TIME);
+    ok(fmt && strcmp(fmt, "ampdiag-trace") == 0 && ampdiag_trace_attr_int(r, "format_version", 0) == 1 &&
+           tv && strcmp(tv, ampdiag_version()) == 0 && end && strlen(end) == 20 && end[19] == 'Z' &&
+           start && strlen(start) == 20,
+       "managed attributes: format, format_version, tool_version, start_time, end_time (%s)",
+       end ? end : "none");
+    const char *prec = ampdiag_trace_attr_str(r, AMPDIAG_ATTR_PRECISION);
+    const char *uni = ampdiag_trace_attr_str(r, "unicode");
+    const ampdiag_trace_attr *weird = ampdiag_trace_attr_find(r, "weird");
+    ok(prec && strcmp(prec, "fp16") == 0 && uni && strcmp(uni, "\xce\xbb = 1e-3 \xe2\x9c\x93") == 0 &&
+           ampdiag_trace_attr_int(r, AMPDIAG_ATTR_SEED, 0) == -9007199254740993LL &&
+           ampdiag_trace_attr_double(r, AMPDIAG_ATTR_SEED, 0) == -9007199254740992.0 &&
+           ampdiag_trace_attr_double(r, AMPDIAG_ATTR_LR, 0) == 3e-4 && weird &&
+           weird->type == AMPDIAG_ATTR_DOUBLE && same_double(weird->d, -0.0) &&
+           ampdiag_trace_attr_str(r, "empty") && !*ampdiag_trace_attr_str(r, "empty"),
+       "user attributes read back exactly");
+    ok(!ampdiag_trace_attr_find(r, "nope") && !ampdiag_trace_attr_str(r, AMPDIAG_ATTR_SEED) &&
+           ampdiag_trace_attr_int(r, AMPDIAG_ATTR_PRECISION, 42) == 42 &&
+           ampdiag_trace_attr_double(r, "nope", 1.5) == 1.5 && ampdiag_trace_nattrs(r) == 12 &&
+           ampdiag_trace_attr_at(r, 12) == NULL,
+       "absent or mistyped attributes give the default (%zu attributes)", ampdiag_trace_nattrs(r));
+
+    ampdiag_trace_counts c;
+    ampdiag_trace_get_counts(r, &c);
+    ok(c.layers == 4 && c.steps == 3 && c.tensors == NCASES && c.hists == 1 && c.events == 3 &&
+           c.evals == 2,
+       "counts");
+
+    ampdiag_trace_layer *L;
+    size_t n;
+    ok(ampdiag_trace_read_layers(r, &L, &n) == 0 && n == 4 && L[0].index == 0 &&
+           strcmp(L[0].name, "embed") == 0 && strcmp(L[0].op, "embedding") == 0 &&
+           strcmp(L[0].shape, "[1000, 64]") == 0 && L[0].params == 64000 &&
+           strcmp(L[1].name, name63) == 0 && L[1].op[0] == 0 && L[1].shape[0] == 0 &&
+           L[1].params == 0 && L[2].index == 2 && strcmp(L[2].name, "blocks.0.attn.qkv") == 0 &&
+           L[3].index == 3 && strcmp(L[3].name, "late_layer") == 0 && L[3].params == 6,
+       "layers read back");
+    free(L);
+
+    ampdiag_trace_step *S;
+    ok(ampdiag_trace_read_steps(r, &S, &n) == 0 && n == 3, "read steps");
+    if (n == 3) {
+        good = 1;
+        for (int i = 0; i < 3; i++)
+            good &= S[i].step == st[i].step && same_double(S[i].loss, st[i].loss) &&
+                    same_double(S[i].loss_scale, st[i].loss_scale) &&
+                    same_double(S[i].grad_norm, st[i].grad_norm) &&
+                    same_double(S[i].clip_coef, st[i].clip_coef) && S[i].skipped == st[i].skipped &&
+                    same_double(S[i].lr, st[i].lr) && same_double(S[i].update_ratio, st[i].update_ratio) &&
+                    S[i].nonfinite_grads == st[i].nonfinite_grads &&
+                    same_double(S[i].wall_ms, st[i].wall_ms);
+        ok(good, "step records exact (NaN, inf, -0, denormal)");
+        ok(strcmp(S[1].skip_reason, st[1].skip_reason) == 0 && strlen(S[1].skip_reason) == 93 &&
+               S[0].skip_reason[0] == 0,
+           "an unterminated skip reason is cut before the character that does not fit (93 bytes)");
+    }
+    free(S);
+
+    ampdiag_trace_tensor *T;
+    ok(ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T, &n) == 0 && n == NCASES, "read tensors");
+    good = n == NCASES;
+    for (int i = 0; good && i < NCASES; i++) {
+        const ampdiag_tstats *s = &cs[i];
+        const ampdiag_trace_tensor *t = &T[i];
+        uint64_t fin = ampdiag_tstats_finite(s);
+        int nz = s->n_neg + s->n_pos > 0;
+        good = t->step == i && t->layer == i % 4 && t->kind == i % AMPDIAG_NKINDS &&
+               t->count == s->count && t->n_nan == s->n_nan && t->n_posinf == s->n_posinf &&
+               t->n_neginf == s->n_neginf && t->n_zero == s->n_zero && t->n_neg == s->n_neg &&
+               t->n_pos == s->n_pos && t->fp16_overflow == s->fp16_overflow &&
+               t->fp16_underflow == s->fp16_underflow && t->fp16_subnormal == s->fp16_subnormal &&
+               t->bf16_overflow == s->bf16_overflow && t->bf16_underflow == s->bf16_underflow &&
+               t->bf16_subnormal == s->bf16_subnormal &&
+               t->lost_updates == (uint64_t)i * 1000000007ULL &&
+               (fin ? same_float(t->min, s->min) && same_float(t->max, s->max) &&
+                          same_float(t->absmax, s->absmax) &&
+                          same_double(t->mean, ampdiag_tstats_mean(s)) &&
+                          same_double(t->rms, ampdiag_tstats_rms(s))
+                    : isnan(t->min) && isnan(t->max) && isnan(t->absmax) && isnan(t->mean) &&
+                          isnan(t->rms)) &&
+               (nz ? same_float(t->absmin_nz, s->absmin_nz) : isnan(t->absmin_nz));
+        if (!good)
+            diag("tensor case %d differs", i);
+    }
+    ok(good, "tensor records exact; NaN where no finite (non-zero) value existed");
+    if (n == NCASES) {
+        ok(T[1].n_nan == 2 && isnan(T[1].min) && isnan(T[1].absmin_nz), "all-NaN tensor: min/max NaN");
+        ok(T[2].n_zero == 3 && same_float(T[2].min, -0.0f) && same_float(T[2].max, 0.0f) &&
+               T[2].absmax == 0.0f && isnan(T[2].absmin_nz),
+           "all-zero tensor: min -0, max +0, absmax 0, absmin_nz NaN");
+        ok(T[3].fp16_overflow == 2 && T[3].n_posinf == 1 && T[3].n_neginf == 1 &&
+               T[3].bf16_overflow == 1 && T[3].absmax == 3.3961776e38f,
+           "overflowing tensor: fp16_overflow %llu, bf16_overflow %llu",
+           (unsigned long long)T[3].fp16_overflow, (unsigned long long)T[3].bf16_overflow);
+        ok(T[4].count == 0 && isnan(T[4].min) && isnan(T[4].mean), "empty tensor: count 0, NaN stats");
+        ok(T[5].absmin_nz == 1.4e-45f && T[5].bf16_underflow == 1 && T[5].fp16_underflow == 1,
+           "float32 subnormal: absmin_nz kept exactly, underflows both formats");
+        ampdiag_tstats back;
+        ampdiag_trace_tensor_to_tstats(&T[1], &back);
+        ok(back.count == 2 && back.n_nan == 2 && back.min == INFINITY && back.max == -INFINITY &&
+               back.absmax == -INFINITY && back.absmin_nz == INFINITY && back.sum == 0,
+           "to_tstats restores the merge identities");
+        ampdiag_trace_tensor_to_tstats(&T[0], &back);
+        ampdiag_tstats merged = cs[0];
+        ok(back.count == cs[0].count && back.min == cs[0].min && back.absmin_nz == cs[0].absmin_nz &&
+               close_to(back.sum, cs[0].sum, 1e-15, 0) && close_to(back.sumsq, cs[0].sumsq, 1e-15, 0),
+           "to_tstats restores sum and sumsq from mean and rms");
+        ampdiag_tstats_merge(&merged, &back);
+        ok(merged.count == 2 * cs[0].count, "a restored record merges");
+    }
+    free(T);
+
+    ampdiag_trace_hist *H;
+    ok(ampdiag_trace_read_hists(r, 0, SIZE_MAX, &H, &n) == 0 && n == 1 && H[0].step == 7 &&
+           H[0].layer == 2 && H[0].kind == AMPDIAG_KIND_ACTIVATION_GRAD &&
+           memcmp(H[0].bin, h.bin, sizeof h.bin) == 0,
+       "histogram exact (all 281 bins, UINT64_MAX kept)");
+    free(H);
+
+    ampdiag_trace_event *E;
+    ok(ampdiag_trace_read_events(r, &E, &n) == 0 && n == 3, "read events");
+    if (n == 3) {
+        ok(E[0].step == 1 && E[0].layer == -1 && E[0].code == AMPDIAG_EV_SCALE_BACKOFF &&
+               E[0].value == 32768.0 && strcmp(E[0].message, "scale 65536 -> 32768") == 0,
+           "global event");
+        ok(E[1].layer == 2 && E[1].code == AMPDIAG_EV_INF_BACKWARD &&
+               strlen(E[1].message) == AMPDIAG_TRACE_MESSAGE_LEN - 1 &&
+               strncmp(E[1].message, longmsg, AMPDIAG_TRACE_MESSAGE_LEN - 1) == 0,
+           "long message cut to %d bytes", AMPDIAG_TRACE_MESSAGE_LEN - 1);
+        ok(E[2].code == AMPDIAG_EV_NOTE && isnan(E[2].value) && E[2].message[0] == 0,
+           "NULL message reads as empty, NaN value kept");
+    }
+    free(E);
+
+    ampdiag_trace_eval *V;
+    ok(ampdiag_trace_read_evals(r, &V, &n) == 0 && n == 2 && V[0].step == 2 && V[0].loss == 0.75 &&
+           V[0].metric == 0.625 && V[1].step == 3 && isnan(V[1].metric),
+       "evals exact");
+    free(V);
+
+    /* ranges */
+    ok(ampdiag_trace_read_tensors(r, 2, 3, &T, &n) == 0 && n == 3 && T[0].step == 2 && T[2].step == 4,
+       "range read: rows 2..4");
+    free(T);
+    ok(ampdiag_trace_read_tensors(r, 5, 100, &T, &n) == 0 && n == 1 && T[0].step == 5,
+       "range read clipped at the end");
+    free(T);
+    ok(ampdiag_trace_read_tensors(r, NCASES, 10, &T, &n) == 0 && n == 0 && T == NULL,
+       "range read at the end: no rows, NULL");
+    ok(ampdiag_trace_read_tensors(r, NCASES + 1, 10, &T, &n) == AMPDIAG_TRACE_EINVAL,
+       "range read past the end is refused");
+    ok(ampdiag_trace_read_steps(r, NULL, &n) == AMPDIAG_TRACE_EINVAL, "NULL output is refused");
+    ok(ampdiag_trace_refresh(r) == 0, "refresh of a complete trace");
+    ampdiag_trace_reader_close(r);
+}
+
+static void test_status(void)
+{
+    struct {
+        const char *file;
+        ampdiag_trace_status set, close;
+        const char *want;
+    } cases[] = {
+        {"st1.h5", AMPDIAG_STATUS_UNKNOWN, AMPDIAG_STATUS_INTERRUPTED, "interrupted"},
+        {"st2.h5", AMPDIAG_STATUS_DIVERGED, AMPDIAG_STATUS_UNKNOWN, "diverged"},
+        {"st3.h5", AMPDIAG_STATUS_UNKNOWN, AMPDIAG_STATUS_RUNNING, "running"},
+        {"st4.h5", AMPDIAG_STATUS_INTERRUPTED, AMPDIAG_STATUS_COMPLETE, "complete"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ampdiag_trace_writer *w = create(cases[i].file, 10, 2.0);
+        if (!w)
+            continue;
+        ampdiag_trace_add_layer(w, "l", "linear", "[1, 1]", 2);
+        ampdiag_trace_step s = {0, 1.0, 1.0, 1.0, 1.0, 0, "", 1e-3, 1e-3, 0, 1.0};
+        int rc = ampdiag_trace_append_step(w, &s);
+        if (cases[i].set != AMPDIAG_STATUS_UNKNOWN)
+            rc |= ampdiag_trace_set_status(w, cases[i].set);
+        rc |= ampdiag_trace_close(w, cases[i].close);
+        ampdiag_trace_reader *r = open_trace(cases[i].file);
+        ok(rc == 0 && r && strcmp(ampdiag_trace_status_text(r), cases[i].want) == 0 &&
+               ampdiag_trace_cut_off(r) == (strcmp(cases[i].want, "running") == 0),
+           "%s: status %s", cases[i].file, r ? ampdiag_trace_status_text(r) : "?");
+        ampdiag_trace_reader_close(r);
+    }
+    ampdiag_trace_writer *w = create("st5.h5", 10, 2.0);
+    ok(w && ampdiag_trace_set_status(w, (ampdiag_trace_status)7) == AMPDIAG_TRACE_EINVAL,
+       "unknown status refused");
+    ok(ampdiag_trace_close(w, (ampdiag_trace_status)9) == AMPDIAG_TRACE_EINVAL,
+       "close with an unknown status reports it (and still frees the writer)");
+    ok(ampdiag_trace_close(NULL, AMPDIAG_STATUS_COMPLETE) == 0, "close(NULL) is a no-op");
+    ampdiag_trace_writer_info info;
+    ampdiag_trace_writer_get_info(NULL, &info);
+    ok(info.steps == 0 && ampdiag_trace_flush(NULL) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_step(NULL, NULL) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_add_layer(NULL, "x", NULL, NULL, 0) == AMPDIAG_TRACE_EINVAL,
+       "NULL writer is refused");
+
+    /* a writer closed before any record: an empty, complete trace */
+    w = create("empty.h5", 10, 2.0);
+    ok(w && ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close a trace without records");
+    ampdiag_trace_reader *r = open_trace("empty.h5");
+    ampdiag_trace_counts c;
+    ampdiag_trace_get_counts(r, &c);
+    ok(r && ampdiag_trace_status_of(r) == AMPDIAG_STATUS_COMPLETE && c.layers + c.steps + c.tensors +
+                                                                        c.hists + c.events + c.evals == 0,
+       "empty trace reads with zero records");
+    ampdiag_trace_reader_close(r);
+}
+
+static void test_batches_and_flush(void)
+{
+    /* more rows than a chunk in every per-step table: batch writes between flushes */
+    ampdiag_trace_writer *w = create("big.h5", 4, 0);
+    if (!ok(w != NULL, "create big.h5"))
+        return;
+    for (int l = 0; l < 7; l++) {
+        char name[16];
+        snprintf(name, sizeof name, "layer%d", l);
+        ampdiag_trace_add_layer(w, name, "linear", "[8, 8]", 72);
+    }
+    int good = 1;
+    float x[16];
+    ampdiag_trace_writer_info info;
+    uint64_t flushes_at_4 = 0, flushed_at_4 = 0;
+    for (int s = 0; s < 400 && good; s++) {
+        for (int l = 0; l < 7; l++)
+            for (int k = 0; k < AMPDIAG_NKINDS; k++) {
+                for (int i = 0; i < 16; i++)
+                    x[i] = (float)(s * 1000 + l * 10 + k) + (float)i / 16.0f;
+                ampdiag_tstats st;
+                ampdiag_hist h;
+                ampdiag_tstats_compute(x, 16, &st, &h);
+                good &= ampdiag_trace_append_tensor(w, s, l, (ampdiag_tensor_kind)k, &st, 0) == 0;
+                if (s % 5 == 0)
+                    good &= ampdiag_trace_append_hist(w, s, l, (ampdiag_tensor_kind)k, &h) == 0;
+            }
+        ampdiag_trace_step r = {s, 1.0 / (s + 1), 1.0, 1.0, 1.0, 0, "", 1e-3, 1e-3, 0, 1.0};
+        good &= ampdiag_trace_append_step(w, &r) == 0;
+        if (s == 3) {
+            ampdiag_trace_writer_get_info(w, &info);
+            flushes_at_4 = info.flushes;
+            flushed_at_4 = info.steps_flushed;
+        }
+    }
+    ok(good, "400 steps x 35 tensors appended");
+    ok(flushes_at_4 == 1 && flushed_at_4 == 4, "flush_every_steps 4: one flush after 4 steps");
+    ampdiag_trace_writer_get_info(w, &info);
+    ok(info.flushes == 100 && info.steps_flushed == 400 && info.tensors == 14000 && info.hists == 2800,
+       "100 flushes for 400 steps");
+    ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close big.h5");
+    ampdiag_trace_reader *r = open_trace("big.h5");
+    ampdiag_trace_tensor *T = NULL;
+    ampdiag_trace_hist *H = NULL;
+    size_t n = 0, nh = 0;
+    good = r && ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T, &n) == 0 && n == 14000 &&
+           ampdiag_trace_read_hists(r, 0, SIZE_MAX, &H, &nh) == 0 && nh == 2800;
+    for (size_t i = 0; good && i < n; i++) {
+        int s = (int)(i / 35), l = (int)(i % 35) / 5, k = (int)(i % 5);
+        float base = (float)(s * 1000 + l * 10 + k);
+        good = T[i].step == s && T[i].layer == l && T[i].kind == k && T[i].count == 16 &&
+               T[i].min == base && T[i].max == base + 15.0f / 16.0f;
+    }
+    for (size_t i = 0; good && i < nh; i++)
+        good = H[i].step == (int64_t)(i / 35) * 5 && H[i].layer == (int)(i % 35) / 5;
+    ok(good, "every tensor and histogram row is where it belongs after batch writes");
+    free(T);
+    free(H);
+    ampdiag_trace_reader_close(r);
+
+    /* time-based flush */
+    w = create("timed.h5", 0, 0.05);
+    ampdiag_trace_add_layer(w, "l", "linear", "[1]", 1);
+    ampdiag_trace_step s0 = {0, 1.0, 1.0, 1.0, 1.0, 0, "", 1e-3, 1e-3, 0, 1.0};
+    ampdiag_trace_append_step(w, &s0);
+    ampdiag_trace_writer_get_info(w, &info);
+    uint64_t before = info.flushes;
+    struct timespec ts = {0, 80 * 1000000L};
+    nanosleep(&ts, NULL);
+    s0.step = 1;
+    ampdiag_trace_append_step(w, &s0);
+    ampdiag_trace_writer_get_info(w, &info);
+    ok(before == 0 && info.flushes == 1 && info.steps_flushed == 2,
+       "flush_seconds 0.05: a step record 80 ms later flushes");
+    ok(ampdiag_trace_flush(w) == 0, "explicit flush");
+    ampdiag_trace_writer_get_info(w, &info);
+    ok(info.flushes == 2, "... counted");
+    ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE);
+}
+
+static void test_file_errors(void)
+{
+    ampdiag_trace_writer *w = NULL;
+    ampdiag_trace_options o;
+    ampdiag_trace_options_init(&o);
+    ok(o.flush_every_steps == 10 && o.flush_seconds == 2.0 && o.overwrite == 0, "default options");
+    ok(ampdiag_trace_create(tpath("rt.h5"), NULL, &w) == AMPDIAG_TRACE_EEXIST && w == NULL &&
+           strstr(ampdiag_trace_errmsg(), "rt.h5"),
+       "an existing file is not overwritten by default: %s", ampdiag_trace_errmsg());
+    int rc = ampdiag_trace_create(tpath("no-such-dir/x.h5"), NULL, &w);
+    ok(rc == AMPDIAG_TRACE_EIO && ampdiag_trace_err_is_io(rc) && w == NULL &&
+           strstr(ampdiag_trace_errmsg(), "no-such-dir/x.h5"),
+       "a path in a missing directory is an I/O error: %s", ampdiag_trace_errmsg());
+    mkdir(tpath("adir"), 0755);
+    o.overwrite = 1;
+    rc = ampdiag_trace_create(tpath("adir"), &o, &w);
+    ok(rc == AMPDIAG_TRACE_EIO && strstr(ampdiag_trace_errmsg(), "directory"),
+       "a directory is not a trace: %s", ampdiag_trace_errmsg());
+    rmdir(tpath("adir"));
+    ok(ampdiag_trace_create("", NULL, &w) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_create(tpath("x.h5"), NULL, NULL) == AMPDIAG_TRACE_EINVAL,
+       "empty path and NULL output refused");
+    if (geteuid() != 0) {
+        mkdir(tpath("ro"), 0555);
+        rc = ampdiag_trace_create(tpath("ro/x.h5"), NULL, &w);
+        ok(rc == AMPDIAG_TRACE_EIO, "a read-only directory is an I/O error: %s", ampdiag_trace_errmsg());
+        rmdir(tpath("ro"));
+    } else {
+        skip("read-only directory (running as root)");
+    }
+}
+
+static void cleanup(void)
+{
+    const char *files[] = {"rt.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
+                           "big.h5", "timed.h5"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        unlink(tpath(files[i]));
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%s/t_trace.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        printf("Bail out! mkdtemp %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    test_names();
+    test_round_trip();
+    test_status();
+    test_batches_and_flush();
+    test_file_errors();
+    cleanup();
+    return done_testing();
+}
