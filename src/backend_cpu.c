@@ -68,51 +68,6 @@ static int rnd_kind(bk_rnd r)
 
 /* ------------------------------------------------------------------------------- SIMD rounding */
 
-#ifdef BK_X86
-/* x[0..n) := fp16(x) with F16C (round to nearest even; FTZ: subnormal results to signed 0). */
-__attribute__((target("avx,f16c"))) static void round_fp16_f16c(float *x, size_t n, int ftz)
-{
-    const __m256 min_normal = _mm256_set1_ps(0x1p-14f), sign = _mm256_set1_ps(-0.0f);
-    size_t i = 0;
-    for (; n >= 8 && i <= n - 8; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        __m256 r = _mm256_cvtph_ps(h);
-        if (ftz) {
-            __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(sign, r), min_normal, _CMP_LT_OQ);
-            r = _mm256_blendv_ps(r, _mm256_and_ps(r, sign), tiny);
-        }
-        _mm256_storeu_ps(x + i, r);
-    }
-    for (; i < n; i++)
-        x[i] = ftz ? ampdiag_fp16_rne_ftz(x[i]) : ampdiag_fp16_rne(x[i]);
-}
-
-/* x[0..n) := bf16(x) with AVX2 integer arithmetic on the bit patterns (as numfmt.h). */
-__attribute__((target("avx2"))) static void round_bf16_avx2(float *x, size_t n, int ftz)
-{
-    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u), bias = _mm256_set1_epi32(0x7fff);
-    const __m256i one = _mm256_set1_epi32(1), quiet = _mm256_set1_epi32(0x00400000);
-    const __m256i min_normal = _mm256_set1_epi32(0x00800000);
-    const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
-    size_t i = 0;
-    for (; n >= 8 && i <= n - 8; i += 8) {
-        __m256i u = _mm256_loadu_si256((const __m256i *)(x + i));
-        __m256i a = _mm256_and_si256(u, abs_mask);
-        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-        __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), hi);
-        __m256i nan = _mm256_and_si256(_mm256_or_si256(u, quiet), hi);
-        r = _mm256_blendv_epi8(r, nan, _mm256_cmpgt_epi32(a, inf));
-        if (ftz)
-            r = _mm256_blendv_epi8(r, _mm256_and_si256(u, sign), _mm256_cmpgt_epi32(min_normal, a));
-        _mm256_storeu_si256((__m256i *)(x + i), r);
-    }
-    for (; i < n; i++)
-        x[i] = ftz ? ampdiag_bf16_rne_ftz(x[i]) : ampdiag_bf16_rne(x[i]);
-}
-#endif
-
 enum { SIMD_F16C = 1, SIMD_AVX2 = 2 };
 static atomic_int simd_detected = -1; /* what the CPU has (and AMPDIAG_ROUND_IMPL allows) */
 static atomic_int simd_forced_off;
@@ -153,18 +108,10 @@ static int simd_can(bk_rnd r)
            || (r.fmt == AMPDIAG_BF16 && (caps & SIMD_AVX2));
 }
 
-/* x[0..n) := rnd(x) with the vector code (callers checked simd_can). */
+/* x[0..n) := rnd(x) with the vector code of ampdiag_round_array (callers checked simd_can). */
 static void round_simd(float *x, size_t n, bk_rnd r)
 {
-#ifdef BK_X86
-    int ftz = (r.flags & AMPDIAG_ROUND_FTZ) != 0;
-    if (r.fmt == AMPDIAG_FP16)
-        round_fp16_f16c(x, n, ftz);
-    else
-        round_bf16_avx2(x, n, ftz);
-#else
-    (void)x, (void)n, (void)r;
-#endif
+    ampdiag_round_array(r.fmt, r.flags, x, x, n);
 }
 
 /* KERNEL_FN with rounding r applied to every value it writes to out[0..n): the FP32 loop then

@@ -16,13 +16,13 @@ ampdiag_LDADD += libampdiag_compare.la libampdiag.la
 # ---------------------------------------------------------------- tests
 # t_compare: the analysis and the rules on synthetic traces with known values (percentiles,
 # loss scale boundaries, unscaling, skip rates, divergence, noise band, JSON escaping);
-# t_compare.sh: `ampdiag compare` on traces of the scenario presets (the verdict and reason
+# t_compare_cli.sh: `ampdiag compare` on traces of the scenario presets (the verdict and reason
 # each must get), JSON validity, --fail-on exit codes, bad input; t_sweep.sh: `ampdiag sweep`.
 check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_compare.la libampdiag.la -lm
-TESTS += tests/t_compare tests/t_compare.sh tests/t_sweep.sh
-EXTRA_DIST += tests/t_compare.sh tests/t_sweep.sh docs/recommendations.md docs/compare-json.md
+TESTS += tests/t_compare tests/t_compare_cli.sh tests/t_sweep.sh
+EXTRA_DIST += tests/t_compare_cli.sh tests/t_sweep.sh docs/recommendations.md docs/compare-json.md
 
 # ---------------------------------------------------------------- benchmark
 noinst_PROGRAMS += bench/bench_compare

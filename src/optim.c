@@ -81,7 +81,14 @@ static inline float rnd(ampdiag_format f, unsigned flags, float x)
     return f == AMPDIAG_FP16 ? ampdiag_fp16_rne(x) : ampdiag_bf16_rne(x);
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define OPTIM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define OPTIM_CLONES
+#endif
+
 /* Intended changes dw[0..k) for parameters w[0..k) with state m, v (updated in place). */
+OPTIM_CLONES
 static void compute_dw(const optim *o, const float *w, const float *g, float *m, float *v, size_t k,
                        float lr, float gscale, float *dw)
 {
@@ -144,22 +151,34 @@ void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, doub
         compute_dw(o, wb, gb, mb, vb, k, flr, gscale, dw);
         if (st) {
             ampdiag_tstats_accumulate(&st->update, hu, dw, k);
-            uint64_t lost = 0, l16 = 0, lb16 = 0;
+            /* what-if: would dw be lost with weights stored in FP16 / BF16? wr = fl(w), sum =
+             * fl(wr + dw): lost when dw != 0 and sum == wr (vector rounding passes in L1) */
+            float wr[OPTIM_BLOCK], sum[OPTIM_BLOCK];
+            uint64_t lw[2] = {0, 0};
+            static const ampdiag_format what_if[2] = {AMPDIAG_FP16, AMPDIAG_BF16};
+            for (int f = 0; f < 2; f++) {
+                ampdiag_round_array(what_if[f], fl, wb, wr, k);
+                for (size_t i = 0; i < k; i++)
+                    sum[i] = wr[i] + dw[i];
+                ampdiag_round_array(what_if[f], fl, sum, sum, k);
+                uint64_t c = 0;
+                for (size_t i = 0; i < k; i++)
+                    c += (dw[i] != 0.0f) & (sum[i] == wr[i]);
+                lw[f] = c;
+            }
+            uint64_t lost = 0;
             double ws = 0, ds = 0;
             for (size_t i = 0; i < k; i++) {
                 float wi = wb[i], d = dw[i];
                 float nw = rnd(wf, fl, wi + d);
-                lost += d != 0 && nw == wi;
-                float w16 = ampdiag_fp16_rne(wi), wb16 = ampdiag_bf16_rne(wi);
-                l16 += d != 0 && ampdiag_fp16_rne(w16 + d) == w16;
-                lb16 += d != 0 && ampdiag_bf16_rne(wb16 + d) == wb16;
+                lost += (d != 0.0f) & (nw == wi);
                 ws += (double)wi * wi;
                 ds += (double)d * d;
                 wb[i] = nw;
             }
             st->lost_updates += lost;
-            st->lost_if_fp16 += l16;
-            st->lost_if_bf16 += lb16;
+            st->lost_if_fp16 += lw[0];
+            st->lost_if_bf16 += lw[1];
             st->w_sumsq += ws;
             st->dw_sumsq += ds;
         } else {
@@ -169,6 +188,7 @@ void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, doub
     }
 }
 
+OPTIM_CLONES
 void grads_unscale(float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite,
                    ampdiag_tstats *gs, ampdiag_hist *gh)
 {

@@ -415,8 +415,8 @@ static int script_end(struct ctx *c, struct out *o, const char *tname)
         return fail(c, PLOT_EIO, "cannot read the chart template '%s': %s (set AMPDIAG_PLOTS_DIR "
                     "to the directory holding ampdiag's plots/*.gp)", tpath, strerror(e));
     }
-    fprintf(o->f, "\n# ---------------------------------------------------------------- template %s.gp\n",
-            tname);
+    fprintf(o->f, "\n# ---------------------------------------------------------------- template %s\n",
+            tpath);
     char buf[8192];
     size_t k;
     while ((k = fread(buf, 1, sizeof buf, t)) > 0)
@@ -1073,7 +1073,8 @@ static int chart_loss_scale(struct ctx *c)
         free(un);
     }
     snprintf(sub, sizeof sub, "the factor the loss is multiplied by before the backward pass; "
-             "%zu backoffs, %zu growths%s", nback, ngrow, unscaled);
+             "%zu backoff%s, %zu growth%s%s", nback, nback == 1 ? "" : "s", ngrow,
+             ngrow == 1 ? "" : "s", unscaled);
     snprintf(desc, sizeof desc, "loss scale (log2) of %s against step; backoffs (%zu) and "
              "growths (%zu) marked", runs, nback, ngrow);
     if ((rc = script_begin(c, &s, "loss-scale", SINGLE_W, SINGLE_H, title, sub, desc)) ||

@@ -18,13 +18,13 @@ dist_plots_DATA = plots/loss.gp plots/loss-scale.gp plots/grad-norm.gp plots/lay
 	plots/fp16-heatmap.gp plots/exponent-histogram.gp
 
 # t_plot: plot_traces() on synthetic traces with known values (data files, chart list, errors);
-# t_plot.sh: `ampdiag plot` on real runs: every chart drawn without a gnuplot warning, PNG and
+# t_plot_cli.sh: `ampdiag plot` on real runs: every chart drawn without a gnuplot warning, PNG and
 # SVG of the expected size, gnuplot missing (exit 3, scripts written), bad input (exit 2).
 check_PROGRAMS += tests/t_plot
 tests_t_plot_SOURCES = tests/t_plot.c
 tests_t_plot_LDADD = libampdiag_plot.la libampdiag.la -lm
-TESTS += tests/t_plot tests/t_plot.sh
-EXTRA_DIST += tests/t_plot.sh
+TESTS += tests/t_plot tests/t_plot_cli.sh
+EXTRA_DIST += tests/t_plot_cli.sh
 
 # Example charts shown in the README (made by `ampdiag plot`, see docs/charts/README.md).
 EXTRA_DIST += docs/charts/README.md docs/charts/loss.png docs/charts/layer-ranges-activation_grad.png \

@@ -9,6 +9,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,6 +154,13 @@ static uint64_t nonzero(const an_cell *c)
 /* A run failed on its own: diverged or non-finite loss. */
 static int run_failed(const an_run *r) { return r->diverged || r->loss_nonfinite > 0; }
 
+/* NaN/inf in the forward pass of the very first step, before any update: not the learning
+ * rate's doing (the format, or the data). */
+static int failed_from_start(const an_run *r)
+{
+    return r->nsteps > 0 && r->fwd_nonfinite_step >= 0 && r->fwd_nonfinite_step <= r->first_step;
+}
+
 static int skips_too_many(const an_run *r)
 {
     return r->skipped_after >= SKIP_MIN_COUNT && r->steps_after > 0 &&
@@ -179,6 +187,22 @@ static void append_name(char *buf, size_t n, const char *name)
     if (len)
         strcat(buf, ",");
     strcat(buf, name);
+}
+
+/* The first problem of a format, in a few words, for the verdict line. */
+static void summary(rec_format *f, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void summary(rec_format *f, const char *fmt, ...)
+{
+    if (f->summary[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(f->summary, sizeof f->summary, fmt, ap);
+    va_end(ap);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -331,6 +355,8 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
     if (!b16->supported)
         strlist_addf(&b16->issues, "target %s has no BF16 tensor cores (BF16 needs Ampere sm80 or "
                      "newer)", rec_target_name(R->target));
+    if (!b16->supported)
+        summary(b16, "no BF16 on %s", rec_target_name(R->target));
 
     /* 1. the baseline itself must train */
     int undecided = 0;
@@ -346,7 +372,7 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
     } else if (!have_fp32) {
         int all_failed = n > 0;
         for (size_t i = 0; i < n; i++)
-            all_failed &= run_failed(&runs[i]);
+            all_failed &= run_failed(&runs[i]) && !failed_from_start(&runs[i]);
         if (all_failed) {
             undecided = 1;
             strlist_addf(&R->why, "every run diverges or has a non-finite loss, and no FP32 run shows "
@@ -368,7 +394,7 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
         fwd_src = NULL; /* its ranges after divergence say nothing about the formats */
     if (fwd_src)
         nh = forward_overflow(fwd_src, FP16_OVERFLOW_AT, hits, 64);
-    int fp16_fwd = 0;
+    int fp16_fwd = 0, islands_partial = 0;
     uint64_t island_params = 0;
     char islands[256] = "";
     if (nh) {
@@ -384,6 +410,8 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
                      "pass. Layers reaching 65520: %s",
                      fwd_src->layers[h0->layer].name, kind_short(h0->kind), h0->absmax,
                      log2(h0->absmax), h0->step, fwd_src->label, names);
+        summary(f16, "forward overflow: %s %s reach %.3g > 65504", fwd_src->layers[h0->layer].name,
+                kind_short(h0->kind), h0->absmax);
         /* FP32 islands: the overflowing layers and the layer after each (it reads the value) */
         char *mark = calloc(fwd_src->nlayers ? fwd_src->nlayers : 1, 1);
         if (mark) {
@@ -432,11 +460,15 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
                          : inf && !undecided ? ": a forward overflow, which loss scaling cannot fix"
                                              : "");
             if (!fp16_fwd && !undecided) {
-                /* no FP32 evidence: the FP16 run is the evidence */
+                /* no FP32 evidence: the FP16 run is the evidence, and it only shows the first
+                 * layer to overflow (the ones after it see inf) */
                 fp16_fwd = 1;
+                islands_partial = 1;
                 append_name(islands, sizeof islands, L->name);
                 island_params += L->params;
             }
+            summary(f16, "%s in %s activations from step %" PRId64, inf ? "inf" : "NaN", L->name,
+                    r->fwd_nonfinite_step);
             bad = 1;
         }
         if (r->collapsed) {
@@ -449,6 +481,7 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
                          r->scaler_min > 0 && r->scale_min <= r->scaler_min ? ", the scaler's minimum " : "",
                          r->scaler_min > 0 && r->scale_min <= r->scaler_min ? b : "", r->backoffs,
                          r->skipped, r->nsteps);
+            summary(f16, "the loss scale collapses to %s", a);
             bad = 1;
         }
         if (skips_too_many(r)) {
@@ -458,17 +491,21 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
                          r->label, r->skipped_after, r->steps_after, r->calib,
                          100.0 * (double)r->skipped_after / (double)r->steps_after, r->first_skip_step,
                          r->first_skip_reason[0] ? r->first_skip_reason : "no reason recorded");
+            summary(f16, "%.2g%% of steps skipped after calibration",
+                    100.0 * (double)r->skipped_after / (double)r->steps_after);
             bad = 1;
         }
         if (r->loss_nonfinite && !(have_fp32 && run_failed(base))) {
             strlist_addf(&f16->issues, "%s: non-finite loss at %zu steps, first at step %" PRId64 "%s",
                          r->label, r->loss_nonfinite, r->first_nonfinite_loss_step,
                          have_fp32 ? " where FP32 stays finite" : "");
+            summary(f16, "non-finite loss from step %" PRId64, r->first_nonfinite_loss_step);
             bad = 1;
         }
         if (r->diverged && !(have_fp32 && run_failed(base))) {
             strlist_addf(&f16->issues, "%s: diverges from step %" PRId64 "%s", r->label,
                          r->divergence_step, have_fp32 ? " where FP32 does not" : "");
+            summary(f16, "diverges from step %" PRId64, r->divergence_step);
             bad = 1;
         }
         if (bad) {
@@ -494,6 +531,7 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
             strlist_addf(&f16->issues, "%s: %s loss %.4g vs %.4g in %s (+%s), outside the noise band "
                          "+-%s", r->label, g->eval ? "final eval" : "final-window", g->value, g->base,
                          base->label, a, b);
+            summary(f16, "loss +%s vs FP32, outside the noise band", a);
             f16->viable = 0;
             f16->decisive = 1;
         } else if (!bad && g->have && isfinite(g->rel)) {
@@ -529,12 +567,15 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
                          a, S->max_grad, sr->layers[S->max_grad_layer].name, kind_short(S->max_grad_kind),
                          S->max_grad_step, b, sr->layers[S->flushed_layer].name,
                          kind_short(S->flushed_kind), sr->label);
+            summary(f16, "%s of %s %s flush to zero even at loss scale %s", b,
+                    sr->layers[S->flushed_layer].name, kind_short(S->flushed_kind), a);
             f16->decisive = 1;
         }
         if (isfinite(S->range_log2) && S->range_log2 > FP16_SPAN_LOG2) {
             strlist_addf(&f16->issues,
                          "gradient range: the gradients span 2^%.1f (largest / 1st percentile), more "
                          "than FP16's 2^40 (from %s)", S->range_log2, sr->label);
+            summary(f16, "the gradients span 2^%.0f, more than FP16's 2^40", S->range_log2);
             f16->decisive = 1;
         }
         if (S->flushed1_layer >= 0 && S->flushed1 >= FLUSH_MAX) {
@@ -615,6 +656,9 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
                          r->diverged ? r->divergence_step : r->first_nonfinite_loss_step, base->label);
             if (!pure)
                 bf16_bad = 1;
+            if (!pure)
+                summary(b16, "diverges from step %" PRId64,
+                        r->diverged ? r->divergence_step : r->first_nonfinite_loss_step);
         }
         const an_gap *g = &c->gap[i];
         if (g->have && i != c->baseline && !run_failed(r)) {
@@ -627,6 +671,8 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
                              pure ? " (the lost updates above)" : "");
                 if (!pure)
                     bf16_gap_bad = 1;
+                if (!pure)
+                    summary(b16, "loss +%s vs FP32, outside the noise band +-%s", a, b);
             } else {
                 strlist_addf(&b16->good, "%s: %s loss %.4g vs %.4g (%s%s), within the noise band +-%s",
                              r->label, g->eval ? "final eval" : "final-window", g->value, g->base,
@@ -645,6 +691,8 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
                          "3.39e38", fwd_src->layers[bh[0].layer].name, kind_short(bh[0].kind),
                          bh[0].absmax, bh[0].step, fwd_src->label);
             bf16_bad = 1;
+            summary(b16, "%s %s reach %.3g, beyond BF16's range", fwd_src->layers[bh[0].layer].name,
+                    kind_short(bh[0].kind), bh[0].absmax);
         } else if (!b16->observed && !nb) {
             strlist_addf(&b16->good, "what-if from %s: no activation or weight beyond BF16's range "
                          "(BF16 has FP32's exponent range)", fwd_src->label);
@@ -678,7 +726,8 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
     int other_fp16 = 0;
     if (S->have && (S->flushed >= FLUSH_MAX || (isfinite(S->range_log2) && S->range_log2 > FP16_SPAN_LOG2)))
         other_fp16 = 1;
-    int islands_ok = fp16_fwd && !other_fp16 && islands[0] && share <= ISLAND_SHARE_MAX && f16->supported;
+    int islands_ok = fp16_fwd && !islands_partial && !other_fp16 && islands[0] &&
+                     share <= ISLAND_SHARE_MAX && f16->supported;
 
     if (undecided) {
         R->precision = REC_UNDECIDED;
@@ -769,7 +818,11 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
         }
     } else {
         R->precision = REC_FP32;
-        if (!b16->supported && fp16_fwd && islands[0])
+        if (!b16->supported && fp16_fwd && islands[0] && islands_partial)
+            snprintf(R->verdict, sizeof R->verdict, "fp32 (target %s has no BF16 and FP16 overflows in "
+                     "the forward pass from %s; an FP32 trace would show whether FP32 islands can "
+                     "rescue it)", rec_target_name(R->target), islands);
+        else if (!b16->supported && fp16_fwd && islands[0])
             snprintf(R->verdict, sizeof R->verdict, "fp32 (target %s has no BF16, and FP32 islands for "
                      "FP16 would cover %.0f%% of the parameters: %s)",
                      rec_target_name(R->target), 100 * share, islands);
@@ -779,7 +832,11 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
         else
             snprintf(R->verdict, sizeof R->verdict, "fp32 (both 16-bit formats are ruled out)");
     }
-    if (fp16_fwd && islands[0] && R->precision != REC_FP16 && f16->supported)
+    if (fp16_fwd && islands[0] && islands_partial && f16->supported)
+        strlist_addf(&R->warnings,
+                     "FP32 islands for FP16: at least %s (the first layer to overflow); an FP32 trace "
+                     "shows which layers after it overflow too", islands);
+    else if (fp16_fwd && islands[0] && R->precision != REC_FP16 && f16->supported)
         strlist_addf(&R->warnings,
                      "FP32 islands that would let FP16 run: --fp32-layers %s (%.0f%% of the "
                      "parameters%s)", islands, 100 * share,
@@ -861,7 +918,7 @@ static void lr_rules(const an_run *runs, size_t n, const an_comparison *c, recom
     int base_failed = run_failed(base);
     int all_failed = 1;
     for (size_t i = 0; i < n; i++)
-        all_failed &= run_failed(&runs[i]);
+        all_failed &= run_failed(&runs[i]) && !failed_from_start(&runs[i]);
     double r = base->ratio_median;
     int layers_n = 0;
     for (size_t l = 0; l < base->nlayers; l++)
@@ -898,7 +955,13 @@ static void lr_rules(const an_run *runs, size_t n, const an_comparison *c, recom
         return;
     }
     for (size_t i = 0; i < n; i++)
-        if (run_failed(&runs[i]))
+        if (run_failed(&runs[i]) && failed_from_start(&runs[i]))
+            strlist_addf(&R->lr_why, "%s %s from step %" PRId64 ", with NaN/inf in the forward pass "
+                         "of its first step, before any update: format-caused, fix the precision "
+                         "first, not the lr", runs[i].label,
+                         runs[i].diverged ? "diverges" : "has a non-finite loss",
+                         runs[i].diverged ? runs[i].divergence_step : runs[i].first_nonfinite_loss_step);
+        else if (run_failed(&runs[i]))
             strlist_addf(&R->lr_why, "%s %s from step %" PRId64 " while %s trains: format-caused, fix "
                          "the precision first, not the lr", runs[i].label,
                          runs[i].diverged ? "diverges" : "has a non-finite loss",

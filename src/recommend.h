@@ -42,6 +42,7 @@ typedef struct rec_format {
     int viable;          /* no problem found that rules it out */
     int decisive;        /* ruled out by a decisive rule (overflow, collapse, skips, NaN) */
     int needs_scaling;   /* fp16: gradients flush to zero without loss scaling */
+    char summary[160];   /* the first problem in a few words ("forward overflow in fc1"), or "" */
     strlist issues;      /* what is wrong, with the numbers */
     strlist good;        /* evidence that it works */
 } rec_format;

@@ -176,7 +176,8 @@ static void cell_text(char *buf, size_t n, const an_run *runs, size_t i, const a
             snprintf(buf, n, "-");
         else {
             pct(a, sizeof a, c->gap[i].curve_max_rel);
-            snprintf(buf, n, "%s%s (steps %" PRId64 "-%" PRId64 ")", c->gap[i].curve_max_rel >= 0 ? "+" : "",
+            snprintf(buf, n, "%s%s (steps %" PRId64 "-%" PRId64 ")",
+                     c->gap[i].curve_max_rel >= 0 && isfinite(c->gap[i].curve_max_rel) ? "+" : "",
                      a, c->gap[i].curve_max_from, c->gap[i].curve_max_to);
         }
         break;
@@ -323,6 +324,32 @@ static char *run_header(const an_run *runs, size_t i, const an_comparison *c, ch
  * Text
  * ------------------------------------------------------------------------------------------ */
 
+/* What the verdict line says about the formats not chosen. */
+static void verdict_also(const recommendation *R, char *buf, size_t n)
+{
+    char sc[32];
+    rec_fmt_scale(sc, sizeof sc, ldexp(1.0, R->scale.have ? R->scale.log2 : 16));
+    buf[0] = 0;
+    switch (R->precision) {
+    case REC_BF16:
+        if (R->fp16.viable)
+            snprintf(buf, n, "fp16 + dynamic loss scaling (initial %s) works too.", sc);
+        else if (R->fp16.summary[0])
+            snprintf(buf, n, "Not fp16: %s.", R->fp16.summary);
+        break;
+    case REC_FP16:
+        if (R->bf16.summary[0])
+            snprintf(buf, n, "Not bf16: %s.", R->bf16.summary);
+        break;
+    case REC_FP32:
+        snprintf(buf, n, "Not fp16: %s; not bf16: %s.", R->fp16.summary[0] ? R->fp16.summary : "see below",
+                 R->bf16.summary[0] ? R->bf16.summary : "see below");
+        break;
+    default:
+        break;
+    }
+}
+
 /* Print `text` after a label column of width `lw`, wrapped at `width`. */
 static void wrap(FILE *f, const char *label, int lw, const char *text, int width)
 {
@@ -378,10 +405,12 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
                 const report_opts *o)
 {
     int width = o && o->width > 40 ? o->width : 100;
-    char line[1024];
+    char line[1600];
 
     /* verdict first */
-    snprintf(line, sizeof line, "%s.", R->verdict);
+    char also[512];
+    verdict_also(R, also, sizeof also);
+    snprintf(line, sizeof line, "%s.%s%s", R->verdict, also[0] ? " " : "", also);
     wrap(f, "Verdict:", 9, line, width);
     snprintf(line, sizeof line, "LR %s. Clip %s.", R->lr_line, R->clip_line);
     wrap(f, "", 9, line, width);
@@ -502,12 +531,56 @@ static void md_list(FILE *f, const strlist *l, const char *prefix)
     }
 }
 
+/* Per layer and kind of one run: FP16/BF16 headroom and what-if fractions (a collapsed table). */
+static void md_ranges(FILE *f, const an_run *r)
+{
+    static const int kinds[] = {AMPDIAG_KIND_ACTIVATION, AMPDIAG_KIND_WEIGHT, AMPDIAG_KIND_ACTIVATION_GRAD,
+                                AMPDIAG_KIND_WEIGHT_GRAD};
+    fprintf(f, "\n<details><summary>Ranges per layer in ");
+    md(f, r->label);
+    fprintf(f, " (FP16/BF16 headroom in binades, what FP16/BF16 would do to the values as held)"
+               "</summary>\n\n");
+    fprintf(f, "| layer | kind | absmax (step) | fp16 headroom over | fp16 headroom under | fp16 overflow "
+               "| fp16 flushed | fp16 subnormal | bf16 flushed |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (size_t l = 0; l < r->nlayers; l++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            const an_cell *c = &r->layers[l].cell[kinds[k]];
+            if (!c->records)
+                continue;
+            char a[32], b[32], d[32], e[32];
+            uint64_t z = nonzero(c);
+            pct(a, sizeof a, c->count ? (double)c->f16o / (double)c->count : 0);
+            pct(b, sizeof b, z ? (double)c->f16u / (double)z : 0);
+            pct(d, sizeof d, c->count ? (double)c->f16s / (double)c->count : 0);
+            pct(e, sizeof e, z ? (double)c->b16u / (double)z : 0);
+            fprintf(f, "| ");
+            md(f, r->layers[l].name);
+            fprintf(f, " | %s | ", kind_abbrev(kinds[k]));
+            if (c->absmax >= 0)
+                fprintf(f, "%.3g (%" PRId64 ") | %+.1f | ", c->absmax, c->absmax_step, log2(65504.0 / c->absmax));
+            else
+                fprintf(f, "- | - | ");
+            if (isfinite(c->absmin_nz))
+                fprintf(f, "%+.1f", log2(c->absmin_nz / 0x1p-14));
+            else
+                fprintf(f, "-");
+            fprintf(f, " | %s | %s | %s | %s |\n", a, b, d, e);
+        }
+    fprintf(f, "\n</details>\n");
+}
+
 int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *c,
                     const recommendation *R, const report_opts *o)
 {
     char cell[256];
+    char also[512];
+    verdict_also(R, also, sizeof also);
     fprintf(f, "## ampdiag compare\n\n**Verdict:** ");
     md(f, R->verdict);
+    if (also[0]) {
+        fputs(". ", f);
+        md(f, also);
+    }
     fprintf(f, "  \n**LR:** ");
     md(f, R->lr_line);
     fprintf(f, "  \n**Clip:** ");
@@ -546,6 +619,7 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
         fprintf(f, " |\n");
     }
     fprintf(f, "\n\\* predicted from a run in another precision (what FP16 would do)\n");
+    md_ranges(f, &runs[c->baseline]);
     fprintf(f, "\n### Precision\n\n");
     md_list(f, &R->why, NULL);
     md_list(f, &R->fp16.issues, "fp16 ✗ ");

@@ -372,12 +372,15 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     }
     if (traced && (rc = trace_model_tensors(R, t, MT_ACTIVATION, hist, err, errlen)))
         return rc;
+    int fwd_li = -1, fwd_nan = 0; /* where a non-finite forward began */
     if (!isfinite(loss)) {
         int li = model_first_nonfinite_activation(m);
+        fwd_li = li;
         if (li >= 0) {
             size_t n;
             float *x = model_tensor(m, li, MT_ACTIVATION, &n);
             int nan = holds_nan(R, x, n);
+            fwd_nan = nan;
             char msg[128];
             snprintf(msg, sizeof msg, "%s in %s activation (first in forward order); loss %g", nan ? "NaN" : "inf",
                      m->layers[li].name, (double)loss);
@@ -428,7 +431,13 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     int skip = found && c->scaler.kind != SCALER_NONE;
     ampdiag_trace_step rec;
     memset(&rec, 0, sizeof rec);
-    if (found) {
+    if (found && fwd_li >= 0) {
+        /* the forward was already non-finite: that is the origin, not the backward */
+        snprintf(rec.skip_reason, sizeof rec.skip_reason, "%s in %s activation (forward)", fwd_nan ? "nan" : "inf",
+                 m->layers[fwd_li].name);
+        if (!skip)
+            rec.skip_reason[0] = 0;
+    } else if (found) {
         model_tensor_kind k = MT_WEIGHT_GRAD;
         int li = model_first_nonfinite_gradient(m, &k);
         const char *what = k == MT_ACTIVATION_GRAD ? "activation_grad" : "weight_grad";
@@ -544,7 +553,9 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     if (isfinite(loss) && !(loss >= r->loss_min))
         r->loss_min = loss;
     int exploded = !isfinite(loss) || (isfinite(r->loss_first) && loss > 100.0 * fmax(r->loss_first, 1e-3));
-    if (exploded) {
+    if (exploded && skip) {
+        /* weights unchanged: a format problem the scaler is handling, not divergence */
+    } else if (exploded) {
         if (*bad_streak == 0)
             r->diverged_at = t;
         (*bad_streak)++;

@@ -34,7 +34,8 @@ typedef struct train_config {
     int trace_every;           /* tensor records every N steps (0 = none); steps are always recorded */
     int hist_every;            /* histograms every N steps (0 = none) */
     int eval_every;            /* evaluation every N steps (and after the last) */
-    int patience;              /* steps of non-finite or exploded loss before stopping as diverged */
+    int patience;              /* updated (not skipped) steps with non-finite or exploded loss before
+                                  stopping as diverged */
     const char *out;           /* trace path */
     int overwrite;
     unsigned flush_every;      /* trace flush every N steps */

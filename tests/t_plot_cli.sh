@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_plot.sh - `ampdiag plot` end to end on real runs made here (fp32, fp16 and bf16 mlp runs;
+# t_plot_cli.sh - `ampdiag plot` end to end on real runs made here (fp32, fp16 and bf16 mlp runs;
 # an fp16 run on unnormalised inputs whose every step is skipped; a bf16 transformer with more
 # layers than one chart shows) and on the reference traces in traces/ where present: every chart
 # drawn, gnuplot silent on stderr, each file a valid PNG / SVG of the size the chart list says;

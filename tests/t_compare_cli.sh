@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_compare.sh - `ampdiag compare` on traces of the scenario presets (ampdiag run --scenario):
+# t_compare_cli.sh - `ampdiag compare` on traces of the scenario presets (ampdiag run --scenario):
 # each failure mode must get its recommendation, with the reason and the numbers; --fail-on
 # exit codes; JSON validity; Markdown; bad input (exit 2, the file named).
 # Short runs with sparse tensor records keep the whole test at a few seconds per core.
@@ -41,7 +41,7 @@ sys.exit(0 if ok else 1)
 EOF
     st=$?
     ok $st "$3"
-    [ $st -eq 0 ] || diag "$T/jcheck.out"
+    [ $st -eq 0 ] || { diag "$T/jcheck.out"; [ -f "${1%.json}.err" ] && diag "${1%.json}.err"; }
 }
 
 R="--overwrite --progress none --trace-every 5 --hist-every 25"
