@@ -395,9 +395,14 @@ static int fail(char *err, size_t errlen, int rc, const char *path, const char *
     return rc;
 }
 
+/* The loss scale a step ran with; a step missing from /steps takes the last one before it. */
 static double scale_at(const an_run *r, const ampdiag_trace_step *steps, int64_t step)
 {
     long i = step_index(r, step);
+    if (i < 0) {
+        size_t lb = step_lower_bound(r, step);
+        i = lb > 0 ? (long)lb - 1 : -1;
+    }
     double s = i >= 0 ? steps[i].loss_scale : 1.0;
     return isfinite(s) && s > 0 ? s : 1.0;
 }

@@ -166,15 +166,31 @@ void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, doub
                     c += (dw[i] != 0.0f) & (sum[i] == wr[i]);
                 lw[f] = c;
             }
+            for (size_t i = 0; i < k; i++)
+                sum[i] = wb[i] + dw[i];
+            if (wf != AMPDIAG_FP32)
+                ampdiag_round_array(wf, fl, sum, sum, k);
             uint64_t lost = 0;
+            double wsl[8] = {0}, dsl[8] = {0};
+            size_t kv = k - k % 8;
+            for (size_t i = 0; i < kv; i += 8)
+                for (int l = 0; l < 8; l++) {
+                    float wi = wb[i + l], d = dw[i + l];
+                    wsl[l] += (double)wi * wi;
+                    dsl[l] += (double)d * d;
+                }
             double ws = 0, ds = 0;
+            for (int l = 0; l < 8; l++) {
+                ws += wsl[l];
+                ds += dsl[l];
+            }
+            for (size_t i = kv; i < k; i++) {
+                ws += (double)wb[i] * wb[i];
+                ds += (double)dw[i] * dw[i];
+            }
             for (size_t i = 0; i < k; i++) {
-                float wi = wb[i], d = dw[i];
-                float nw = rnd(wf, fl, wi + d);
-                lost += (d != 0.0f) & (nw == wi);
-                ws += (double)wi * wi;
-                ds += (double)d * d;
-                wb[i] = nw;
+                lost += (dw[i] != 0.0f) & (sum[i] == wb[i]);
+                wb[i] = sum[i];
             }
             st->lost_updates += lost;
             st->lost_if_fp16 += lw[0];
@@ -183,7 +199,9 @@ void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, doub
             st->dw_sumsq += ds;
         } else {
             for (size_t i = 0; i < k; i++)
-                wb[i] = rnd(wf, fl, wb[i] + dw[i]);
+                wb[i] += dw[i];
+            if (wf != AMPDIAG_FP32)
+                ampdiag_round_array(wf, fl, wb, wb, k);
         }
     }
 }
@@ -192,26 +210,41 @@ OPTIM_CLONES
 void grads_unscale(float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite,
                    ampdiag_tstats *gs, ampdiag_hist *gh)
 {
-    double ss = 0;
+    /* eight lanes of double sums: a single accumulator would serialise on the add latency */
+    double ssl[8] = {0};
+    uint32_t badl[8] = {0};
     uint64_t nf = 0;
     for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
         size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
         float *gb = g + b;
         if (gs)
             ampdiag_tstats_accumulate(gs, gh, gb, k);
-        double s = 0;
-        uint32_t bad = 0;
-        for (size_t i = 0; i < k; i++) {
+        size_t kv = k - k % 8;
+        for (size_t i = 0; i < kv; i += 8)
+            for (int l = 0; l < 8; l++) {
+                float x = gb[i + l] * inv_scale;
+                gb[i + l] = x;
+                uint32_t fin = (ampdiag_f32_bits(x) & 0x7fffffffu) < AMPDIAG_F32_INF;
+                badl[l] += !fin;
+                float xf = ampdiag_f32_from_bits(ampdiag_f32_bits(x) & (0u - fin));
+                ssl[l] += (double)xf * xf;
+            }
+        for (size_t i = kv; i < k; i++) {
             float x = gb[i] * inv_scale;
             gb[i] = x;
-            uint32_t fin = (ampdiag_f32_bits(x) & 0x7fffffffu) < AMPDIAG_F32_INF;
-            bad += !fin;
-            float xf = ampdiag_f32_from_bits(ampdiag_f32_bits(x) & (0u - fin));
-            s += (double)xf * xf;
+            if (isfinite(x))
+                ssl[0] += (double)x * x;
+            else
+                nf++;
         }
-        ss += s;
-        nf += bad;
+        for (int l = 0; l < 8; l++) {
+            nf += badl[l];
+            badl[l] = 0;
+        }
     }
+    double ss = 0;
+    for (int l = 0; l < 8; l++)
+        ss += ssl[l];
     *sumsq += ss;
     *nonfinite += nf;
 }
