@@ -223,8 +223,11 @@ int compare_files(const char *const *paths, size_t n, const compare_opts *o)
         fprintf(stderr, "%s: cannot write the report: %s\n", prog, strerror(errno));
         rc = EXIT_IO;
     }
-    if (!rc && o->md_path)
-        rc = write_file(prog, o->md_path, CMP_MARKDOWN, runs, total, &c, &R, &ro);
+    if (!rc && o->md_path) {
+        report_opts rm = ro;
+        rm.md_plots_dir = o->md_plots_dir;
+        rc = write_file(prog, o->md_path, CMP_MARKDOWN, runs, total, &c, &R, &rm);
+    }
     if (!rc && o->json_path)
         rc = write_file(prog, o->json_path, CMP_JSON, runs, total, &c, &R, &ro);
     if (!rc && (R.fail_held & R.fail_mask)) {

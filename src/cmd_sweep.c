@@ -43,6 +43,7 @@ static void usage(FILE *f)
             "  --target T          hardware for the recommendation (see ampdiag compare --help)\n"
             "  --fail-on LIST      as ampdiag compare: exit 1 when a condition holds\n"
             "  --warmup N          as ampdiag compare\n"
+            "  --plots             draw the charts into DIR/charts and link them from report.md\n"
             "  --dry-run           print the run commands and stop\n"
             "Every other option goes to `ampdiag run` unchanged (--model, --data, --steps,\n"
             "--scenario, --seed, --optimizer, --loss-scale, ...; see ampdiag run --help), except\n"
@@ -195,7 +196,7 @@ int cmd_sweep(int argc, char **argv)
 {
     const char *precisions = "fp32,fp16,bf16", *lrs = NULL, *dir = NULL;
     long jobs = 1;
-    int dry = 0;
+    int dry = 0, plots = 0;
     compare_opts co;
     compare_opts_init(&co);
     co.prog = PROG;
@@ -282,6 +283,8 @@ int cmd_sweep(int argc, char **argv)
             }
         } else if (strcmp(a, "--dry-run") == 0) {
             dry = 1;
+        } else if (strcmp(a, "--plots") == 0) {
+            plots = 1;
         } else if (is_opt(a, "--precision")) {
             fprintf(stderr, "%s: use --precisions LIST (the sweep sets each run's --precision)\n", PROG);
             rc = EXIT_USAGE;
@@ -493,7 +496,18 @@ int cmd_sweep(int argc, char **argv)
     }
     co.md_path = md;
     co.json_path = json;
+    char *charts = plots ? join(dir, "charts", "") : NULL;
+    if (plots && !charts) {
+        free(md);
+        free(json);
+        fprintf(stderr, "%s: out of memory\n", PROG);
+        rc = EXIT_IO;
+        goto out;
+    }
+    co.plots_dir = charts;
+    co.md_plots_dir = plots ? "charts" : NULL;
     rc = compare_files(paths, (size_t)nj, &co);
+    free(charts);
     if (rc == 0 || rc == EXIT_FAIL_ON)
         fprintf(stderr, "%s: reports in %s and %s\n", PROG, md, json);
     free(md);

@@ -15,6 +15,7 @@ typedef struct compare_opts {
     const char *baseline;   /* a trace path (one of the inputs or an extra one); NULL = first fp32 */
     compare_format format;  /* of the report on stdout */
     const char *plots_dir;  /* NULL */
+    const char *md_plots_dir; /* plots_dir as seen from md_path (NULL: plots_dir) */
     unsigned fail_mask;     /* FAIL_* */
     rec_target target;
     long warmup;            /* < 0: automatic */

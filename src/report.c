@@ -674,9 +674,10 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
             if (ch->drawn) {
                 fprintf(f, "![");
                 md(f, ch->desc);
-                fprintf(f, "](%s/%s)\n\n", o->plots_dir, ch->file);
+                fprintf(f, "](%s/%s)\n\n", o->md_plots_dir ? o->md_plots_dir : o->plots_dir, ch->file);
             } else {
-                fprintf(f, "- `%s/%s` (not drawn): ", o->plots_dir, ch->file);
+                fprintf(f, "- `%s/%s` (not drawn): ", o->md_plots_dir ? o->md_plots_dir : o->plots_dir,
+                        ch->file);
                 md(f, ch->desc);
                 fputc('\n', f);
             }

@@ -22,6 +22,8 @@ typedef struct report_chart {
 
 typedef struct report_opts {
     const char *plots_dir;       /* --plots DIR: link the charts (Markdown), list them (JSON); NULL */
+    const char *md_plots_dir;    /* DIR as the Markdown links it (relative to the report file);
+                                    NULL = plots_dir */
     const report_chart *charts;  /* the charts in DIR */
     size_t ncharts;
     const char *charts_note;     /* why charts are missing ("gnuplot not found ..."), or NULL */

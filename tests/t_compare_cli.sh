@@ -171,6 +171,13 @@ jcheck "$T/ld.json" 'any("fp32 diverges from step" in l for l in R["lr"]["reason
 jcheck "$T/ld.json" 'P["verdict"] == "undecided"' "lr divergence: no precision verdict until FP32 trains"
 jcheck "$T/ld.json" 'all(r["stability"]["diverged"] for r in d["runs"])' "lr divergence: every run marked diverged"
 
+# ---------------------------------------------------------------- charts
+"$AMPDIAG" compare "$T/h-fp32.h5" "$T/h-fp16.h5" --plots "$T/charts" --format md >"$T/charts.md" 2>"$T/charts.err"
+st=$?
+[ $st -eq 0 ] && grep -q "$T/charts/loss.png" "$T/charts.md" && [ -f "$T/charts/loss.gp" ]
+ok $? "--plots DIR: charts drawn (or their scripts written) and linked from the Markdown (exit $st)"
+[ $st -eq 0 ] || diag "$T/charts.err"
+
 # ---------------------------------------------------------------- options and bad input
 cmp base "$T/h-fp16.h5" "$T/h-bf16.h5" --baseline "$T/h-fp32.h5"
 jcheck "$T/base.json" 'd["baseline"] == 0 and d["runs"][0]["precision"] == "fp32" and len(d["runs"]) == 3' \

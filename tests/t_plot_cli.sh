@@ -58,18 +58,19 @@ size_of() {
 }
 
 # check_charts DIR FORMAT STDOUT STDERR: every chart listed on stdout is valid, nothing on stderr,
-# no gnuplot log left. Prints the number of charts.
+# no gnuplot log left. Prints the number of charts on stdout, what is wrong as TAP comments on
+# stderr (the test's log).
 check_charts() {
     bad=0
     count=0
     for f in $(sed -n "s|^$1/\([^ ]*\.$2\)\$|\1|p" "$3"); do
         count=$((count + 1))
         set -- "$1" "$2" "$3" "$4" $(size_of "$f")
-        if [ "$2" = png ]; then png_ok "$1/$f" "$5" "$6" || { diag "$f: not a $5x$6 PNG"; bad=1; }
-        else svg_ok "$1/$f" "$5" "$6" || { diag "$f: not a $5x$6 SVG"; bad=1; }; fi
+        if [ "$2" = png ]; then png_ok "$1/$f" "$5" "$6" || { diag "$f: not a $5x$6 PNG" >&2; bad=1; }
+        else svg_ok "$1/$f" "$5" "$6" || { diag "$f: not a $5x$6 SVG" >&2; bad=1; }; fi
     done
-    if [ -s "$4" ]; then diag "stderr:"; sed 's/^/#   /' "$4"; bad=1; fi
-    if ls "$1"/*.log > /dev/null 2>&1; then diag "gnuplot logs left: $(ls "$1"/*.log)"; bad=1; fi
+    if [ -s "$4" ]; then diag "stderr:" >&2; sed 's/^/#   /' "$4" >&2; bad=1; fi
+    if ls "$1"/*.log > /dev/null 2>&1; then diag "gnuplot logs left: $(ls "$1"/*.log)" >&2; bad=1; fi
     echo "$count"
     return $bad
 }

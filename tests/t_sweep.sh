@@ -49,6 +49,12 @@ fi
 grep -q 'run-fp16-lr0.003 done' "$T/err.txt"
 ok $? "progress lines on stderr"
 
+"$AMPDIAG" sweep --precisions fp32,fp16 -o "$T/pl" --steps 30 --trace-every 5 --plots >/dev/null 2>"$T/err.txt"
+st=$?
+[ $st -eq 0 ] && grep -q '](charts/loss.png)\|`charts/loss.png`' "$T/pl/report.md" && [ -f "$T/pl/charts/loss.gp" ]
+ok $? "--plots: charts (or their scripts) in DIR/charts, linked from report.md relative to it (exit $st)"
+[ $st -eq 0 ] || diag "$T/err.txt"
+
 "$AMPDIAG" sweep --precisions fp32,fp17 -o "$T/bad" >/dev/null 2>"$T/err.txt"
 [ $? -eq 2 ] && grep -q "fp17" "$T/err.txt"
 ok $? "--precisions with an unknown format: exit 2, named"
