@@ -20,6 +20,12 @@ struct cmd {
     const char *summary;
 };
 
+/* a is option name, alone or as "name=value". */
+int cli_is_opt(const char *a, const char *name);
+/* The value of option argv[*i] ("--opt=V", or "--opt V" advancing *i); NULL and a message on
+ * stderr ("ampdiag CMD: --opt needs a value") when it has none. */
+const char *cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name);
+
 /* Subcommands (src/cmd_*.c). argv[0] is the subcommand name. */
 int cmd_formats(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -257,24 +257,7 @@ out:
     return rc;
 }
 
-/* The value of option a (either "--opt=V" or "--opt V"); NULL and a message when missing. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    const char *a = argv[*i];
-    size_t len = strlen(name);
-    if (a[len] == '=')
-        return a + len + 1;
-    if (*i + 1 < argc)
-        return argv[++*i];
-    fprintf(stderr, "ampdiag compare: %s needs a value (see ampdiag compare --help)\n", name);
-    return NULL;
-}
 
-static int is_opt(const char *a, const char *name)
-{
-    size_t len = strlen(name);
-    return strncmp(a, name, len) == 0 && (a[len] == 0 || a[len] == '=');
-}
 
 int cmd_compare(int argc, char **argv)
 {
@@ -294,41 +277,41 @@ int cmd_compare(int argc, char **argv)
             usage(stdout);
             free(paths);
             return 0;
-        } else if (is_opt(a, "--baseline")) {
-            if (!(v = opt_value(argc, argv, &i, "--baseline")))
+        } else if (cli_is_opt(a, "--baseline")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--baseline")))
                 rc = EXIT_USAGE;
             else
                 o.baseline = v;
-        } else if (is_opt(a, "--format")) {
-            if (!(v = opt_value(argc, argv, &i, "--format")))
+        } else if (cli_is_opt(a, "--format")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--format")))
                 rc = EXIT_USAGE;
             else if (compare_format_parse(v, &o.format)) {
                 fprintf(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
                 rc = EXIT_USAGE;
             }
-        } else if (is_opt(a, "--plots")) {
-            if (!(v = opt_value(argc, argv, &i, "--plots")))
+        } else if (cli_is_opt(a, "--plots")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--plots")))
                 rc = EXIT_USAGE;
             else
                 o.plots_dir = v;
-        } else if (is_opt(a, "--target")) {
-            if (!(v = opt_value(argc, argv, &i, "--target")))
+        } else if (cli_is_opt(a, "--target")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--target")))
                 rc = EXIT_USAGE;
             else if (rec_target_parse(v, &o.target) || o.target == TGT_ANY) {
                 fprintf(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
                         "sm89, sm90 or cpu)\n", v);
                 rc = EXIT_USAGE;
             }
-        } else if (is_opt(a, "--fail-on")) {
-            if (!(v = opt_value(argc, argv, &i, "--fail-on")))
+        } else if (cli_is_opt(a, "--fail-on")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--fail-on")))
                 rc = EXIT_USAGE;
             else if (rec_fail_parse(v, &o.fail_mask, err, sizeof err)) {
                 fprintf(stderr, "ampdiag compare: %s\n", err);
                 rc = EXIT_USAGE;
             }
-        } else if (is_opt(a, "--warmup")) {
+        } else if (cli_is_opt(a, "--warmup")) {
             char *end;
-            if (!(v = opt_value(argc, argv, &i, "--warmup"))) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--warmup"))) {
                 rc = EXIT_USAGE;
             } else {
                 errno = 0;

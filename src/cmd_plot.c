@@ -72,24 +72,7 @@ static size_t split_list(char *s, char **items, size_t max)
     return n;
 }
 
-/* Value of an option given as "--opt value" or "--opt=value"; NULL (with a message) if none. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    const char *a = argv[*i];
-    size_t len = strlen(name);
-    if (a[len] == '=')
-        return a + len + 1;
-    if (*i + 1 < argc)
-        return argv[++*i];
-    fprintf(stderr, "ampdiag plot: %s needs a value (see ampdiag plot --help)\n", name);
-    return NULL;
-}
 
-static int is_opt(const char *a, const char *name)
-{
-    size_t len = strlen(name);
-    return strncmp(a, name, len) == 0 && (a[len] == 0 || a[len] == '=');
-}
 
 enum { MAX_LIST = 256 };
 
@@ -114,16 +97,16 @@ int cmd_plot(int argc, char **argv)
             usage(stdout);
             status = 0;
             goto done;
-        } else if (strcmp(a, "-o") == 0 || is_opt(a, "--out")) {
-            if (!(v = opt_value(argc, argv, &i, strcmp(a, "-o") == 0 ? "-o" : "--out")))
+        } else if (strcmp(a, "-o") == 0 || cli_is_opt(a, "--out")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, strcmp(a, "-o") == 0 ? "-o" : "--out")))
                 goto done;
             if (!*v) {
                 fprintf(stderr, "ampdiag plot: -o needs a directory name\n");
                 goto done;
             }
             out = v;
-        } else if (is_opt(a, "--format")) {
-            if (!(v = opt_value(argc, argv, &i, "--format")))
+        } else if (cli_is_opt(a, "--format")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, "--format")))
                 goto done;
             if (strcmp(v, "png") == 0)
                 opt.format = PLOT_PNG;
@@ -133,8 +116,8 @@ int cmd_plot(int argc, char **argv)
                 fprintf(stderr, "ampdiag plot: unknown --format '%s' (expected png or svg)\n", v);
                 goto done;
             }
-        } else if (is_opt(a, "--clip")) {
-            if (!(v = opt_value(argc, argv, &i, "--clip")))
+        } else if (cli_is_opt(a, "--clip")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, "--clip")))
                 goto done;
             char *end;
             errno = 0;
@@ -144,8 +127,8 @@ int cmd_plot(int argc, char **argv)
                 goto done;
             }
             opt.clip = x;
-        } else if (is_opt(a, "--layers")) {
-            if (!(v = opt_value(argc, argv, &i, "--layers")))
+        } else if (cli_is_opt(a, "--layers")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, "--layers")))
                 goto done;
             free(layer_buf);
             layer_buf = strdup(v);
@@ -161,8 +144,8 @@ int cmd_plot(int argc, char **argv)
                 goto done;
             }
             opt.layers = (const char *const *)layers;
-        } else if (is_opt(a, "--hist-steps")) {
-            if (!(v = opt_value(argc, argv, &i, "--hist-steps")))
+        } else if (cli_is_opt(a, "--hist-steps")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, "--hist-steps")))
                 goto done;
             free(steps_buf);
             steps_buf = strdup(v);

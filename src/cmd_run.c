@@ -78,7 +78,7 @@ static void usage(FILE *f)
             "  --eval-every N       evaluate on the validation rows every N steps (default 100)\n"
             "  --patience N         stop as diverged after N updated steps with non-finite or exploded\n"
             "                       (> 100x the first) loss (20); skipped steps do not count\n"
-            "  --flush-every N      flush the trace every N steps (10) ...\n"
+            "  --flush-every N      flush the trace every N steps (100) ...\n"
             "  --flush-seconds T    ... or every T seconds (2)\n"
             "  --init-from W.h5     start from these weights (/<layer>/<param>, PyTorch shapes)\n"
             "  --save-weights W.h5  write the final weights\n"

@@ -186,11 +186,6 @@ static pid_t start(job *j, const char *exe, char **argv, int jobs)
     _exit(EXIT_IO);
 }
 
-static int is_opt(const char *a, const char *name)
-{
-    size_t len = strlen(name);
-    return strncmp(a, name, len) == 0 && (a[len] == 0 || a[len] == '=');
-}
 
 int cmd_sweep(int argc, char **argv)
 {
@@ -228,19 +223,19 @@ int cmd_sweep(int argc, char **argv)
             usage(stdout);
             free(pass);
             return 0;
-        } else if (is_opt(a, "--precisions")) {
+        } else if (cli_is_opt(a, "--precisions")) {
             VALUE("--precisions");
             if (v)
                 precisions = v;
-        } else if (is_opt(a, "--lrs")) {
+        } else if (cli_is_opt(a, "--lrs")) {
             VALUE("--lrs");
             if (v)
                 lrs = v;
-        } else if (strcmp(a, "-o") == 0 || is_opt(a, "--out")) {
+        } else if (strcmp(a, "-o") == 0 || cli_is_opt(a, "--out")) {
             VALUE(a[1] == 'o' ? "-o" : "--out");
             if (v)
                 dir = v;
-        } else if (strcmp(a, "-j") == 0 || is_opt(a, "--jobs")) {
+        } else if (strcmp(a, "-j") == 0 || cli_is_opt(a, "--jobs")) {
             VALUE(a[1] == 'j' ? "-j" : "--jobs");
             if (v) {
                 char *end;
@@ -251,26 +246,26 @@ int cmd_sweep(int argc, char **argv)
                     rc = EXIT_USAGE;
                 }
             }
-        } else if (is_opt(a, "--format")) {
+        } else if (cli_is_opt(a, "--format")) {
             VALUE("--format");
             if (v && compare_format_parse(v, &co.format)) {
                 fprintf(stderr, "%s: unknown --format '%s' (expected text, md or json)\n", PROG, v);
                 rc = EXIT_USAGE;
             }
-        } else if (is_opt(a, "--target")) {
+        } else if (cli_is_opt(a, "--target")) {
             VALUE("--target");
             if (v && (rec_target_parse(v, &co.target) || co.target == TGT_ANY)) {
                 fprintf(stderr, "%s: unknown --target '%s' (expected sm70, sm75, sm80, sm89, sm90 or "
                         "cpu)\n", PROG, v);
                 rc = EXIT_USAGE;
             }
-        } else if (is_opt(a, "--fail-on")) {
+        } else if (cli_is_opt(a, "--fail-on")) {
             VALUE("--fail-on");
             if (v && rec_fail_parse(v, &co.fail_mask, err, sizeof err)) {
                 fprintf(stderr, "%s: %s\n", PROG, err);
                 rc = EXIT_USAGE;
             }
-        } else if (is_opt(a, "--warmup")) {
+        } else if (cli_is_opt(a, "--warmup")) {
             VALUE("--warmup");
             if (v) {
                 char *end;
@@ -285,15 +280,15 @@ int cmd_sweep(int argc, char **argv)
             dry = 1;
         } else if (strcmp(a, "--plots") == 0) {
             plots = 1;
-        } else if (is_opt(a, "--precision")) {
+        } else if (cli_is_opt(a, "--precision")) {
             fprintf(stderr, "%s: use --precisions LIST (the sweep sets each run's --precision)\n", PROG);
             rc = EXIT_USAGE;
-        } else if (is_opt(a, "--overwrite") || is_opt(a, "--progress")) {
+        } else if (cli_is_opt(a, "--overwrite") || cli_is_opt(a, "--progress")) {
             /* the sweep sets these */
-            if (is_opt(a, "--progress") && a[10] != '=' && i + 1 < argc)
+            if (cli_is_opt(a, "--progress") && a[10] != '=' && i + 1 < argc)
                 i++;
         } else {
-            if (lrs && is_opt(a, "--lr")) {
+            if (lrs && cli_is_opt(a, "--lr")) {
                 fprintf(stderr, "%s: --lr and --lrs together: give the learning rates in --lrs\n", PROG);
                 rc = EXIT_USAGE;
             }

@@ -3,6 +3,7 @@
  */
 #include "data.h"
 #include "rng.h"
+#include "util.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -12,15 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-__attribute__((format(printf, 3, 4)))
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 void data_free(dataset *ds)
 {
@@ -112,41 +104,41 @@ static int read_array(hid_t f, const char *fname, const char *name, int rank, H5
     *out = NULL;
     htri_t ex = H5Lexists(f, name, H5P_DEFAULT);
     if (ex <= 0)
-        return ex < 0 ? (fail(err, errlen, "%s: cannot look up %s", fname, name), -2) : 0;
+        return ex < 0 ? (errf(err, errlen, "%s: cannot look up %s", fname, name), -2) : 0;
     hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
     if (d < 0)
-        return fail(err, errlen, "%s: %s is not a dataset", fname, name);
+        return errf(err, errlen, "%s: %s is not a dataset", fname, name), -1;
     int rc = -1;
     hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
     if (sp < 0 || ty < 0) {
-        fail(err, errlen, "%s: cannot read the shape or type of %s", fname, name);
+        errf(err, errlen, "%s: cannot read the shape or type of %s", fname, name);
         rc = -2;
         goto done;
     }
     if (H5Tget_class(ty) != cls) {
-        fail(err, errlen, "%s: %s must hold %s values", fname, name,
+        errf(err, errlen, "%s: %s must hold %s values", fname, name,
              cls == H5T_FLOAT ? "floating-point" : "integer");
         goto done;
     }
     int r = H5Sget_simple_extent_ndims(sp);
     if (r != rank) {
-        fail(err, errlen, "%s: %s must have %d dimension%s, it has %d", fname, name, rank, rank > 1 ? "s" : "", r);
+        errf(err, errlen, "%s: %s must have %d dimension%s, it has %d", fname, name, rank, rank > 1 ? "s" : "", r);
         goto done;
     }
     H5Sget_simple_extent_dims(sp, dims, NULL);
     hsize_t total = dims[0] * (rank > 1 ? dims[1] : 1);
     if (total == 0 || dims[0] > (hsize_t)INT32_MAX || (rank > 1 && dims[1] > (hsize_t)INT32_MAX)) {
-        fail(err, errlen, "%s: %s is empty or too large", fname, name);
+        errf(err, errlen, "%s: %s is empty or too large", fname, name);
         goto done;
     }
     *out = malloc((size_t)total * elem);
     if (!*out) {
-        fail(err, errlen, "%s: out of memory reading %s", fname, name);
+        errf(err, errlen, "%s: out of memory reading %s", fname, name);
         rc = -2;
         goto done;
     }
     if (H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0) {
-        fail(err, errlen, "%s: reading %s failed (damaged file, or values that do not convert to %s)", fname,
+        errf(err, errlen, "%s: reading %s failed (damaged file, or values that do not convert to %s)", fname,
              name, cls == H5T_FLOAT ? "float32" : "int32");
         free(*out);
         *out = NULL;
@@ -176,7 +168,7 @@ static int check_labels(const int32_t *y, int n, int classes, const char *fname,
 {
     for (int i = 0; i < n; i++)
         if (y[i] < 0 || y[i] >= classes)
-            return fail(err, errlen, "%s: %s[%d] = %d is outside 0..%d", fname, what, i, (int)y[i], classes - 1);
+            return errf(err, errlen, "%s: %s[%d] = %d is outside 0..%d", fname, what, i, (int)y[i], classes - 1), -1;
     return 0;
 }
 
@@ -184,14 +176,14 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
 {
     FILE *probe = fopen(fname, "rb");
     if (!probe)
-        return fail(err, errlen, "%s: cannot open (%s)", fname, strerror(errno)), DATA_EBADINPUT;
+        return errf(err, errlen, "%s: cannot open (%s)", fname, strerror(errno)), DATA_EBADINPUT;
     fclose(probe);
     htri_t is = H5Fis_hdf5(fname);
     if (is <= 0)
-        return fail(err, errlen, "%s: not an HDF5 file (expected /x and /y, or /tokens)", fname), DATA_EBADINPUT;
+        return errf(err, errlen, "%s: not an HDF5 file (expected /x and /y, or /tokens)", fname), DATA_EBADINPUT;
     hid_t f = H5Fopen(fname, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
-        return fail(err, errlen, "%s: HDF5 could not open it", fname), DATA_EIO;
+        return errf(err, errlen, "%s: HDF5 could not open it", fname), DATA_EIO;
     snprintf(ds->name, sizeof ds->name, "%s", fname);
     int rc = DATA_EBADINPUT;
     hsize_t d1[2], d2[2];
@@ -199,12 +191,12 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
     int r;
     htri_t has_tok = H5Lexists(f, "/tokens", H5P_DEFAULT), has_x = H5Lexists(f, "/x", H5P_DEFAULT);
     if (want_tokens && has_tok <= 0) {
-        fail(err, errlen, "%s: the transformer reads /tokens (integer, [N, L]); the file has none%s", fname,
+        errf(err, errlen, "%s: the transformer reads /tokens (integer, [N, L]); the file has none%s", fname,
              has_x > 0 ? " (it holds /x: classification data, for an mlp)" : "");
         goto done;
     }
     if (!want_tokens && has_x <= 0) {
-        fail(err, errlen, "%s: an mlp reads /x (float, [N, D]) and /y (integer, [N]); the file has no /x%s", fname,
+        errf(err, errlen, "%s: an mlp reads /x (float, [N, D]) and /y (integer, [N]); the file has no /x%s", fname,
              has_tok > 0 ? " (it holds /tokens: sequence data, for a transformer)" : "");
         goto done;
     }
@@ -215,7 +207,7 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
             goto done;
         }
         if (d1[1] < 2) {
-            fail(err, errlen, "%s: /tokens rows must hold at least 2 tokens (input and next token)", fname);
+            errf(err, errlen, "%s: /tokens rows must hold at least 2 tokens (input and next token)", fname);
             goto done;
         }
         ds->len = (int)d1[1];
@@ -224,7 +216,7 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
         int n = (int)d1[0];
         if (r == 1) {
             if (d2[1] != d1[1]) {
-                fail(err, errlen, "%s: /tokens_val rows have %d tokens, /tokens rows %d", fname, (int)d2[1], ds->len);
+                errf(err, errlen, "%s: /tokens_val rows have %d tokens, /tokens rows %d", fname, (int)d2[1], ds->len);
                 goto done;
             }
             ds->n = n;
@@ -233,7 +225,7 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
             ds->tok_val = va; va = NULL;
         } else {
             if (n < 2) {
-                fail(err, errlen, "%s: /tokens needs at least 2 rows to hold one out for validation", fname);
+                errf(err, errlen, "%s: /tokens needs at least 2 rows to hold one out for validation", fname);
                 goto done;
             }
             int nv = n / 10 > 0 ? n / 10 : 1;
@@ -249,7 +241,7 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
         for (size_t i = 0; i < tot + totv; i++) {
             int32_t t = i < tot ? ds->tok[i] : ds->tok_val[i - tot];
             if (t < 0) {
-                fail(err, errlen, "%s: token %d at position %zu is negative", fname, (int)t, i);
+                errf(err, errlen, "%s: token %d at position %zu is negative", fname, (int)t, i);
                 goto done;
             }
             if (t > vmax) vmax = t;
@@ -265,12 +257,12 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
     }
     r = read_array(f, fname, "/y", 1, H5T_INTEGER, H5T_NATIVE_INT32, 4, d2, &b, err, errlen);
     if (r != 1) {
-        if (r == 0) fail(err, errlen, "%s: /x needs labels /y (integer, [N])", fname);
+        if (r == 0) errf(err, errlen, "%s: /x needs labels /y (integer, [N])", fname);
         rc = r == -2 ? DATA_EIO : DATA_EBADINPUT;
         goto done;
     }
     if (d2[0] != d1[0]) {
-        fail(err, errlen, "%s: /x has %d rows but /y has %d labels", fname, (int)d1[0], (int)d2[0]);
+        errf(err, errlen, "%s: /x has %d rows but /y has %d labels", fname, (int)d1[0], (int)d2[0]);
         goto done;
     }
     ds->d = (int)d1[1];
@@ -281,12 +273,12 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
     if (r == 1) {
         int r2 = read_array(f, fname, "/y_val", 1, H5T_INTEGER, H5T_NATIVE_INT32, 4, e2, &vb, err, errlen);
         if (r2 != 1) {
-            if (r2 == 0) fail(err, errlen, "%s: /x_val needs labels /y_val", fname);
+            if (r2 == 0) errf(err, errlen, "%s: /x_val needs labels /y_val", fname);
             rc = r2 == -2 ? DATA_EIO : DATA_EBADINPUT;
             goto done;
         }
         if (e1[1] != d1[1] || e2[0] != e1[0]) {
-            fail(err, errlen, "%s: /x_val must be [M, %d] with M labels in /y_val", fname, ds->d);
+            errf(err, errlen, "%s: /x_val must be [M, %d] with M labels in /y_val", fname, ds->d);
             goto done;
         }
         ds->n = n;
@@ -295,7 +287,7 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
         a = b = va = vb = NULL;
     } else {
         if (n < 2) {
-            fail(err, errlen, "%s: /x needs at least 2 rows to hold one out for validation", fname);
+            errf(err, errlen, "%s: /x needs at least 2 rows to hold one out for validation", fname);
             goto done;
         }
         int nv = n / 10 > 0 ? n / 10 : 1;
@@ -311,7 +303,7 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
     for (int i = 0; i < ds->n; i++) ymax = ds->y[i] > ymax ? ds->y[i] : ymax;
     ds->classes = (int)ymax + 1;
     if (ds->classes < 2) {
-        fail(err, errlen, "%s: /y must hold at least 2 classes (labels 0..K-1)", fname);
+        errf(err, errlen, "%s: /y must hold at least 2 classes (labels 0..K-1)", fname);
         goto done;
     }
     if (check_labels(ds->y, ds->n, ds->classes, fname, "/y", err, errlen) ||
@@ -321,7 +313,7 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
 done:
     free(a); free(b); free(va); free(vb);
     if (H5Fclose(f) < 0 && rc == 0) {
-        fail(err, errlen, "%s: closing failed", fname);
+        errf(err, errlen, "%s: closing failed", fname);
         rc = DATA_EIO;
     }
     return rc;
@@ -339,18 +331,18 @@ int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, cha
         int is_tok = strcmp(name, "tokens") == 0;
         float scale = strcmp(name, "blobs-raw") == 0 ? 1e5f : strcmp(name, "blobs-tiny") == 0 ? 1e-6f : 1.0f;
         if (!is_tok && strcmp(name, "blobs") != 0 && scale == 1.0f) {
-            fail(err, errlen, "--data %s: unknown synthetic set; expected one of:\n%s", spec, data_synthetic_help());
+            errf(err, errlen, "--data %s: unknown synthetic set; expected one of:\n%s", spec, data_synthetic_help());
             return DATA_EBADINPUT;
         }
         if (is_tok != (want_tokens != 0)) {
-            fail(err, errlen, "--data %s: %s data does not fit a %s model", spec, is_tok ? "sequence" : "classification",
+            errf(err, errlen, "--data %s: %s data does not fit a %s model", spec, is_tok ? "sequence" : "classification",
                  want_tokens ? "transformer" : "mlp");
             return DATA_EBADINPUT;
         }
         rc = is_tok ? make_tokens(ds, seed) : make_blobs(ds, seed, scale);
         if (rc) {
             data_free(ds);
-            fail(err, errlen, "--data %s: out of memory", spec);
+            errf(err, errlen, "--data %s: out of memory", spec);
             return DATA_EIO;
         }
         return 0;

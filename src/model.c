@@ -8,6 +8,8 @@
  * largest batch seen so far.
  */
 #include "model.h"
+#include "rng.h"
+#include "util.h"
 
 #include <fnmatch.h>
 #include <limits.h>
@@ -63,18 +65,8 @@ model_options model_options_default(void)
 
 /* ------------------------------------------------------------------------------- errors */
 
-__attribute__((format(printf, 3, 4)))
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
-#define MERR(m, ...) (set_err((m)->err, sizeof (m)->err, __VA_ARGS__), -1)
+#define MERR(m, ...) (errf((m)->err, sizeof (m)->err, __VA_ARGS__), -1)
 
 const char *model_error(const model *m) { return m->err; }
 
@@ -176,7 +168,7 @@ static int apply_data_shapes(model_spec *s, const model_options *o, const char *
                              size_t errlen)
 {
     if (o->input_dim < 0 || o->classes < 0 || o->vocab < 0 || o->ctx < 0) {
-        set_err(err, errlen, "%s: negative data shape (features %d, classes %d, vocab %d, ctx %d)",
+        errf(err, errlen, "%s: negative data shape (features %d, classes %d, vocab %d, ctx %d)",
                 what, o->input_dim, o->classes, o->vocab, o->ctx);
         return -1;
     }
@@ -185,7 +177,7 @@ static int apply_data_shapes(model_spec *s, const model_options *o, const char *
             s->vocab = o->vocab ? o->vocab : s->vocab;
             s->ctx = o->ctx ? o->ctx : s->ctx;
         } else if ((o->vocab && o->vocab != s->vocab) || (o->ctx && o->ctx != s->ctx)) {
-            set_err(err, errlen, "%s: the spec has vocab %d and ctx %d but the data has vocab %d "
+            errf(err, errlen, "%s: the spec has vocab %d and ctx %d but the data has vocab %d "
                     "and ctx %d", what, s->vocab, s->ctx, o->vocab, o->ctx);
             return -1;
         }
@@ -206,12 +198,12 @@ static int apply_data_shapes(model_spec *s, const model_options *o, const char *
         if (s->layers[i].op == OP_LINEAR)
             classes = s->layers[i].out;
     if (o->input_dim && o->input_dim != s->input_dim) {
-        set_err(err, errlen, "%s: the spec has input %d but the data has %d features", what,
+        errf(err, errlen, "%s: the spec has input %d but the data has %d features", what,
                 s->input_dim, o->input_dim);
         return -1;
     }
     if (o->classes && o->classes != classes) {
-        set_err(err, errlen, "%s: the spec's last layer gives %d classes but the data has %d",
+        errf(err, errlen, "%s: the spec's last layer gives %d classes but the data has %d",
                 what, classes, o->classes);
         return -1;
     }
@@ -257,28 +249,6 @@ static int apply_fp32_layers(model *m, const char *list)
 }
 
 /* ------------------------------------------------------------------------------- initialisation */
-
-/* splitmix64: small, fast, and the same sequence everywhere. */
-typedef struct rng {
-    uint64_t s;
-} rng;
-
-static uint64_t rng_next(rng *r)
-{
-    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_uniform(rng *r) { return (double)(rng_next(r) >> 11) * 0x1p-53; } /* [0,1) */
-
-static double rng_normal(rng *r)
-{
-    double u1 = 1.0 - rng_uniform(r); /* (0, 1] */
-    double u2 = rng_uniform(r);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
 
 static int ends_with(const char *s, const char *suffix)
 {
@@ -370,7 +340,7 @@ model *model_create(const model_options *o, const backend *bk, char *err, size_t
     model_spec s;
     const char *what = o->spec_text ? "(spec text)" : o->spec ? o->spec : "mlp";
     if ((int)o->precision < 0 || o->precision >= PREC_COUNT) {
-        set_err(err, errlen, "unknown precision policy %d", (int)o->precision);
+        errf(err, errlen, "unknown precision policy %d", (int)o->precision);
         return NULL;
     }
     if (o->spec_text ? model_spec_parse(&s, o->spec_text, "(spec text)", err, errlen)
@@ -383,7 +353,7 @@ model *model_create(const model_options *o, const backend *bk, char *err, size_t
     model *m = calloc(1, sizeof *m);
     if (!m) {
         model_spec_free(&s);
-        set_err(err, errlen, "out of memory");
+        errf(err, errlen, "out of memory");
         return NULL;
     }
     m->bk = bk;
@@ -405,7 +375,7 @@ model *model_create(const model_options *o, const backend *bk, char *err, size_t
         rc = init_params(m, o->seed, s.transformer ? s.n_layer : 0);
     model_spec_free(&s);
     if (rc) {
-        set_err(err, errlen, "%s", m->err);
+        errf(err, errlen, "%s", m->err);
         model_free(m);
         return NULL;
     }

@@ -21,6 +21,7 @@
  * Every error names the file and line and says what was expected.
  */
 #include "model.h"
+#include "util.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -42,16 +43,6 @@
 #define MLP_HIDDEN 256
 #define MLP_CLASSES 10
 
-__attribute__((format(printf, 3, 4)))
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 void model_spec_free(model_spec *s)
 {
@@ -126,7 +117,7 @@ static int perr(parser *p, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    set_err(p->err, p->errlen, "%s:%d: %s", p->fname, p->line, msg);
+    errf(p->err, p->errlen, "%s:%d: %s", p->fname, p->line, msg);
     return -1;
 }
 
@@ -310,19 +301,19 @@ static int finish(parser *p)
     if (s->transformer) {
         if (s->d_model % s->n_head == 0)
             return 0;
-        set_err(p->err, p->errlen, "%s: d_model %d is not a multiple of heads %d", p->fname,
+        errf(p->err, p->errlen, "%s: d_model %d is not a multiple of heads %d", p->fname,
                 s->d_model, s->n_head);
         return -1;
     }
     if (!p->seen_loss) {
-        set_err(p->err, p->errlen, "%s: expected 'loss softmax_ce' as the last statement",
+        errf(p->err, p->errlen, "%s: expected 'loss softmax_ce' as the last statement",
                 p->fname);
         return -1;
     }
     for (int i = 0; i < s->nlayers; i++)
         if (s->layers[i].op == OP_LINEAR)
             return 0;
-    set_err(p->err, p->errlen, "%s: expected at least one 'linear' layer (the last one gives "
+    errf(p->err, p->errlen, "%s: expected at least one 'linear' layer (the last one gives "
             "the classes)", p->fname);
     return -1;
 }
@@ -334,7 +325,7 @@ int model_spec_parse(model_spec *s, const char *text, const char *fname, char *e
     size_t len = strlen(text);
     char *buf = malloc(len + 1);
     if (!buf) {
-        set_err(err, errlen, "%s: out of memory", p.fname);
+        errf(err, errlen, "%s: out of memory", p.fname);
         return -1;
     }
     memcpy(buf, text, len + 1);
@@ -364,7 +355,7 @@ int model_spec_parse(model_spec *s, const char *text, const char *fname, char *e
     }
     free(buf);
     if (rc == 0 && !started) {
-        set_err(err, errlen, "%s: empty spec: expected 'input FEATURES' or 'transformer'",
+        errf(err, errlen, "%s: empty spec: expected 'input FEATURES' or 'transformer'",
                 p.fname);
         rc = -1;
     }
@@ -380,14 +371,14 @@ static char *read_text(const char *path, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        set_err(err, errlen, "%s: cannot open the model spec: %s (expected 'mlp', "
+        errf(err, errlen, "%s: cannot open the model spec: %s (expected 'mlp', "
                 "'transformer' or a spec file)", path, strerror(errno));
         return NULL;
     }
     char *buf = malloc(SPEC_MAX_BYTES + 1);
     if (!buf) {
         fclose(f);
-        set_err(err, errlen, "%s: out of memory", path);
+        errf(err, errlen, "%s: out of memory", path);
         return NULL;
     }
     size_t n = fread(buf, 1, SPEC_MAX_BYTES + 1, f);
@@ -395,13 +386,13 @@ static char *read_text(const char *path, char *err, size_t errlen)
     fclose(f);
     if (bad || n > SPEC_MAX_BYTES) {
         free(buf);
-        set_err(err, errlen, bad ? "%s: read error" : "%s: larger than 1 MiB, not a model spec",
+        errf(err, errlen, bad ? "%s: read error" : "%s: larger than 1 MiB, not a model spec",
                 path);
         return NULL;
     }
     if (memchr(buf, '\0', n)) {
         free(buf);
-        set_err(err, errlen, "%s: contains NUL bytes: expected a text model spec", path);
+        errf(err, errlen, "%s: contains NUL bytes: expected a text model spec", path);
         return NULL;
     }
     buf[n] = '\0';
@@ -415,7 +406,7 @@ int model_spec_load(model_spec *s, const char *spec, char *err, size_t errlen)
         s->preset = 1;
         if (preset_mlp(s)) {
             model_spec_free(s);
-            set_err(err, errlen, "out of memory");
+            errf(err, errlen, "out of memory");
             return -1;
         }
         return 0;

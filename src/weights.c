@@ -2,6 +2,7 @@
  * weights.c - model parameters to and from HDF5 (weights.h).
  */
 #include "weights.h"
+#include "util.h"
 
 #include <errno.h>
 #include <hdf5.h>
@@ -11,14 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-__attribute__((format(printf, 3, 4)))
-static void say(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const char *shape_text(const param_view *pv, char *buf, size_t n)
 {
@@ -38,12 +31,12 @@ static void quiet_hdf5(H5E_auto2_t *f, void **d)
 int weights_save(const model *m, const char *path, int overwrite, char *err, size_t errlen)
 {
     if (!overwrite && access(path, F_OK) == 0) {
-        say(err, errlen, "%s: exists (use --overwrite to replace it)", path);
+        errf(err, errlen, "%s: exists (use --overwrite to replace it)", path);
         return WEIGHTS_EBADINPUT;
     }
     char tmp[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        say(err, errlen, "%s: path too long", path);
+        errf(err, errlen, "%s: path too long", path);
         return WEIGHTS_EBADINPUT;
     }
     H5E_auto2_t ef;
@@ -52,7 +45,7 @@ int weights_save(const model *m, const char *path, int overwrite, char *err, siz
     int rc = WEIGHTS_EIO;
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (f < 0) {
-        say(err, errlen, "%s: cannot create (%s)", path, strerror(errno));
+        errf(err, errlen, "%s: cannot create (%s)", path, strerror(errno));
         goto out;
     }
     for (int i = 0; i < m->nlayers; i++) {
@@ -61,7 +54,7 @@ int weights_save(const model *m, const char *path, int overwrite, char *err, siz
             continue;
         hid_t g = H5Gcreate2(f, L->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         if (g < 0) {
-            say(err, errlen, "%s: cannot create group /%s", path, L->name);
+            errf(err, errlen, "%s: cannot create group /%s", path, L->name);
             goto close;
         }
         for (int v = 0; v < L->npv; v++) {
@@ -73,7 +66,7 @@ int weights_save(const model *m, const char *path, int overwrite, char *err, siz
             if (d >= 0) H5Dclose(d);
             if (sp >= 0) H5Sclose(sp);
             if (w < 0) {
-                say(err, errlen, "%s: cannot write /%s/%s (disk full?)", path, L->name, pv->name);
+                errf(err, errlen, "%s: cannot write /%s/%s (disk full?)", path, L->name, pv->name);
                 H5Gclose(g);
                 goto close;
             }
@@ -83,11 +76,11 @@ int weights_save(const model *m, const char *path, int overwrite, char *err, siz
     rc = 0;
 close:
     if (H5Fclose(f) < 0 && rc == 0) {
-        say(err, errlen, "%s: cannot finish writing (disk full?)", path);
+        errf(err, errlen, "%s: cannot finish writing (disk full?)", path);
         rc = WEIGHTS_EIO;
     }
     if (rc == 0 && rename(tmp, path) != 0) {
-        say(err, errlen, "%s: cannot rename the finished file into place (%s)", path, strerror(errno));
+        errf(err, errlen, "%s: cannot rename the finished file into place (%s)", path, strerror(errno));
         rc = WEIGHTS_EIO;
     }
     if (rc != 0)
@@ -131,7 +124,7 @@ static herr_t find_extra(hid_t obj, const char *name, const H5O_info_t *info, vo
 int weights_load(model *m, const char *path, char *err, size_t errlen)
 {
     if (access(path, R_OK) != 0) {
-        say(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        errf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
         return WEIGHTS_EBADINPUT;
     }
     H5E_auto2_t ef;
@@ -141,19 +134,19 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
     float *buf = NULL;
     hid_t f = -1;
     if (H5Fis_hdf5(path) <= 0) {
-        say(err, errlen, "%s: not an HDF5 file (expected one float32 dataset per parameter, /<layer>/<param>)", path);
+        errf(err, errlen, "%s: not an HDF5 file (expected one float32 dataset per parameter, /<layer>/<param>)", path);
         goto out;
     }
     f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
-        say(err, errlen, "%s: HDF5 could not open it", path);
+        errf(err, errlen, "%s: HDF5 could not open it", path);
         rc = WEIGHTS_EIO;
         goto out;
     }
     /* read everything into a copy first: nothing changes unless all of it fits */
     buf = malloc(m->nparams * sizeof *buf);
     if (!buf) {
-        say(err, errlen, "%s: out of memory", path);
+        errf(err, errlen, "%s: out of memory", path);
         rc = WEIGHTS_EIO;
         goto out;
     }
@@ -167,7 +160,7 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
             htri_t ex = H5Lexists(f, L->name, H5P_DEFAULT) > 0 ? H5Lexists(f, name, H5P_DEFAULT) : 0;
             if (ex <= 0) {
                 char shp[64];
-                say(err, errlen, "%s: missing %s (expected float32 %s)", path, name, shape_text(pv, shp, sizeof shp));
+                errf(err, errlen, "%s: missing %s (expected float32 %s)", path, name, shape_text(pv, shp, sizeof shp));
                 goto out;
             }
             hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
@@ -186,17 +179,17 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
             if (sp >= 0) H5Sclose(sp);
             if (d >= 0) H5Dclose(d);
             if (!type_ok) {
-                say(err, errlen, "%s: %s must be floating point", path, name);
+                errf(err, errlen, "%s: %s must be floating point", path, name);
                 goto out;
             }
             if (!shape_ok) {
                 char shp[64];
-                say(err, errlen, "%s: %s has the wrong shape: expected %s%s", path, name, shape_text(pv, shp, sizeof shp),
+                errf(err, errlen, "%s: %s has the wrong shape: expected %s%s", path, name, shape_text(pv, shp, sizeof shp),
                     pv->ndim == 2 ? " (PyTorch order: [out, in])" : "");
                 goto out;
             }
             if (r < 0) {
-                say(err, errlen, "%s: reading %s failed", path, name);
+                errf(err, errlen, "%s: reading %s failed", path, name);
                 rc = WEIGHTS_EIO;
                 goto out;
             }
@@ -204,12 +197,12 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
     }
     struct visit v = {m, 0, ""};
     if (H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, find_extra, &v, H5O_INFO_BASIC) < 0 && !v.extra) {
-        say(err, errlen, "%s: cannot list its contents", path);
+        errf(err, errlen, "%s: cannot list its contents", path);
         rc = WEIGHTS_EIO;
         goto out;
     }
     if (v.extra) {
-        say(err, errlen, "%s: %s is not a parameter of this model", path, v.name);
+        errf(err, errlen, "%s: %s is not a parameter of this model", path, v.name);
         goto out;
     }
     memcpy(m->params, buf, m->nparams * sizeof *buf);

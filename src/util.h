@@ -1,0 +1,13 @@
+/*
+ * util.h - small helpers shared by the library's modules.
+ */
+#ifndef AMPDIAG_UTIL_H
+#define AMPDIAG_UTIL_H
+
+#include <stddef.h>
+
+/* snprintf into a caller's error buffer (err may be NULL or errlen 0: nothing is written). */
+__attribute__((format(printf, 3, 4)))
+void errf(char *err, size_t errlen, const char *fmt, ...);
+
+#endif
