@@ -167,6 +167,11 @@ typedef struct ampdiag_trace_tensor {
     uint64_t fp16_overflow, fp16_underflow, fp16_subnormal;
     uint64_t bf16_overflow, bf16_underflow, bf16_subnormal;
     uint64_t lost_updates;   /* kind update: elements where fl(w + dw) == w although dw != 0 */
+    /* kind update, what-if (0 otherwise): elements with dw != 0 whose update would round away,
+     * fl16(w + dw) == fl16(w), if the weights were stored in FP16 / BF16 (no FP32 master copy).
+     * Optional in the file: a trace without these fields (older writers, other programs) reads
+     * 0; ampdiag_trace_has_field() tells the two apart. */
+    uint64_t lost_if_fp16, lost_if_bf16;
 } ampdiag_trace_tensor;
 
 typedef struct ampdiag_trace_hist {
@@ -260,9 +265,14 @@ int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const cha
 
 /* Append records. Appending a step record may flush (see ampdiag_trace_options). */
 int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step *rec);
+/* Any kind; writes lost_if_fp16 = lost_if_bf16 = 0. */
 int ampdiag_trace_append_tensor(ampdiag_trace_writer *w, int64_t step, int layer,
                                 ampdiag_tensor_kind kind, const ampdiag_tstats *s,
                                 uint64_t lost_updates);
+/* A record of kind update with the what-if lost-update counts (see ampdiag_trace_tensor). */
+int ampdiag_trace_append_update(ampdiag_trace_writer *w, int64_t step, int layer,
+                                const ampdiag_tstats *s, uint64_t lost_updates,
+                                uint64_t lost_if_fp16, uint64_t lost_if_bf16);
 int ampdiag_trace_append_hist(ampdiag_trace_writer *w, int64_t step, int layer,
                               ampdiag_tensor_kind kind, const ampdiag_hist *h);
 /* layer -1 for a global event; msg may be NULL. */
@@ -339,6 +349,11 @@ const ampdiag_trace_attr *ampdiag_trace_attr_find(const ampdiag_trace_reader *r,
 const char *ampdiag_trace_attr_str(const ampdiag_trace_reader *r, const char *name);
 int64_t ampdiag_trace_attr_int(const ampdiag_trace_reader *r, const char *name, int64_t dflt);
 double ampdiag_trace_attr_double(const ampdiag_trace_reader *r, const char *name, double dflt);
+
+/* 1 when the file's table ("/tensors" or "tensors") has a field of that name, 0 when it does
+ * not (or the table is unknown). Optional fields (lost_if_fp16, lost_if_bf16) that a file lacks
+ * read as 0: this separates "absent" from "0". */
+int ampdiag_trace_has_field(const ampdiag_trace_reader *r, const char *table, const char *field);
 
 typedef struct ampdiag_trace_counts {
     size_t layers, steps, tensors, hists, events, evals;

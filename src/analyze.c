@@ -404,6 +404,8 @@ static double scale_at(const an_run *r, const ampdiag_trace_step *steps, int64_t
         i = lb > 0 ? (long)lb - 1 : -1;
     }
     double s = i >= 0 ? steps[i].loss_scale : 1.0;
+    if (r->grads_unscaled)
+        return 1.0;
     return isfinite(s) && s > 0 ? s : 1.0;
 }
 
@@ -450,6 +452,8 @@ static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace
             c->b16u += x->bf16_underflow;
             c->b16s += x->bf16_subnormal;
             c->lost += x->lost_updates;
+            c->lost_if16 += x->lost_if_fp16;
+            c->lost_ifb16 += x->lost_if_bf16;
             r->nan_values += x->n_nan;
             if (nonfin && c->first_nonfinite_step < 0)
                 c->first_nonfinite_step = x->step;
@@ -834,6 +838,8 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
     copy_attr(rd, AMPDIAG_ATTR_DATA, r->data, sizeof r->data);
     copy_attr(rd, AMPDIAG_ATTR_OPTIMIZER, r->optimizer, sizeof r->optimizer);
     copy_attr(rd, AMPDIAG_ATTR_LOSS_SCALE, r->loss_scale_mode, sizeof r->loss_scale_mode);
+    const char *gs = ampdiag_trace_attr_str(rd, "grad_stats");
+    r->grads_unscaled = gs && strcmp(gs, "unscaled") == 0;
     copy_attr(rd, AMPDIAG_ATTR_HYPERPARAMETERS, r->hyper, sizeof r->hyper);
     copy_attr(rd, AMPDIAG_ATTR_LR_SCHEDULE, r->schedule, sizeof r->schedule);
     copy_attr(rd, "fp32_layers", r->fp32_layers, sizeof r->fp32_layers);
@@ -853,6 +859,9 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
     snprintf(r->status_text, sizeof r->status_text, "%s", ampdiag_trace_status_text(rd));
     r->cut_off = ampdiag_trace_cut_off(rd);
     r->repaired = ampdiag_trace_was_repaired(rd);
+    /* the what-if lost-update counts: absent (read as 0) in traces of older writers */
+    r->lost_if_fields = ampdiag_trace_has_field(rd, "/tensors", "lost_if_fp16") &&
+                        ampdiag_trace_has_field(rd, "/tensors", "lost_if_bf16");
 
     ampdiag_trace_counts cnt;
     ampdiag_trace_get_counts(rd, &cnt);
@@ -951,11 +960,15 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
         an_layer *L = &r->layers[l];
         const an_cell *u = &L->cell[AMPDIAG_KIND_UPDATE];
         r->lost += u->lost;
+        r->lost_if16 += u->lost_if16;
+        r->lost_ifb16 += u->lost_ifb16;
         r->update_nonzero += u->count - u->zero - u->nan - u->posinf - u->neginf;
         if (L->ratio_n && !strstr(L->op, "norm") && isfinite(L->ratio_median))
             tmp[k++] = L->ratio_median;
     }
     r->ratio_median = an_median(tmp, k);
+    /* all-zero counts cannot be told from a writer that did not compute them */
+    r->have_lost_if = r->lost_if_fields && r->lost_if16 + r->lost_ifb16 > 0;
     rc = 0;
 out:
     free(tmp);

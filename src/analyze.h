@@ -51,6 +51,7 @@ typedef struct an_cell {
     uint64_t count, zero, nan, posinf, neginf;  /* sums of the exact counts */
     uint64_t f16o, f16u, f16s, b16o, b16u, b16s; /* what-if FP16/BF16 counts, summed */
     uint64_t lost;                              /* lost updates (kind update) */
+    uint64_t lost_if16, lost_ifb16;             /* ... that FP16 / BF16 weights would lose */
     double absmax;       /* largest finite |x| as held; -1 while none */
     int64_t absmax_step;
     double absmin_nz;    /* smallest non-zero finite |x| as held; +inf while none */
@@ -113,6 +114,7 @@ typedef struct an_run {
     char label[96];          /* set by an_compare: "fp16", "fp16 lr 0.01", or the file name */
     /* root attributes (empty strings / NaN / -1 when absent) */
     char precision[16], model[128], data[128], optimizer[32], loss_scale_mode[48];
+    int grads_unscaled;   /* root attribute grad_stats = "unscaled": gradient records are not loss-scaled */
     char hyper[256], fp32_layers[256], scenario[64], schedule[64];
     int64_t seed, steps_planned, batch;
     double lr, clip;
@@ -180,6 +182,10 @@ typedef struct an_run {
     double ratio_median;           /* median over layers of the per-layer medians */
     double step_ratio_median;      /* median of /steps update_ratio */
     uint64_t lost, update_nonzero; /* totals over layers */
+    int lost_if_fields;            /* /tensors has lost_if_fp16 and lost_if_bf16 (what-if) */
+    int have_lost_if;              /* ... and some count is non-zero: the writer computed them
+                                      (ampdiag_trace_append_tensor writes zeros) */
+    uint64_t lost_if16, lost_ifb16;/* totals over layers; 0 without the fields */
 
     uint64_t hist_rows, hist_rows_read; /* histograms in the trace / read (sampled when many) */
 } an_run;

@@ -27,7 +27,8 @@ static void usage(FILE *f)
             "steps, events, the (layer, tensor kind) pairs with the least FP16 and BF16 headroom\n"
             "at each end of the range, and what-if totals: values that would overflow, underflow\n"
             "(round to zero) or be subnormal in FP16 and BF16, summed over the trace, per tensor\n"
-            "kind. An FP32 run so predicts both 16-bit runs.\n"
+            "kind, and the share of non-zero updates that would round away if the weights were\n"
+            "stored in FP16 / BF16 (no FP32 master copy). An FP32 run so predicts both 16-bit runs.\n"
             "\n"
             "Headroom is in binades (factors of 2); negative means values beyond the range\n"
             "(on the underflow side: subnormal, and beyond 10 (fp16) or 7 (bf16) binades, zero):\n"
@@ -54,6 +55,7 @@ static void usage(FILE *f)
 struct agg {
     uint64_t records, count, nan, posinf, neginf;
     uint64_t f16o, f16u, f16s, b16o, b16u, b16s, lost;
+    uint64_t zero, lost_if16, lost_ifb16; /* zeros; what-if lost updates (FP16 / BF16 weights) */
     double absmax;      /* -1 while none */
     int64_t absmax_step;
     double absmin_nz;   /* +inf while none */
@@ -82,6 +84,7 @@ struct info {
     struct agg *agg;        /* [nlayers * AMPDIAG_NKINDS] */
     struct agg kind_tot[AMPDIAG_NKINDS];
     uint64_t bad_rows;      /* tensor rows with an unknown layer or kind */
+    int have_lost_if;       /* /tensors has lost_if_fp16 and lost_if_bf16 */
     /* one entry per (layer, kind) with finite non-zero values, in four orders: least headroom
      * first on the overflow side and on the underflow side, for fp16 and for bf16 */
     struct headroom *h[2][2]; /* [fp16, bf16][overflow, underflow] */
@@ -109,6 +112,9 @@ static void agg_add(struct agg *a, const ampdiag_trace_tensor *t)
     a->b16u += t->bf16_underflow;
     a->b16s += t->bf16_subnormal;
     a->lost += t->lost_updates;
+    a->zero += t->n_zero;
+    a->lost_if16 += t->lost_if_fp16;
+    a->lost_ifb16 += t->lost_if_bf16;
     if (!isnan(t->absmax) && t->absmax > a->absmax) {
         a->absmax = t->absmax;
         a->absmax_step = t->step;
@@ -133,6 +139,9 @@ static void agg_merge(struct agg *d, const struct agg *s)
     d->b16u += s->b16u;
     d->b16s += s->b16s;
     d->lost += s->lost;
+    d->zero += s->zero;
+    d->lost_if16 += s->lost_if16;
+    d->lost_ifb16 += s->lost_ifb16;
     if (s->absmax > d->absmax) {
         d->absmax = s->absmax;
         d->absmax_step = s->absmax_step;
@@ -168,6 +177,8 @@ static int load(struct info *in)
 {
     int rc;
     ampdiag_trace_get_counts(in->r, &in->c);
+    in->have_lost_if = ampdiag_trace_has_field(in->r, "/tensors", "lost_if_fp16") &&
+                       ampdiag_trace_has_field(in->r, "/tensors", "lost_if_bf16");
     if ((rc = ampdiag_trace_read_layers(in->r, &in->layers, &in->nlayers)) ||
         (rc = ampdiag_trace_read_steps(in->r, &in->steps, &in->nsteps)) ||
         (rc = ampdiag_trace_read_events(in->r, &in->events, &in->nevents)) ||
@@ -560,6 +571,15 @@ static void print_text(const struct info *in, size_t top)
                100.0 * (double)in->kind_tot[AMPDIAG_KIND_UPDATE].lost /
                    (double)(in->kind_tot[AMPDIAG_KIND_UPDATE].count
                                 ? in->kind_tot[AMPDIAG_KIND_UPDATE].count : 1));
+    const struct agg *u = &in->kind_tot[AMPDIAG_KIND_UPDATE];
+    uint64_t unz = u->count - u->zero;
+    if (in->have_lost_if && unz > 0)
+        printf("lost updates if weights were stored in fp16 / bf16: %.3g%% / %.3g%% of updates "
+               "(%" PRIu64 " / %" PRIu64 " of %" PRIu64 " non-zero update values)\n",
+               100.0 * (double)u->lost_if16 / (double)unz, 100.0 * (double)u->lost_ifb16 / (double)unz,
+               u->lost_if16, u->lost_ifb16, unz);
+    else if (!in->have_lost_if && u->records > 0)
+        printf("lost updates if weights were stored in fp16 / bf16: not recorded in this trace\n");
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -890,6 +910,26 @@ static void print_json(const struct info *in)
                all.posinf, all.neginf);
         json_key("lost_updates", &f);
         printf("%" PRIu64, in->kind_tot[AMPDIAG_KIND_UPDATE].lost);
+        json_key("lost_if_weights", &f);
+        const struct agg *u = &in->kind_tot[AMPDIAG_KIND_UPDATE];
+        uint64_t unz = u->count - u->zero;
+        if (!in->have_lost_if) {
+            printf("null");
+        } else {
+            int fl = 1;
+            putchar('{');
+            json_key("nonzero_updates", &fl);
+            printf("%" PRIu64, unz);
+            json_key("fp16", &fl);
+            printf("%" PRIu64, u->lost_if16);
+            json_key("fp16_fraction", &fl);
+            json_num(unz ? (double)u->lost_if16 / (double)unz : NAN);
+            json_key("bf16", &fl);
+            printf("%" PRIu64, u->lost_ifb16);
+            json_key("bf16_fraction", &fl);
+            json_num(unz ? (double)u->lost_ifb16 / (double)unz : NAN);
+            putchar('}');
+        }
     }
     json_key("unknown_tensor_rows", &f);
     printf("%" PRIu64, in->bad_rows);

@@ -470,7 +470,9 @@ static int load_run(struct ctx *c, struct run *r)
     r->clip = ampdiag_trace_attr_double(r->r, AMPDIAG_ATTR_CLIP, 0);
     if (!(r->clip > 0) || !isfinite(r->clip))
         r->clip = 0;
-    for (size_t i = 0; i < r->nsteps; i++)
+    /* gradient records hold loss-scaled values unless the writer says grad_stats = "unscaled" */
+    const char *gs = ampdiag_trace_attr_str(r->r, "grad_stats");
+    for (size_t i = 0; i < r->nsteps && !(gs && strcmp(gs, "unscaled") == 0); i++)
         if (isfinite(r->steps[i].loss_scale) && r->steps[i].loss_scale != 1)
             r->scaled = 1;
     /* layers into the union */

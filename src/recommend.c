@@ -697,11 +697,48 @@ static void precision_rules(const an_run *runs, size_t n, const an_comparison *c
             strlist_addf(&b16->good, "what-if from %s: no activation or weight beyond BF16's range "
                          "(BF16 has FP32's exponent range)", fwd_src->label);
         }
-        if (!b16->observed && isfinite(fwd_src->ratio_median) && fwd_src->ratio_median < SWAMP_BF16)
+    }
+    /* BF16 weights without FP32 master weights (what-if): counted per update when the trace
+     * records lost_if_bf16 (from the reference, else another run at the baseline's lr that keeps
+     * FP32 weights); traces without the field fall back to the update/weight ratio rule */
+    const an_run *lost_src = fwd_src && fwd_src->have_lost_if && !fwd_src->weights_16bit ? fwd_src : NULL;
+    for (size_t i = 0; i < n && !lost_src; i++)
+        if (runs[i].have_lost_if && !runs[i].weights_16bit && !run_failed(&runs[i]) &&
+            lr_eq(runs[i].lr, base->lr) && runs[i].update_nonzero > 0)
+            lost_src = &runs[i];
+    if (lost_src && lost_src->update_nonzero > 0) {
+        double worst = 0;
+        int wl = -1;
+        for (size_t l = 0; l < lost_src->nlayers; l++) {
+            const an_cell *u = &lost_src->layers[l].cell[AMPDIAG_KIND_UPDATE];
+            uint64_t z = nonzero(u);
+            double f = z ? (double)u->lost_ifb16 / (double)z : 0;
+            if (f > worst) {
+                worst = f;
+                wl = (int)l;
+            }
+        }
+        if (lost_src->lost_ifb16 == 0) {
             strlist_addf(&b16->good,
-                         "what-if from %s: median update/weight ratio %.3g < 2^-8: weights stored in "
-                         "BF16 would lose updates; BF16 autocast keeps FP32 master weights",
-                         fwd_src->label, fwd_src->ratio_median);
+                         "what-if from %s: no update would be lost with BF16 weights without FP32 "
+                         "master weights (every non-zero update changes its weight in BF16)",
+                         lost_src->label);
+        } else {
+            pct(a, sizeof a, (double)lost_src->lost_ifb16 / (double)lost_src->update_nonzero);
+            pct(b, sizeof b, worst);
+            strlist_addf(&b16->good,
+                         "what-if from %s: %s of updates would be lost with BF16 weights without FP32 "
+                         "master weights (fl(w + dw) == w in BF16; worst layer %s: %s)%s; BF16 "
+                         "autocast keeps FP32 master weights",
+                         lost_src->label, a, wl >= 0 ? lost_src->layers[wl].name : "?", b,
+                         worst > LOST_MAX ? ": do not store the weights in BF16 (bf16-pure)" : "");
+        }
+    } else if (fwd_src && !b16->observed && isfinite(fwd_src->ratio_median) &&
+               fwd_src->ratio_median < SWAMP_BF16) {
+        strlist_addf(&b16->good,
+                     "what-if from %s: median update/weight ratio %.3g < 2^-8: weights stored in "
+                     "BF16 would lose updates; BF16 autocast keeps FP32 master weights",
+                     fwd_src->label, fwd_src->ratio_median);
     }
 
     /* Adam eps in FP16 optimizer state (rule 7) */

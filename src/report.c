@@ -1032,6 +1032,11 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
     jw_u64(w, "lost", r->lost);
     jw_u64(w, "nonzero", r->update_nonzero);
     jw_num(w, "lost_fraction", r->update_nonzero ? (double)r->lost / (double)r->update_nonzero : NAN);
+    /* what-if: null for traces without the lost_if_* fields */
+    jw_num(w, "lost_if_fp16_fraction", r->lost_if_fields && r->update_nonzero
+                                           ? (double)r->lost_if16 / (double)r->update_nonzero : NAN);
+    jw_num(w, "lost_if_bf16_fraction", r->lost_if_fields && r->update_nonzero
+                                           ? (double)r->lost_ifb16 / (double)r->update_nonzero : NAN);
     jw_bool(w, "weights_16bit", r->weights_16bit);
     jw_close(w, '}');
 

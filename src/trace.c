@@ -651,11 +651,10 @@ int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step 
     return rc;
 }
 
-int ampdiag_trace_append_tensor(ampdiag_trace_writer *w, int64_t step, int layer,
-                                ampdiag_tensor_kind kind, const ampdiag_tstats *s,
-                                uint64_t lost_updates)
+static int append_tensor(ampdiag_trace_writer *w, const char *fn, int64_t step, int layer,
+                         ampdiag_tensor_kind kind, const ampdiag_tstats *s, uint64_t lost_updates,
+                         uint64_t lost_if_fp16, uint64_t lost_if_bf16)
 {
-    static const char fn[] = "ampdiag_trace_append_tensor";
     int rc = check_usable(w, fn);
     if (rc)
         return rc;
@@ -673,9 +672,26 @@ int ampdiag_trace_append_tensor(ampdiag_trace_writer *w, int64_t step, int layer
     row->kind = (int32_t)kind;
     ampdiag_trace_tensor_from_tstats(row, s);
     row->lost_updates = lost_updates;
+    row->lost_if_fp16 = lost_if_fp16;
+    row->lost_if_bf16 = lost_if_bf16;
     commit_row(w, TBL_TENSORS);
     w->info.tensors++;
     return 0;
+}
+
+int ampdiag_trace_append_tensor(ampdiag_trace_writer *w, int64_t step, int layer,
+                                ampdiag_tensor_kind kind, const ampdiag_tstats *s,
+                                uint64_t lost_updates)
+{
+    return append_tensor(w, "ampdiag_trace_append_tensor", step, layer, kind, s, lost_updates, 0, 0);
+}
+
+int ampdiag_trace_append_update(ampdiag_trace_writer *w, int64_t step, int layer,
+                                const ampdiag_tstats *s, uint64_t lost_updates,
+                                uint64_t lost_if_fp16, uint64_t lost_if_bf16)
+{
+    return append_tensor(w, "ampdiag_trace_append_update", step, layer, AMPDIAG_KIND_UPDATE, s,
+                         lost_updates, lost_if_fp16, lost_if_bf16);
 }
 
 int ampdiag_trace_append_hist(ampdiag_trace_writer *w, int64_t step, int layer,

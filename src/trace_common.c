@@ -60,8 +60,9 @@ int ampdiag_status_parse(const char *name) { return parse_name(status_names, NST
  * Tables
  * ------------------------------------------------------------------------------------------ */
 
-#define F(rec, member, type) {#member, type, offsetof(rec, member), 0}
-#define FS(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member)}
+#define F(rec, member, type) {#member, type, offsetof(rec, member), 0, 0}
+#define FO(rec, member, type) {#member, type, offsetof(rec, member), 0, 1} /* optional */
+#define FS(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 0}
 #define NF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const trace_field layer_fields[] = {
@@ -110,13 +111,16 @@ static const trace_field tensor_fields[] = {
     F(ampdiag_trace_tensor, bf16_underflow, FT_U64),
     F(ampdiag_trace_tensor, bf16_subnormal, FT_U64),
     F(ampdiag_trace_tensor, lost_updates, FT_U64),
+    /* added in v1 after the reference traces: optional for readers */
+    FO(ampdiag_trace_tensor, lost_if_fp16, FT_U64),
+    FO(ampdiag_trace_tensor, lost_if_bf16, FT_U64),
 };
 
 static const trace_field hist_fields[] = {
     F(ampdiag_trace_hist, step, FT_I64),
     F(ampdiag_trace_hist, layer, FT_I32),
     F(ampdiag_trace_hist, kind, FT_KIND),
-    {"bins", FT_HIST, offsetof(ampdiag_trace_hist, bin), 0},
+    {"bins", FT_HIST, offsetof(ampdiag_trace_hist, bin), 0, 0},
 };
 
 static const trace_field event_fields[] = {

@@ -30,6 +30,8 @@ typedef struct trace_field {
     trace_ftype type;
     size_t offset; /* in the public record struct */
     size_t size;   /* FT_STR: bytes including the NUL */
+    int optional;  /* added to format v1 after files without it existed: a reader accepts a table
+                      without this field and reads it as 0 */
 } trace_field;
 
 enum { TBL_LAYERS, TBL_STEPS, TBL_TENSORS, TBL_HISTS, TBL_EVENTS, TBL_EVALS, TBL_N };

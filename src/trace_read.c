@@ -5,7 +5,8 @@
  * HDF5, HDF5 but not a trace, a newer format_version, a missing or mistyped attribute, dataset
  * or field, a truncated file. Reading converts by field name (HDF5 compound conversion), so
  * traces written by other programs (h5py) with other field order or wider types read the same;
- * integer columns may stand in for the enum columns.
+ * integer columns may stand in for the enum columns. Fields marked optional in the schema
+ * (added to v1 later: lost_if_fp16, lost_if_bf16) may be missing and then read as 0.
  *
  * Cut-off traces: files are opened for SWMR reading, which works on a trace whose writer was
  * killed after its first flush. A writer killed before that leaves the file marked
@@ -33,6 +34,7 @@ struct ampdiag_trace_reader {
     int repaired;
     hid_t dset[TBL_N];
     hid_t mtype[TBL_N];  /* memory type matching this file's fields */
+    uint64_t absent[TBL_N]; /* bit i: optional field i of the table is not in the file */
     size_t rows[TBL_N];
     ampdiag_trace_attr *attrs;
     size_t nattrs, capattrs;
@@ -492,6 +494,10 @@ static int build_mtype(ampdiag_trace_reader *r, int t, hid_t ftype)
     for (size_t i = 0; i < tb->nfields; i++) {
         const trace_field *f = &tb->fields[i];
         int idx = H5Tget_member_index(ftype, f->name);
+        if (idx < 0 && f->optional && i < 64) {
+            r->absent[t] |= UINT64_C(1) << i; /* read as 0 (clear_absent) */
+            continue;
+        }
         if (idx < 0) {
             H5Tclose(m);
             return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': dataset %s has no field '%s'",
@@ -746,6 +752,26 @@ int ampdiag_trace_cut_off(const ampdiag_trace_reader *r)
 }
 int ampdiag_trace_was_repaired(const ampdiag_trace_reader *r) { return r ? r->repaired : 0; }
 
+int ampdiag_trace_has_field(const ampdiag_trace_reader *r, const char *table, const char *field)
+{
+    if (!r || !table || !field)
+        return 0;
+    int t = 0;
+    while (t < TBL_N && strcmp(trace_tables[t].path, table) != 0 &&
+           strcmp(trace_tables[t].path + 1, table) != 0)
+        t++;
+    if (t == TBL_N || r->dset[t] < 0)
+        return 0;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    hid_t ft = H5Dget_type(r->dset[t]);
+    int has = ft >= 0 && H5Tget_member_index(ft, field) >= 0;
+    if (ft >= 0)
+        H5Tclose(ft);
+    trace_quiet_end(&q);
+    return has;
+}
+
 void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_counts *c)
 {
     memset(c, 0, sizeof *c);
@@ -778,6 +804,32 @@ static void fix_unknown_enums(const trace_table *tb, void *rows, size_t n)
                 memcpy(p, &v, sizeof v);
             }
         }
+    }
+}
+
+/* Bytes a field takes in the public record (see trace_ftype). */
+static size_t field_msize(const trace_field *f)
+{
+    switch (f->type) {
+    case FT_I64: case FT_U64: case FT_F64: return 8;
+    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: return 4;
+    case FT_STR: return f->size;
+    case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
+    }
+    return 0;
+}
+
+/* Optional fields the file lacks read as 0 (the memory type leaves them out, so HDF5 does not
+ * write them). */
+static void clear_absent(const ampdiag_trace_reader *r, int t, void *rows, size_t n)
+{
+    const trace_table *tb = &trace_tables[t];
+    for (size_t f = 0; f < tb->nfields && f < 64; f++) {
+        if (!(r->absent[t] & (UINT64_C(1) << f)))
+            continue;
+        size_t size = field_msize(&tb->fields[f]);
+        for (size_t i = 0; i < n; i++)
+            memset((char *)rows + i * tb->rec_size + tb->fields[f].offset, 0, size);
     }
 }
 
@@ -834,6 +886,7 @@ static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, 
     if (rc)
         return rc;
     fix_unknown_enums(tb, buf, count);
+    clear_absent(r, t, buf, count);
     *out = buf;
     *n = count;
     return 0;

@@ -36,7 +36,7 @@ void train_config_default(train_config *c)
     c->eval_every = 100;
     c->patience = 20;
     c->out = "run.h5";
-    c->flush_every = 10;
+    c->flush_every = 100;
     c->flush_seconds = 2.0;
 }
 
@@ -172,9 +172,9 @@ typedef struct run {
 } run;
 
 static int record_tensor(run *R, long step, int li, ampdiag_tensor_kind kind, const ampdiag_tstats *s,
-                         uint64_t lost, const ampdiag_hist *h, char *err, size_t errlen)
+                         const ampdiag_hist *h, char *err, size_t errlen)
 {
-    int rc = ampdiag_trace_append_tensor(R->w, step, li, kind, s, lost);
+    int rc = ampdiag_trace_append_tensor(R->w, step, li, kind, s, 0);
     if (rc < 0)
         return trace_fail(rc, err, errlen);
     if (h && (rc = ampdiag_trace_append_hist(R->w, step, li, kind, h)) < 0)
@@ -209,7 +209,7 @@ static int trace_model_tensors(run *R, long step, model_tensor_kind mk, int hist
                 ls->act_nonfinite_step = step;
             ls->act_nonfinite += nf;
         }
-        int rc = record_tensor(R, step, i, kind_of[mk], &s, 0, hist ? &h : NULL, err, errlen);
+        int rc = record_tensor(R, step, i, kind_of[mk], &s, hist ? &h : NULL, err, errlen);
         if (rc)
             return rc;
     }
@@ -319,6 +319,9 @@ static int write_header(run *R, char *err, size_t errlen)
         {"fp32_layers", c->mo.fp32_layers ? c->mo.fp32_layers : ""},
         {"flush_to_zero", (c->mo.round_flags & AMPDIAG_ROUND_FTZ) ? "yes" : "no"},
         {"scenario", c->scenario ? c->scenario : ""},
+        /* activation_grad / weight_grad records hold the gradients as the backward pass left
+         * them, multiplied by the step's loss scale (/steps loss_scale; traces/FORMAT.md) */
+        {"grad_stats", "scaled"},
     };
     int rc;
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
@@ -422,7 +425,7 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
             R->ls[i].grad_flush16 += gs.fp16_underflow;
             R->ls[i].grad_values += gs.count - gs.n_nan - gs.n_posinf - gs.n_neginf;
             R->ls[i].grad_zero += gs.n_zero;
-            if ((rc = record_tensor(R, t, i, AMPDIAG_KIND_WEIGHT_GRAD, &gs, 0, hist ? &gh : NULL, err, errlen)))
+            if ((rc = record_tensor(R, t, i, AMPDIAG_KIND_WEIGHT_GRAD, &gs, hist ? &gh : NULL, err, errlen)))
                 return rc;
         }
     }
@@ -515,10 +518,13 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
                 r->lost_updates += st.lost_updates;
                 r->lost_if_bf16 += st.lost_if_bf16;
                 r->lost_if_fp16 += st.lost_if_fp16;
-                if ((rc = record_tensor(R, t, i, AMPDIAG_KIND_WEIGHT, &st.weight, 0, hist ? &hw : NULL, err, errlen)) ||
-                    (rc = record_tensor(R, t, i, AMPDIAG_KIND_UPDATE, &st.update, st.lost_updates, hist ? &hu : NULL,
-                                        err, errlen)))
+                if ((rc = record_tensor(R, t, i, AMPDIAG_KIND_WEIGHT, &st.weight, hist ? &hw : NULL, err, errlen)))
                     return rc;
+                if ((rc = ampdiag_trace_append_update(R->w, t, i, &st.update, st.lost_updates, st.lost_if_fp16,
+                                                      st.lost_if_bf16)) < 0)
+                    return trace_fail(rc, err, errlen);
+                if (hist && (rc = ampdiag_trace_append_hist(R->w, t, i, AMPDIAG_KIND_UPDATE, &hu)) < 0)
+                    return trace_fail(rc, err, errlen);
             }
         }
         model_hold_params(m);

@@ -26,7 +26,7 @@ diag() { sed 's/^/# /' "$@"; }
 # jq-like assertion: FILE 'python expression over d (the JSON)' description
 jcheck() {
     python3 - "$1" "$2" >"$T/jcheck.out" 2>&1 <<'EOF'
-import json, sys
+import json, re, sys
 d = json.load(open(sys.argv[1]))
 R = d["recommendation"]
 P = R["precision"]
@@ -160,6 +160,8 @@ jcheck "$T/lu.json" 'd["runs"][1]["updates"]["lost_fraction"] > 0.1 and d["runs"
     "bf16-pure lost updates: lost fraction high in bf16-pure, low in fp32"
 jcheck "$T/lu.json" 'R["lr"]["verdict"] in ("keep-use-master-weights", "keep") and "raise" not in R["lr"]["text"].split("(")[0]' \
     "bf16-pure lost updates: the lr is not raised"
+jcheck "$T/lu.json" 'any(re.search(r"what-if from fp32: [0-9.]+% of updates would be lost with BF16 weights without FP32 master weights", i) for i in P["bf16"]["evidence"]) and d["runs"][0]["updates"]["lost_if_bf16_fraction"] > 0.5 and d["runs"][1]["updates"]["lost_if_bf16_fraction"] > 0.5' \
+    "bf16-pure lost updates: the FP32 trace's what-if gives the fraction BF16 weights would lose (counted, not the ratio rule)"
 
 # ---------------------------------------------------------------- a learning rate that diverges everywhere
 cmp ld "$T/ld-fp32.h5" "$T/ld-fp16.h5" "$T/ld-bf16.h5" --fail-on divergence

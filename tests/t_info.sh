@@ -25,6 +25,14 @@ echo "$out" | grep -A1 '^fp16 overflow headroom' | grep -Eq '^  fc1 +activation 
 echo "$out" | grep -A1 '^bf16 overflow headroom' | grep -Eq '^  fc1 +activation +\+111\.4 ' ; t $? "fp32: ... and 111.4 binades in bf16"
 echo "$out" | sed -n '/^ fp16$/,/^ bf16$/p' | grep -Eq '^  activation +23040  40 \(0\.174%\) +0 +0 *$' ; t $? "fp32: what-if fp16: 40 of 23040 activation values overflow"
 echo "$out" | sed -n '/^ bf16$/,$p' | grep -Eq '^  all +115200  0 +0 +0 *$' ; t $? "fp32: what-if bf16: nothing out of range"
+echo "$out" | grep -q '^lost updates if weights were stored in fp16 / bf16: not recorded in this trace$' ; t $? "fp32: a reference trace has no lost_if_* fields: says so"
+
+# a trace with the what-if lost-update counts: bf16 autocast (FP32 master weights) on updates far
+# below BF16's resolution
+$AMPDIAG run --scenario bf16-pure-lost-updates --precision bf16 --steps 10 --progress none -o "$tmp/lu.h5" >/dev/null 2>&1 ; t $? "a bf16 run of scenario bf16-pure-lost-updates"
+out=$($AMPDIAG info "$tmp/lu.h5")
+echo "$out" | grep -Eq '^lost updates if weights were stored in fp16 / bf16: [0-9.]+% / (9[0-9]|100)(\.[0-9]+)?% of updates \([0-9]+ / [0-9]+ of [0-9]+ non-zero update values\)$' ; t $? "lu: lost updates if weights were stored in fp16 / bf16 (over 90% with bf16)"
+$AMPDIAG info "$tmp/lu.h5" --format json > "$tmp/lu.json" ; t $? "lu: --format json exits 0"
 
 # fp16, diverged: scale 2^16, backoffs after the skipped steps 12 and 25, growth after 30,
 # NaN loss at the last step
@@ -72,7 +80,14 @@ checks = [
     b["events"]["by_code"]["scale_backoff"] == 2 and b["events"]["list"][0]["layer"] == "fc2",
     b["nonfinite"] == {"nan": 1, "posinf": 2, "neginf": 0},
     c["cut_off"] is True and c["counts"]["steps"] == 24 and c["counts"]["tensors"] == 240,
+    a["lost_if_weights"] is None and b["lost_if_weights"] is None,
 ]
+try:
+    u = json.load(open(d + "/lu.json"))["lost_if_weights"]
+    checks += [u["bf16_fraction"] > 0.9, u["fp16"] < u["bf16"] <= u["nonzero_updates"],
+               abs(u["bf16_fraction"] - u["bf16"] / u["nonzero_updates"]) < 1e-12]
+except Exception:
+    checks.append(False)
 bad = [i for i, ok in enumerate(checks) if not ok]
 sys.exit(1 if bad else 0)
 EOF

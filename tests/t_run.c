@@ -148,6 +148,8 @@ static void test_healthy(void)
         bad_norm += !(t.steps[i].grad_norm > 0 && isfinite(t.steps[i].grad_norm)) || t.steps[i].skipped ||
                     t.steps[i].loss_scale != 1.0 || t.steps[i].clip_coef != 1.0 || !(t.steps[i].update_ratio > 0);
     ok(bad_norm == 0, "every step: finite norm, not skipped, scale 1, no clipping, update ratio > 0");
+    const char *gs = ampdiag_trace_attr_str(t.r, "grad_stats");
+    ok(gs && strcmp(gs, "scaled") == 0, "root attribute grad_stats = \"scaled\" (%s)", gs ? gs : "absent");
     unload(&t);
 
     /* the same seed gives the same numbers */
@@ -240,6 +242,22 @@ static void test_scenarios(void)
             double lost_master = (double)l / (double)(c - z);
             ok(lost_pure > 0.5 && lost_master < 0.01, "fc2 lost updates: %.1f%% in bf16-pure vs %.2f%% with FP32 master weights",
                100 * lost_pure, 100 * lost_master);
+            /* the what-if: the run with master weights says what BF16 weights would have lost */
+            int li = layer_index(&t, "fc2");
+            uint64_t if16 = 0, ifb16 = 0, other = 0;
+            for (size_t i = 0; i < t.nt; i++) {
+                const ampdiag_trace_tensor *x = &t.tensors[i];
+                if (x->kind != AMPDIAG_KIND_UPDATE)
+                    other += x->lost_if_fp16 + x->lost_if_bf16;
+                else if (x->layer == li) {
+                    if16 += x->lost_if_fp16;
+                    ifb16 += x->lost_if_bf16;
+                }
+            }
+            double wb = (double)ifb16 / (double)(c - z), wf = (double)if16 / (double)(c - z);
+            ok(ampdiag_trace_has_field(t.r, "/tensors", "lost_if_bf16") && wb > 0.5 && wf < wb && other == 0,
+               "fc2 what-if in the run with master weights: %.1f%% would be lost with BF16 weights, %.2f%% with FP16; "
+               "0 in other kinds", 100 * wb, 100 * wf);
             unload(&t);
         } else ok(0, "lm.h5 readable");
     } else ok(0, "lp.h5 readable");

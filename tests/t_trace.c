@@ -565,9 +565,109 @@ static void test_file_errors(void)
     }
 }
 
+/* The what-if lost-update fields: append_update writes them, append_tensor writes zeros, and
+ * both read back exactly. */
+static void test_update_fields(void)
+{
+    ampdiag_trace_writer *w = create("upd.h5", 0, 0);
+    if (!ok(w != NULL, "create upd.h5"))
+        return;
+    int l0 = ampdiag_trace_add_layer(w, "fc1", "linear", "[4, 3]", 16);
+    int l1 = ampdiag_trace_add_layer(w, "fc2", "linear", "[3, 2]", 8);
+    ampdiag_tstats s;
+    make_case(0, &s);
+    ok(ampdiag_trace_append_update(w, 0, l0, &s, 3, 5, 7) == 0 &&
+           ampdiag_trace_append_tensor(w, 0, l0, AMPDIAG_KIND_WEIGHT, &s, 0) == 0 &&
+           ampdiag_trace_append_tensor(w, 0, l1, AMPDIAG_KIND_UPDATE, &s, 11) == 0 &&
+           ampdiag_trace_append_update(w, 1, l1, &s, 0, UINT64_MAX, (uint64_t)1 << 40) == 0,
+       "append update records with the what-if counts (and one without, through append_tensor)");
+    ok(ampdiag_trace_append_update(w, 0, 2, &s, 0, 0, 0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_update(w, 0, l0, NULL, 0, 0, 0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_update(w, -1, l0, &s, 0, 0, 0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_update(NULL, 0, l0, &s, 0, 0, 0) == AMPDIAG_TRACE_EINVAL,
+       "append_update refuses an undeclared layer, no stats, a negative step, no writer");
+    ok(strstr(ampdiag_trace_errmsg(), "ampdiag_trace_append_update") != NULL ||
+           strstr(ampdiag_trace_errmsg(), "NULL") != NULL,
+       "... and says which call: %s", ampdiag_trace_errmsg());
+    ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close upd.h5");
+
+    ampdiag_trace_reader *r = open_trace("upd.h5");
+    if (!ok(r != NULL, "open upd.h5"))
+        return;
+    ok(ampdiag_trace_has_field(r, "/tensors", "lost_if_fp16") &&
+           ampdiag_trace_has_field(r, "tensors", "lost_if_bf16") &&
+           ampdiag_trace_has_field(r, "/tensors", "lost_updates") &&
+           !ampdiag_trace_has_field(r, "/tensors", "lost_if_fp8") &&
+           ampdiag_trace_has_field(r, "/steps", "loss_scale") &&
+           !ampdiag_trace_has_field(r, "/nope", "step"),
+       "has_field: this writer's /tensors has lost_if_fp16 and lost_if_bf16");
+    ampdiag_trace_tensor *T = NULL;
+    size_t n = 0;
+    ok(ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T, &n) == 0 && n == 4, "read 4 tensor records");
+    if (n == 4) {
+        ok(T[0].kind == AMPDIAG_KIND_UPDATE && T[0].layer == 0 && T[0].lost_updates == 3 &&
+               T[0].lost_if_fp16 == 5 && T[0].lost_if_bf16 == 7 && T[0].count == s.count,
+           "update record: lost_updates 3, lost_if_fp16 5, lost_if_bf16 7");
+        ok(T[1].kind == AMPDIAG_KIND_WEIGHT && T[1].lost_updates == 0 && T[1].lost_if_fp16 == 0 &&
+               T[1].lost_if_bf16 == 0 && T[2].kind == AMPDIAG_KIND_UPDATE && T[2].lost_updates == 11 &&
+               T[2].lost_if_fp16 == 0 && T[2].lost_if_bf16 == 0,
+           "append_tensor writes lost_if_fp16 = lost_if_bf16 = 0");
+        ok(T[3].step == 1 && T[3].layer == 1 && T[3].lost_if_fp16 == UINT64_MAX &&
+               T[3].lost_if_bf16 == (uint64_t)1 << 40,
+           "full uint64 range round-trips");
+    }
+    free(T);
+    /* a range read in the middle */
+    T = NULL;
+    ok(ampdiag_trace_read_tensors(r, 3, 1, &T, &n) == 0 && n == 1 && T[0].lost_if_fp16 == UINT64_MAX,
+       "range read keeps the new fields");
+    free(T);
+    ampdiag_trace_reader_close(r);
+}
+
+/* A v1 trace written before lost_if_fp16 / lost_if_bf16 existed (the reference traces) still
+ * reads: the fields read as 0 and has_field says they are absent. */
+static void test_without_new_fields(void)
+{
+    const char *srcdir = getenv("srcdir");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/traces/v1-fp32-complete.h5", srcdir && *srcdir ? srcdir : ".");
+    ampdiag_trace_reader *r = NULL;
+    int rc = ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET, &r);
+    if (!ok(rc == 0, "a reference trace without the lost_if_* fields opens: %s",
+            rc ? ampdiag_trace_errmsg() : path))
+        return;
+    ok(!ampdiag_trace_has_field(r, "/tensors", "lost_if_fp16") &&
+           !ampdiag_trace_has_field(r, "/tensors", "lost_if_bf16") &&
+           ampdiag_trace_has_field(r, "/tensors", "lost_updates"),
+       "has_field: lost_if_fp16 / lost_if_bf16 absent, lost_updates present");
+    ampdiag_trace_tensor *T = NULL;
+    size_t n = 0;
+    rc = ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T, &n);
+    int zeros = 1;
+    uint64_t lost = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        zeros &= T[i].lost_if_fp16 == 0 && T[i].lost_if_bf16 == 0;
+        lost += T[i].lost_updates;
+    }
+    ok(rc == 0 && n == 900 && zeros && lost > 0,
+       "all %zu tensor records read; lost_if_* read as 0, lost_updates as stored (%llu)", n,
+       (unsigned long long)lost);
+    free(T);
+    /* a partial range read, so the buffer is not just zeroed memory */
+    T = NULL;
+    rc = ampdiag_trace_read_tensors(r, 450, 7, &T, &n);
+    zeros = rc == 0 && n == 7;
+    for (size_t i = 0; zeros && i < n; i++)
+        zeros = T[i].lost_if_fp16 == 0 && T[i].lost_if_bf16 == 0;
+    ok(zeros, "a range read: lost_if_* read as 0");
+    free(T);
+    ampdiag_trace_reader_close(r);
+}
+
 static void cleanup(void)
 {
-    const char *files[] = {"rt.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
+    const char *files[] = {"rt.h5", "upd.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
                            "big.h5", "timed.h5"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(files[i]));
@@ -584,6 +684,8 @@ int main(void)
     }
     test_names();
     test_round_trip();
+    test_update_fields();
+    test_without_new_fields();
     test_status();
     test_batches_and_flush();
     test_file_errors();

@@ -142,11 +142,18 @@ static void check_trace(const synth_spec *sp, const char *path, const char *tag)
                g->fp16_overflow == e.fp16_overflow && g->fp16_underflow == e.fp16_underflow &&
                g->fp16_subnormal == e.fp16_subnormal && g->bf16_overflow == e.bf16_overflow &&
                g->bf16_underflow == e.bf16_underflow && g->bf16_subnormal == e.bf16_subnormal &&
-               g->lost_updates == synth_lost_updates(s, l, k);
+               g->lost_updates == synth_lost_updates(s, l, k) && g->lost_if_fp16 == 0 &&
+               g->lost_if_bf16 == 0;
         if (!good)
             diag("tensor row %zu (step %lld layer %d kind %d) differs", i, (long long)s, l, k);
     }
     ok(good, "%s %s: every tensor record (bitwise)", tag, sp->file);
+    /* the reference traces predate the optional lost_if_* fields; this writer adds them (as 0
+     * through ampdiag_trace_append_tensor) */
+    int want = strcmp(tag, "reference") != 0;
+    ok(ampdiag_trace_has_field(r, "/tensors", "lost_if_fp16") == want &&
+           ampdiag_trace_has_field(r, "/tensors", "lost_if_bf16") == want,
+       "%s %s: lost_if_fp16 / lost_if_bf16 %s", tag, sp->file, want ? "present" : "absent, read as 0");
 
     /* hand-checked values */
     if (sp->inject & SYNTH_OVERFLOW_FC1) {

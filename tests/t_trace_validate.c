@@ -80,6 +80,8 @@ struct foreign {
     int eval_not_table;     /* /eval is a float64 vector */
     int steps_2d;           /* /steps is two-dimensional */
     int reverse;            /* fields in reverse order, plus an extra field */
+    int lost_if;            /* /tensors also has the optional fields: 1 both lost_if_fp16 and
+                               lost_if_bf16, 2 lost_if_bf16 only (0: neither, as older writers) */
 };
 
 static const struct col layer_cols[] = {
@@ -254,6 +256,11 @@ static int write_table(hid_t f, const struct foreign *o, int ti)
     }
     if (o->reverse)
         cols[k++] = (struct col){"extra_field", C_F64, 0};
+    if (o->lost_if && !strcmp(tn, "tensors")) {
+        if (o->lost_if == 1)
+            cols[k++] = (struct col){"lost_if_fp16", C_U64, 0};
+        cols[k++] = (struct col){"lost_if_bf16", C_U64, 0};
+    }
     hid_t ft[32];
     enum ctype eff[32];
     size_t size = 0, off[32];
@@ -375,12 +382,41 @@ static void test_foreign_ok(void)
                T[1].absmax == (float)fval("absmax", 1) && T[1].rms == fval("rms", 1) &&
                T[1].lost_updates == 100 + 12,
            "tensors (enum kind)");
+        ok(T[0].lost_if_fp16 == 0 && T[1].lost_if_fp16 == 0 && T[0].lost_if_bf16 == 0 &&
+               T[1].lost_if_bf16 == 0 && !ampdiag_trace_has_field(r, "/tensors", "lost_if_fp16") &&
+               !ampdiag_trace_has_field(r, "tensors", "lost_if_bf16") &&
+               ampdiag_trace_has_field(r, "tensors", "lost_updates") &&
+               ampdiag_trace_has_field(r, "/tensors", "extra_field") &&
+               !ampdiag_trace_has_field(r, "/nope", "step") && !ampdiag_trace_has_field(NULL, "tensors", "step"),
+           "without the optional lost_if_fp16 / lost_if_bf16 fields: they read as 0, has_field says absent");
         ok(H[1].kind == 1 && H[1].bin[0] == 1 && H[1].bin[280] == 281, "histogram bins");
         ok(E[0].code == 5 && E[1].code == 6 && !strcmp(E[1].message, "message 1"), "events (enum code)");
         ok(V[1].metric == fval("metric", 1), "evals");
     }
     free(L); free(S); free(T); free(H); free(E); free(V);
     ampdiag_trace_reader_close(r);
+
+    /* the optional fields present (both, or only one of them) */
+    for (int which = 1; which <= 2; which++) {
+        o = base();
+        o.reverse = which == 2;
+        o.lost_if = which;
+        make_foreign("lostif.h5", &o);
+        rc = ampdiag_trace_open(tpath("lostif.h5"), AMPDIAG_TRACE_READ_QUIET, &r);
+        T = NULL;
+        nt = 0;
+        ok(rc == 0 && ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T, &nt) == 0 && nt == 2 &&
+               T[1].lost_updates == 100 + 12 && T[1].lost_if_bf16 == 100 + 12 &&
+               T[0].lost_if_bf16 == 12 &&
+               T[1].lost_if_fp16 == (which == 1 ? 100 + 12 : 0) &&
+               ampdiag_trace_has_field(r, "/tensors", "lost_if_bf16") &&
+               ampdiag_trace_has_field(r, "/tensors", "lost_if_fp16") == (which == 1),
+           "%s: read by name; has_field says which are present",
+           which == 1 ? "lost_if_fp16 and lost_if_bf16" : "only lost_if_bf16 (fields reversed)");
+        free(T);
+        ampdiag_trace_reader_close(r);
+    }
+    unlink(tpath("lostif.h5"));
 
     o = base();
     o.int_kinds = 1;
@@ -426,7 +462,7 @@ static void test_foreign_bad(void)
         struct foreign o;
         int want;
         const char *what, *mention;
-    } cases[16];
+    } cases[20];
     int n = 0;
 #define CASE(f, w, text, m, ...)                                                                   \
     do {                                                                                           \
@@ -454,6 +490,10 @@ static void test_foreign_bad(void)
          cases[n].o.omit_dataset = "steps");
     CASE("noabsmax.h5", AMPDIAG_TRACE_ESCHEMA, "field absmax missing", "absmax",
          (cases[n].o.omit_table = "tensors", cases[n].o.omit_field = "absmax"));
+    CASE("floatlostif.h5", AMPDIAG_TRACE_ESCHEMA, "the optional tensors.lost_if_bf16 is a float",
+         "'lost_if_bf16'",
+         (cases[n].o.lost_if = 1, cases[n].o.mistype_table = "tensors",
+          cases[n].o.mistype_field = "lost_if_bf16"));
     CASE("floatstep.h5", AMPDIAG_TRACE_ESCHEMA, "steps.step is a float", "'step'",
          (cases[n].o.mistype_table = "steps", cases[n].o.mistype_field = "step"));
     CASE("vlenname.h5", AMPDIAG_TRACE_ESCHEMA, "layers.name is a variable-length string", "'name'",
