@@ -184,9 +184,30 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
     __m256i acc4 = acc0, acc5 = acc0, acc6 = acc0;
     __m256i vkmin = imax, vkmax = imin, vamin = imax;
     __m256d vsum = _mm256_setzero_pd(), vsq = vsum;
+    /* fast path: eight values all finite, non-zero and BF16-normal (nearly every vector of real
+     * data): only the FP16 thresholds and the sign need counting, and the extremes no masking */
+    __m256i f0 = _mm256_setzero_si256(), f1 = f0;
+    uint64_t nfast = 0;
+    /* one branch per 8 values (testing 16 at a time measured slower) */
     for (size_t i = 0; i < nv; i += 8) {
         __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
         __m256i a = _mm256_and_si256(u, absmask);
+        __m256i in_bf16 = _mm256_andnot_si256(CMPGT(a, AMPDIAG_BF16_OVF_BITS - 1), CMPGT(a, AMPDIAG_BF16_NORM_BITS - 1));
+        if (_mm256_movemask_epi8(in_bf16) == -1) {
+            f0 = _mm256_sub_epi16(f0, _mm256_packs_epi32(CMPGT(a, AMPDIAG_FP16_UNF_BITS), CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1)));
+            f1 = _mm256_sub_epi16(f1, _mm256_packs_epi32(CMPGT(a, AMPDIAG_FP16_OVF_BITS - 1), CMPGT(u, -1)));
+            nfast += 8;
+            __m256i key = _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
+            vkmin = _mm256_min_epi32(vkmin, key);
+            vkmax = _mm256_max_epi32(vkmax, key);
+            vamin = _mm256_min_epi32(vamin, a);
+            __m256 v = _mm256_castsi256_ps(u);
+            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+            vsum = _mm256_add_pd(vsum, _mm256_add_pd(lo, hi));
+            vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, vsq));
+            continue;
+        }
         __m256i a0 = CMPGT(a, 0);
         __m256i a1 = CMPGT(a, AMPDIAG_BF16_UNF_BITS);
         __m256i a2 = CMPGT(a, AMPDIAG_BF16_NORM_BITS - 1);
@@ -221,7 +242,7 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
     }
     /* packs_epi32(p, q) puts p in int16 lanes 0-3 and 8-11, q in 4-7 and 12-15; every lane
      * holds a count (each hit subtracted a mask of -1) */
-    int16_t t[7][16];
+    int16_t t[9][16];
     _mm256_storeu_si256((__m256i *)(void *)t[0], acc0);
     _mm256_storeu_si256((__m256i *)(void *)t[1], acc1);
     _mm256_storeu_si256((__m256i *)(void *)t[2], acc2);
@@ -229,8 +250,10 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
     _mm256_storeu_si256((__m256i *)(void *)t[4], acc4);
     _mm256_storeu_si256((__m256i *)(void *)t[5], acc5);
     _mm256_storeu_si256((__m256i *)(void *)t[6], acc6);
-    uint64_t c[14];
-    for (int k = 0; k < 7; k++) {
+    _mm256_storeu_si256((__m256i *)(void *)t[7], f0);
+    _mm256_storeu_si256((__m256i *)(void *)t[8], f1);
+    uint64_t c[18];
+    for (int k = 0; k < 9; k++) {
         int64_t p = 0, q = 0;
         for (int j = 0; j < 4; j++) {
             p += (int64_t)t[k][j] + t[k][j + 8];
@@ -241,6 +264,11 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
     }
     uint64_t A0 = c[0], A1 = c[1], A2 = c[2], A3 = c[3], A4 = c[4], A5 = c[5], A6 = c[6];
     uint64_t A7 = c[7], A8 = c[8], S0 = c[9], S1 = c[10], S2 = c[11], S3 = c[12];
+    /* fast vectors: every value is > 0 in |x|, >= the BF16 thresholds, below BF16 overflow,
+     * finite, and not -0; their FP16 counts and positive count are in f0, f1 */
+    A0 += nfast; A1 += nfast; A2 += nfast;
+    A3 += c[14]; A4 += c[15]; A5 += c[16];
+    S0 += c[17]; S1 += nfast; S2 += c[17]; S3 += c[17];
     uint64_t neg_big = S2 - S0, neg_nan = S3 - S0;
     b->zero += nv - A0;
     b->bunf += A0 - A1;
