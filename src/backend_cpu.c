@@ -377,8 +377,10 @@ static void cpu_relu_fwd(const backend *bk, float *out, const float *inp, size_t
 
 KERNEL void relu_bwd_k(float *dinp, const float *inp, const float *dout, size_t n, rnd_fn R)
 {
-    for (size_t i = 0; i < n; i++)
-        dinp[i] = R(inp[i] > 0.0f ? dout[i] : 0.0f);
+    for (size_t i = 0; i < n; i++) {
+        float d = dout[i]; /* loaded unconditionally: the loop then vectorises */
+        dinp[i] = R(inp[i] > 0.0f ? d : 0.0f);
+    }
 }
 
 static void cpu_relu_bwd(const backend *bk, float *dinp, const float *inp, const float *dout,
