@@ -325,7 +325,6 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
     optind = 1;
     opterr = 0;
     int ch;
-    int had_opt = 0;
     optim_kind okind = OPT_ADAMW;
     optim_config ov;
     optim_config_default(&ov, OPT_ADAMW);
@@ -334,7 +333,6 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
     scaler_config_default(&sv, SCALER_DYNAMIC);
     int s_init = 0, s_growth = 0, s_back = 0, s_int = 0, s_min = 0, s_hyst = 0;
     while ((ch = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
-        had_opt = 1;
         switch (ch) {
         case 'h': usage(stdout); return 0;
         case 'o': out = optarg; break;
@@ -426,7 +424,6 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
             return EXIT_USAGE;
         }
     }
-    (void)had_opt;
     if (optind < argc) {
         fprintf(stderr, "ampdiag run: unexpected argument '%s' (see ampdiag run --help)\n", argv[optind]);
         return EXIT_USAGE;

@@ -415,12 +415,9 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         ampdiag_tstats_init(&gs);
         if (hist)
             ampdiag_hist_init(&gh);
-        uint64_t nf0 = nonfinite;
         grads_unscale(L->g, L->nparams, inv, &sumsq, &nonfinite, traced ? &gs : NULL, hist ? &gh : NULL);
-        (void)nf0;
         if (traced) {
-            /* FP16 flush findings on the unscaled values are what a run without scaling meets;
-             * for the summary count what FP16 would flush of the gradients as held */
+            /* for the closing summary: zeros, and what FP16 would flush, of the gradients as held */
             R->ls[i].grad_nonzero += gs.count - gs.n_zero - gs.n_nan - gs.n_posinf - gs.n_neginf;
             R->ls[i].grad_flush16 += gs.fp16_underflow;
             R->ls[i].grad_values += gs.count - gs.n_nan - gs.n_posinf - gs.n_neginf;
