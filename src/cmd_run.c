@@ -227,7 +227,7 @@ static void print_summary(const train_config *c, const train_result *r)
         printf("  non-finite weights: the update of step %ld made %s weights NaN/inf\n", r->nan_weight_step,
                r->nan_weight_layer);
     if (r->update_values) {
-        printf("  lost updates: %.3g%% rounded away in %s weight storage", 100.0 * (double)r->lost_updates / (double)r->update_values,
+        printf("  lost updates: %.3g%% of non-zero updates rounded away in %s weight storage", 100.0 * (double)r->lost_updates / (double)r->update_values,
                c->mo.precision == PREC_BF16_PURE ? "BF16" : "FP32 master");
         if (c->mo.precision != PREC_BF16_PURE)
             printf("; with BF16 weights %.3g%%, with FP16 weights %.3g%%", 100.0 * (double)r->lost_if_bf16 / (double)r->update_values,

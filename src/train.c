@@ -511,7 +511,7 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
             if (traced) {
                 w_ss += st.w_sumsq;
                 dw_ss += st.dw_sumsq;
-                r->update_values += st.update.count;
+                r->update_values += st.update.count - st.update.n_zero;
                 r->lost_updates += st.lost_updates;
                 r->lost_if_bf16 += st.lost_if_bf16;
                 r->lost_if_fp16 += st.lost_if_fp16;

@@ -71,7 +71,7 @@ typedef struct train_result {
     double headroom_binades;   /* log2(65504 / absmax) there */
     char flush_layer[64];      /* largest fraction of gradient values that FP16 flushes to 0 */
     double flush_fraction;
-    uint64_t update_values;    /* parameter updates recorded (traced, non-skipped steps) */
+    uint64_t update_values;    /* non-zero parameter updates recorded (traced, non-skipped steps) */
     uint64_t lost_updates;     /* ... that rounded away in the run's weight storage */
     uint64_t lost_if_bf16;     /* ... that would round away with BF16 weights */
     uint64_t lost_if_fp16;     /* ... with FP16 weights */
