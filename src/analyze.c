@@ -144,32 +144,31 @@ typedef struct window {
     size_t n, pos;
 } window;
 
+/* First index in sorted a[0..n) whose value is not below x. */
+static size_t lower_bound_d(const double *a, size_t n, double x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static void window_push(window *w, double x)
 {
     size_t cap = sizeof w->ring / sizeof w->ring[0];
-    if (w->n == cap) {
-        double old = w->ring[w->pos];
-        size_t lo = 0, hi = w->n; /* remove one copy of old */
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (w->sorted[mid] < old)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+    if (w->n == cap) { /* remove one copy of the oldest value */
+        size_t lo = lower_bound_d(w->sorted, w->n, w->ring[w->pos]);
         memmove(&w->sorted[lo], &w->sorted[lo + 1], (w->n - lo - 1) * sizeof(double));
         w->n--;
     }
     w->ring[w->pos] = x;
     w->pos = (w->pos + 1) % cap;
-    size_t lo = 0, hi = w->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (w->sorted[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = lower_bound_d(w->sorted, w->n, x);
     memmove(&w->sorted[lo + 1], &w->sorted[lo], (w->n - lo) * sizeof(double));
     w->sorted[lo] = x;
     w->n++;
@@ -320,26 +319,7 @@ static void series_free(an_series *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Index of a step in the run's step table, or -1. */
-static long step_index(const an_run *r, int64_t step)
-{
-    if (r->nsteps == 0)
-        return -1;
-    int64_t off = step - r->st_step[0];
-    if (off >= 0 && (uint64_t)off < r->nsteps && r->st_step[off] == step)
-        return (long)off;
-    size_t lo = 0, hi = r->nsteps;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (r->st_step[mid] < step)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < r->nsteps && r->st_step[lo] == step ? (long)lo : -1;
-}
-
-/* First index with st_step >= step. */
+/* First index in the run's (sorted) step table whose step is not below `step`. */
 static size_t step_lower_bound(const an_run *r, int64_t step)
 {
     size_t lo = 0, hi = r->nsteps;
@@ -351,6 +331,18 @@ static size_t step_lower_bound(const an_run *r, int64_t step)
             hi = mid;
     }
     return lo;
+}
+
+/* Index of a step in the run's step table, or -1. */
+static long step_index(const an_run *r, int64_t step)
+{
+    if (r->nsteps == 0)
+        return -1;
+    int64_t off = step - r->st_step[0];
+    if (off >= 0 && (uint64_t)off < r->nsteps && r->st_step[off] == step)
+        return (long)off;
+    size_t lo = step_lower_bound(r, step);
+    return lo < r->nsteps && r->st_step[lo] == step ? (long)lo : -1;
 }
 
 struct pending {
