@@ -13,6 +13,7 @@
 #include "numfmt.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -303,32 +304,135 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
     b->sq += (d[0] + d[1]) + (d[2] + d[3]);
 }
 #undef CMPGT
+
+/*
+ * The histogram-driven AVX2 path (the default on x86-64 with AVX2).
+ *
+ * Most blocks of real tensors are "clean": no NaN/inf, no float32 subnormal, nothing at or above
+ * BF16's overflow threshold. For a clean block nearly every count follows from the histogram of
+ * the top nine bits (sign and exponent field), which the pass counts anyway: exponent field 0
+ * holds only zeros, fields 1-254 split into positive and negative by the sign bit, and neither
+ * BF16 class (overflow, underflow, subnormal) can occur. What is left per value is three FP16
+ * threshold compares, the extremes (integer min/max on the bit patterns) and the double sums.
+ * The nine-bit histogram lives in eight interleaved sub-histograms (one per SIMD lane, so runs
+ * of equal exponents do not stall on store-to-load forwarding) in thread-local storage that is
+ * left zeroed between calls; only the exponent range a call used is merged and cleared.
+ *
+ * A block that is not clean is redone by the full kernel (block_avx2: every class by compares,
+ * non-finite values masked) and its histogram placed exactly; its nine-bit counts are taken back
+ * out first. So the results are identical to the portable kernel's on every input.
+ */
+#define HSUB 8
+#define HBINS 512   /* sign << 8 | exponent field */
+#define HSTRIDE 528 /* sub-histograms 2112 bytes apart: a multiple of 4096 would alias */
+static _Thread_local uint32_t hacc[HSUB * HSTRIDE];
+
+/* Per-block results of the fast kernel (reduced from its lanes). */
+struct fastblock {
+    int32_t smin, smax;   /* signed min / max of the bit patterns */
+    uint32_t umax;        /* unsigned max of the bit patterns */
+    uint32_t am1;         /* unsigned min of |x| bits - 1 (0xffffffff: no non-zero value) */
+    uint64_t g_unf, g_norm, g_ovf; /* counts of |x| bits > FP16_UNF, >= FP16_NORM, >= FP16_OVF */
+    double sum, sq;
+};
+
+#define CMPGT(v, t) _mm256_cmpgt_epi32((v), _mm256_set1_epi32((int)(t)))
+
+/* noipa: the caller passes the thread-local histogram's address; were it propagated back in as a
+ * constant, every iteration would call __tls_get_addr */
+__attribute__((target("avx2,fma"), noipa))
+static void fast_avx2(const float *x, size_t nv, uint32_t *restrict hb, struct fastblock *fb)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+    const __m256i lane_off = _mm256_setr_epi32(0, HSTRIDE, 2 * HSTRIDE, 3 * HSTRIDE, 4 * HSTRIDE, 5 * HSTRIDE,
+                                               6 * HSTRIDE, 7 * HSTRIDE);
+    __m256i smin = _mm256_set1_epi32(INT32_MAX), smax = _mm256_set1_epi32(INT32_MIN);
+    __m256i umax = _mm256_setzero_si256(), am1 = _mm256_set1_epi32(-1);
+    __m256i gu = _mm256_setzero_si256(), gn = gu, go = gu;
+    __m256d vsum = _mm256_setzero_pd(), vsq = vsum;
+    uint32_t idx[8] __attribute__((aligned(32)));
+    for (size_t i = 0; i < nv; i += 8) {
+        __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
+        _mm256_store_si256((__m256i *)(void *)idx, _mm256_add_epi32(_mm256_srli_epi32(u, 23), lane_off));
+        __m256i a = _mm256_and_si256(u, absmask);
+        smin = _mm256_min_epi32(smin, u);
+        smax = _mm256_max_epi32(smax, u);
+        umax = _mm256_max_epu32(umax, u);
+        am1 = _mm256_min_epu32(am1, _mm256_sub_epi32(a, one));
+        gu = _mm256_sub_epi32(gu, CMPGT(a, AMPDIAG_FP16_UNF_BITS));
+        gn = _mm256_sub_epi32(gn, CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1));
+        go = _mm256_sub_epi32(go, CMPGT(a, AMPDIAG_FP16_OVF_BITS - 1));
+        __m256 v = _mm256_castsi256_ps(u);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        /* the sums in block_avx2's order, so that both paths give the same bits */
+        vsum = _mm256_add_pd(vsum, _mm256_add_pd(lo, hi));
+        vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, vsq));
+        hb[idx[0]]++; hb[idx[1]]++; hb[idx[2]]++; hb[idx[3]]++;
+        hb[idx[4]]++; hb[idx[5]]++; hb[idx[6]]++; hb[idx[7]]++;
+    }
+    int32_t t[8] __attribute__((aligned(32)));
+    uint32_t *tu = (uint32_t *)(void *)t;
+    fb->smin = INT32_MAX; fb->smax = INT32_MIN; fb->umax = 0; fb->am1 = UINT32_MAX;
+    _mm256_store_si256((__m256i *)(void *)t, smin);
+    for (int l = 0; l < 8; l++) fb->smin = t[l] < fb->smin ? t[l] : fb->smin;
+    _mm256_store_si256((__m256i *)(void *)t, smax);
+    for (int l = 0; l < 8; l++) fb->smax = t[l] > fb->smax ? t[l] : fb->smax;
+    _mm256_store_si256((__m256i *)(void *)t, umax);
+    for (int l = 0; l < 8; l++) fb->umax = tu[l] > fb->umax ? tu[l] : fb->umax;
+    _mm256_store_si256((__m256i *)(void *)t, am1);
+    for (int l = 0; l < 8; l++) fb->am1 = tu[l] < fb->am1 ? tu[l] : fb->am1;
+    fb->g_unf = fb->g_norm = fb->g_ovf = 0;
+    _mm256_store_si256((__m256i *)(void *)t, gu);
+    for (int l = 0; l < 8; l++) fb->g_unf += tu[l];
+    _mm256_store_si256((__m256i *)(void *)t, gn);
+    for (int l = 0; l < 8; l++) fb->g_norm += tu[l];
+    _mm256_store_si256((__m256i *)(void *)t, go);
+    for (int l = 0; l < 8; l++) fb->g_ovf += tu[l];
+    double d[4];
+    _mm256_storeu_pd(d, vsum);
+    fb->sum = (d[0] + d[1]) + (d[2] + d[3]);
+    _mm256_storeu_pd(d, vsq);
+    fb->sq = (d[0] + d[1]) + (d[2] + d[3]);
+}
+
+#undef CMPGT
 #endif
 
 typedef void (*block_fn)(const float *, size_t, struct block *);
 
-/* The widest kernel this CPU runs; AMPDIAG_TSTATS_IMPL=generic forces the portable one (tests
- * run both). An AVX-512 kernel with mask-register counts was measured slower than AVX2 here
- * (compares into k registers share one port), so there is none. */
-static block_fn pick_kernel(const char **name)
+/* The kernels this CPU runs: 1 = the histogram-driven AVX2 path, 0 = the portable kernel.
+ * AMPDIAG_TSTATS_IMPL=generic forces the portable one (tests run both); the choice is read from
+ * the environment once, and again by ampdiag_tstats_impl(). An AVX-512 kernel with mask-register
+ * counts was measured slower than AVX2 here (compares into k registers share one port). */
+static _Atomic int kernel_choice = -1;
+
+static int choose_kernel(void)
 {
 #ifdef TSTATS_HAVE_AVX2
     const char *want = getenv("AMPDIAG_TSTATS_IMPL");
     int generic = want && strcmp(want, "generic") == 0;
-    if (!generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        if (name) *name = "avx2";
-        return block_avx2;
-    }
+    if (!generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return 1;
 #endif
-    if (name) *name = "generic";
-    return block_generic;
+    return 0;
+}
+
+static int pick_kernel(void)
+{
+    int k = atomic_load_explicit(&kernel_choice, memory_order_relaxed);
+    if (k < 0) {
+        k = choose_kernel();
+        atomic_store_explicit(&kernel_choice, k, memory_order_relaxed);
+    }
+    return k;
 }
 
 const char *ampdiag_tstats_impl(void)
 {
-    const char *name;
-    pick_kernel(&name);
-    return name;
+    int k = choose_kernel();
+    atomic_store_explicit(&kernel_choice, k, memory_order_relaxed);
+    return k ? "avx2" : "generic";
 }
 
 /* Exponent histogram of one block (still in L1): counts of the float32 exponent field in four
@@ -409,24 +513,145 @@ void ampdiag_hist_merge(ampdiag_hist *dst, const ampdiag_hist *src)
         dst->bin[i] += src->bin[i];
 }
 
-void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
+/* Values x[0..nb) one at a time (a tail shorter than a vector), into s and h. */
+static void accumulate_scalar(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t nb)
 {
-    block_fn kernel = pick_kernel(NULL);
+    struct block b;
+    block_init(&b);
+    for (size_t i = 0; i < nb; i++)
+        block_add1(&b, load_bits(x, i));
+    record_add_block(s, &b, nb);
+    if (h)
+        block_hist(x, nb, &b, h);
+}
+
+/* Block by block with a block kernel (the portable one, or AVX2 without the histogram). */
+static void accumulate_blocks(block_fn kernel, ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
+{
     while (n > 0) {
         size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
         size_t nv = nb - nb % TSTATS_LANES;
-        struct block b;
-        block_init(&b);
-        if (nv)
+        if (nv) {
+            struct block b;
+            block_init(&b);
             kernel(x, nv, &b);
-        for (size_t i = nv; i < nb; i++)
-            block_add1(&b, load_bits(x, i));
-        record_add_block(s, &b, nb);
-        if (h)
-            block_hist(x, nb, &b, h);
+            record_add_block(s, &b, nv);
+            if (h)
+                block_hist(x, nv, &b, h);
+        }
+        if (nb > nv)
+            accumulate_scalar(s, h, x + nv, nb - nv);
         x += nb;
         n -= nb;
     }
+}
+
+#ifdef TSTATS_HAVE_AVX2
+static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
+{
+    uint32_t *hist = hacc; /* the thread-local address, taken once */
+    uint64_t clean_n = 0, g_unf = 0, g_norm = 0, g_ovf = 0;
+    int flo = 255, fhi = 0; /* exponent fields of non-zero values in clean blocks */
+    while (n > 0) {
+        size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
+        size_t nv = nb - nb % TSTATS_LANES;
+        if (nv) {
+            struct fastblock fb;
+            fast_avx2(x, nv, hist, &fb);
+            uint32_t negmax = (fb.umax >> 31) ? fb.umax & 0x7fffffffu : 0;
+            uint32_t posmax = fb.smax >= 0 ? (uint32_t)fb.smax : 0;
+            uint32_t amax = negmax > posmax ? negmax : posmax;
+            int any_nz = fb.am1 != UINT32_MAX;
+            uint32_t amin = fb.am1 + 1u;
+            if (amax < AMPDIAG_BF16_OVF_BITS && (!any_nz || amin >= AMPDIAG_F32_MIN_NORMAL)) {
+                /* clean: extremes from the bit-pattern extremes, counts from the histogram */
+                uint32_t minb = (fb.umax >> 31) ? fb.umax : (uint32_t)fb.smin;
+                uint32_t maxb = fb.smax >= 0 ? (uint32_t)fb.smax : (uint32_t)fb.smin;
+                float fmin = ampdiag_f32_from_bits(minb), fmax = ampdiag_f32_from_bits(maxb);
+                float famax = ampdiag_f32_from_bits(amax);
+                if (fmin < s->min || (fmin == s->min && signbit(fmin))) s->min = fmin;
+                if (fmax > s->max || (fmax == s->max && !signbit(fmax))) s->max = fmax;
+                if (famax > s->absmax) s->absmax = famax;
+                if (any_nz) {
+                    float famin = ampdiag_f32_from_bits(amin);
+                    if (famin < s->absmin_nz) s->absmin_nz = famin;
+                    if ((int)(amin >> 23) < flo) flo = (int)(amin >> 23);
+                    if ((int)(amax >> 23) > fhi) fhi = (int)(amax >> 23);
+                }
+                s->count += nv;
+                s->sum += fb.sum;
+                s->sumsq += fb.sq;
+                clean_n += nv;
+                g_unf += fb.g_unf;
+                g_norm += fb.g_norm;
+                g_ovf += fb.g_ovf;
+            } else {
+                /* NaN, inf, a float32 subnormal or a BF16 overflow: take the block's counts
+                 * back out of the histogram and redo it with the full kernel */
+                for (size_t i = 0; i < nv; i++)
+                    hist[(i % HSUB) * HSTRIDE + (load_bits(x, i) >> 23)]--;
+                struct block b;
+                block_init(&b);
+                block_avx2(x, nv, &b);
+                record_add_block(s, &b, nv);
+                if (h)
+                    block_hist(x, nv, &b, h);
+            }
+        }
+        if (nb > nv)
+            accumulate_scalar(s, h, x + nv, nb - nv);
+        x += nb;
+        n -= nb;
+    }
+    /* the clean blocks' counts, from the histogram, which is left zeroed */
+    uint64_t zero = 0, pos = 0, neg = 0;
+    for (int l = 0; l < HSUB; l++) {
+        uint32_t *hl = hist + l * HSTRIDE;
+        zero += (uint64_t)hl[0] + hl[256];
+        hl[0] = hl[256] = 0;
+    }
+    for (int f = flo; f <= fhi; f++) {
+        uint64_t p = 0, q = 0;
+        for (int l = 0; l < HSUB; l++) {
+            uint32_t *hl = hist + l * HSTRIDE;
+            p += hl[f];
+            q += hl[256 + f];
+            hl[f] = hl[256 + f] = 0;
+        }
+        pos += p;
+        neg += q;
+        if (h)
+            h->bin[AMPDIAG_HIST_BIN(f - 127)] += p + q;
+    }
+    if (h)
+        h->bin[AMPDIAG_HIST_ZERO] += zero;
+    s->n_zero += zero;
+    s->n_pos += pos;
+    s->n_neg += neg;
+    s->fp16_underflow += (clean_n - zero) - g_unf;
+    s->fp16_subnormal += g_unf - g_norm;
+    s->fp16_overflow += g_ovf;
+}
+#endif
+
+void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
+{
+#ifdef TSTATS_HAVE_AVX2
+    if (pick_kernel() && !h) {
+        /* without a histogram, counting every class by compares is the faster way */
+        accumulate_blocks(block_avx2, s, h, x, n);
+        return;
+    }
+    if (pick_kernel()) {
+        /* the histogram's 32-bit counters hold at most 2^32 - 1 values per lane */
+        const size_t chunk = (size_t)1 << 30;
+        for (; n > chunk; n -= chunk, x += chunk)
+            accumulate_fast(s, h, x, chunk);
+        accumulate_fast(s, h, x, n);
+        return;
+    }
+#endif
+    accumulate_blocks(block_generic, s, h, x, n);
 }
 
 void ampdiag_tstats_compute(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h)

@@ -109,6 +109,26 @@ static void test_cases(void)
         }
     check_case("values at and around every FP16/BF16 threshold", x, m);
 
+    /* blocks of 4096 values: clean ones (counted from the histogram) next to blocks that hold
+     * one special value each (redone by the full kernel), then a tail */
+    static const uint32_t specials[] = {0x7fc00000u, 0xff800000u, 0x00000001u, 0x807fffffu, 0x7f7f8000u,
+                                        0xff7fffffu, 0x7f800000u, 0x00400000u};
+    size_t nspec = sizeof specials / sizeof specials[0];
+    for (size_t k = 0; k < nspec; k++) {
+        size_t len = 4096 * 6 + 13;
+        for (size_t i = 0; i < len; i++) {
+            float v = rnd_normal() * ldexpf(1.0f, (int)(rnd32() % 40) - 30);
+            x[i] = (i % 97 == 0) ? 0.0f : (i % 89 == 0) ? -0.0f : v;
+        }
+        x[4096 * (k % 6) + rnd32() % 4096] = fbits(specials[k]);
+        char what[96];
+        snprintf(what, sizeof what, "clean blocks and one block holding 0x%08x", specials[k]);
+        check_case(what, x, len);
+    }
+    for (size_t i = 0; i < 4096 * 3; i++) x[i] = 1.0f;
+    x[5000] = 65520.0f; x[5001] = -65504.0f; x[9000] = 0x1p-25f; x[9001] = -0x1.ffcp-15f;
+    check_case("FP16 thresholds inside clean blocks", x, 4096 * 3);
+
     check_case("empty tensor", x, 0);
     x[0] = -3.5f;
     check_case("one value", x, 1);
