@@ -75,6 +75,8 @@ static void usage(FILE *f)
             "  --shuffle on|off     shuffle batches by seed (default on) or take them in file order\n"
             "  --trace-every N      tensor statistics every N steps (default 1; 0 = steps only)\n"
             "  --hist-every N       exponent histograms every N steps (default 50; 0 = none)\n"
+            "  --trace-threads N    1: take tensor statistics on a second thread while training goes\n"
+            "                       on; 0: on the training thread (default 1 with 2+ cores)\n"
             "  --eval-every N       evaluate on the validation rows every N steps (default 100)\n"
             "  --patience N         stop as diverged after N updated steps with non-finite or exploded\n"
             "                       (> 100x the first) loss (20); skipped steps do not count\n"
@@ -98,7 +100,7 @@ static void usage(FILE *f)
 enum {
     O_PRECISION = 256, O_MODEL, O_DATA, O_STEPS, O_BATCH, O_LR, O_SCHEDULE, O_OPTIMIZER, O_MOMENTUM,
     O_WD, O_BETA1, O_BETA2, O_EPS, O_OSTATE, O_CLIP, O_LOSS_SCALE, O_SINIT, O_SGROWTH, O_SBACKOFF,
-    O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY,
+    O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY, O_TRACE_THREADS,
     O_HIST_EVERY, O_EVAL_EVERY, O_PATIENCE, O_FLUSH_EVERY, O_FLUSH_SECONDS, O_INIT, O_SAVE,
     O_PROGRESS, O_OVERWRITE, O_SCENARIO
 };
@@ -118,7 +120,7 @@ static const struct option longopts[] = {
     {"scale-hysteresis", required_argument, 0, O_SHYST}, {"fp32-layers", required_argument, 0, O_FP32},
     {"ftz", no_argument, 0, O_FTZ}, {"device", required_argument, 0, O_DEVICE},
     {"seed", required_argument, 0, O_SEED}, {"shuffle", required_argument, 0, O_SHUFFLE},
-    {"trace-every", required_argument, 0, O_TRACE_EVERY}, {"hist-every", required_argument, 0, O_HIST_EVERY},
+    {"trace-every", required_argument, 0, O_TRACE_EVERY}, {"trace-threads", required_argument, 0, O_TRACE_THREADS}, {"hist-every", required_argument, 0, O_HIST_EVERY},
     {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"patience", required_argument, 0, O_PATIENCE},
     {"flush-every", required_argument, 0, O_FLUSH_EVERY}, {"flush-seconds", required_argument, 0, O_FLUSH_SECONDS},
     {"init-from", required_argument, 0, O_INIT}, {"save-weights", required_argument, 0, O_SAVE},
@@ -194,6 +196,9 @@ static void print_summary(const train_config *c, const train_result *r)
     printf("run %s: %ld steps in %s -> %s (%.1f %s)\n", st, r->steps_done, dur, c->out,
            r->trace_bytes >= 1048576 ? (double)r->trace_bytes / 1048576.0 : (double)r->trace_bytes / 1024.0,
            r->trace_bytes >= 1048576 ? "MB" : "KB");
+    if (c->trace_every > 0 && r->trace_threads && r->wall_s > 0)
+        printf("  tensor statistics on a second thread; training waited %.2f s for it (%.1f%% of the run)\n",
+               r->trace_wait_s, 100.0 * r->trace_wait_s / r->wall_s);
     printf("  model %s (%s), %s, seed %llu\n", c->mo.spec ? c->mo.spec : "mlp", r->model_desc,
            precision_name(c->mo.precision), (unsigned long long)c->seed);
     printf("  loss %.4g -> %.4g (min %.4g)", fabs(r->loss_first) * 0 == 0 ? r->loss_first : fabs(r->loss_first),
@@ -399,6 +404,7 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
             else { fprintf(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", optarg); return EXIT_USAGE; }
             break;
         case O_TRACE_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.trace_every = (int)v; break;
+        case O_TRACE_THREADS: if (integer(ch, optarg, 0, 1, &v)) return EXIT_USAGE; c.trace_threads = (int)v; break;
         case O_HIST_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.hist_every = (int)v; break;
         case O_EVAL_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.eval_every = (int)v; break;
         case O_PATIENCE: if (integer(ch, optarg, 1, 1000000000, &v)) return EXIT_USAGE; c.patience = (int)v; break;

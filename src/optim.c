@@ -12,6 +12,7 @@
 #include "numfmt.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,10 +88,11 @@ static inline float rnd(ampdiag_format f, unsigned flags, float x)
 #define OPTIM_CLONES
 #endif
 
-/* Intended changes dw[0..k) for parameters w[0..k) with state m, v (updated in place). */
+/* Intended changes dw[0..k) for parameters w[0..k) with gradients (g * ginv) * gscale and state
+ * m, v (updated in place). */
 OPTIM_CLONES
 static void compute_dw(const optim *o, const float *w, const float *g, float *m, float *v, size_t k,
-                       float lr, float gscale, float *dw)
+                       float lr, float ginv, float gscale, float *dw)
 {
     const optim_config *c = &o->cfg;
     ampdiag_format sf = c->state_fmt;
@@ -99,7 +101,7 @@ static void compute_dw(const optim *o, const float *w, const float *g, float *m,
         float mom = (float)c->momentum, wd = (float)c->weight_decay;
         int first = o->t <= 1;
         for (size_t i = 0; i < k; i++) {
-            float gi = g[i] * gscale + wd * w[i];
+            float gi = (g[i] * ginv) * gscale + wd * w[i];
             float b = first ? gi : rnd(sf, fl, mom * m[i] + gi);
             m[i] = rnd(sf, fl, b);
             dw[i] = -lr * m[i];
@@ -114,7 +116,7 @@ static void compute_dw(const optim *o, const float *w, const float *g, float *m,
     if (sf == AMPDIAG_FP32) {
         float sbc2 = sqrtf(bc2);
         for (size_t i = 0; i < k; i++) {
-            float gi = g[i] * gscale;
+            float gi = (g[i] * ginv) * gscale;
             m[i] = b1 * m[i] + (1.0f - b1) * gi;
             v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
             float denom = sqrtf(v[i]) / sbc2 + eps;
@@ -123,7 +125,7 @@ static void compute_dw(const optim *o, const float *w, const float *g, float *m,
         return;
     }
     for (size_t i = 0; i < k; i++) {
-        float gi = rnd(sf, fl, g[i] * gscale);
+        float gi = rnd(sf, fl, (g[i] * ginv) * gscale);
         m[i] = rnd(sf, fl, rnd(sf, fl, b1 * m[i]) + rnd(sf, fl, (1.0f - b1) * gi));
         v[i] = rnd(sf, fl, rnd(sf, fl, b2 * v[i]) + rnd(sf, fl, (1.0f - b2) * rnd(sf, fl, gi * gi)));
         float mhat = rnd(sf, fl, m[i] / bc1);
@@ -133,82 +135,190 @@ static void compute_dw(const optim *o, const float *w, const float *g, float *m,
     }
 }
 
-void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float gscale,
-                  optim_stats *st, ampdiag_hist *hw, ampdiag_hist *hu)
+void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float ginv, float gscale,
+                  float *dw_keep)
 {
-    float dw[OPTIM_BLOCK];
+    float dwb[OPTIM_BLOCK];
     ampdiag_format wf = o->cfg.weight_fmt;
     unsigned fl = o->cfg.round_flags;
     float flr = (float)lr;
     for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
         size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
         float *wb = w + off + b;
-        const float *gb = g + off + b;
-        float *mb = o->m + off + b;
-        float *vb = o->v ? o->v + off + b : NULL;
-        if (st)
-            ampdiag_tstats_accumulate(&st->weight, hw, wb, k);
-        compute_dw(o, wb, gb, mb, vb, k, flr, gscale, dw);
-        if (st) {
-            ampdiag_tstats_accumulate(&st->update, hu, dw, k);
+        float *dw = dw_keep ? dw_keep + b : dwb;
+        compute_dw(o, wb, g + off + b, o->m + off + b, o->v ? o->v + off + b : NULL, k, flr, ginv, gscale, dw);
+        for (size_t i = 0; i < k; i++)
+            wb[i] += dw[i];
+        if (wf != AMPDIAG_FP32)
+            ampdiag_round_array(wf, fl, wb, wb, k);
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define OPTIM_X86 1
+#define UPD_TARGET __attribute__((target("avx2,fma,f16c")))
+
+/* fl16(v) and bf16(v) in lanes, the same bits as ampdiag_round_array (numfmt.c). */
+UPD_TARGET static inline __m256 v_fp16(__m256 v, int ftz)
+{
+    __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    if (ftz) {
+        const __m256 sign = _mm256_set1_ps(-0.0f);
+        __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(sign, r), _mm256_set1_ps(0x1p-14f), _CMP_LT_OQ);
+        r = _mm256_blendv_ps(r, _mm256_and_ps(r, sign), tiny);
+    }
+    return r;
+}
+
+UPD_TARGET static inline __m256 v_bf16(__m256 v, int ftz)
+{
+    __m256i u = _mm256_castps_si256(v);
+    __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
+    __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), hi);
+    __m256i nan = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), hi);
+    r = _mm256_blendv_epi8(r, nan, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000)));
+    if (ftz)
+        r = _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32(0x00800000), a));
+    return _mm256_castsi256_ps(r);
+}
+
+/* One pass over k values (a multiple of 8) of w_old and dw: the counts of optim_update_stats
+ * (lost as stored, lost if FP16, lost if BF16) and the eight lanes of the sums of squares, each
+ * lane the same sum, in the same order, as the plain loop's. */
+UPD_TARGET static void update_pass_avx2(const float *wb, const float *db, size_t k, ampdiag_format wf, int ftz,
+                                        uint64_t cnt[3], double wsl[8], double dsl[8])
+{
+    __m256i ca = _mm256_setzero_si256(), c16 = ca, cb = ca;
+    __m256d ws0 = _mm256_setzero_pd(), ws1 = ws0, ds0 = ws0, ds1 = ws0;
+    const __m256 zero = _mm256_setzero_ps();
+    for (size_t i = 0; i < k; i += 8) {
+        __m256 w = _mm256_loadu_ps(wb + i), d = _mm256_loadu_ps(db + i);
+        __m256 nz = _mm256_cmp_ps(d, zero, _CMP_NEQ_UQ); /* C's d != 0: true for NaN */
+        __m256 wr = v_fp16(w, ftz);
+        __m256 sr = v_fp16(_mm256_add_ps(wr, d), ftz);
+        c16 = _mm256_sub_epi32(c16, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sr, wr, _CMP_EQ_OQ))));
+        wr = v_bf16(w, ftz);
+        sr = v_bf16(_mm256_add_ps(wr, d), ftz);
+        cb = _mm256_sub_epi32(cb, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sr, wr, _CMP_EQ_OQ))));
+        __m256 sa = _mm256_add_ps(w, d);
+        if (wf == AMPDIAG_FP16)
+            sa = v_fp16(sa, ftz);
+        else if (wf == AMPDIAG_BF16)
+            sa = v_bf16(sa, ftz);
+        ca = _mm256_sub_epi32(ca, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sa, w, _CMP_EQ_OQ))));
+        /* squares of floats are exact in double: only the order of the adds matters */
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(w)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(w, 1));
+        ws0 = _mm256_add_pd(ws0, _mm256_mul_pd(lo, lo));
+        ws1 = _mm256_add_pd(ws1, _mm256_mul_pd(hi, hi));
+        lo = _mm256_cvtps_pd(_mm256_castps256_ps128(d));
+        hi = _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1));
+        ds0 = _mm256_add_pd(ds0, _mm256_mul_pd(lo, lo));
+        ds1 = _mm256_add_pd(ds1, _mm256_mul_pd(hi, hi));
+    }
+    uint32_t t[8];
+    __m256i acc[3] = {ca, c16, cb};
+    for (int j = 0; j < 3; j++) {
+        _mm256_storeu_si256((__m256i *)(void *)t, acc[j]);
+        cnt[j] = 0;
+        for (int l = 0; l < 8; l++)
+            cnt[j] += t[l];
+    }
+    _mm256_storeu_pd(wsl, ws0);
+    _mm256_storeu_pd(wsl + 4, ws1);
+    _mm256_storeu_pd(dsl, ds0);
+    _mm256_storeu_pd(dsl + 4, ds1);
+}
+
+static int update_pass_simd(void)
+{
+    static _Atomic int have = -1;
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        const char *want = getenv("AMPDIAG_ROUND_IMPL");
+        h = !(want && strcmp(want, "generic") == 0) && __builtin_cpu_supports("avx2") &&
+            __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h;
+}
+#endif
+
+void optim_update_stats(const optim *o, const float *w_old, const float *dw, size_t n, optim_stats *st,
+                        ampdiag_hist *hu)
+{
+    ampdiag_format wf = o->cfg.weight_fmt;
+    unsigned fl = o->cfg.round_flags;
+    float wr[OPTIM_BLOCK], sum[OPTIM_BLOCK];
+    static const ampdiag_format what_if[2] = {AMPDIAG_FP16, AMPDIAG_BF16};
+    ampdiag_tstats_accumulate(&st->update, hu, dw, n);
+    int ftz = (fl & AMPDIAG_ROUND_FTZ) != 0;
+    for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
+        size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
+        const float *wb = w_old + b, *db = dw + b;
+        uint64_t lost = 0, lw[2] = {0, 0};
+        double wsl[8] = {0}, dsl[8] = {0};
+        size_t kv = k - k % 8, done = 0;
+#ifdef OPTIM_X86
+        if (update_pass_simd() && kv > 0) {
+            uint64_t cnt[3];
+            update_pass_avx2(wb, db, kv, wf, ftz, cnt, wsl, dsl);
+            lost = cnt[0];
+            lw[0] = cnt[1];
+            lw[1] = cnt[2];
+            done = kv;
+        }
+#endif
+        if (done < k) {
+            /* the plain definition, over what the vector pass did not take */
+            const float *wt = wb + done, *dt = db + done;
+            size_t kt = k - done;
             /* what-if: would dw be lost with weights stored in FP16 / BF16? wr = fl(w), sum =
-             * fl(wr + dw): lost when dw != 0 and sum == wr (vector rounding passes in L1) */
-            float wr[OPTIM_BLOCK], sum[OPTIM_BLOCK];
-            uint64_t lw[2] = {0, 0};
-            static const ampdiag_format what_if[2] = {AMPDIAG_FP16, AMPDIAG_BF16};
+             * fl(wr + dw): lost when dw != 0 and sum == wr */
             for (int f = 0; f < 2; f++) {
-                ampdiag_round_array(what_if[f], fl, wb, wr, k);
-                for (size_t i = 0; i < k; i++)
-                    sum[i] = wr[i] + dw[i];
-                ampdiag_round_array(what_if[f], fl, sum, sum, k);
-                uint64_t c = 0;
-                for (size_t i = 0; i < k; i++)
-                    c += (dw[i] != 0.0f) & (sum[i] == wr[i]);
-                lw[f] = c;
+                ampdiag_round_array(what_if[f], fl, wt, wr, kt);
+                for (size_t i = 0; i < kt; i++)
+                    sum[i] = wr[i] + dt[i];
+                ampdiag_round_array(what_if[f], fl, sum, sum, kt);
+                for (size_t i = 0; i < kt; i++)
+                    lw[f] += (dt[i] != 0.0f) & (sum[i] == wr[i]);
             }
-            for (size_t i = 0; i < k; i++)
-                sum[i] = wb[i] + dw[i];
+            /* the update as optim_update stored it: lost when the stored weight did not change */
+            for (size_t i = 0; i < kt; i++)
+                sum[i] = wt[i] + dt[i];
             if (wf != AMPDIAG_FP32)
-                ampdiag_round_array(wf, fl, sum, sum, k);
-            uint64_t lost = 0;
-            double wsl[8] = {0}, dsl[8] = {0};
-            size_t kv = k - k % 8;
-            for (size_t i = 0; i < kv; i += 8)
+                ampdiag_round_array(wf, fl, sum, sum, kt);
+            for (size_t i = 0; i < kt; i++)
+                lost += (dt[i] != 0.0f) & (sum[i] == wt[i]);
+            for (size_t i = done; i < kv; i += 8)
                 for (int l = 0; l < 8; l++) {
-                    float wi = wb[i + l], d = dw[i + l];
+                    float wi = wb[i + l], d = db[i + l];
                     wsl[l] += (double)wi * wi;
                     dsl[l] += (double)d * d;
                 }
-            double ws = 0, ds = 0;
-            for (int l = 0; l < 8; l++) {
-                ws += wsl[l];
-                ds += dsl[l];
-            }
-            for (size_t i = kv; i < k; i++) {
-                ws += (double)wb[i] * wb[i];
-                ds += (double)dw[i] * dw[i];
-            }
-            for (size_t i = 0; i < k; i++) {
-                lost += (dw[i] != 0.0f) & (sum[i] == wb[i]);
-                wb[i] = sum[i];
-            }
-            st->lost_updates += lost;
-            st->lost_if_fp16 += lw[0];
-            st->lost_if_bf16 += lw[1];
-            st->w_sumsq += ws;
-            st->dw_sumsq += ds;
-        } else {
-            for (size_t i = 0; i < k; i++)
-                wb[i] += dw[i];
-            if (wf != AMPDIAG_FP32)
-                ampdiag_round_array(wf, fl, wb, wb, k);
         }
+        double ws = 0, ds = 0;
+        for (int l = 0; l < 8; l++) {
+            ws += wsl[l];
+            ds += dsl[l];
+        }
+        for (size_t i = kv; i < k; i++) {
+            ws += (double)wb[i] * wb[i];
+            ds += (double)db[i] * db[i];
+        }
+        st->lost_updates += lost;
+        st->lost_if_fp16 += lw[0];
+        st->lost_if_bf16 += lw[1];
+        st->w_sumsq += ws;
+        st->dw_sumsq += ds;
     }
 }
 
 OPTIM_CLONES
-void grads_unscale(float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite,
-                   ampdiag_tstats *gs, ampdiag_hist *gh)
+void grads_norm(const float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite)
 {
     /* eight lanes of double sums: a single accumulator would serialise on the add latency */
     double ssl[8] = {0};
@@ -216,14 +326,11 @@ void grads_unscale(float *g, size_t n, float inv_scale, double *sumsq, uint64_t 
     uint64_t nf = 0;
     for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
         size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
-        float *gb = g + b;
-        if (gs)
-            ampdiag_tstats_accumulate(gs, gh, gb, k);
+        const float *gb = g + b;
         size_t kv = k - k % 8;
         for (size_t i = 0; i < kv; i += 8)
             for (int l = 0; l < 8; l++) {
                 float x = gb[i + l] * inv_scale;
-                gb[i + l] = x;
                 uint32_t fin = (ampdiag_f32_bits(x) & 0x7fffffffu) < AMPDIAG_F32_INF;
                 badl[l] += !fin;
                 float xf = ampdiag_f32_from_bits(ampdiag_f32_bits(x) & (0u - fin));
@@ -231,7 +338,6 @@ void grads_unscale(float *g, size_t n, float inv_scale, double *sumsq, uint64_t 
             }
         for (size_t i = kv; i < k; i++) {
             float x = gb[i] * inv_scale;
-            gb[i] = x;
             if (isfinite(x))
                 ssl[0] += (double)x * x;
             else

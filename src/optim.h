@@ -58,21 +58,30 @@ void optim_stats_init(optim_stats *s);
 /* Begin an update (counts it for bias correction). Call once per non-skipped step. */
 void optim_begin(optim *o);
 /*
- * Update parameters [off, off + n) of the buffer w with gradients g (already unscaled), each
- * multiplied by gscale (the clip coefficient), at learning rate lr. st (may be NULL) receives
- * the statistics; hw, hu (may be NULL) the exponent histograms of weights and updates.
+ * Update parameters [off, off + n) of the buffer w at learning rate lr, with gradients g as the
+ * backward left them (loss-scaled), each taken as (g * ginv) * gscale: ginv undoes the loss scale,
+ * gscale is the clip coefficient. The weights are stored rounded to the weight format. dw_keep
+ * (may be NULL) receives the intended changes dw[0..n) of this range, for optim_update_stats.
  */
-void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float gscale,
-                  optim_stats *st, ampdiag_hist *hw, ampdiag_hist *hu);
+void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float ginv, float gscale,
+                  float *dw_keep);
 
 /*
- * Unscale gradients in place: g[i] *= inv_scale, returning the sum of squares of the
- * unscaled values (double) and the number of non-finite values. When gs is not NULL, the
- * statistics of the values before unscaling (what the format held) are added to it (and
- * the histogram to gh when not NULL), in the same pass.
+ * What an update did to n parameters that held w_old before it, given its intended changes dw
+ * (from optim_update): adds the update's statistics (histogram to hu when not NULL), the lost
+ * updates as optim_update stored them and if the weights were FP16 / BF16, and the sums of
+ * squares of w_old and dw to st. st->weight is left alone (take the weights' statistics from
+ * w_old). Reads only the optimizer's configuration: it may run on another thread.
  */
-void grads_unscale(float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite,
-                   ampdiag_tstats *gs, ampdiag_hist *gh);
+void optim_update_stats(const optim *o, const float *w_old, const float *dw, size_t n, optim_stats *st,
+                        ampdiag_hist *hu);
+
+/*
+ * Gradient norm without touching the gradients: the sum of squares (double) of the unscaled
+ * values g[i] * inv_scale and the number of those that are not finite are added to *sumsq and
+ * *nonfinite.
+ */
+void grads_norm(const float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite);
 
 /* PyTorch clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0
  * (no clipping) or the norm is not finite. */

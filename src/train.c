@@ -6,6 +6,7 @@
 #include "ampdiag_trace.h"
 #include "backend.h"
 #include "data.h"
+#include "tracer.h"
 #include "weights.h"
 
 #include <math.h>
@@ -33,6 +34,7 @@ void train_config_default(train_config *c)
     c->shuffle = 1;
     c->trace_every = 1;
     c->hist_every = 50;
+    c->trace_threads = -1;
     c->eval_every = 100;
     c->patience = 20;
     c->out = "run.h5";
@@ -169,7 +171,36 @@ typedef struct run {
     int T;                       /* targets per example (1 for classification) */
     double losses[64];
     int nloss, loss_pos;
+    /* tracing: the statistics of a traced step are taken by the tracer (a worker thread) while
+     * training goes on, and written to the trace during the next step */
+    tracer *tr;
+    struct tslot *slots;         /* two, used in turn by traced steps */
+    long ntraced;
+    struct tslot *pending;       /* a traced step whose records are not written yet */
+    float *w_snap;               /* [nparams] the weights a traced step started from */
+    float *dw;                   /* [nparams] the changes its update intended */
+    uint64_t tk_acts, tk_grads, tk_upd; /* last jobs reading activations / gradients / w_snap+dw */
 } run;
+
+/* One layer's statistics in a traced step. */
+typedef struct lslot {
+    ampdiag_tstats st[MT_COUNT];
+    ampdiag_hist h[MT_COUNT];
+    int have[MT_COUNT];
+    optim_stats upd;
+    ampdiag_hist hu;
+} lslot;
+
+/* One traced step: filled by the tracer's jobs, written by drain(). */
+typedef struct tslot {
+    run *R;
+    long step;
+    int hist, skip;
+    lslot *L;                    /* [nlayers] */
+    uint64_t tk_w;               /* the job that reads the weights (before the update) */
+    uint64_t last;               /* the step's last job */
+    ampdiag_trace_step rec;      /* its step record, update ratio still to fill */
+} tslot;
 
 static int record_tensor(run *R, long step, int li, ampdiag_tensor_kind kind, const ampdiag_tstats *s,
                          const ampdiag_hist *h, char *err, size_t errlen)
@@ -189,30 +220,118 @@ static int event(run *R, long step, int li, ampdiag_event_code code, double valu
     return rc < 0 ? trace_fail(rc, err, errlen) : 0;
 }
 
-/* Statistics of one model tensor of every layer (activations or activation gradients). */
-static int trace_model_tensors(run *R, long step, model_tensor_kind mk, int hist, char *err, size_t errlen)
+/* ------------------------------------------------------------------ tracer jobs */
+
+/* Statistics of one kind of model tensor of every layer, into the slot. */
+static void stats_of(tslot *S, model_tensor_kind mk)
 {
-    for (int i = 0; i < R->m->nlayers; i++) {
+    model *m = S->R->m;
+    for (int i = 0; i < m->nlayers; i++) {
         size_t n = 0;
-        float *x = model_tensor(R->m, i, mk, &n);
-        if (!x || n == 0)
-            continue;
-        ampdiag_tstats s;
-        ampdiag_hist h;
-        R->m->bk->tstats(R->m->bk, x, n, &s, hist ? &h : NULL);
-        if (mk == MT_ACTIVATION) {
-            layer_summary *ls = &R->ls[i];
-            if (s.absmax > ls->act_absmax)
-                ls->act_absmax = s.absmax;
-            uint64_t nf = s.n_nan + s.n_posinf + s.n_neginf;
-            if (nf && ls->act_nonfinite == 0)
-                ls->act_nonfinite_step = step;
-            ls->act_nonfinite += nf;
-        }
-        int rc = record_tensor(R, step, i, kind_of[mk], &s, hist ? &h : NULL, err, errlen);
-        if (rc)
-            return rc;
+        const float *x = model_tensor(m, i, mk, &n);
+        lslot *l = &S->L[i];
+        l->have[mk] = x && n > 0;
+        if (l->have[mk])
+            m->bk->tstats(m->bk, x, n, &l->st[mk], S->hist ? &l->h[mk] : NULL);
     }
+}
+
+/* At the start of a step: the weights' statistics, and a copy for the update's analysis. */
+static void job_weights(void *arg)
+{
+    tslot *S = arg;
+    stats_of(S, MT_WEIGHT);
+    memcpy(S->R->w_snap, S->R->m->params, S->R->m->nparams * sizeof *S->R->w_snap);
+}
+
+static void job_activations(void *arg) { stats_of(arg, MT_ACTIVATION); }
+
+static void job_gradients(void *arg)
+{
+    stats_of(arg, MT_ACTIVATION_GRAD);
+    stats_of(arg, MT_WEIGHT_GRAD);
+}
+
+/* After the update: its statistics and lost updates, from the copy of the old weights. */
+static void job_updates(void *arg)
+{
+    tslot *S = arg;
+    run *R = S->R;
+    model *m = R->m;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer *L = &m->layers[i];
+        if (L->nparams == 0)
+            continue;
+        size_t off = (size_t)(L->p - m->params);
+        lslot *l = &S->L[i];
+        optim_stats_init(&l->upd);
+        if (S->hist)
+            ampdiag_hist_init(&l->hu);
+        optim_update_stats(&R->opt, R->w_snap + off, R->dw + off, L->nparams, &l->upd, S->hist ? &l->hu : NULL);
+    }
+}
+
+/* Write a traced step's records, in the order: activations, activation gradients, weight
+ * gradients, then weights and updates layer by layer; then its step record. */
+static int drain(run *R, tslot *S, char *err, size_t errlen)
+{
+    model *m = R->m;
+    train_result *r = R->r;
+    int rc;
+    tracer_wait(R->tr, S->last);
+    static const model_tensor_kind order[3] = {MT_ACTIVATION, MT_ACTIVATION_GRAD, MT_WEIGHT_GRAD};
+    for (int k = 0; k < 3; k++) {
+        model_tensor_kind mk = order[k];
+        for (int i = 0; i < m->nlayers; i++) {
+            lslot *l = &S->L[i];
+            if (!l->have[mk] || (mk == MT_WEIGHT_GRAD && m->layers[i].nparams == 0))
+                continue;
+            const ampdiag_tstats *st = &l->st[mk];
+            layer_summary *ls = &R->ls[i];
+            if (mk == MT_ACTIVATION) {
+                if (st->absmax > ls->act_absmax)
+                    ls->act_absmax = st->absmax;
+                uint64_t nf = st->n_nan + st->n_posinf + st->n_neginf;
+                if (nf && ls->act_nonfinite == 0)
+                    ls->act_nonfinite_step = S->step;
+                ls->act_nonfinite += nf;
+            } else if (mk == MT_WEIGHT_GRAD) {
+                /* for the closing summary: zeros, and what FP16 would flush, of the gradients
+                 * as held */
+                ls->grad_nonzero += st->count - st->n_zero - st->n_nan - st->n_posinf - st->n_neginf;
+                ls->grad_flush16 += st->fp16_underflow;
+                ls->grad_values += st->count - st->n_nan - st->n_posinf - st->n_neginf;
+                ls->grad_zero += st->n_zero;
+            }
+            if ((rc = record_tensor(R, S->step, i, kind_of[mk], st, S->hist ? &l->h[mk] : NULL, err, errlen)))
+                return rc;
+        }
+    }
+    double w_ss = 0, dw_ss = 0;
+    if (!S->skip)
+        for (int i = 0; i < m->nlayers; i++) {
+            lslot *l = &S->L[i];
+            if (m->layers[i].nparams == 0)
+                continue;
+            const optim_stats *st = &l->upd;
+            w_ss += st->w_sumsq;
+            dw_ss += st->dw_sumsq;
+            r->update_values += st->update.count - st->update.n_zero;
+            r->lost_updates += st->lost_updates;
+            r->lost_if_bf16 += st->lost_if_bf16;
+            r->lost_if_fp16 += st->lost_if_fp16;
+            if ((rc = record_tensor(R, S->step, i, AMPDIAG_KIND_WEIGHT, &l->st[MT_WEIGHT],
+                                    S->hist ? &l->h[MT_WEIGHT] : NULL, err, errlen)))
+                return rc;
+            if ((rc = ampdiag_trace_append_update(R->w, S->step, i, &st->update, st->lost_updates, st->lost_if_fp16,
+                                                  st->lost_if_bf16)) < 0)
+                return trace_fail(rc, err, errlen);
+            if (S->hist && (rc = ampdiag_trace_append_hist(R->w, S->step, i, AMPDIAG_KIND_UPDATE, &l->hu)) < 0)
+                return trace_fail(rc, err, errlen);
+        }
+    S->rec.update_ratio = !S->skip && w_ss > 0 ? sqrt(dw_ss / w_ss) : NAN;
+    if ((rc = ampdiag_trace_append_step(R->w, &S->rec)) < 0)
+        return trace_fail(rc, err, errlen);
     return 0;
 }
 
@@ -363,8 +482,18 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     int traced = c->trace_every > 0 && (t % c->trace_every == 0 || t == c->steps - 1);
     int hist = traced && c->hist_every > 0 && t % c->hist_every == 0;
     int rc;
+    tslot *S = NULL;
+    if (traced) {
+        /* the slot two traced steps back, written out during the step after it */
+        S = &R->slots[R->ntraced++ & 1];
+        S->step = t;
+        S->hist = hist;
+        S->skip = 0;
+        S->tk_w = S->last = tracer_post(R->tr, job_weights, S);
+    }
 
-    /* forward */
+    /* forward (once the tracer has read the last traced step's activations) */
+    tracer_wait(R->tr, R->tk_acts);
     batcher_next(&R->tb, R->rows, c->batch);
     data_gather(&R->ds, 0, R->rows, c->batch, R->xb, R->yb, R->inb, R->tgb);
     float loss;
@@ -373,8 +502,8 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         say(err, errlen, "step %ld: %s", t, model_error(m));
         return TRAIN_EBADINPUT;
     }
-    if (traced && (rc = trace_model_tensors(R, t, MT_ACTIVATION, hist, err, errlen)))
-        return rc;
+    if (traced)
+        R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
     int fwd_li = -1, fwd_nan = 0; /* where a non-finite forward began */
     if (!isfinite(loss)) {
         int li = model_first_nonfinite_activation(m);
@@ -395,37 +524,28 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
 
     /* backward of loss * scale */
     double scale = scaler_scale(&R->sc);
+    tracer_wait(R->tr, R->tk_grads);
     if (model_backward(m, (float)scale) != 0) {
         say(err, errlen, "step %ld: %s", t, model_error(m));
         return TRAIN_EBADINPUT;
     }
-    if (traced && (rc = trace_model_tensors(R, t, MT_ACTIVATION_GRAD, hist, err, errlen)))
-        return rc;
+    if (traced)
+        R->tk_grads = S->last = tracer_post(R->tr, job_gradients, S);
 
-    /* gradients: statistics as held (scaled), unscale, norm, non-finite count */
+    /* gradients: norm and non-finite count of the unscaled values; they stay scaled in memory
+     * (the tracer reads them as the format held them; the optimizer unscales as it reads) */
     double sumsq = 0;
     uint64_t nonfinite = 0;
     float inv = (float)(1.0 / scale);
     for (int i = 0; i < m->nlayers; i++) {
         layer *L = &m->layers[i];
-        if (L->nparams == 0)
-            continue;
-        ampdiag_tstats gs;
-        ampdiag_hist gh;
-        ampdiag_tstats_init(&gs);
-        if (hist)
-            ampdiag_hist_init(&gh);
-        grads_unscale(L->g, L->nparams, inv, &sumsq, &nonfinite, traced ? &gs : NULL, hist ? &gh : NULL);
-        if (traced) {
-            /* for the closing summary: zeros, and what FP16 would flush, of the gradients as held */
-            R->ls[i].grad_nonzero += gs.count - gs.n_zero - gs.n_nan - gs.n_posinf - gs.n_neginf;
-            R->ls[i].grad_flush16 += gs.fp16_underflow;
-            R->ls[i].grad_values += gs.count - gs.n_nan - gs.n_posinf - gs.n_neginf;
-            R->ls[i].grad_zero += gs.n_zero;
-            if ((rc = record_tensor(R, t, i, AMPDIAG_KIND_WEIGHT_GRAD, &gs, hist ? &gh : NULL, err, errlen)))
-                return rc;
-        }
+        if (L->nparams > 0)
+            grads_norm(L->g, L->nparams, inv, &sumsq, &nonfinite);
     }
+    /* the last traced step's update analysis has had this step's forward and backward */
+    if (R->pending && (rc = drain(R, R->pending, err, errlen)))
+        return rc;
+    R->pending = NULL;
     double norm = nonfinite ? INFINITY : sqrt(sumsq);
     int found = nonfinite > 0;
     int skip = found && c->scaler.kind != SCALER_NONE;
@@ -475,8 +595,9 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     /* clip and update */
     float coef = skip ? 1.0f : clip_coefficient(norm, c->clip);
     double lr = schedule_lr(&R->sched, t);
-    double w_ss = 0, dw_ss = 0;
     if (skip) {
+        if (S)
+            S->skip = 1;
         r->skipped++;
         if (r->first_skip_step < 0) {
             r->first_skip_step = t;
@@ -492,38 +613,21 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
                 return rc;
         }
         optim_begin(&R->opt);
+        if (traced) {
+            /* the weights must be read before they change, and the last analysis be done
+             * with the buffer of changes */
+            tracer_wait(R->tr, S->tk_w);
+            tracer_wait(R->tr, R->tk_upd);
+        }
         for (int i = 0; i < m->nlayers; i++) {
             layer *L = &m->layers[i];
             if (L->nparams == 0)
                 continue;
             size_t off = (size_t)(L->p - m->params);
-            optim_stats st;
-            ampdiag_hist hw, hu;
-            if (traced) {
-                optim_stats_init(&st);
-                if (hist) {
-                    ampdiag_hist_init(&hw);
-                    ampdiag_hist_init(&hu);
-                }
-            }
-            optim_update(&R->opt, m->params, m->grads, off, L->nparams, lr, coef, traced ? &st : NULL,
-                         hist ? &hw : NULL, hist ? &hu : NULL);
-            if (traced) {
-                w_ss += st.w_sumsq;
-                dw_ss += st.dw_sumsq;
-                r->update_values += st.update.count - st.update.n_zero;
-                r->lost_updates += st.lost_updates;
-                r->lost_if_bf16 += st.lost_if_bf16;
-                r->lost_if_fp16 += st.lost_if_fp16;
-                if ((rc = record_tensor(R, t, i, AMPDIAG_KIND_WEIGHT, &st.weight, hist ? &hw : NULL, err, errlen)))
-                    return rc;
-                if ((rc = ampdiag_trace_append_update(R->w, t, i, &st.update, st.lost_updates, st.lost_if_fp16,
-                                                      st.lost_if_bf16)) < 0)
-                    return trace_fail(rc, err, errlen);
-                if (hist && (rc = ampdiag_trace_append_hist(R->w, t, i, AMPDIAG_KIND_UPDATE, &hu)) < 0)
-                    return trace_fail(rc, err, errlen);
-            }
+            optim_update(&R->opt, m->params, m->grads, off, L->nparams, lr, inv, coef, traced ? R->dw + off : NULL);
         }
+        if (traced)
+            R->tk_upd = S->last = tracer_post(R->tr, job_updates, S);
         model_hold_params(m);
         /* an update that makes weights non-finite (Adam's 0/0 with FP16 state, an exploding
          * step) is reported once per layer, where it happened */
@@ -590,11 +694,16 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     rec.clip_coef = coef;
     rec.skipped = skip;
     rec.lr = lr;
-    rec.update_ratio = traced && !skip && w_ss > 0 ? sqrt(dw_ss / w_ss) : NAN;
+    rec.update_ratio = NAN;
     rec.nonfinite_grads = nonfinite;
     rec.wall_ms = (now_s() - ts) * 1e3;
-    if ((rc = ampdiag_trace_append_step(R->w, &rec)) < 0)
+    if (traced) {
+        /* written with the step's tensor records, during the next step (or at the end) */
+        S->rec = rec;
+        R->pending = S;
+    } else if ((rc = ampdiag_trace_append_step(R->w, &rec)) < 0) {
         return trace_fail(rc, err, errlen);
+    }
 
     if (scale < r->scale_min) r->scale_min = scale;
     r->scale_last = scaler_scale(&R->sc);
@@ -609,12 +718,64 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
             return rc;
         *stop = 1;
     }
-    if (c->eval_every > 0 && (t + 1) % c->eval_every == 0 && t + 1 < c->steps && !*stop &&
-        (rc = evaluate(R, t, err, errlen)))
-        return rc;
+    if (c->eval_every > 0 && (t + 1) % c->eval_every == 0 && t + 1 < c->steps && !*stop) {
+        tracer_drain(R->tr); /* the evaluation's forward overwrites the activations */
+        if ((rc = evaluate(R, t, err, errlen)))
+            return rc;
+    }
     if (c->progress == 2 || (c->progress == 1 && ((t + 1) % (c->steps >= 10 ? c->steps / 10 : 1) == 0)))
         progress(c, t + 1, loss, r->scale_last, r->skipped, t0, 0);
     return 0;
+}
+
+/* The tracer (a worker thread when asked for, or by default on two or more cores), its two
+ * slots, and the buffers for the update analysis. */
+static int tracing_init(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    if (c->trace_every <= 0)
+        return 0;
+    int threads = c->trace_threads;
+    if (threads < 0) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = ncpu >= 2 ? 1 : 0;
+    }
+    int nl = R->m->nlayers;
+    size_t np = R->m->nparams ? R->m->nparams : 1;
+    R->tr = tracer_create(threads > 0 ? 1 : 0);
+    R->slots = calloc(2, sizeof *R->slots);
+    R->w_snap = malloc(np * sizeof *R->w_snap);
+    R->dw = malloc(np * sizeof *R->dw);
+    if (!R->tr || !R->slots || !R->w_snap || !R->dw) {
+        say(err, errlen, "out of memory for tracing (%zu parameters)", np);
+        return TRAIN_EIO;
+    }
+    for (int k = 0; k < 2; k++) {
+        R->slots[k].R = R;
+        R->slots[k].L = calloc((size_t)nl, sizeof *R->slots[k].L);
+        if (!R->slots[k].L) {
+            say(err, errlen, "out of memory for tracing (%d layers)", nl);
+            return TRAIN_EIO;
+        }
+    }
+    R->r->trace_threads = threads > 0 ? 1 : 0;
+    return 0;
+}
+
+static void tracing_free(run *R)
+{
+    if (R->tr)
+        R->r->trace_wait_s = tracer_blocked_s(R->tr);
+    tracer_free(R->tr); /* finishes what is queued */
+    R->tr = NULL;
+    if (R->slots)
+        for (int k = 0; k < 2; k++)
+            free(R->slots[k].L);
+    free(R->slots);
+    free(R->w_snap);
+    free(R->dw);
+    R->slots = NULL;
+    R->w_snap = R->dw = NULL;
 }
 
 static void summarize_ranges(run *R)
@@ -749,6 +910,8 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
         rc = TRAIN_EIO;
         goto out;
     }
+    if ((rc = tracing_init(&R, err, errlen)))
+        goto out;
 
     ampdiag_trace_options to;
     ampdiag_trace_options_init(&to);
@@ -786,6 +949,10 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
         if (stop)
             r->status = AMPDIAG_STATUS_DIVERGED;
     }
+    if (!rc && R.pending)
+        rc = drain(&R, R.pending, err, errlen);
+    R.pending = NULL;
+    tracer_drain(R.tr);
     if (!rc && r->status != AMPDIAG_STATUS_INTERRUPTED && r->steps_done > 0)
         rc = evaluate(&R, r->steps_done - 1, err, errlen);
     sigaction(SIGINT, &old_int, NULL);
@@ -798,6 +965,7 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     summarize_ranges(&R);
 
 out:
+    tracing_free(&R); /* first: the worker may still be reading the model */
     if (R.w) {
         int crc = ampdiag_trace_close(R.w, rc ? AMPDIAG_STATUS_INTERRUPTED : (ampdiag_trace_status)r->status);
         if (crc < 0 && !rc)

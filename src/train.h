@@ -33,6 +33,8 @@ typedef struct train_config {
     int shuffle;
     int trace_every;           /* tensor records every N steps (0 = none); steps are always recorded */
     int hist_every;            /* histograms every N steps (0 = none) */
+    int trace_threads;         /* tensor statistics on a worker thread: 1, or 0 = on the training
+                                  thread; -1 = 1 when the machine has two or more cores */
     int eval_every;            /* evaluation every N steps (and after the last) */
     int patience;              /* updated (not skipped) steps with non-finite or exploded loss before
                                   stopping as diverged */
@@ -62,6 +64,8 @@ typedef struct train_result {
     long backoffs, growths;
     long diverged_at;          /* first step of the divergence (-1) */
     double wall_s;
+    int trace_threads;         /* 1: tensor statistics were taken on a worker thread */
+    double trace_wait_s;       /* time the training thread waited for that thread */
     long long trace_bytes;
     size_t nparams;
     int nlayers;

@@ -333,28 +333,35 @@ struct fastblock {
     uint32_t umax;        /* unsigned max of the bit patterns */
     uint32_t am1;         /* unsigned min of |x| bits - 1 (0xffffffff: no non-zero value) */
     uint64_t g_unf, g_norm, g_ovf; /* counts of |x| bits > FP16_UNF, >= FP16_NORM, >= FP16_OVF */
+    uint64_t zero, sign, negzero;  /* without a histogram: counts of 0, of the sign bit, of -0 */
     double sum, sq;
 };
 
 #define CMPGT(v, t) _mm256_cmpgt_epi32((v), _mm256_set1_epi32((int)(t)))
 
-/* noipa: the caller passes the thread-local histogram's address; were it propagated back in as a
- * constant, every iteration would call __tls_get_addr */
-__attribute__((target("avx2,fma"), noipa))
-static void fast_avx2(const float *x, size_t nv, uint32_t *restrict hb, struct fastblock *fb)
+/* The kernel; with hist 0 it counts zeros and signs by compares instead of the histogram (for
+ * callers that want no histogram: fewer instructions per value). */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void fast_body(const float *x, size_t nv, uint32_t *restrict hb, struct fastblock *fb, const int hist)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
     const __m256i lane_off = _mm256_setr_epi32(0, HSTRIDE, 2 * HSTRIDE, 3 * HSTRIDE, 4 * HSTRIDE, 5 * HSTRIDE,
                                                6 * HSTRIDE, 7 * HSTRIDE);
     __m256i smin = _mm256_set1_epi32(INT32_MAX), smax = _mm256_set1_epi32(INT32_MIN);
     __m256i umax = _mm256_setzero_si256(), am1 = _mm256_set1_epi32(-1);
-    __m256i gu = _mm256_setzero_si256(), gn = gu, go = gu;
+    __m256i gu = _mm256_setzero_si256(), gn = gu, go = gu, cz = gu, cs = gu, cm = gu;
     __m256d vsum = _mm256_setzero_pd(), vsq = vsum;
     uint32_t idx[8] __attribute__((aligned(32)));
     for (size_t i = 0; i < nv; i += 8) {
         __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
-        _mm256_store_si256((__m256i *)(void *)idx, _mm256_add_epi32(_mm256_srli_epi32(u, 23), lane_off));
+        if (hist)
+            _mm256_store_si256((__m256i *)(void *)idx, _mm256_add_epi32(_mm256_srli_epi32(u, 23), lane_off));
         __m256i a = _mm256_and_si256(u, absmask);
+        if (!hist) {
+            cz = _mm256_sub_epi32(cz, _mm256_cmpeq_epi32(a, _mm256_setzero_si256()));
+            cs = _mm256_sub_epi32(cs, _mm256_cmpgt_epi32(_mm256_setzero_si256(), u));
+            cm = _mm256_sub_epi32(cm, _mm256_cmpeq_epi32(u, _mm256_set1_epi32(INT32_MIN)));
+        }
         smin = _mm256_min_epi32(smin, u);
         smax = _mm256_max_epi32(smax, u);
         umax = _mm256_max_epu32(umax, u);
@@ -368,8 +375,10 @@ static void fast_avx2(const float *x, size_t nv, uint32_t *restrict hb, struct f
         /* the sums in block_avx2's order, so that both paths give the same bits */
         vsum = _mm256_add_pd(vsum, _mm256_add_pd(lo, hi));
         vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, vsq));
-        hb[idx[0]]++; hb[idx[1]]++; hb[idx[2]]++; hb[idx[3]]++;
-        hb[idx[4]]++; hb[idx[5]]++; hb[idx[6]]++; hb[idx[7]]++;
+        if (hist) {
+            hb[idx[0]]++; hb[idx[1]]++; hb[idx[2]]++; hb[idx[3]]++;
+            hb[idx[4]]++; hb[idx[5]]++; hb[idx[6]]++; hb[idx[7]]++;
+        }
     }
     int32_t t[8] __attribute__((aligned(32)));
     uint32_t *tu = (uint32_t *)(void *)t;
@@ -389,6 +398,15 @@ static void fast_avx2(const float *x, size_t nv, uint32_t *restrict hb, struct f
     for (int l = 0; l < 8; l++) fb->g_norm += tu[l];
     _mm256_store_si256((__m256i *)(void *)t, go);
     for (int l = 0; l < 8; l++) fb->g_ovf += tu[l];
+    fb->zero = fb->sign = fb->negzero = 0;
+    if (!hist) {
+        _mm256_store_si256((__m256i *)(void *)t, cz);
+        for (int l = 0; l < 8; l++) fb->zero += tu[l];
+        _mm256_store_si256((__m256i *)(void *)t, cs);
+        for (int l = 0; l < 8; l++) fb->sign += tu[l];
+        _mm256_store_si256((__m256i *)(void *)t, cm);
+        for (int l = 0; l < 8; l++) fb->negzero += tu[l];
+    }
     double d[4];
     _mm256_storeu_pd(d, vsum);
     fb->sum = (d[0] + d[1]) + (d[2] + d[3]);
@@ -396,6 +414,20 @@ static void fast_avx2(const float *x, size_t nv, uint32_t *restrict hb, struct f
     fb->sq = (d[0] + d[1]) + (d[2] + d[3]);
 }
 
+
+/* noipa: the caller passes the thread-local histogram's address; were it propagated back in as a
+ * constant, every iteration would call __tls_get_addr */
+__attribute__((target("avx2,fma"), noipa))
+static void fast_avx2(const float *x, size_t nv, uint32_t *restrict hb, struct fastblock *fb)
+{
+    fast_body(x, nv, hb, fb, 1);
+}
+
+__attribute__((target("avx2,fma")))
+static void fast_avx2_nohist(const float *x, size_t nv, struct fastblock *fb)
+{
+    fast_body(x, nv, NULL, fb, 0);
+}
 #undef CMPGT
 #endif
 
@@ -550,14 +582,17 @@ static void accumulate_blocks(block_fn kernel, ampdiag_tstats *s, ampdiag_hist *
 static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
 {
     uint32_t *hist = hacc; /* the thread-local address, taken once */
-    uint64_t clean_n = 0, g_unf = 0, g_norm = 0, g_ovf = 0;
+    uint64_t clean_n = 0, clean_zero = 0, g_unf = 0, g_norm = 0, g_ovf = 0;
     int flo = 255, fhi = 0; /* exponent fields of non-zero values in clean blocks */
     while (n > 0) {
         size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
         size_t nv = nb - nb % TSTATS_LANES;
         if (nv) {
             struct fastblock fb;
-            fast_avx2(x, nv, hist, &fb);
+            if (h)
+                fast_avx2(x, nv, hist, &fb);
+            else
+                fast_avx2_nohist(x, nv, &fb);
             uint32_t negmax = (fb.umax >> 31) ? fb.umax & 0x7fffffffu : 0;
             uint32_t posmax = fb.smax >= 0 ? (uint32_t)fb.smax : 0;
             uint32_t amax = negmax > posmax ? negmax : posmax;
@@ -579,16 +614,23 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
                     if ((int)(amax >> 23) > fhi) fhi = (int)(amax >> 23);
                 }
                 s->count += nv;
+                if (!h) { /* counted by compares */
+                    uint64_t neg = fb.sign - fb.negzero;
+                    s->n_zero += fb.zero;
+                    s->n_neg += neg;
+                    s->n_pos += nv - fb.zero - neg;
+                }
                 s->sum += fb.sum;
                 s->sumsq += fb.sq;
                 clean_n += nv;
+                clean_zero += fb.zero;
                 g_unf += fb.g_unf;
                 g_norm += fb.g_norm;
                 g_ovf += fb.g_ovf;
             } else {
                 /* NaN, inf, a float32 subnormal or a BF16 overflow: take the block's counts
                  * back out of the histogram and redo it with the full kernel */
-                for (size_t i = 0; i < nv; i++)
+                for (size_t i = 0; h && i < nv; i++)
                     hist[(i % HSUB) * HSTRIDE + (load_bits(x, i) >> 23)]--;
                 struct block b;
                 block_init(&b);
@@ -602,6 +644,12 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
             accumulate_scalar(s, h, x + nv, nb - nv);
         x += nb;
         n -= nb;
+    }
+    if (!h) {
+        s->fp16_underflow += (clean_n - clean_zero) - g_unf;
+        s->fp16_subnormal += g_unf - g_norm;
+        s->fp16_overflow += g_ovf;
+        return;
     }
     /* the clean blocks' counts, from the histogram, which is left zeroed */
     uint64_t zero = 0, pos = 0, neg = 0;
@@ -637,11 +685,6 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
 void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
 {
 #ifdef TSTATS_HAVE_AVX2
-    if (pick_kernel() && !h) {
-        /* without a histogram, counting every class by compares is the faster way */
-        accumulate_blocks(block_avx2, s, h, x, n);
-        return;
-    }
     if (pick_kernel()) {
         /* the histogram's 32-bit counters hold at most 2^32 - 1 values per lane */
         const size_t chunk = (size_t)1 << 30;

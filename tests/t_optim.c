@@ -6,6 +6,8 @@
 #include "tap.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 static optim make(optim_kind k, size_t n, ampdiag_format sf, ampdiag_format wf)
 {
@@ -24,10 +26,10 @@ static void test_sgd(void)
     optim o = make(OPT_SGD, 1, AMPDIAG_FP32, AMPDIAG_FP32);
     float w = 1.0f, g = 0.5f;
     optim_begin(&o);
-    optim_update(&o, &w, &g, 0, 1, 0.1, 1.0f, NULL, NULL, NULL);
+    optim_update(&o, &w, &g, 0, 1, 0.1, 1.0f, 1.0f, NULL);
     ok(w == 0.95f, "sgd step 1: buf = g, w = 1 - 0.1*0.5 = 0.95 (got %.9g)", w);
     optim_begin(&o);
-    optim_update(&o, &w, &g, 0, 1, 0.1, 1.0f, NULL, NULL, NULL);
+    optim_update(&o, &w, &g, 0, 1, 0.1, 1.0f, 1.0f, NULL);
     ok(fabsf(w - 0.855f) < 1e-7f, "sgd step 2: buf = 0.9*0.5 + 0.5, w = 0.855 (got %.9g)", w);
     optim_free(&o);
     /* weight decay adds wd*w to the gradient */
@@ -38,7 +40,7 @@ static void test_sgd(void)
     optim_init(&o, &c, 1);
     w = 2.0f; g = 0.0f;
     optim_begin(&o);
-    optim_update(&o, &w, &g, 0, 1, 0.5, 1.0f, NULL, NULL, NULL);
+    optim_update(&o, &w, &g, 0, 1, 0.5, 1.0f, 1.0f, NULL);
     ok(w == 1.9f, "sgd weight decay: w = 2 - 0.5*0.1*2 = 1.9 (got %.9g)", w);
     optim_free(&o);
 }
@@ -80,7 +82,7 @@ static void test_adamw(void)
             gd[i] = g[i];
         }
         optim_begin(&o);
-        optim_update(&o, w, g, 0, N, 1e-3, 1.0f, NULL, NULL, NULL);
+        optim_update(&o, w, g, 0, N, 1e-3, 1.0f, 1.0f, NULL);
         adamw_ref(wd, gd, md, vd, N, t, 1e-3, 0.9, 0.999, 1e-8, 0.01);
     }
     for (int i = 0; i < N; i++) maxerr = fmax(maxerr, fabs(w[i] - wd[i]));
@@ -90,7 +92,7 @@ static void test_adamw(void)
     optim_init(&o, &c, 1);
     float w1 = 0.0f, g1 = 0.25f;
     optim_begin(&o);
-    optim_update(&o, &w1, &g1, 0, 1, 1e-3, 1.0f, NULL, NULL, NULL);
+    optim_update(&o, &w1, &g1, 0, 1, 1e-3, 1.0f, 1.0f, NULL);
     ok(fabsf(w1 + 1e-3f) < 1e-8f, "adamw step 1: dw = -lr * g/|g| (got %.9g)", w1);
     optim_free(&o);
 }
@@ -103,8 +105,8 @@ static void test_fp16_state(void)
     optim o16 = make(OPT_ADAMW, 1, AMPDIAG_FP16, AMPDIAG_FP32);
     float w32 = 0.5f, w16 = 0.5f, g = 0.0f;
     optim_begin(&o32); optim_begin(&o16);
-    optim_update(&o32, &w32, &g, 0, 1, 1e-3, 1.0f, NULL, NULL, NULL);
-    optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, NULL, NULL, NULL);
+    optim_update(&o32, &w32, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL);
+    optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL);
     ok(w32 == 0.5f, "fp32 state, zero gradient: weight unchanged");
     ok(isnan(w16), "fp16 state, zero gradient: eps 1e-8 rounds to 0, 0/0 = NaN weight");
     optim_free(&o16);
@@ -116,12 +118,12 @@ static void test_fp16_state(void)
     optim_init(&o16, &c, 1);
     w16 = 0.5f;
     optim_begin(&o16);
-    optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, NULL, NULL, NULL);
+    optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL);
     ok(w16 == 0.5f, "fp16 state with eps 1e-7: weight unchanged, no NaN");
     /* tiny gradients: g^2 underflows FP16, v = 0, the update is m/eps: huge */
     float g2 = 1e-5f;
     w16 = 0.5f;
-    optim_update(&o16, &w16, &g2, 0, 1, 1e-3, 1.0f, NULL, NULL, NULL);
+    optim_update(&o16, &w16, &g2, 0, 1, 1e-3, 1.0f, 1.0f, NULL);
     ok(fabsf(w16 - 0.5f) > 1e-3f, "fp16 state: g = 1e-5 has g^2 = 0 in FP16, the step exceeds lr (w = %.6g)", w16);
     optim_free(&o16);
     optim_free(&o32);
@@ -140,7 +142,12 @@ static void test_lost_updates(void)
     optim_stats st;
     optim_stats_init(&st);
     optim_begin(&o);
-    optim_update(&o, w, g, 0, 4, 1e-3, 1.0f, &st, NULL, NULL);
+    float w_old[4], dw[4];
+    memcpy(w_old, w, sizeof w);
+    optim_update(&o, w, g, 0, 4, 1e-3, 1.0f, 1.0f, dw);
+    ampdiag_tstats_compute(w_old, 4, &st.weight, NULL);
+    optim_update_stats(&o, w_old, dw, 4, &st, NULL);
+    ok(dw[0] == -1e-3f && dw[3] == 0.0f, "the intended changes are handed back: -1e-3, 0 where g = 0");
     ok(w[0] == 1.0f && st.lost_updates == 3, "bf16 weights: 1 - 1e-3 rounds back to 1, 3 lost updates (got %llu)",
        (unsigned long long)st.lost_updates);
     ok(st.lost_if_bf16 == 3 && st.lost_if_fp16 == 0, "what-if: lost with BF16 weights 3, with FP16 weights 0");
@@ -153,7 +160,8 @@ static void test_lost_updates(void)
     float w2[4] = {1, 1, 1, 1};
     optim_stats_init(&st);
     optim_begin(&o);
-    optim_update(&o, w2, g, 0, 4, 1e-3, 1.0f, &st, NULL, NULL);
+    optim_update(&o, w2, g, 0, 4, 1e-3, 1.0f, 1.0f, dw);
+    optim_update_stats(&o, w_old, dw, 4, &st, NULL);
     ok(w2[0] == 0.999f && st.lost_updates == 0, "fp32 master weights keep the update (w = 0.999)");
     optim_free(&o);
 }
@@ -163,12 +171,20 @@ static void test_unscale_clip(void)
     float g[6] = {65536.0f, -131072.0f, 0, INFINITY, NAN, 2.0f};
     double ss = 0;
     uint64_t nf = 0;
-    ampdiag_tstats st;
-    ampdiag_tstats_init(&st);
-    grads_unscale(g, 6, 1.0f / 65536, &ss, &nf, &st, NULL);
-    ok(g[0] == 1.0f && g[1] == -2.0f && g[5] == 0x1p-15f, "unscale multiplies by 1/scale");
-    ok(nf == 2 && fabs(ss - (1 + 4 + 0x1p-30)) < 1e-15, "unscale: 2 non-finite, sum of squares of the finite unscaled values");
-    ok(st.absmax == 131072.0f && st.n_posinf == 1 && st.n_nan == 1, "statistics describe the scaled values");
+    grads_norm(g, 6, 1.0f / 65536, &ss, &nf);
+    ok(g[0] == 65536.0f && g[1] == -131072.0f && g[5] == 2.0f, "the norm leaves the gradients as they were (scaled)");
+    ok(nf == 2 && fabs(ss - (1 + 4 + 0x1p-30)) < 1e-15, "norm: 2 non-finite, sum of squares of the finite unscaled values");
+    /* the optimizer unscales as it reads: (g * 1/scale) * clip, as if unscaled first */
+    optim_config c;
+    optim_config_default(&c, OPT_SGD);
+    c.momentum = 0;
+    optim o;
+    optim_init(&o, &c, 2);
+    float w[2] = {0, 0}, gs[2] = {65536.0f * 3, -65536.0f};
+    optim_begin(&o);
+    optim_update(&o, w, gs, 0, 2, 0.5, 1.0f / 65536, 0.25f, NULL);
+    ok(w[0] == -0.375f && w[1] == 0.125f, "update with ginv 2^-16 and clip 0.25: w = -0.5 * (g / 2^16) * 0.25");
+    optim_free(&o);
     ok(fabsf(clip_coefficient(10.0, 1.0) - 0.1f) < 1e-7f, "clip: norm 10, max 1 -> 0.1");
     ok(clip_coefficient(0.5, 1.0) == 1.0f && clip_coefficient(10, 0) == 1.0f && clip_coefficient(INFINITY, 1) == 1.0f,
        "clip: below max, disabled, or non-finite norm -> 1");
@@ -190,6 +206,78 @@ static void test_schedule(void)
     ok(optim_kind_parse("AdamW", &k) == 0 && k == OPT_ADAMW && optim_kind_parse("lion", &k) == -1, "optimizer names");
 }
 
+/* optim_update_stats against the plain definition, value by value, on random weights and
+ * changes with every special kind of value, for each weight format, with and without FTZ. */
+static uint64_t lcg = 12345;
+static uint32_t rnd32(void) { lcg = lcg * 6364136223846793005ull + 1442695040888963407ull; return (uint32_t)(lcg >> 32); }
+static float fbits(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+
+static void test_update_stats_exact(void)
+{
+    const size_t n = 5003; /* blocks of 1024 and a tail shorter than a vector */
+    float *w = malloc(n * sizeof *w), *d = malloc(n * sizeof *d);
+    if (!w || !d) abort();
+    static const uint32_t special[] = {0x7fc00000u, 0x7f800000u, 0xff800000u, 0x00000001u, 0x80000000u,
+                                       0x477ff000u, 0x33000000u, 0x387fe000u, 0x7f7f8000u};
+    for (size_t i = 0; i < n; i++) {
+        float wi = (float)((int32_t)rnd32()) * 0x1p-31f * ldexpf(1.0f, (int)(rnd32() % 40) - 20);
+        float di = (float)((int32_t)rnd32()) * 0x1p-31f * ldexpf(1.0f, (int)(rnd32() % 60) - 50);
+        if (rnd32() % 50 == 0) wi = fbits(special[rnd32() % 9]);
+        if (rnd32() % 50 == 0) di = fbits(special[rnd32() % 9]);
+        if (rnd32() % 10 == 0) di = 0.0f;
+        if (rnd32() % 20 == 0) di = wi * 0x1p-9f; /* near the half-ulp ties */
+        w[i] = wi;
+        d[i] = di;
+    }
+    static const ampdiag_format wfs[3] = {AMPDIAG_FP32, AMPDIAG_FP16, AMPDIAG_BF16};
+    int bad = 0;
+    for (int f = 0; f < 3; f++)
+        for (unsigned ftz = 0; ftz < 2; ftz++) {
+            optim_config c;
+            optim_config_default(&c, OPT_SGD);
+            c.weight_fmt = wfs[f];
+            c.round_flags = ftz ? AMPDIAG_ROUND_FTZ : 0;
+            optim o;
+            if (optim_init(&o, &c, n) != 0) abort();
+            optim_stats st;
+            optim_stats_init(&st);
+            optim_update_stats(&o, w, d, n, &st, NULL);
+            uint64_t lost = 0, l16 = 0, lb = 0;
+            double ws = 0, ds = 0;
+            for (size_t i = 0; i < n; i++) {
+                int nz = d[i] != 0.0f;
+                float s = w[i] + d[i];
+                if (wfs[f] != AMPDIAG_FP32)
+                    s = ftz ? ampdiag_round_ftz(wfs[f], s) : ampdiag_round(wfs[f], s);
+                lost += nz && s == w[i];
+                float r16 = ftz ? ampdiag_round_ftz(AMPDIAG_FP16, w[i]) : ampdiag_round(AMPDIAG_FP16, w[i]);
+                float s16 = ftz ? ampdiag_round_ftz(AMPDIAG_FP16, r16 + d[i]) : ampdiag_round(AMPDIAG_FP16, r16 + d[i]);
+                l16 += nz && s16 == r16;
+                float rb = ftz ? ampdiag_round_ftz(AMPDIAG_BF16, w[i]) : ampdiag_round(AMPDIAG_BF16, w[i]);
+                float sb = ftz ? ampdiag_round_ftz(AMPDIAG_BF16, rb + d[i]) : ampdiag_round(AMPDIAG_BF16, rb + d[i]);
+                lb += nz && sb == rb;
+                ws += (double)w[i] * w[i];
+                ds += (double)d[i] * d[i];
+            }
+            int same = st.lost_updates == lost && st.lost_if_fp16 == l16 && st.lost_if_bf16 == lb &&
+                       ((isnan(ws) && isnan(st.w_sumsq)) || ws == st.w_sumsq ||
+                        fabs(st.w_sumsq - ws) <= 1e-12 * fabs(ws)) &&
+                       ((isnan(ds) && isnan(st.dw_sumsq)) || ds == st.dw_sumsq ||
+                        fabs(st.dw_sumsq - ds) <= 1e-12 * fabs(ds));
+            if (!same) {
+                bad++;
+                diag("weights %s ftz %u: lost %llu/%llu fp16 %llu/%llu bf16 %llu/%llu", ampdiag_format_get(wfs[f])->name,
+                     ftz, (unsigned long long)st.lost_updates, (unsigned long long)lost,
+                     (unsigned long long)st.lost_if_fp16, (unsigned long long)l16,
+                     (unsigned long long)st.lost_if_bf16, (unsigned long long)lb);
+            }
+            optim_free(&o);
+        }
+    ok(bad == 0, "update analysis equals the value-by-value definition (3 weight formats x FTZ, specials, ties)");
+    free(w);
+    free(d);
+}
+
 int main(void)
 {
     test_sgd();
@@ -197,6 +285,7 @@ int main(void)
     test_fp16_state();
     test_lost_updates();
     test_unscale_clip();
+    test_update_stats_exact();
     test_schedule();
     return done_testing();
 }

@@ -170,6 +170,50 @@ static void test_healthy(void)
     }
     ok(same, "same seed: identical losses, norms and tensor records");
     unload(&t1); unload(&t2);
+
+    /* statistics taken on the tracer thread are the ones taken inline: every record, including
+     * skipped steps, evaluations mid-run and sparse tracing */
+    static const char *const cfgs[] = {
+        "--precision fp16 --steps 23 --trace-every 3 --hist-every 6 --eval-every 7",
+        "--scenario fp16-forward-overflow --steps 12 --hist-every 4",
+        "--scenario bf16-pure-lost-updates --steps 15 --hist-every 5 --eval-every 4",
+        "--model transformer --precision bf16 --steps 6 --batch 4 --hist-every 2",
+    };
+    for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
+        int rc0 = run("run %s --trace-threads 0 --progress none --overwrite -o %s", cfgs[k], p("i0.h5"));
+        int rc1 = run("run %s --trace-threads 1 --progress none --overwrite -o %s", cfgs[k], p("i1.h5"));
+        if (rc0 || rc1 || load(&t1, p("i0.h5")) || load(&t2, p("i1.h5"))) {
+            ok(0, "%s: runs with and without the tracer thread (exit %d, %d)", cfgs[k], rc0, rc1);
+            continue;
+        }
+        same = t1.ns == t2.ns && t1.nt == t2.nt && t1.ne == t2.ne && t1.nv == t2.nv && t1.nt > 0;
+        for (size_t i = 0; same && i < t1.ns; i++) {
+            const ampdiag_trace_step *x = &t1.steps[i], *y = &t2.steps[i];
+            same = x->step == y->step && memcmp(&x->loss, &y->loss, sizeof x->loss) == 0 &&
+                   memcmp(&x->grad_norm, &y->grad_norm, sizeof x->grad_norm) == 0 &&
+                   memcmp(&x->update_ratio, &y->update_ratio, sizeof x->update_ratio) == 0 &&
+                   x->skipped == y->skipped && x->loss_scale == y->loss_scale &&
+                   strcmp(x->skip_reason, y->skip_reason) == 0;
+        }
+        for (size_t i = 0; same && i < t1.nt; i++) {
+            const ampdiag_trace_tensor *x = &t1.tensors[i], *y = &t2.tensors[i];
+            same = x->step == y->step && x->layer == y->layer && x->kind == y->kind && x->count == y->count &&
+                   x->n_nan == y->n_nan && x->n_posinf == y->n_posinf && x->n_zero == y->n_zero &&
+                   x->n_neg == y->n_neg && same_bits(x->min, y->min) && same_bits(x->max, y->max) &&
+                   same_bits(x->absmin_nz, y->absmin_nz) && memcmp(&x->mean, &y->mean, sizeof x->mean) == 0 &&
+                   memcmp(&x->rms, &y->rms, sizeof x->rms) == 0 && x->fp16_underflow == y->fp16_underflow &&
+                   x->fp16_overflow == y->fp16_overflow && x->bf16_underflow == y->bf16_underflow &&
+                   x->lost_updates == y->lost_updates && x->lost_if_fp16 == y->lost_if_fp16 &&
+                   x->lost_if_bf16 == y->lost_if_bf16;
+        }
+        for (size_t i = 0; same && i < t1.ne; i++)
+            same = t1.events[i].step == t2.events[i].step && t1.events[i].code == t2.events[i].code;
+        for (size_t i = 0; same && i < t1.nv; i++)
+            same = memcmp(&t1.evals[i].loss, &t2.evals[i].loss, sizeof t1.evals[i].loss) == 0;
+        ok(same, "%s: the tracer thread gives the records of inline tracing (%zu steps, %zu tensor records)",
+           cfgs[k], t1.ns, t1.nt);
+        unload(&t1); unload(&t2);
+    }
 }
 
 static void test_scenarios(void)
