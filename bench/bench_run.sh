@@ -1,44 +1,49 @@
 #!/bin/sh
 # bench_run.sh - steps/s of `ampdiag run` for the mlp and transformer presets in fp32, fp16 and
-# bf16, with tensor tracing off (--trace-every 0: step records only), every 10 steps, and every
-# step; the cost of tracing is measured against tracing off in the same run of this script.
-# Usage: bench/bench_run.sh [AMPDIAG]   (default ./ampdiag). Prints a Markdown table.
+# bf16, with tensor tracing off (--trace-every 0: step records only), every 10 steps, every step
+# (statistics on the tracer thread, the default on 2+ cores) and every step inline
+# (--trace-threads 0). The cost of tracing is measured against tracing off in the same run of
+# this script; the configurations are interleaved and each keeps its best of REPS runs, so that
+# a slow spell of a shared machine does not land on one column only. The last column is the CPU
+# time (user + system, both threads) of the every-step run against that of tracing off.
+# Usage: bench/bench_run.sh [AMPDIAG [REPS]]   (default ./ampdiag 5). Prints a Markdown table.
 set -eu
 AMPDIAG=${1:-./ampdiag}
+REPS=${2:-5}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-now() { date +%s.%N; }
+TIME=/usr/bin/time
+[ -x "$TIME" ] || { echo "bench_run.sh: needs /usr/bin/time (Debian package 'time')" >&2; exit 3; }
 steps_for() { case $1 in mlp) echo 1000 ;; *) echo 100 ;; esac; }
 batch_for() { case $1 in mlp) echo 64 ;; *) echo 8 ;; esac; }
-echo "| model (batch) | precision | trace off | every 10 steps | every step | tracing cost (every 10 / every step) |"
-echo "|---|---|---|---|---|---|"
+# best (smallest) value of column $2 among lines starting with key $1 in file $3
+best() { awk -v k="$1" -v c="$2" '$1 == k && (b == "" || $c < b) { b = $c } END { print b }' "$3"; }
+pct() { awk -v t="$1" -v b="$2" 'BEGIN { printf "%+.0f%%", (t / b - 1) * 100 }'; }
+echo "| model (batch) | precision | trace off | every 10 steps | every step | every step, inline | tracing cost (every 10 / every step / inline) | CPU time, every step |"
+echo "|---|---|---|---|---|---|---|---|"
 for model in mlp transformer; do
     n=$(steps_for $model); b=$(batch_for $model)
     for p in fp32 fp16 bf16; do
-        line="| $model ($b) | $p"
-        base=""
-        c10=""
-        c1=""
-        for te in 0 10 1; do
-            best=""
-            for rep in 1 2 3; do
-                t0=$(now)
-                "$AMPDIAG" run --model $model --precision $p --steps $n --batch $b --trace-every $te \
-                    --hist-every 100 --eval-every 0 --progress none \
-                    -o "$tmp/r.h5" --overwrite > /dev/null
-                t1=$(now)
-                t=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
-                if [ -z "$best" ] || [ "$(awk -v t="$t" -v b="$best" 'BEGIN { print (t < b) }')" = 1 ]; then best=$t; fi
+        log="$tmp/$model-$p.txt"
+        : > "$log"
+        rep=0
+        while [ $rep -lt "$REPS" ]; do
+            for cfg in "off 0 1" "e10 10 1" "e1 1 1" "inl 1 0"; do
+                set -- $cfg
+                "$TIME" -f "$1 %e %U %S" -a -o "$log" "$AMPDIAG" run --model $model --precision $p --steps $n \
+                    --batch $b --trace-every $2 --trace-threads $3 --hist-every 100 --eval-every 0 \
+                    --progress none -o "$tmp/r.h5" --overwrite > /dev/null
             done
-            line="$line | $(awk -v n="$n" -v t="$best" 'BEGIN { printf "%.0f", n / t }') steps/s"
-            if [ $te = 0 ]; then base=$best; fi
-            cost=$(awk -v t="$best" -v b="$base" 'BEGIN { printf "%+.0f%%", (t / b - 1) * 100 }')
-            if [ $te = 10 ]; then c10=$cost; fi
-            if [ $te = 1 ]; then c1=$cost; fi
+            rep=$((rep + 1))
         done
-        echo "$line | $c10 / $c1 |"
+        awk '{ print $1, $2, $3 + $4 }' "$log" > "$log.2"
+        off=$(best off 2 "$log.2"); e10=$(best e10 2 "$log.2"); e1=$(best e1 2 "$log.2"); inl=$(best inl 2 "$log.2")
+        cpu_off=$(best off 3 "$log.2"); cpu_e1=$(best e1 3 "$log.2")
+        rate() { awk -v n="$n" -v t="$1" 'BEGIN { printf "%.0f steps/s", n / t }'; }
+        echo "| $model ($b) | $p | $(rate "$off") | $(rate "$e10") | $(rate "$e1") | $(rate "$inl") |" \
+             "$(pct "$e10" "$off") / $(pct "$e1" "$off") / $(pct "$inl" "$off") | $(pct "$cpu_e1" "$cpu_off") |"
     done
 done
 echo
-echo "(wall time of the whole command, best of 3, including start-up and writing the trace;"
-echo " $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'))"
+echo "(wall time of the whole command, best of $REPS interleaved runs, including start-up and writing"
+echo " the trace; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'))"

@@ -2,7 +2,7 @@
 # Install what ampdiag needs to build, test and draw charts on Debian/Ubuntu (run as root, or
 # with sudo available). Non-interactive; does nothing when every package is already there.
 set -eu
-PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev hdf5-tools libopenblas-dev gnuplot-nox"
+PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev hdf5-tools libopenblas-dev gnuplot-nox time"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -2,12 +2,14 @@
  * tstats.c - fused per-tensor statistics (ampdiag.h): one pass over the data fills every
  * field of an ampdiag_tstats record and, optionally, the exponent histogram.
  *
- * The data is cut into blocks of TSTATS_BLOCK values. A block kernel classifies a block in
- * SIMD lanes (integer compares on the bit patterns) into a struct block; the driver adds the
- * block into the 64-bit record and, while the block is still in L1, counts the exponent
- * histogram from it. So memory is read once. Two block kernels give identical counts and
- * extremes: a portable one in plain C (lane arrays the compiler vectorises) and an AVX2 one
- * written with intrinsics, chosen at run time (AMPDIAG_TSTATS_IMPL=generic forces the first).
+ * The data is cut into blocks of TSTATS_BLOCK values. On x86-64 with AVX2 a block is first
+ * read by the clean-block kernel (fast_avx2: FP16 thresholds, zeros, signs, extremes and sums
+ * only); a block that turns out to hold NaN, inf, a float32 subnormal or a BF16 overflow is
+ * redone by the full kernel (block_avx2: every class by compares). The histogram is counted
+ * from the block while it is still in L1. Everywhere else, or with AMPDIAG_TSTATS_IMPL=generic,
+ * a portable kernel in plain C (lane arrays the compiler vectorises) does every block. All
+ * paths give identical counts and extremes, and sums that differ only by the order of the
+ * additions (tests/t_tstats.c checks all of them against a slow reference).
  */
 #include "ampdiag.h"
 #include "numfmt.h"
@@ -306,26 +308,23 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
 #undef CMPGT
 
 /*
- * The histogram-driven AVX2 path (the default on x86-64 with AVX2).
+ * The clean-block AVX2 path (the default on x86-64 with AVX2).
  *
  * Most blocks of real tensors are "clean": no NaN/inf, no float32 subnormal, nothing at or above
- * BF16's overflow threshold. For a clean block nearly every count follows from the histogram of
- * the top nine bits (sign and exponent field), which the pass counts anyway: exponent field 0
- * holds only zeros, fields 1-254 split into positive and negative by the sign bit, and neither
- * BF16 class (overflow, underflow, subnormal) can occur. What is left per value is three FP16
- * threshold compares, the extremes (integer min/max on the bit patterns) and the double sums.
- * The nine-bit histogram lives in eight interleaved sub-histograms (one per SIMD lane, so runs
- * of equal exponents do not stall on store-to-load forwarding) in thread-local storage that is
- * left zeroed between calls; only the exponent range a call used is merged and cleared.
+ * BF16's overflow threshold. In a clean block no BF16 class (overflow, underflow, subnormal) can
+ * occur and every value is finite, so per value the kernel keeps only: three FP16 threshold
+ * counts, the counts of zeros, of set sign bits and of -0, the extremes (integer min/max on the
+ * bit patterns, no masking) and the two double sums. Whether the block was clean is read off its
+ * extremes at the end; a block that was not is redone by the full kernel (block_avx2: every class
+ * by compares, non-finite values masked). So the results are identical to the portable
+ * kernel's on every input.
  *
- * A block that is not clean is redone by the full kernel (block_avx2: every class by compares,
- * non-finite values masked) and its histogram placed exactly; its nine-bit counts are taken back
- * out first. So the results are identical to the portable kernel's on every input.
+ * The exponent histogram of a clean block comes from a second pass while the block is in L1:
+ * its non-zero values' exponent fields lie between those of its smallest and largest |x|, and
+ * when that window is at most 32 fields wide (nearly always: a block of 4096 normal values
+ * spans about 15) the fields are packed to bytes, 32 to a vector, and each field of the window
+ * is counted by byte compares. Wider windows use the scalar histogram.
  */
-#define HSUB 8
-#define HBINS 512   /* sign << 8 | exponent field */
-#define HSTRIDE 528 /* sub-histograms 2112 bytes apart: a multiple of 4096 would alias */
-static _Thread_local uint32_t hacc[HSUB * HSTRIDE];
 
 /* Per-block results of the fast kernel (reduced from its lanes). */
 struct fastblock {
@@ -333,35 +332,34 @@ struct fastblock {
     uint32_t umax;        /* unsigned max of the bit patterns */
     uint32_t am1;         /* unsigned min of |x| bits - 1 (0xffffffff: no non-zero value) */
     uint64_t g_unf, g_norm, g_ovf; /* counts of |x| bits > FP16_UNF, >= FP16_NORM, >= FP16_OVF */
-    uint64_t zero, sign, negzero;  /* without a histogram: counts of 0, of the sign bit, of -0 */
+    uint64_t zero, sign, negzero;  /* counts of 0, of a set sign bit, of -0 */
     double sum, sq;
 };
 
 #define CMPGT(v, t) _mm256_cmpgt_epi32((v), _mm256_set1_epi32((int)(t)))
 
-/* The kernel; with hist 0 it counts zeros and signs by compares instead of the histogram (for
- * callers that want no histogram: fewer instructions per value). */
-__attribute__((target("avx2,fma"), always_inline))
-static inline void fast_body(const float *x, size_t nv, uint32_t *restrict hb, struct fastblock *fb, const int hist)
+static inline uint64_t lanes_sum(const uint32_t *t)
+{
+    uint64_t s = 0;
+    for (int l = 0; l < 8; l++) s += t[l];
+    return s;
+}
+
+__attribute__((target("avx2,fma")))
+static void fast_avx2(const float *x, size_t nv, struct fastblock *fb)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
-    const __m256i lane_off = _mm256_setr_epi32(0, HSTRIDE, 2 * HSTRIDE, 3 * HSTRIDE, 4 * HSTRIDE, 5 * HSTRIDE,
-                                               6 * HSTRIDE, 7 * HSTRIDE);
-    __m256i smin = _mm256_set1_epi32(INT32_MAX), smax = _mm256_set1_epi32(INT32_MIN);
-    __m256i umax = _mm256_setzero_si256(), am1 = _mm256_set1_epi32(-1);
-    __m256i gu = _mm256_setzero_si256(), gn = gu, go = gu, cz = gu, cs = gu, cm = gu;
+    const __m256i zero = _mm256_setzero_si256(), negz = _mm256_set1_epi32(INT32_MIN);
+    __m256i smin = _mm256_set1_epi32(INT32_MAX), smax = negz;
+    __m256i umax = zero, am1 = _mm256_set1_epi32(-1);
+    __m256i gu = zero, gn = zero, go = zero, cz = zero, cs = zero, cm = zero;
     __m256d vsum = _mm256_setzero_pd(), vsq = vsum;
-    uint32_t idx[8] __attribute__((aligned(32)));
     for (size_t i = 0; i < nv; i += 8) {
         __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
-        if (hist)
-            _mm256_store_si256((__m256i *)(void *)idx, _mm256_add_epi32(_mm256_srli_epi32(u, 23), lane_off));
         __m256i a = _mm256_and_si256(u, absmask);
-        if (!hist) {
-            cz = _mm256_sub_epi32(cz, _mm256_cmpeq_epi32(a, _mm256_setzero_si256()));
-            cs = _mm256_sub_epi32(cs, _mm256_cmpgt_epi32(_mm256_setzero_si256(), u));
-            cm = _mm256_sub_epi32(cm, _mm256_cmpeq_epi32(u, _mm256_set1_epi32(INT32_MIN)));
-        }
+        cz = _mm256_sub_epi32(cz, _mm256_cmpeq_epi32(a, zero));
+        cs = _mm256_sub_epi32(cs, _mm256_cmpgt_epi32(zero, u));
+        cm = _mm256_sub_epi32(cm, _mm256_cmpeq_epi32(u, negz));
         smin = _mm256_min_epi32(smin, u);
         smax = _mm256_max_epi32(smax, u);
         umax = _mm256_max_epu32(umax, u);
@@ -369,16 +367,12 @@ static inline void fast_body(const float *x, size_t nv, uint32_t *restrict hb, s
         gu = _mm256_sub_epi32(gu, CMPGT(a, AMPDIAG_FP16_UNF_BITS));
         gn = _mm256_sub_epi32(gn, CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1));
         go = _mm256_sub_epi32(go, CMPGT(a, AMPDIAG_FP16_OVF_BITS - 1));
+        /* the sums in block_avx2's order, so that both paths give the same bits */
         __m256 v = _mm256_castsi256_ps(u);
         __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
         __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-        /* the sums in block_avx2's order, so that both paths give the same bits */
         vsum = _mm256_add_pd(vsum, _mm256_add_pd(lo, hi));
         vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, vsq));
-        if (hist) {
-            hb[idx[0]]++; hb[idx[1]]++; hb[idx[2]]++; hb[idx[3]]++;
-            hb[idx[4]]++; hb[idx[5]]++; hb[idx[6]]++; hb[idx[7]]++;
-        }
     }
     int32_t t[8] __attribute__((aligned(32)));
     uint32_t *tu = (uint32_t *)(void *)t;
@@ -391,22 +385,18 @@ static inline void fast_body(const float *x, size_t nv, uint32_t *restrict hb, s
     for (int l = 0; l < 8; l++) fb->umax = tu[l] > fb->umax ? tu[l] : fb->umax;
     _mm256_store_si256((__m256i *)(void *)t, am1);
     for (int l = 0; l < 8; l++) fb->am1 = tu[l] < fb->am1 ? tu[l] : fb->am1;
-    fb->g_unf = fb->g_norm = fb->g_ovf = 0;
     _mm256_store_si256((__m256i *)(void *)t, gu);
-    for (int l = 0; l < 8; l++) fb->g_unf += tu[l];
+    fb->g_unf = lanes_sum(tu);
     _mm256_store_si256((__m256i *)(void *)t, gn);
-    for (int l = 0; l < 8; l++) fb->g_norm += tu[l];
+    fb->g_norm = lanes_sum(tu);
     _mm256_store_si256((__m256i *)(void *)t, go);
-    for (int l = 0; l < 8; l++) fb->g_ovf += tu[l];
-    fb->zero = fb->sign = fb->negzero = 0;
-    if (!hist) {
-        _mm256_store_si256((__m256i *)(void *)t, cz);
-        for (int l = 0; l < 8; l++) fb->zero += tu[l];
-        _mm256_store_si256((__m256i *)(void *)t, cs);
-        for (int l = 0; l < 8; l++) fb->sign += tu[l];
-        _mm256_store_si256((__m256i *)(void *)t, cm);
-        for (int l = 0; l < 8; l++) fb->negzero += tu[l];
-    }
+    fb->g_ovf = lanes_sum(tu);
+    _mm256_store_si256((__m256i *)(void *)t, cz);
+    fb->zero = lanes_sum(tu);
+    _mm256_store_si256((__m256i *)(void *)t, cs);
+    fb->sign = lanes_sum(tu);
+    _mm256_store_si256((__m256i *)(void *)t, cm);
+    fb->negzero = lanes_sum(tu);
     double d[4];
     _mm256_storeu_pd(d, vsum);
     fb->sum = (d[0] + d[1]) + (d[2] + d[3]);
@@ -414,26 +404,59 @@ static inline void fast_body(const float *x, size_t nv, uint32_t *restrict hb, s
     fb->sq = (d[0] + d[1]) + (d[2] + d[3]);
 }
 
+#define HWIN 32 /* the widest exponent window counted by byte compares */
 
-/* noipa: the caller passes the thread-local histogram's address; were it propagated back in as a
- * constant, every iteration would call __tls_get_addr */
-__attribute__((target("avx2,fma"), noipa))
-static void fast_avx2(const float *x, size_t nv, uint32_t *restrict hb, struct fastblock *fb)
+/* Histogram of the non-zero values of a clean block x[0..nv) (nv a multiple of 8, at most
+ * TSTATS_BLOCK) whose exponent fields lie in [flo, flo + HWIN): fields packed to bytes, then one
+ * byte compare per field and 32 values. Zeros (field 0 < flo) are not counted here. */
+__attribute__((target("avx2")))
+static void hist_window_avx2(const float *x, size_t nv, int flo, int fhi, ampdiag_hist *h)
 {
-    fast_body(x, nv, hb, fb, 1);
-}
-
-__attribute__((target("avx2,fma")))
-static void fast_avx2_nohist(const float *x, size_t nv, struct fastblock *fb)
-{
-    fast_body(x, nv, NULL, fb, 0);
+    uint8_t eb[TSTATS_BLOCK] __attribute__((aligned(32)));
+    const __m256i m8 = _mm256_set1_epi16(0xff);
+    size_t nq = nv - nv % 32, i = 0;
+    for (; i < nq; i += 32) {
+        const __m256i *p = (const __m256i *)(const void *)(x + i);
+        __m256i e0 = _mm256_srli_epi32(_mm256_loadu_si256(p), 23);
+        __m256i e1 = _mm256_srli_epi32(_mm256_loadu_si256(p + 1), 23);
+        __m256i e2 = _mm256_srli_epi32(_mm256_loadu_si256(p + 2), 23);
+        __m256i e3 = _mm256_srli_epi32(_mm256_loadu_si256(p + 3), 23);
+        /* sign << 8 | field fits 16 bits; drop the sign, then pack to bytes (lane order is
+         * scrambled, which a histogram does not mind) */
+        __m256i w01 = _mm256_and_si256(_mm256_packus_epi32(e0, e1), m8);
+        __m256i w23 = _mm256_and_si256(_mm256_packus_epi32(e2, e3), m8);
+        _mm256_store_si256((__m256i *)(void *)(eb + i), _mm256_packus_epi16(w01, w23));
+    }
+    size_t nvec = nq / 32;
+    for (int f = flo; f <= fhi; f++) {
+        /* byte counters take at most TSTATS_BLOCK / 32 = 128 hits each */
+        const __m256i fv = _mm256_set1_epi8((char)f);
+        __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+        size_t j = 0;
+        for (; j + 2 <= nvec; j += 2) {
+            c0 = _mm256_sub_epi8(c0, _mm256_cmpeq_epi8(_mm256_load_si256((const __m256i *)(const void *)(eb + 32 * j)), fv));
+            c1 = _mm256_sub_epi8(c1, _mm256_cmpeq_epi8(_mm256_load_si256((const __m256i *)(const void *)(eb + 32 * j + 32)), fv));
+        }
+        if (j < nvec)
+            c0 = _mm256_sub_epi8(c0, _mm256_cmpeq_epi8(_mm256_load_si256((const __m256i *)(const void *)(eb + 32 * j)), fv));
+        __m256i sad = _mm256_add_epi64(_mm256_sad_epu8(c0, _mm256_setzero_si256()),
+                                       _mm256_sad_epu8(c1, _mm256_setzero_si256()));
+        uint64_t q[4];
+        _mm256_storeu_si256((__m256i *)(void *)q, sad);
+        h->bin[AMPDIAG_HIST_BIN(f - 127)] += q[0] + q[1] + q[2] + q[3];
+    }
+    for (; i < nv; i++) {
+        uint32_t e = (load_bits(x, i) >> 23) & 0xffu;
+        if (e)
+            h->bin[AMPDIAG_HIST_BIN((int)e - 127)]++;
+    }
 }
 #undef CMPGT
 #endif
 
 typedef void (*block_fn)(const float *, size_t, struct block *);
 
-/* The kernels this CPU runs: 1 = the histogram-driven AVX2 path, 0 = the portable kernel.
+/* The kernels this CPU runs: 1 = the clean-block AVX2 path, 0 = the portable kernel.
  * AMPDIAG_TSTATS_IMPL=generic forces the portable one (tests run both); the choice is read from
  * the environment once, and again by ampdiag_tstats_impl(). An AVX-512 kernel with mask-register
  * counts was measured slower than AVX2 here (compares into k registers share one port). */
@@ -581,25 +604,19 @@ static void accumulate_blocks(block_fn kernel, ampdiag_tstats *s, ampdiag_hist *
 #ifdef TSTATS_HAVE_AVX2
 static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
 {
-    uint32_t *hist = hacc; /* the thread-local address, taken once */
-    uint64_t clean_n = 0, clean_zero = 0, g_unf = 0, g_norm = 0, g_ovf = 0;
-    int flo = 255, fhi = 0; /* exponent fields of non-zero values in clean blocks */
     while (n > 0) {
         size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
         size_t nv = nb - nb % TSTATS_LANES;
         if (nv) {
             struct fastblock fb;
-            if (h)
-                fast_avx2(x, nv, hist, &fb);
-            else
-                fast_avx2_nohist(x, nv, &fb);
+            fast_avx2(x, nv, &fb);
             uint32_t negmax = (fb.umax >> 31) ? fb.umax & 0x7fffffffu : 0;
             uint32_t posmax = fb.smax >= 0 ? (uint32_t)fb.smax : 0;
             uint32_t amax = negmax > posmax ? negmax : posmax;
             int any_nz = fb.am1 != UINT32_MAX;
             uint32_t amin = fb.am1 + 1u;
             if (amax < AMPDIAG_BF16_OVF_BITS && (!any_nz || amin >= AMPDIAG_F32_MIN_NORMAL)) {
-                /* clean: extremes from the bit-pattern extremes, counts from the histogram */
+                /* clean: extremes from the bit-pattern extremes, every class by the counts */
                 uint32_t minb = (fb.umax >> 31) ? fb.umax : (uint32_t)fb.smin;
                 uint32_t maxb = fb.smax >= 0 ? (uint32_t)fb.smax : (uint32_t)fb.smin;
                 float fmin = ampdiag_f32_from_bits(minb), fmax = ampdiag_f32_from_bits(maxb);
@@ -610,28 +627,31 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
                 if (any_nz) {
                     float famin = ampdiag_f32_from_bits(amin);
                     if (famin < s->absmin_nz) s->absmin_nz = famin;
-                    if ((int)(amin >> 23) < flo) flo = (int)(amin >> 23);
-                    if ((int)(amax >> 23) > fhi) fhi = (int)(amax >> 23);
                 }
+                uint64_t neg = fb.sign - fb.negzero;
                 s->count += nv;
-                if (!h) { /* counted by compares */
-                    uint64_t neg = fb.sign - fb.negzero;
-                    s->n_zero += fb.zero;
-                    s->n_neg += neg;
-                    s->n_pos += nv - fb.zero - neg;
-                }
+                s->n_zero += fb.zero;
+                s->n_neg += neg;
+                s->n_pos += nv - fb.zero - neg;
+                s->fp16_underflow += (nv - fb.zero) - fb.g_unf;
+                s->fp16_subnormal += fb.g_unf - fb.g_norm;
+                s->fp16_overflow += fb.g_ovf;
                 s->sum += fb.sum;
                 s->sumsq += fb.sq;
-                clean_n += nv;
-                clean_zero += fb.zero;
-                g_unf += fb.g_unf;
-                g_norm += fb.g_norm;
-                g_ovf += fb.g_ovf;
+                if (h) {
+                    int flo = (int)(amin >> 23), fhi = (int)(amax >> 23);
+                    if (any_nz && fhi - flo < HWIN) {
+                        hist_window_avx2(x, nv, flo, fhi, h);
+                        h->bin[AMPDIAG_HIST_ZERO] += fb.zero;
+                    } else {
+                        struct block b;
+                        block_init(&b);
+                        b.zero = fb.zero;
+                        block_hist(x, nv, &b, h);
+                    }
+                }
             } else {
-                /* NaN, inf, a float32 subnormal or a BF16 overflow: take the block's counts
-                 * back out of the histogram and redo it with the full kernel */
-                for (size_t i = 0; h && i < nv; i++)
-                    hist[(i % HSUB) * HSTRIDE + (load_bits(x, i) >> 23)]--;
+                /* NaN, inf, a float32 subnormal or a BF16 overflow: the full kernel */
                 struct block b;
                 block_init(&b);
                 block_avx2(x, nv, &b);
@@ -645,40 +665,6 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
         x += nb;
         n -= nb;
     }
-    if (!h) {
-        s->fp16_underflow += (clean_n - clean_zero) - g_unf;
-        s->fp16_subnormal += g_unf - g_norm;
-        s->fp16_overflow += g_ovf;
-        return;
-    }
-    /* the clean blocks' counts, from the histogram, which is left zeroed */
-    uint64_t zero = 0, pos = 0, neg = 0;
-    for (int l = 0; l < HSUB; l++) {
-        uint32_t *hl = hist + l * HSTRIDE;
-        zero += (uint64_t)hl[0] + hl[256];
-        hl[0] = hl[256] = 0;
-    }
-    for (int f = flo; f <= fhi; f++) {
-        uint64_t p = 0, q = 0;
-        for (int l = 0; l < HSUB; l++) {
-            uint32_t *hl = hist + l * HSTRIDE;
-            p += hl[f];
-            q += hl[256 + f];
-            hl[f] = hl[256 + f] = 0;
-        }
-        pos += p;
-        neg += q;
-        if (h)
-            h->bin[AMPDIAG_HIST_BIN(f - 127)] += p + q;
-    }
-    if (h)
-        h->bin[AMPDIAG_HIST_ZERO] += zero;
-    s->n_zero += zero;
-    s->n_pos += pos;
-    s->n_neg += neg;
-    s->fp16_underflow += (clean_n - zero) - g_unf;
-    s->fp16_subnormal += g_unf - g_norm;
-    s->fp16_overflow += g_ovf;
 }
 #endif
 
@@ -686,10 +672,6 @@ void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *
 {
 #ifdef TSTATS_HAVE_AVX2
     if (pick_kernel()) {
-        /* the histogram's 32-bit counters hold at most 2^32 - 1 values per lane */
-        const size_t chunk = (size_t)1 << 30;
-        for (; n > chunk; n -= chunk, x += chunk)
-            accumulate_fast(s, h, x, chunk);
         accumulate_fast(s, h, x, n);
         return;
     }
