@@ -4,7 +4,7 @@
  *
  * The data is cut into blocks of TSTATS_BLOCK values. On x86-64 with AVX2 a block is first
  * read by the clean-block kernel (fast_avx2: FP16 thresholds, zeros, signs, extremes and sums
- * only); a block that turns out to hold NaN, inf, a float32 subnormal or a BF16 overflow is
+ * only); a block that turns out to hold NaN, inf, a float32 subnormal or an FP16 overflow is
  * redone by the full kernel (block_avx2: every class by compares). The histogram is counted
  * from the block while it is still in L1. Everywhere else, or with AMPDIAG_TSTATS_IMPL=generic,
  * a portable kernel in plain C (lane arrays the compiler vectorises) does every block. All
@@ -311,19 +311,19 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
  * The clean-block AVX2 path (the default on x86-64 with AVX2).
  *
  * Most blocks of real tensors are "clean": no NaN/inf, no float32 subnormal, nothing at or above
- * BF16's overflow threshold. In a clean block no BF16 class (overflow, underflow, subnormal) can
- * occur and every value is finite, so per value the kernel keeps only: three FP16 threshold
- * counts, the counts of zeros, of set sign bits and of -0, the extremes (integer min/max on the
- * bit patterns, no masking) and the two double sums. Whether the block was clean is read off its
- * extremes at the end; a block that was not is redone by the full kernel (block_avx2: every class
- * by compares, non-finite values masked). So the results are identical to the portable
- * kernel's on every input.
+ * FP16's overflow threshold (65520). In a clean block no overflow (FP16 or BF16) and no BF16
+ * underflow or subnormal can occur and every value is finite, so per value the kernel keeps
+ * only: two FP16 threshold counts (underflow, subnormal), the counts of zeros and of negative
+ * values, the extremes (integer min/max on the bit patterns, no masking) and the two double
+ * sums. Whether the block was clean is read off its extremes at the end; a block that was not
+ * is redone by the full kernel (block_avx2: every class by compares, non-finite values masked).
+ * So the results are identical to the portable kernel's on every input.
  *
  * The exponent histogram of a clean block comes from a second pass while the block is in L1:
- * its non-zero values' exponent fields lie between those of its smallest and largest |x|, and
- * when that window is at most 32 fields wide (nearly always: a block of 4096 normal values
- * spans about 15) the fields are packed to bytes, 32 to a vector, and each field of the window
- * is counted by byte compares. Wider windows use the scalar histogram.
+ * its non-zero values' exponent fields lie between those of its smallest and largest |x|. The
+ * fields are packed to bytes, 32 to a vector, and each of the top 64 fields of that window is
+ * counted by byte compares (a block of 4096 normal values spans about 15 fields); values below
+ * those are picked out by one more compare and counted one at a time.
  */
 
 /* Per-block results of the fast kernel (reduced from its lanes). */
@@ -331,8 +331,8 @@ struct fastblock {
     int32_t smin, smax;   /* signed min / max of the bit patterns */
     uint32_t umax;        /* unsigned max of the bit patterns */
     uint32_t am1;         /* unsigned min of |x| bits - 1 (0xffffffff: no non-zero value) */
-    uint64_t g_unf, g_norm, g_ovf; /* counts of |x| bits > FP16_UNF, >= FP16_NORM, >= FP16_OVF */
-    uint64_t zero, sign, negzero;  /* counts of 0, of a set sign bit, of -0 */
+    uint64_t g_unf, g_norm;  /* counts of |x| bits > FP16_UNF, >= FP16_NORM */
+    uint64_t zero, neg;      /* counts of 0 (either sign) and of negative non-zero values */
     double sum, sq;
 };
 
@@ -345,32 +345,33 @@ static inline uint64_t lanes_sum(const uint32_t *t)
     return s;
 }
 
+/* Ports 0, 1 and 5 bound this loop, so it spends as few vector instructions as it can: the
+ * conversions to double read memory (no lane extract), a negative non-zero value is one compare
+ * on u - 1, and FP16 overflow is not counted: a block whose largest |x| reaches it is not clean. */
 __attribute__((target("avx2,fma")))
 static void fast_avx2(const float *x, size_t nv, struct fastblock *fb)
 {
-    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
-    const __m256i zero = _mm256_setzero_si256(), negz = _mm256_set1_epi32(INT32_MIN);
-    __m256i smin = _mm256_set1_epi32(INT32_MAX), smax = negz;
-    __m256i umax = zero, am1 = _mm256_set1_epi32(-1);
-    __m256i gu = zero, gn = zero, go = zero, cz = zero, cs = zero, cm = zero;
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), m1 = _mm256_set1_epi32(-1);
+    __m256i smin = _mm256_set1_epi32(INT32_MAX), smax = _mm256_set1_epi32(INT32_MIN);
+    __m256i umax = _mm256_setzero_si256(), am1 = m1;
+    __m256i gu = _mm256_setzero_si256(), gn = gu, cz = gu, cn = gu;
     __m256d vsum = _mm256_setzero_pd(), vsq = vsum;
     for (size_t i = 0; i < nv; i += 8) {
         __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
         __m256i a = _mm256_and_si256(u, absmask);
-        cz = _mm256_sub_epi32(cz, _mm256_cmpeq_epi32(a, zero));
-        cs = _mm256_sub_epi32(cs, _mm256_cmpgt_epi32(zero, u));
-        cm = _mm256_sub_epi32(cm, _mm256_cmpeq_epi32(u, negz));
+        __m256i am = _mm256_add_epi32(a, m1); /* |x| bits - 1: all ones for a zero */
+        am1 = _mm256_min_epu32(am1, am);
+        cz = _mm256_sub_epi32(cz, _mm256_cmpeq_epi32(am, m1));
+        /* u - 1 < -1 (signed) exactly when u is negative and not -0 */
+        cn = _mm256_sub_epi32(cn, _mm256_cmpgt_epi32(m1, _mm256_add_epi32(u, m1)));
         smin = _mm256_min_epi32(smin, u);
         smax = _mm256_max_epi32(smax, u);
         umax = _mm256_max_epu32(umax, u);
-        am1 = _mm256_min_epu32(am1, _mm256_sub_epi32(a, one));
         gu = _mm256_sub_epi32(gu, CMPGT(a, AMPDIAG_FP16_UNF_BITS));
         gn = _mm256_sub_epi32(gn, CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1));
-        go = _mm256_sub_epi32(go, CMPGT(a, AMPDIAG_FP16_OVF_BITS - 1));
         /* the sums in block_avx2's order, so that both paths give the same bits */
-        __m256 v = _mm256_castsi256_ps(u);
-        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+        __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
         vsum = _mm256_add_pd(vsum, _mm256_add_pd(lo, hi));
         vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, vsq));
     }
@@ -389,14 +390,10 @@ static void fast_avx2(const float *x, size_t nv, struct fastblock *fb)
     fb->g_unf = lanes_sum(tu);
     _mm256_store_si256((__m256i *)(void *)t, gn);
     fb->g_norm = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, go);
-    fb->g_ovf = lanes_sum(tu);
     _mm256_store_si256((__m256i *)(void *)t, cz);
     fb->zero = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, cs);
-    fb->sign = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, cm);
-    fb->negzero = lanes_sum(tu);
+    _mm256_store_si256((__m256i *)(void *)t, cn);
+    fb->neg = lanes_sum(tu);
     double d[4];
     _mm256_storeu_pd(d, vsum);
     fb->sum = (d[0] + d[1]) + (d[2] + d[3]);
@@ -404,11 +401,13 @@ static void fast_avx2(const float *x, size_t nv, struct fastblock *fb)
     fb->sq = (d[0] + d[1]) + (d[2] + d[3]);
 }
 
-#define HWIN 32 /* the widest exponent window counted by byte compares */
+#define HWIN 64 /* the widest exponent window counted by byte compares */
 
 /* Histogram of the non-zero values of a clean block x[0..nv) (nv a multiple of 8, at most
- * TSTATS_BLOCK) whose exponent fields lie in [flo, flo + HWIN): fields packed to bytes, then one
- * byte compare per field and 32 values. Zeros (field 0 < flo) are not counted here. */
+ * TSTATS_BLOCK) whose exponent fields lie in [flo, fhi]: fields packed to bytes, then one byte
+ * compare per field and 32 values for the top HWIN fields; the few values below them (a block
+ * that spans more than HWIN binades) are found by one more compare and counted one by one.
+ * Zeros (field 0 < flo) are not counted here. */
 __attribute__((target("avx2")))
 static void hist_window_avx2(const float *x, size_t nv, int flo, int fhi, ampdiag_hist *h)
 {
@@ -428,7 +427,23 @@ static void hist_window_avx2(const float *x, size_t nv, int flo, int fhi, ampdia
         _mm256_store_si256((__m256i *)(void *)(eb + i), _mm256_packus_epi16(w01, w23));
     }
     size_t nvec = nq / 32;
-    for (int f = flo; f <= fhi; f++) {
+    int wlo = fhi - HWIN + 1 > flo ? fhi - HWIN + 1 : flo;
+    if (wlo > flo) {
+        /* bytes in [1, wlo): below the window */
+        const __m256i top = _mm256_set1_epi8((char)(wlo - 1)), zero = _mm256_setzero_si256();
+        for (size_t j = 0; j < nvec; j++) {
+            __m256i b = _mm256_load_si256((const __m256i *)(const void *)(eb + 32 * j));
+            __m256i below = _mm256_andnot_si256(_mm256_cmpeq_epi8(b, zero),
+                                                _mm256_cmpeq_epi8(_mm256_min_epu8(b, top), b));
+            uint32_t bits = (uint32_t)_mm256_movemask_epi8(below);
+            while (bits) {
+                int k = __builtin_ctz(bits);
+                bits &= bits - 1;
+                h->bin[AMPDIAG_HIST_BIN((int)eb[32 * j + (size_t)k] - 127)]++;
+            }
+        }
+    }
+    for (int f = wlo; f <= fhi; f++) {
         /* byte counters take at most TSTATS_BLOCK / 32 = 128 hits each */
         const __m256i fv = _mm256_set1_epi8((char)f);
         __m256i c0 = _mm256_setzero_si256(), c1 = c0;
@@ -615,7 +630,7 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
             uint32_t amax = negmax > posmax ? negmax : posmax;
             int any_nz = fb.am1 != UINT32_MAX;
             uint32_t amin = fb.am1 + 1u;
-            if (amax < AMPDIAG_BF16_OVF_BITS && (!any_nz || amin >= AMPDIAG_F32_MIN_NORMAL)) {
+            if (amax < AMPDIAG_FP16_OVF_BITS && (!any_nz || amin >= AMPDIAG_F32_MIN_NORMAL)) {
                 /* clean: extremes from the bit-pattern extremes, every class by the counts */
                 uint32_t minb = (fb.umax >> 31) ? fb.umax : (uint32_t)fb.smin;
                 uint32_t maxb = fb.smax >= 0 ? (uint32_t)fb.smax : (uint32_t)fb.smin;
@@ -628,30 +643,23 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
                     float famin = ampdiag_f32_from_bits(amin);
                     if (famin < s->absmin_nz) s->absmin_nz = famin;
                 }
-                uint64_t neg = fb.sign - fb.negzero;
+                uint64_t neg = fb.neg;
                 s->count += nv;
                 s->n_zero += fb.zero;
                 s->n_neg += neg;
                 s->n_pos += nv - fb.zero - neg;
                 s->fp16_underflow += (nv - fb.zero) - fb.g_unf;
                 s->fp16_subnormal += fb.g_unf - fb.g_norm;
-                s->fp16_overflow += fb.g_ovf;
                 s->sum += fb.sum;
                 s->sumsq += fb.sq;
                 if (h) {
                     int flo = (int)(amin >> 23), fhi = (int)(amax >> 23);
-                    if (any_nz && fhi - flo < HWIN) {
+                    if (any_nz)
                         hist_window_avx2(x, nv, flo, fhi, h);
-                        h->bin[AMPDIAG_HIST_ZERO] += fb.zero;
-                    } else {
-                        struct block b;
-                        block_init(&b);
-                        b.zero = fb.zero;
-                        block_hist(x, nv, &b, h);
-                    }
+                    h->bin[AMPDIAG_HIST_ZERO] += fb.zero;
                 }
             } else {
-                /* NaN, inf, a float32 subnormal or a BF16 overflow: the full kernel */
+                /* NaN, inf, a float32 subnormal or an FP16 overflow: the full kernel */
                 struct block b;
                 block_init(&b);
                 block_avx2(x, nv, &b);
