@@ -82,7 +82,8 @@ static inline float rnd(ampdiag_format f, unsigned flags, float x)
     return f == AMPDIAG_FP16 ? ampdiag_fp16_rne(x) : ampdiag_bf16_rne(x);
 }
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+/* (not under ThreadSanitizer: gcc instruments the ifunc resolvers, which run before TSan is up) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define OPTIM_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define OPTIM_CLONES
@@ -171,18 +172,19 @@ UPD_TARGET static inline __m256 v_fp16(__m256 v, int ftz)
     return r;
 }
 
-UPD_TARGET static inline __m256 v_bf16(__m256 v, int ftz)
+/* bf16(v) for v not NaN (a NaN whose payload carries into the exponent would come out as a
+ * number: the caller masks NaN lanes out; inf and overflow come out right) */
+UPD_TARGET static inline __m256 v_bf16_num(__m256 v, int ftz)
 {
     __m256i u = _mm256_castps_si256(v);
-    __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-    __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
     __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), hi);
-    __m256i nan = _mm256_and_si256(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)), hi);
-    r = _mm256_blendv_epi8(r, nan, _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7f800000)));
-    if (ftz)
+    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)),
+                                 _mm256_set1_epi32((int)0xffff0000u));
+    if (ftz) {
+        __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
         r = _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)),
                                _mm256_cmpgt_epi32(_mm256_set1_epi32(0x00800000), a));
+    }
     return _mm256_castsi256_ps(r);
 }
 
@@ -197,25 +199,27 @@ UPD_TARGET static void update_pass_avx2(const float *wb, const float *db, size_t
     const __m256 zero = _mm256_setzero_ps();
     for (size_t i = 0; i < k; i += 8) {
         __m256 w = _mm256_loadu_ps(wb + i), d = _mm256_loadu_ps(db + i);
-        __m256 nz = _mm256_cmp_ps(d, zero, _CMP_NEQ_UQ); /* C's d != 0: true for NaN */
+        /* an update counts when d != 0 and neither w nor d is NaN: with a NaN the sums are NaN
+         * and never equal, so such lanes are never lost (and need no NaN-safe rounding) */
+        __m256 nz = _mm256_and_ps(_mm256_cmp_ps(d, zero, _CMP_NEQ_OQ), _mm256_cmp_ps(w, w, _CMP_ORD_Q));
         __m256 wr = v_fp16(w, ftz);
         __m256 sr = v_fp16(_mm256_add_ps(wr, d), ftz);
         c16 = _mm256_sub_epi32(c16, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sr, wr, _CMP_EQ_OQ))));
-        wr = v_bf16(w, ftz);
-        sr = v_bf16(_mm256_add_ps(wr, d), ftz);
+        wr = v_bf16_num(w, ftz);
+        sr = v_bf16_num(_mm256_add_ps(wr, d), ftz);
         cb = _mm256_sub_epi32(cb, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sr, wr, _CMP_EQ_OQ))));
         __m256 sa = _mm256_add_ps(w, d);
         if (wf == AMPDIAG_FP16)
             sa = v_fp16(sa, ftz);
         else if (wf == AMPDIAG_BF16)
-            sa = v_bf16(sa, ftz);
+            sa = v_bf16_num(sa, ftz);
         ca = _mm256_sub_epi32(ca, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sa, w, _CMP_EQ_OQ))));
         /* squares of floats are exact in double: only the order of the adds matters */
-        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(w)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(w, 1));
+        __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(wb + i)), hi = _mm256_cvtps_pd(_mm_loadu_ps(wb + i + 4));
         ws0 = _mm256_add_pd(ws0, _mm256_mul_pd(lo, lo));
         ws1 = _mm256_add_pd(ws1, _mm256_mul_pd(hi, hi));
-        lo = _mm256_cvtps_pd(_mm256_castps256_ps128(d));
-        hi = _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1));
+        lo = _mm256_cvtps_pd(_mm_loadu_ps(db + i));
+        hi = _mm256_cvtps_pd(_mm_loadu_ps(db + i + 4));
         ds0 = _mm256_add_pd(ds0, _mm256_mul_pd(lo, lo));
         ds1 = _mm256_add_pd(ds1, _mm256_mul_pd(hi, hi));
     }

@@ -184,6 +184,8 @@ typedef struct run {
 
 /* One layer's statistics in a traced step. */
 typedef struct lslot {
+    const float *x[MT_COUNT];    /* the tensors, as the training thread handed them over */
+    size_t n[MT_COUNT];
     ampdiag_tstats st[MT_COUNT];
     ampdiag_hist h[MT_COUNT];
     int have[MT_COUNT];
@@ -222,17 +224,26 @@ static int event(run *R, long step, int li, ampdiag_event_code code, double valu
 
 /* ------------------------------------------------------------------ tracer jobs */
 
-/* Statistics of one kind of model tensor of every layer, into the slot. */
-static void stats_of(tslot *S, model_tensor_kind mk)
+/* On the training thread, before a job is posted: where one kind of tensor of every layer is
+ * and how big (the model's own bookkeeping is not read from the tracer thread). */
+static void hand_over(tslot *S, model_tensor_kind mk)
 {
     model *m = S->R->m;
     for (int i = 0; i < m->nlayers; i++) {
-        size_t n = 0;
-        const float *x = model_tensor(m, i, mk, &n);
         lslot *l = &S->L[i];
-        l->have[mk] = x && n > 0;
+        l->x[mk] = model_tensor(m, i, mk, &l->n[mk]);
+        l->have[mk] = l->x[mk] && l->n[mk] > 0;
+    }
+}
+
+/* Statistics of one kind of model tensor of every layer, into the slot. */
+static void stats_of(tslot *S, model_tensor_kind mk)
+{
+    const backend *bk = S->R->m->bk;
+    for (int i = 0; i < S->R->m->nlayers; i++) {
+        lslot *l = &S->L[i];
         if (l->have[mk])
-            m->bk->tstats(m->bk, x, n, &l->st[mk], S->hist ? &l->h[mk] : NULL);
+            bk->tstats(bk, l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL);
     }
 }
 
@@ -489,6 +500,7 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         S->step = t;
         S->hist = hist;
         S->skip = 0;
+        hand_over(S, MT_WEIGHT);
         S->tk_w = S->last = tracer_post(R->tr, job_weights, S);
     }
 
@@ -502,8 +514,10 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         say(err, errlen, "step %ld: %s", t, model_error(m));
         return TRAIN_EBADINPUT;
     }
-    if (traced)
+    if (traced) {
+        hand_over(S, MT_ACTIVATION);
         R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
+    }
     int fwd_li = -1, fwd_nan = 0; /* where a non-finite forward began */
     if (!isfinite(loss)) {
         int li = model_first_nonfinite_activation(m);
@@ -529,8 +543,11 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         say(err, errlen, "step %ld: %s", t, model_error(m));
         return TRAIN_EBADINPUT;
     }
-    if (traced)
+    if (traced) {
+        hand_over(S, MT_ACTIVATION_GRAD);
+        hand_over(S, MT_WEIGHT_GRAD);
         R->tk_grads = S->last = tracer_post(R->tr, job_gradients, S);
+    }
 
     /* gradients: norm and non-finite count of the unscaled values; they stay scaled in memory
      * (the tracer reads them as the format held them; the optimizer unscales as it reads) */
