@@ -191,50 +191,61 @@ UPD_TARGET static inline __m256 v_bf16_num(__m256 v, int ftz)
 /* One pass over k values (a multiple of 8) of w_old and dw: the counts of optim_update_stats
  * (lost as stored, lost if FP16, lost if BF16) and the eight lanes of the sums of squares, each
  * lane the same sum, in the same order, as the plain loop's. */
-UPD_TARGET static void update_pass_avx2(const float *wb, const float *db, size_t k, ampdiag_format wf, int ftz,
-                                        uint64_t cnt[3], double wsl[8], double dsl[8])
+/* Lanes where an update counts: d != 0 and neither w nor d NaN (with a NaN the sums are NaN and
+ * never equal, so such lanes are never lost, and the BF16 rounding need not be NaN-safe). */
+UPD_TARGET static inline __m256 counts_mask(__m256 w, __m256 d)
 {
-    __m256i ca = _mm256_setzero_si256(), c16 = ca, cb = ca;
-    __m256d ws0 = _mm256_setzero_pd(), ws1 = ws0, ds0 = ws0, ds1 = ws0;
-    const __m256 zero = _mm256_setzero_ps();
+    return _mm256_and_ps(_mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_OQ), _mm256_cmp_ps(w, w, _CMP_ORD_Q));
+}
+
+/* Lanes of k values (a multiple of 8) where fl(fl(w) + d) == fl(w) in format f (FP16 or BF16),
+ * d != 0: one loop per format keeps each iteration short, so that the conversions' latencies
+ * overlap across iterations. */
+UPD_TARGET static inline uint64_t lost_if_avx2(const float *wb, const float *db, size_t k, ampdiag_format f, int ftz)
+{
+    __m256i c = _mm256_setzero_si256();
     for (size_t i = 0; i < k; i += 8) {
         __m256 w = _mm256_loadu_ps(wb + i), d = _mm256_loadu_ps(db + i);
-        /* an update counts when d != 0 and neither w nor d is NaN: with a NaN the sums are NaN
-         * and never equal, so such lanes are never lost (and need no NaN-safe rounding) */
-        __m256 nz = _mm256_and_ps(_mm256_cmp_ps(d, zero, _CMP_NEQ_OQ), _mm256_cmp_ps(w, w, _CMP_ORD_Q));
-        __m256 wr = v_fp16(w, ftz);
-        __m256 sr = v_fp16(_mm256_add_ps(wr, d), ftz);
-        c16 = _mm256_sub_epi32(c16, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sr, wr, _CMP_EQ_OQ))));
-        wr = v_bf16_num(w, ftz);
-        sr = v_bf16_num(_mm256_add_ps(wr, d), ftz);
-        cb = _mm256_sub_epi32(cb, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sr, wr, _CMP_EQ_OQ))));
+        __m256 wr, sr;
+        if (f == AMPDIAG_FP16) {
+            wr = v_fp16(w, ftz);
+            sr = v_fp16(_mm256_add_ps(wr, d), ftz);
+        } else {
+            wr = v_bf16_num(w, ftz);
+            sr = v_bf16_num(_mm256_add_ps(wr, d), ftz);
+        }
+        c = _mm256_sub_epi32(c, _mm256_castps_si256(_mm256_and_ps(counts_mask(w, d), _mm256_cmp_ps(sr, wr, _CMP_EQ_OQ))));
+    }
+    uint32_t t[8];
+    _mm256_storeu_si256((__m256i *)(void *)t, c);
+    uint64_t n = 0;
+    for (int l = 0; l < 8; l++)
+        n += t[l];
+    return n;
+}
+
+/* The counts of optim_update_stats over k values (a multiple of 8) of w_old and dw: lost as
+ * stored, lost if FP16, lost if BF16. */
+UPD_TARGET static void update_pass_avx2(const float *wb, const float *db, size_t k, ampdiag_format wf, int ftz,
+                                        uint64_t cnt[3])
+{
+    cnt[1] = lost_if_avx2(wb, db, k, AMPDIAG_FP16, ftz);
+    cnt[2] = lost_if_avx2(wb, db, k, AMPDIAG_BF16, ftz);
+    __m256i ca = _mm256_setzero_si256();
+    for (size_t i = 0; i < k; i += 8) {
+        __m256 w = _mm256_loadu_ps(wb + i), d = _mm256_loadu_ps(db + i);
         __m256 sa = _mm256_add_ps(w, d);
         if (wf == AMPDIAG_FP16)
             sa = v_fp16(sa, ftz);
         else if (wf == AMPDIAG_BF16)
             sa = v_bf16_num(sa, ftz);
-        ca = _mm256_sub_epi32(ca, _mm256_castps_si256(_mm256_and_ps(nz, _mm256_cmp_ps(sa, w, _CMP_EQ_OQ))));
-        /* squares of floats are exact in double: only the order of the adds matters */
-        __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(wb + i)), hi = _mm256_cvtps_pd(_mm_loadu_ps(wb + i + 4));
-        ws0 = _mm256_add_pd(ws0, _mm256_mul_pd(lo, lo));
-        ws1 = _mm256_add_pd(ws1, _mm256_mul_pd(hi, hi));
-        lo = _mm256_cvtps_pd(_mm_loadu_ps(db + i));
-        hi = _mm256_cvtps_pd(_mm_loadu_ps(db + i + 4));
-        ds0 = _mm256_add_pd(ds0, _mm256_mul_pd(lo, lo));
-        ds1 = _mm256_add_pd(ds1, _mm256_mul_pd(hi, hi));
+        ca = _mm256_sub_epi32(ca, _mm256_castps_si256(_mm256_and_ps(counts_mask(w, d), _mm256_cmp_ps(sa, w, _CMP_EQ_OQ))));
     }
     uint32_t t[8];
-    __m256i acc[3] = {ca, c16, cb};
-    for (int j = 0; j < 3; j++) {
-        _mm256_storeu_si256((__m256i *)(void *)t, acc[j]);
-        cnt[j] = 0;
-        for (int l = 0; l < 8; l++)
-            cnt[j] += t[l];
-    }
-    _mm256_storeu_pd(wsl, ws0);
-    _mm256_storeu_pd(wsl + 4, ws1);
-    _mm256_storeu_pd(dsl, ds0);
-    _mm256_storeu_pd(dsl + 4, ds1);
+    _mm256_storeu_si256((__m256i *)(void *)t, ca);
+    cnt[0] = 0;
+    for (int l = 0; l < 8; l++)
+        cnt[0] += t[l];
 }
 
 static int update_pass_simd(void)
@@ -264,12 +275,12 @@ void optim_update_stats(const optim *o, const float *w_old, const float *dw, siz
         size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
         const float *wb = w_old + b, *db = dw + b;
         uint64_t lost = 0, lw[2] = {0, 0};
-        double wsl[8] = {0}, dsl[8] = {0};
-        size_t kv = k - k % 8, done = 0;
+        size_t done = 0;
 #ifdef OPTIM_X86
+        size_t kv = k - k % 8;
         if (update_pass_simd() && kv > 0) {
             uint64_t cnt[3];
-            update_pass_avx2(wb, db, kv, wf, ftz, cnt, wsl, dsl);
+            update_pass_avx2(wb, db, kv, wf, ftz, cnt);
             lost = cnt[0];
             lw[0] = cnt[1];
             lw[1] = cnt[2];
@@ -297,27 +308,10 @@ void optim_update_stats(const optim *o, const float *w_old, const float *dw, siz
                 ampdiag_round_array(wf, fl, sum, sum, kt);
             for (size_t i = 0; i < kt; i++)
                 lost += (dt[i] != 0.0f) & (sum[i] == wt[i]);
-            for (size_t i = done; i < kv; i += 8)
-                for (int l = 0; l < 8; l++) {
-                    float wi = wb[i + l], d = db[i + l];
-                    wsl[l] += (double)wi * wi;
-                    dsl[l] += (double)d * d;
-                }
-        }
-        double ws = 0, ds = 0;
-        for (int l = 0; l < 8; l++) {
-            ws += wsl[l];
-            ds += dsl[l];
-        }
-        for (size_t i = kv; i < k; i++) {
-            ws += (double)wb[i] * wb[i];
-            ds += (double)db[i] * db[i];
         }
         st->lost_updates += lost;
         st->lost_if_fp16 += lw[0];
         st->lost_if_bf16 += lw[1];
-        st->w_sumsq += ws;
-        st->dw_sumsq += ds;
     }
 }
 

@@ -50,7 +50,6 @@ typedef struct optim_stats {
     uint64_t lost_updates;   /* dw != 0 but the stored weight did not change */
     uint64_t lost_if_fp16;   /* dw != 0 but fl16(w + dw) == fl16(w): lost with FP16 weights */
     uint64_t lost_if_bf16;   /* the same for BF16 weights */
-    double w_sumsq, dw_sumsq;/* for the update/weight ratio ||dw|| / ||w|| */
 } optim_stats;
 
 void optim_stats_init(optim_stats *s);
@@ -68,10 +67,11 @@ void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, doub
 
 /*
  * What an update did to n parameters that held w_old before it, given its intended changes dw
- * (from optim_update): adds the update's statistics (histogram to hu when not NULL), the lost
- * updates as optim_update stored them and if the weights were FP16 / BF16, and the sums of
- * squares of w_old and dw to st. st->weight is left alone (take the weights' statistics from
- * w_old). Reads only the optimizer's configuration: it may run on another thread.
+ * (from optim_update): adds the update's statistics (histogram to hu when not NULL) and the lost
+ * updates as optim_update stored them and if the weights were FP16 / BF16 to st. st->weight is
+ * left alone (take the weights' statistics from w_old; the update/weight ratio is
+ * sqrt(update.sumsq / weight.sumsq)). Reads only the optimizer's configuration: it may run on
+ * another thread.
  */
 void optim_update_stats(const optim *o, const float *w_old, const float *dw, size_t n, optim_stats *st,
                         ampdiag_hist *hu);

@@ -325,8 +325,8 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
             if (m->layers[i].nparams == 0)
                 continue;
             const optim_stats *st = &l->upd;
-            w_ss += st->w_sumsq;
-            dw_ss += st->dw_sumsq;
+            w_ss += l->st[MT_WEIGHT].sumsq; /* finite values only */
+            dw_ss += st->update.sumsq;
             r->update_values += st->update.count - st->update.n_zero;
             r->lost_updates += st->lost_updates;
             r->lost_if_bf16 += st->lost_if_bf16;
