@@ -180,6 +180,7 @@ typedef struct run {
     float *w_snap;               /* [nparams] the weights a traced step started from */
     float *dw;                   /* [nparams] the changes its update intended */
     uint64_t tk_acts, tk_grads, tk_upd; /* last jobs reading activations / gradients / w_snap+dw */
+    struct tslot *upd_slot;      /* a traced step whose update job is not posted yet */
 } run;
 
 /* One layer's statistics in a traced step. */
@@ -247,15 +248,15 @@ static void stats_of(tslot *S, model_tensor_kind mk)
     }
 }
 
-/* At the start of a step: the weights' statistics, and a copy for the update's analysis. */
-static void job_weights(void *arg)
+/* After the forward: the weights' statistics, a copy of them for the update's analysis, and
+ * the activations' statistics. */
+static void job_forward(void *arg)
 {
     tslot *S = arg;
     stats_of(S, MT_WEIGHT);
     memcpy(S->R->w_snap, S->R->m->params, S->R->m->nparams * sizeof *S->R->w_snap);
+    stats_of(S, MT_ACTIVATION);
 }
-
-static void job_activations(void *arg) { stats_of(arg, MT_ACTIVATION); }
 
 static void job_gradients(void *arg)
 {
@@ -282,6 +283,16 @@ static void job_updates(void *arg)
     }
 }
 
+/* The update job of the last traced step, posted with the next step's first job (one wake-up
+ * of the tracer thread instead of two) or, at the end, by drain. */
+static void post_update(run *R)
+{
+    if (R->upd_slot) {
+        R->tk_upd = R->upd_slot->last = tracer_post(R->tr, job_updates, R->upd_slot);
+        R->upd_slot = NULL;
+    }
+}
+
 /* Write a traced step's records, in the order: activations, activation gradients, weight
  * gradients, then weights and updates layer by layer; then its step record. */
 static int drain(run *R, tslot *S, char *err, size_t errlen)
@@ -289,6 +300,8 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
     model *m = R->m;
     train_result *r = R->r;
     int rc;
+    if (R->upd_slot == S)
+        post_update(R);
     tracer_wait(R->tr, S->last);
     static const model_tensor_kind order[3] = {MT_ACTIVATION, MT_ACTIVATION_GRAD, MT_WEIGHT_GRAD};
     for (int k = 0; k < 3; k++) {
@@ -500,8 +513,6 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         S->step = t;
         S->hist = hist;
         S->skip = 0;
-        hand_over(S, MT_WEIGHT);
-        S->tk_w = S->last = tracer_post(R->tr, job_weights, S);
     }
 
     /* forward (once the tracer has read the last traced step's activations) */
@@ -514,9 +525,11 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         say(err, errlen, "step %ld: %s", t, model_error(m));
         return TRAIN_EBADINPUT;
     }
+    post_update(R);
     if (traced) {
+        hand_over(S, MT_WEIGHT);
         hand_over(S, MT_ACTIVATION);
-        R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
+        S->tk_w = R->tk_acts = S->last = tracer_post(R->tr, job_forward, S);
     }
     int fwd_li = -1, fwd_nan = 0; /* where a non-finite forward began */
     if (!isfinite(loss)) {
@@ -644,7 +657,7 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
             optim_update(&R->opt, m->params, m->grads, off, L->nparams, lr, inv, coef, traced ? R->dw + off : NULL);
         }
         if (traced)
-            R->tk_upd = S->last = tracer_post(R->tr, job_updates, S);
+            R->upd_slot = S; /* posted after the next forward */
         model_hold_params(m);
         /* an update that makes weights non-finite (Adam's 0/0 with FP16 state, an exploding
          * step) is reported once per layer, where it happened */
