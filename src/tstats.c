@@ -535,6 +535,15 @@ static void block_hist(const float *x, size_t nb, const struct block *b, ampdiag
         }
 }
 
+/* Fold a block's extremes into the record (-0 below +0; famin_nz is +inf when none). */
+static void record_extremes(ampdiag_tstats *s, float fmin, float fmax, float famax, float famin_nz)
+{
+    if (fmin < s->min || (fmin == s->min && signbit(fmin))) s->min = fmin;
+    if (fmax > s->max || (fmax == s->max && !signbit(fmax))) s->max = fmax;
+    if (famax > s->absmax) s->absmax = famax;
+    if (famin_nz < s->absmin_nz) s->absmin_nz = famin_nz;
+}
+
 static void record_add_block(ampdiag_tstats *s, const struct block *b, size_t nb)
 {
     uint64_t nonfinite = b->nan + b->pinf + b->ninf;
@@ -553,17 +562,9 @@ static void record_add_block(ampdiag_tstats *s, const struct block *b, size_t nb
     s->bf16_subnormal += b->bsub;
     s->sum += b->sum;
     s->sumsq += b->sq;
-    if (nonfinite < nb) {
-        float fmin = key_to_float(b->kmin), fmax = key_to_float(b->kmax);
-        float famax = ampdiag_f32_from_bits((uint32_t)b->amax);
-        if (fmin < s->min || (fmin == s->min && signbit(fmin))) s->min = fmin;
-        if (fmax > s->max || (fmax == s->max && !signbit(fmax))) s->max = fmax;
-        if (famax > s->absmax) s->absmax = famax;
-        if (b->amin != INT32_MAX) {
-            float famin = ampdiag_f32_from_bits((uint32_t)b->amin);
-            if (famin < s->absmin_nz) s->absmin_nz = famin;
-        }
-    }
+    if (nonfinite < nb)
+        record_extremes(s, key_to_float(b->kmin), key_to_float(b->kmax), ampdiag_f32_from_bits((uint32_t)b->amax),
+                        b->amin != INT32_MAX ? ampdiag_f32_from_bits((uint32_t)b->amin) : INFINITY);
 }
 
 void ampdiag_tstats_init(ampdiag_tstats *s)
@@ -595,20 +596,25 @@ static void accumulate_scalar(ampdiag_tstats *s, ampdiag_hist *h, const float *x
         block_hist(x, nb, &b, h);
 }
 
-/* Block by block with a block kernel (the portable one, or AVX2 without the histogram). */
-static void accumulate_blocks(block_fn kernel, ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
+/* nv values (a multiple of TSTATS_LANES, at most TSTATS_BLOCK) by a block kernel, into s and h. */
+static void add_block(block_fn kernel, ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t nv)
+{
+    struct block b;
+    block_init(&b);
+    kernel(x, nv, &b);
+    record_add_block(s, &b, nv);
+    if (h)
+        block_hist(x, nv, &b, h);
+}
+
+/* Block by block with the portable kernel. */
+static void accumulate_generic(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
 {
     while (n > 0) {
         size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
         size_t nv = nb - nb % TSTATS_LANES;
-        if (nv) {
-            struct block b;
-            block_init(&b);
-            kernel(x, nv, &b);
-            record_add_block(s, &b, nv);
-            if (h)
-                block_hist(x, nv, &b, h);
-        }
+        if (nv)
+            add_block(block_generic, s, h, x, nv);
         if (nb > nv)
             accumulate_scalar(s, h, x + nv, nb - nv);
         x += nb;
@@ -634,15 +640,8 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
                 /* clean: extremes from the bit-pattern extremes, every class by the counts */
                 uint32_t minb = (fb.umax >> 31) ? fb.umax : (uint32_t)fb.smin;
                 uint32_t maxb = fb.smax >= 0 ? (uint32_t)fb.smax : (uint32_t)fb.smin;
-                float fmin = ampdiag_f32_from_bits(minb), fmax = ampdiag_f32_from_bits(maxb);
-                float famax = ampdiag_f32_from_bits(amax);
-                if (fmin < s->min || (fmin == s->min && signbit(fmin))) s->min = fmin;
-                if (fmax > s->max || (fmax == s->max && !signbit(fmax))) s->max = fmax;
-                if (famax > s->absmax) s->absmax = famax;
-                if (any_nz) {
-                    float famin = ampdiag_f32_from_bits(amin);
-                    if (famin < s->absmin_nz) s->absmin_nz = famin;
-                }
+                record_extremes(s, ampdiag_f32_from_bits(minb), ampdiag_f32_from_bits(maxb),
+                                ampdiag_f32_from_bits(amax), any_nz ? ampdiag_f32_from_bits(amin) : INFINITY);
                 uint64_t neg = fb.neg;
                 s->count += nv;
                 s->n_zero += fb.zero;
@@ -660,12 +659,7 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
                 }
             } else {
                 /* NaN, inf, a float32 subnormal or an FP16 overflow: the full kernel */
-                struct block b;
-                block_init(&b);
-                block_avx2(x, nv, &b);
-                record_add_block(s, &b, nv);
-                if (h)
-                    block_hist(x, nv, &b, h);
+                add_block(block_avx2, s, h, x, nv);
             }
         }
         if (nb > nv)
@@ -684,7 +678,7 @@ void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *
         return;
     }
 #endif
-    accumulate_blocks(block_generic, s, h, x, n);
+    accumulate_generic(s, h, x, n);
 }
 
 void ampdiag_tstats_compute(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h)
@@ -710,10 +704,7 @@ void ampdiag_tstats_merge(ampdiag_tstats *d, const ampdiag_tstats *s)
     d->bf16_overflow += s->bf16_overflow;
     d->bf16_underflow += s->bf16_underflow;
     d->bf16_subnormal += s->bf16_subnormal;
-    if (s->min < d->min || (s->min == d->min && signbit(s->min))) d->min = s->min;
-    if (s->max > d->max || (s->max == d->max && !signbit(s->max))) d->max = s->max;
-    if (s->absmax > d->absmax) d->absmax = s->absmax;
-    if (s->absmin_nz < d->absmin_nz) d->absmin_nz = s->absmin_nz;
+    record_extremes(d, s->min, s->max, s->absmax, s->absmin_nz);
     d->sum += s->sum;
     d->sumsq += s->sumsq;
 }
