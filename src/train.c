@@ -735,8 +735,10 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         return trace_fail(rc, err, errlen);
     }
 
-    if (scale < r->scale_min) r->scale_min = scale;
     r->scale_last = scaler_scale(&R->sc);
+    /* the smallest scale reached, the one the last backoff left included */
+    if (scale < r->scale_min) r->scale_min = scale;
+    if (r->scale_last < r->scale_min) r->scale_min = r->scale_last;
     r->steps_done = t + 1;
 
     if (*bad_streak >= c->patience) {

@@ -214,6 +214,12 @@ static void test_healthy(void)
            cfgs[k], t1.ns, t1.nt);
         unload(&t1); unload(&t2);
     }
+
+    /* the summary's minimum loss scale includes the scale the last backoff left: 10 backoffs
+     * from 2^16 end at 2^6 */
+    ok(run("run --scenario fp16-forward-overflow --steps 10 --progress none --overwrite -o %s", p("i0.h5")) == 0 &&
+       file_has("out.txt", "loss scale 2^16 -> 2^6 (min 2^6), 10 backoffs"),
+       "summary: loss scale 2^16 -> 2^6 (min 2^6) after 10 backoffs");
 }
 
 static void test_scenarios(void)
