@@ -243,6 +243,14 @@ typedef struct ampdiag_trace_options {
                                    directory renamed over the trace; skipped for symlinks and
                                    files with several hard links; a failure leaves the (valid)
                                    uncompacted trace */
+    int background;             /* default 0. 1: full batches of records and the periodic flushes
+                                   are written (compressed, to disk) by a thread of the writer,
+                                   so that appends only copy records into memory; the file sees
+                                   the same writes in the same order. ampdiag_trace_flush, the
+                                   status and close wait for it; an I/O failure in the thread
+                                   is returned by the next append that hands rows over, or by
+                                   flush/close. The writer is still to be used from one thread
+                                   at a time. */
 } ampdiag_trace_options;
 
 /* Set the defaults; call it before changing any field. */

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,26 @@ struct ampdiag_trace_writer {
     unsigned steps_since_flush;
     double last_flush;
     ampdiag_trace_writer_info info;
+    /* opt.background: full batches and flushes go to a thread of the writer (see bg_main) */
+    int bg;                   /* the thread runs */
+    pthread_t bg_thread;
+    pthread_mutex_t bg_mu;
+    pthread_cond_t bg_work;   /* a job was queued, or stop */
+    pthread_cond_t bg_idle;   /* the queue is empty and no job runs */
+    struct bgjob *bg_head, *bg_tail;
+    int bg_running, bg_stop;
+    int bg_failed;            /* the thread's first failure (its message in bg_msg) */
+    char bg_msg[1024];
+    uint64_t bg_flushes, bg_steps_flushed; /* flushes the thread has completed, and the steps
+                                              they covered */
+};
+
+/* A batch of rows of one table, or (table < 0) a flush of the file after `count` steps. */
+struct bgjob {
+    struct bgjob *next;
+    int table;
+    char *rows;
+    hsize_t start, count;
 };
 
 static const char *const reserved_attrs[] = {"format", "format_version", "tool_version", "status",
@@ -80,6 +101,7 @@ void ampdiag_trace_options_init(ampdiag_trace_options *opt)
     opt->flush_seconds = 2.0;
     opt->overwrite = 0;
     opt->compact_on_close = 1;
+    opt->background = 0;
 }
 
 /*
@@ -314,8 +336,12 @@ done:
     return d;
 }
 
+static void bg_start(ampdiag_trace_writer *w);
+static void bg_stop(ampdiag_trace_writer *w);
+
 static void writer_release(ampdiag_trace_writer *w)
 {
+    bg_stop(w);
     for (int i = 0; i < TBL_N; i++) {
         if (w->tb[i].dset >= 0)
             H5Dclose(w->tb[i].dset);
@@ -433,6 +459,8 @@ done:
     }
     trace_quiet_end(&q);
     w->last_flush = now_s();
+    if (o.background)
+        bg_start(w);
     *out = w;
     return 0;
 }
@@ -441,38 +469,211 @@ done:
  * Buffers, batches, flush
  * ------------------------------------------------------------------------------------------ */
 
-/* Write the buffered rows of one table to its dataset. */
-static int write_batch(ampdiag_trace_writer *w, int t)
+/* Write count rows of table t at row start (0, or -1 with the HDF5 error captured). */
+static int write_rows(ampdiag_trace_writer *w, int t, const char *rows, hsize_t start, hsize_t count)
 {
-    struct tbuf *b = &w->tb[t];
-    if (b->n == 0)
-        return 0;
-    hsize_t start = b->written, count = b->n, size = b->written + b->n;
+    hid_t dset = w->tb[t].dset;
+    hsize_t size = start + count;
     hid_t fs = -1, ms = -1;
-    int ok = H5Dset_extent(b->dset, &size) >= 0 && (fs = H5Dget_space(b->dset)) >= 0 &&
+    int ok = H5Dset_extent(dset, &size) >= 0 && (fs = H5Dget_space(dset)) >= 0 &&
              H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
              (ms = H5Screate_simple(1, &count, NULL)) >= 0 &&
-             H5Dwrite(b->dset, w->mtype[t], ms, fs, H5P_DEFAULT, b->rows) >= 0;
+             H5Dwrite(dset, w->mtype[t], ms, fs, H5P_DEFAULT, rows) >= 0;
     if (!ok)
         trace_h5err_capture();
     if (ms >= 0)
         H5Sclose(ms);
     if (fs >= 0)
         H5Sclose(fs);
-    if (!ok) {
+    return ok ? 0 : -1;
+}
+
+/* Write the buffered rows of one table to its dataset. */
+static int write_batch(ampdiag_trace_writer *w, int t)
+{
+    struct tbuf *b = &w->tb[t];
+    if (b->n == 0)
+        return 0;
+    if (write_rows(w, t, b->rows, b->written, b->n) != 0) {
         char what[64];
         snprintf(what, sizeof what, "write %s", trace_tables[t].path);
         return io_fail(w, what);
     }
-    b->written = size;
+    b->written += b->n;
     b->n = 0;
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Background writing (opt.background). The caller's appends only fill buffers; a full buffer is
+ * handed over whole (the writer starts a new one) with the row where it goes, and a flush is a
+ * job after the batches before it. One thread runs the jobs in order, so the file sees the same
+ * writes in the same order as without it. Every other HDF5 call of the writer first waits until
+ * that thread is idle (bg_sync), so HDF5 is never entered by two threads at once. A failure in
+ * the thread stops the writer at the next call that hands something over or waits.
+ * ------------------------------------------------------------------------------------------ */
+
+static void *bg_main(void *arg)
+{
+    ampdiag_trace_writer *w = arg;
+    pthread_mutex_lock(&w->bg_mu);
+    for (;;) {
+        while (!w->bg_head && !w->bg_stop)
+            pthread_cond_wait(&w->bg_work, &w->bg_mu);
+        struct bgjob *j = w->bg_head;
+        if (!j)
+            break;
+        w->bg_head = j->next;
+        if (!w->bg_head)
+            w->bg_tail = NULL;
+        w->bg_running = 1;
+        int failed = w->bg_failed;
+        pthread_mutex_unlock(&w->bg_mu);
+
+        char msg[sizeof w->bg_msg];
+        int bad = 0;
+        if (!failed) {
+            trace_quiet q;
+            trace_quiet_begin(&q);
+            char what[64];
+            if (j->table >= 0) {
+                bad = write_rows(w, j->table, j->rows, j->start, j->count) != 0;
+                snprintf(what, sizeof what, "write %s", trace_tables[j->table].path);
+            } else {
+                bad = H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0;
+                if (bad)
+                    trace_h5err_capture();
+                snprintf(what, sizeof what, "flush");
+            }
+            if (bad) {
+                trace_h5err e;
+                trace_h5err_take(&e);
+                snprintf(msg, sizeof msg, "cannot %s in trace '%s': %s", what, w->path, e.detail);
+                freeze_file(w);
+            }
+            trace_quiet_end(&q);
+        }
+        int table = j->table;
+        uint64_t steps = j->count;
+        free(j->rows);
+        free(j);
+
+        pthread_mutex_lock(&w->bg_mu);
+        if (bad) {
+            w->bg_failed = AMPDIAG_TRACE_EIO;
+            snprintf(w->bg_msg, sizeof w->bg_msg, "%s", msg);
+        } else if (!failed && table < 0) {
+            w->bg_flushes++;
+            w->bg_steps_flushed = steps;
+        }
+        w->bg_running = 0;
+        if (!w->bg_head)
+            pthread_cond_broadcast(&w->bg_idle);
+    }
+    pthread_mutex_unlock(&w->bg_mu);
+    return NULL;
+}
+
+static void bg_start(ampdiag_trace_writer *w)
+{
+    if (pthread_mutex_init(&w->bg_mu, NULL) != 0)
+        return;
+    if (pthread_cond_init(&w->bg_work, NULL) != 0) {
+        pthread_mutex_destroy(&w->bg_mu);
+        return;
+    }
+    if (pthread_cond_init(&w->bg_idle, NULL) != 0) {
+        pthread_cond_destroy(&w->bg_work);
+        pthread_mutex_destroy(&w->bg_mu);
+        return;
+    }
+    if (pthread_create(&w->bg_thread, NULL, bg_main, w) != 0) {
+        pthread_cond_destroy(&w->bg_idle);
+        pthread_cond_destroy(&w->bg_work);
+        pthread_mutex_destroy(&w->bg_mu);
+        return; /* no thread: the writer writes in the caller, as without the option */
+    }
+    w->bg = 1;
+}
+
+/* Adopt a failure of the thread (on the caller's side of the writer). */
+static int bg_check(ampdiag_trace_writer *w)
+{
+    pthread_mutex_lock(&w->bg_mu);
+    if (w->bg_failed && !w->failed) {
+        w->failed = w->bg_failed;
+        snprintf(w->failmsg, sizeof w->failmsg, "%s", w->bg_msg);
+    }
+    pthread_mutex_unlock(&w->bg_mu);
+    return w->failed ? trace_fail(w->failed, "%s", w->failmsg) : 0;
+}
+
+/* Wait until every job handed over has run. */
+static int bg_sync(ampdiag_trace_writer *w)
+{
+    if (!w->bg)
+        return 0;
+    pthread_mutex_lock(&w->bg_mu);
+    while (w->bg_head || w->bg_running)
+        pthread_cond_wait(&w->bg_idle, &w->bg_mu);
+    pthread_mutex_unlock(&w->bg_mu);
+    return bg_check(w);
+}
+
+static int bg_post(ampdiag_trace_writer *w, int t, char *rows, hsize_t start, hsize_t count)
+{
+    struct bgjob *j = malloc(sizeof *j);
+    if (!j) {
+        free(rows);
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory writing trace '%s'", w->path);
+    }
+    *j = (struct bgjob){NULL, t, rows, start, count};
+    pthread_mutex_lock(&w->bg_mu);
+    if (w->bg_tail)
+        w->bg_tail->next = j;
+    else
+        w->bg_head = j;
+    w->bg_tail = j;
+    pthread_cond_signal(&w->bg_work);
+    pthread_mutex_unlock(&w->bg_mu);
+    return bg_check(w);
+}
+
+/* Hand the buffered rows of table t over to the thread; the table starts a new buffer. */
+static int bg_hand_over(ampdiag_trace_writer *w, int t)
+{
+    struct tbuf *b = &w->tb[t];
+    if (b->n == 0)
+        return 0;
+    char *rows = b->rows;
+    hsize_t start = b->written, count = b->n;
+    b->rows = NULL;
+    b->cap = 0;
+    b->n = 0;
+    b->written += count;
+    return bg_post(w, t, rows, start, count);
+}
+
+static void bg_stop(ampdiag_trace_writer *w)
+{
+    if (!w->bg)
+        return;
+    pthread_mutex_lock(&w->bg_mu);
+    w->bg_stop = 1;
+    pthread_cond_signal(&w->bg_work);
+    pthread_mutex_unlock(&w->bg_mu);
+    pthread_join(w->bg_thread, NULL);
+    pthread_cond_destroy(&w->bg_idle);
+    pthread_cond_destroy(&w->bg_work);
+    pthread_mutex_destroy(&w->bg_mu);
+    w->bg = 0;
 }
 
 static int begin(ampdiag_trace_writer *w)
 {
     if (w->swmr)
         return 0;
+    /* (no job can be queued yet: jobs start with SWMR mode) */
     if (H5Fstart_swmr_write(w->file) < 0)
         return io_fail(w, "start SWMR writing");
     w->swmr = 1;
@@ -480,15 +681,29 @@ static int begin(ampdiag_trace_writer *w)
     return 0;
 }
 
-static int flush_all(ampdiag_trace_writer *w)
+/* Write every buffered row and flush the file; with the background thread the batches and the
+ * flush are handed over, and wait says whether to wait until they are done. */
+static int flush_all(ampdiag_trace_writer *w, int wait)
 {
     int rc = begin(w);
-    for (int t = 0; t < TBL_N && !rc; t++)
-        rc = write_batch(w, t);
-    if (rc)
-        return rc;
-    if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
-        return io_fail(w, "flush");
+    if (w->bg) {
+        for (int t = 0; t < TBL_N && !rc; t++)
+            rc = bg_hand_over(w, t);
+        if (!rc)
+            rc = bg_post(w, -1, NULL, 0, w->info.steps);
+        if (!rc && wait)
+            rc = bg_sync(w);
+        w->steps_since_flush = 0;
+        w->last_flush = now_s();
+        return rc; /* (info.flushes and steps_flushed count the flushes the thread completed) */
+    } else {
+        for (int t = 0; t < TBL_N && !rc; t++)
+            rc = write_batch(w, t);
+        if (rc)
+            return rc;
+        if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
+            return io_fail(w, "flush");
+    }
     w->info.flushes++;
     w->info.steps_flushed = w->info.steps;
     w->steps_since_flush = 0;
@@ -503,7 +718,7 @@ int ampdiag_trace_flush(ampdiag_trace_writer *w)
         return rc;
     trace_quiet q;
     trace_quiet_begin(&q);
-    rc = flush_all(w);
+    rc = flush_all(w, 1);
     trace_quiet_end(&q);
     return rc;
 }
@@ -519,13 +734,14 @@ static void *push_row(ampdiag_trace_writer *w, int t, int *rc)
         trace_quiet_begin(&q);
         *rc = begin(w);
         if (!*rc && b->n >= trace_tables[t].chunk_rows)
-            *rc = write_batch(w, t);
+            *rc = w->bg ? bg_hand_over(w, t) : write_batch(w, t);
         trace_quiet_end(&q);
         if (*rc)
             return NULL;
     }
     if (b->n == b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 64;
+        /* (a buffer handed to the background thread is replaced by one of a whole batch) */
+        size_t cap = b->cap ? b->cap * 2 : w->bg ? trace_tables[t].chunk_rows : 64;
         if (cap > trace_tables[t].chunk_rows)
             cap = trace_tables[t].chunk_rows;
         char *p = realloc(b->rows, cap * trace_tables[t].rec_size);
@@ -645,7 +861,7 @@ int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step 
         (w->opt.flush_seconds > 0 && now_s() - w->last_flush >= w->opt.flush_seconds)) {
         trace_quiet q;
         trace_quiet_begin(&q);
-        rc = flush_all(w);
+        rc = flush_all(w, 0); /* the periodic flush: with the background thread, no waiting */
         trace_quiet_end(&q);
     }
     return rc;
@@ -764,10 +980,18 @@ int ampdiag_trace_append_eval(ampdiag_trace_writer *w, int64_t step, double loss
 
 void ampdiag_trace_writer_get_info(const ampdiag_trace_writer *w, ampdiag_trace_writer_info *info)
 {
-    if (w)
-        *info = w->info;
-    else
+    if (!w) {
         memset(info, 0, sizeof *info);
+        return;
+    }
+    *info = w->info;
+    if (w->bg) {
+        pthread_mutex_t *mu = (pthread_mutex_t *)&w->bg_mu; /* (the lock, not the writer, changes) */
+        pthread_mutex_lock(mu);
+        info->flushes = w->bg_flushes;
+        info->steps_flushed = w->bg_steps_flushed;
+        pthread_mutex_unlock(mu);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -792,7 +1016,7 @@ int ampdiag_trace_set_status(ampdiag_trace_writer *w, ampdiag_trace_status statu
     trace_quiet q;
     trace_quiet_begin(&q);
     /* records first, then the status: a status other than running promises complete tables */
-    rc = flush_all(w);
+    rc = flush_all(w, 1);
     if (!rc)
         rc = write_status(w, status);
     if (!rc && H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
@@ -903,8 +1127,10 @@ int ampdiag_trace_close(ampdiag_trace_writer *w, ampdiag_trace_status status)
     if (status != AMPDIAG_STATUS_UNKNOWN && !ampdiag_status_name(status))
         rc = trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_close: unknown status %d (trace '%s')",
                         (int)status, w->path);
+    if (w->bg)
+        bg_sync(w); /* every job run (a failure in the thread becomes the writer's) */
     if (!w->failed) {
-        int r = flush_all(w);
+        int r = flush_all(w, 1);
         if (!r && status != AMPDIAG_STATUS_UNKNOWN && !rc)
             r = write_status(w, status);
         if (!r) {

@@ -760,18 +760,23 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     return 0;
 }
 
-/* The tracer (a worker thread when asked for, or by default on two or more cores), its two
- * slots, and the buffers for the update analysis. */
+/* 1 when tracing work goes to background threads: asked for, or by default on two or more
+ * cores. */
+static int background_threads(const train_config *c)
+{
+    if (c->trace_threads >= 0)
+        return c->trace_threads > 0;
+    return sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+}
+
+/* The tracer (a worker thread, or jobs run inline), its two slots, and the buffers for the
+ * update analysis. */
 static int tracing_init(run *R, char *err, size_t errlen)
 {
     const train_config *c = R->c;
     if (c->trace_every <= 0)
         return 0;
-    int threads = c->trace_threads;
-    if (threads < 0) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = ncpu >= 2 ? 1 : 0;
-    }
+    int threads = background_threads(c);
     int nl = R->m->nlayers;
     size_t np = R->m->nparams ? R->m->nparams : 1;
     R->tr = tracer_create(threads > 0 ? 1 : 0);
@@ -950,6 +955,7 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     to.flush_every_steps = c->flush_every;
     to.flush_seconds = c->flush_seconds;
     to.overwrite = c->overwrite;
+    to.background = background_threads(c); /* compression and disk writes off this thread */
     int trc = ampdiag_trace_create(c->out, &to, &R.w);
     if (trc < 0) {
         rc = trace_fail(trc, err, errlen);

@@ -36,11 +36,14 @@ static int same_float(float a, float b)
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
+static int background; /* writers created with opt.background */
+
 static ampdiag_trace_writer *create(const char *name, unsigned every, double secs)
 {
     ampdiag_trace_options o;
     ampdiag_trace_options_init(&o);
     o.overwrite = 1;
+    o.background = background;
     o.flush_every_steps = every;
     o.flush_seconds = secs;
     ampdiag_trace_writer *w = NULL;
@@ -456,8 +459,9 @@ static void test_status(void)
 static void test_batches_and_flush(void)
 {
     /* more rows than a chunk in every per-step table: batch writes between flushes */
-    ampdiag_trace_writer *w = create("big.h5", 4, 0);
-    if (!ok(w != NULL, "create big.h5"))
+    const char *big = background ? "big-bg.h5" : "big.h5";
+    ampdiag_trace_writer *w = create(big, 4, 0);
+    if (!ok(w != NULL, "create %s%s", big, background ? " (writing in the background)" : ""))
         return;
     for (int l = 0; l < 7; l++) {
         char name[16];
@@ -489,12 +493,20 @@ static void test_batches_and_flush(void)
         }
     }
     ok(good, "400 steps x 35 tensors appended");
-    ok(flushes_at_4 == 1 && flushed_at_4 == 4, "flush_every_steps 4: one flush after 4 steps");
-    ampdiag_trace_writer_get_info(w, &info);
-    ok(info.flushes == 100 && info.steps_flushed == 400 && info.tensors == 14000 && info.hists == 2800,
-       "100 flushes for 400 steps");
-    ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close big.h5");
-    ampdiag_trace_reader *r = open_trace("big.h5");
+    if (background) {
+        /* the thread counts the flushes it has done: all of them once an explicit flush waited */
+        ok(ampdiag_trace_flush(w) == 0, "explicit flush waits for the background writes");
+        ampdiag_trace_writer_get_info(w, &info);
+        ok(info.flushes == 101 && info.steps_flushed == 400 && info.tensors == 14000 && info.hists == 2800,
+           "100 periodic flushes and the explicit one done for 400 steps");
+    } else {
+        ok(flushes_at_4 == 1 && flushed_at_4 == 4, "flush_every_steps 4: one flush after 4 steps");
+        ampdiag_trace_writer_get_info(w, &info);
+        ok(info.flushes == 100 && info.steps_flushed == 400 && info.tensors == 14000 && info.hists == 2800,
+           "100 flushes for 400 steps");
+    }
+    ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close %s", big);
+    ampdiag_trace_reader *r = open_trace(big);
     ampdiag_trace_tensor *T = NULL;
     ampdiag_trace_hist *H = NULL;
     size_t n = 0, nh = 0;
@@ -512,6 +524,8 @@ static void test_batches_and_flush(void)
     free(T);
     free(H);
     ampdiag_trace_reader_close(r);
+    if (background)
+        return;
 
     /* time-based flush */
     w = create("timed.h5", 0, 0.05);
@@ -688,6 +702,12 @@ int main(void)
     test_without_new_fields();
     test_status();
     test_batches_and_flush();
+    /* the same rows and flushes with batches and flushes written by the writer's thread */
+    background = 1;
+    test_batches_and_flush();
+    test_round_trip();
+    test_status();
+    background = 0;
     test_file_errors();
     cleanup();
     return done_testing();
