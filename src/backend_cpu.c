@@ -773,16 +773,26 @@ static const backend cpu_backend = {
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 void openblas_set_num_threads(int num_threads);
 #endif
+#ifdef HAVE_BLAS_THREAD_SHUTDOWN_
+int blas_thread_shutdown_(void);
+#endif
 
 /* The models ampdiag trains are small: their GEMMs (e.g. 64 x 256 x 256) run fastest on one
  * thread, and OpenBLAS's thread pool slowed steps by up to 6x on a loaded 2-core machine. So
- * one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise. */
+ * one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise. OpenBLAS started its pool when it
+ * was loaded, and an idle pool thread still wakes and yields the CPU over and over, taking time
+ * from the tracer and trace-writer threads: it is stopped (OpenBLAS starts it again should a
+ * call ever want more than one thread). */
 const backend *backend_cpu(void)
 {
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     static atomic_int once;
-    if (atomic_exchange(&once, 1) == 0 && !getenv("OPENBLAS_NUM_THREADS"))
+    if (atomic_exchange(&once, 1) == 0 && !getenv("OPENBLAS_NUM_THREADS")) {
         openblas_set_num_threads(1);
+#ifdef HAVE_BLAS_THREAD_SHUTDOWN_
+        blas_thread_shutdown_();
+#endif
+    }
 #endif
     return &cpu_backend;
 }
