@@ -6,8 +6,9 @@
  * read by the clean-block kernel (fast_avx2: FP16 thresholds, zeros, signs, extremes and sums
  * only); a block that turns out to hold NaN, inf, a float32 subnormal or an FP16 overflow is
  * redone by the full kernel (block_avx2: every class by compares). The histogram is counted
- * from the block while it is still in L1. Everywhere else, or with AMPDIAG_TSTATS_IMPL=generic,
- * a portable kernel in plain C (lane arrays the compiler vectorises) does every block. All
+ * from exponent bytes that the same loop stores, by bit-sliced adders. Everywhere else, or with
+ * AMPDIAG_TSTATS_IMPL=generic, a portable kernel in plain C (lane arrays the compiler
+ * vectorises) does every block. All
  * paths give identical counts and extremes, and sums that differ only by the order of the
  * additions (tests/t_tstats.c checks all of them against a slow reference).
  */
@@ -26,6 +27,9 @@
 
 #define TSTATS_BLOCK 4096 /* values per block: counts per lane stay below 2^15 */
 #define TSTATS_LANES 8
+
+
+
 
 /* One block's partial results. Counts are exact; kmin/kmax are order-preserving keys. */
 struct block {
@@ -319,11 +323,12 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
  * is redone by the full kernel (block_avx2: every class by compares, non-finite values masked).
  * So the results are identical to the portable kernel's on every input.
  *
- * The exponent histogram of a clean block comes from a second pass while the block is in L1:
- * its non-zero values' exponent fields lie between those of its smallest and largest |x|. The
- * fields are packed to bytes, 32 to a vector, and each of the top 64 fields of that window is
- * counted by byte compares (a block of 4096 normal values spans about 15 fields); values below
- * those are picked out by one more compare and counted one at a time.
+ * With the exponent histogram, the same loop also stores each value's exponent field as a byte.
+ * The non-zero values' fields lie between those of the block's smallest and largest |x| (a
+ * block of 4096 normal values spans about 15 fields); the top 64 fields of that window are then
+ * counted from the bytes, 8 fields per pass, by bit-sliced carry-save adders (count8_*), and the
+ * values below them by one more compare, one at a time. The loop prefetches 4 KiB ahead
+ * (README: the speeds bench_tstats measured).
  */
 
 /* Per-block results of the fast kernel (reduced from its lanes). */
@@ -345,88 +350,244 @@ static inline uint64_t lanes_sum(const uint32_t *t)
     return s;
 }
 
-/* Ports 0, 1 and 5 bound this loop, so it spends as few vector instructions as it can: the
- * conversions to double read memory (no lane extract), a negative non-zero value is one compare
- * on u - 1, and FP16 overflow is not counted: a block whose largest |x| reaches it is not clean. */
-__attribute__((target("avx2,fma")))
-static void fast_avx2(const float *x, size_t nv, struct fastblock *fb)
+/* Prefetch distance of the clean-block kernel: without it the loop waits on DRAM at every 4 KiB
+ * page (where the hardware prefetcher stops), and its arithmetic does not overlap the loads. */
+#define TSTATS_PREFETCH 4096
+
+/* The clean-block accumulators (all in registers, also when the loop is unrolled). */
+struct fastacc {
+    __m256i smin, smax, umax, am1, gu, gn, cz, cn;
+    __m256d sum0, sum1, sq0, sq1;
+};
+
+/* One vector of 8 values (u, also at xi) into the accumulators; returns its |x| bits. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256i fast_step(struct fastacc *c, __m256i u, const float *xi)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff), m1 = _mm256_set1_epi32(-1);
-    __m256i smin = _mm256_set1_epi32(INT32_MAX), smax = _mm256_set1_epi32(INT32_MIN);
-    __m256i umax = _mm256_setzero_si256(), am1 = m1;
-    __m256i gu = _mm256_setzero_si256(), gn = gu, cz = gu, cn = gu;
-    __m256d vsum = _mm256_setzero_pd(), vsq = vsum;
-    for (size_t i = 0; i < nv; i += 8) {
-        __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
-        __m256i a = _mm256_and_si256(u, absmask);
-        __m256i am = _mm256_add_epi32(a, m1); /* |x| bits - 1: all ones for a zero */
-        am1 = _mm256_min_epu32(am1, am);
-        cz = _mm256_sub_epi32(cz, _mm256_cmpeq_epi32(am, m1));
-        /* u - 1 < -1 (signed) exactly when u is negative and not -0 */
-        cn = _mm256_sub_epi32(cn, _mm256_cmpgt_epi32(m1, _mm256_add_epi32(u, m1)));
-        smin = _mm256_min_epi32(smin, u);
-        smax = _mm256_max_epi32(smax, u);
-        umax = _mm256_max_epu32(umax, u);
-        gu = _mm256_sub_epi32(gu, CMPGT(a, AMPDIAG_FP16_UNF_BITS));
-        gn = _mm256_sub_epi32(gn, CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1));
-        /* the sums in block_avx2's order, so that both paths give the same bits */
-        __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
-        __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
-        vsum = _mm256_add_pd(vsum, _mm256_add_pd(lo, hi));
-        vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, vsq));
+    __m256i a = _mm256_and_si256(u, absmask);
+    __m256i am = _mm256_add_epi32(a, m1); /* |x| bits - 1: all ones for a zero */
+    c->am1 = _mm256_min_epu32(c->am1, am);
+    c->cz = _mm256_sub_epi32(c->cz, _mm256_cmpeq_epi32(am, m1));
+    /* u - 1 < -1 (signed) exactly when u is negative and not -0 */
+    c->cn = _mm256_sub_epi32(c->cn, _mm256_cmpgt_epi32(m1, _mm256_add_epi32(u, m1)));
+    c->smin = _mm256_min_epi32(c->smin, u);
+    c->smax = _mm256_max_epi32(c->smax, u);
+    c->umax = _mm256_max_epu32(c->umax, u);
+    c->gu = _mm256_sub_epi32(c->gu, CMPGT(a, AMPDIAG_FP16_UNF_BITS));
+    c->gn = _mm256_sub_epi32(c->gn, CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1));
+    /* four independent sums: no chain longer than one add per vector */
+    __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(xi));
+    __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(xi + 4));
+    c->sum0 = _mm256_add_pd(c->sum0, lo);
+    c->sum1 = _mm256_add_pd(c->sum1, hi);
+    c->sq0 = _mm256_fmadd_pd(lo, lo, c->sq0);
+    c->sq1 = _mm256_fmadd_pd(hi, hi, c->sq1);
+    return a;
+}
+
+/* Ports 0, 1 and 5 bound this loop, so it spends as few vector instructions as it can: the
+ * conversions to double read memory (no lane extract), a negative non-zero value is one compare
+ * on u - 1, and FP16 overflow is not counted: a block whose largest |x| reaches it is not clean.
+ * With eb, the exponent fields of the first nv - nv % 32 values are also stored there as bytes
+ * (in a lane order the histogram does not mind). */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void fast_body(const float *x, size_t nv, struct fastblock *fb, uint8_t *eb)
+{
+    struct fastacc c;
+    c.smin = _mm256_set1_epi32(INT32_MAX);
+    c.smax = _mm256_set1_epi32(INT32_MIN);
+    c.umax = _mm256_setzero_si256();
+    c.am1 = _mm256_set1_epi32(-1);
+    c.gu = c.gn = c.cz = c.cn = _mm256_setzero_si256();
+    c.sum0 = c.sum1 = c.sq0 = c.sq1 = _mm256_setzero_pd();
+    size_t i = 0;
+    if (eb) {
+        for (; i + 16 <= nv; i += 16) {
+            _mm_prefetch((const char *)(x + i) + TSTATS_PREFETCH, _MM_HINT_T0);
+            const __m256i *p = (const __m256i *)(const void *)(x + i);
+            __m256i e0 = _mm256_srli_epi32(fast_step(&c, _mm256_loadu_si256(p), x + i), 23);
+            __m256i e1 = _mm256_srli_epi32(fast_step(&c, _mm256_loadu_si256(p + 1), x + i + 8), 23);
+            /* fields 0..255 in 32-bit lanes to bytes, 8 in each 128-bit lane (the order is
+             * scrambled, which a histogram does not mind) */
+            __m256i w = _mm256_packus_epi32(e0, e1);
+            w = _mm256_packus_epi16(w, w);
+            _mm_storel_epi64((__m128i *)(void *)(eb + i), _mm256_castsi256_si128(w));
+            _mm_storel_epi64((__m128i *)(void *)(eb + i + 8), _mm256_extracti128_si256(w, 1));
+        }
+    }
+    for (; i < nv; i += 8) {
+        _mm_prefetch((const char *)(x + i) + TSTATS_PREFETCH, _MM_HINT_T0);
+        fast_step(&c, _mm256_loadu_si256((const __m256i *)(const void *)(x + i)), x + i);
     }
     int32_t t[8] __attribute__((aligned(32)));
     uint32_t *tu = (uint32_t *)(void *)t;
     fb->smin = INT32_MAX; fb->smax = INT32_MIN; fb->umax = 0; fb->am1 = UINT32_MAX;
-    _mm256_store_si256((__m256i *)(void *)t, smin);
+    _mm256_store_si256((__m256i *)(void *)t, c.smin);
     for (int l = 0; l < 8; l++) fb->smin = t[l] < fb->smin ? t[l] : fb->smin;
-    _mm256_store_si256((__m256i *)(void *)t, smax);
+    _mm256_store_si256((__m256i *)(void *)t, c.smax);
     for (int l = 0; l < 8; l++) fb->smax = t[l] > fb->smax ? t[l] : fb->smax;
-    _mm256_store_si256((__m256i *)(void *)t, umax);
+    _mm256_store_si256((__m256i *)(void *)t, c.umax);
     for (int l = 0; l < 8; l++) fb->umax = tu[l] > fb->umax ? tu[l] : fb->umax;
-    _mm256_store_si256((__m256i *)(void *)t, am1);
+    _mm256_store_si256((__m256i *)(void *)t, c.am1);
     for (int l = 0; l < 8; l++) fb->am1 = tu[l] < fb->am1 ? tu[l] : fb->am1;
-    _mm256_store_si256((__m256i *)(void *)t, gu);
+    _mm256_store_si256((__m256i *)(void *)t, c.gu);
     fb->g_unf = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, gn);
+    _mm256_store_si256((__m256i *)(void *)t, c.gn);
     fb->g_norm = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, cz);
+    _mm256_store_si256((__m256i *)(void *)t, c.cz);
     fb->zero = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, cn);
+    _mm256_store_si256((__m256i *)(void *)t, c.cn);
     fb->neg = lanes_sum(tu);
     double d[4];
-    _mm256_storeu_pd(d, vsum);
+    _mm256_storeu_pd(d, _mm256_add_pd(c.sum0, c.sum1));
     fb->sum = (d[0] + d[1]) + (d[2] + d[3]);
-    _mm256_storeu_pd(d, vsq);
+    _mm256_storeu_pd(d, _mm256_add_pd(c.sq0, c.sq1));
     fb->sq = (d[0] + d[1]) + (d[2] + d[3]);
 }
 
-#define HWIN 64 /* the widest exponent window counted by byte compares */
+__attribute__((target("avx2,fma")))
+static void fast_avx2(const float *x, size_t nv, struct fastblock *fb) { fast_body(x, nv, fb, NULL); }
+
+__attribute__((target("avx2,fma")))
+static void fast_pack_avx2(const float *x, size_t nv, struct fastblock *fb, uint8_t *eb) { fast_body(x, nv, fb, eb); }
+
+/*
+ * Histogram of byte-packed exponent fields, bit-sliced: a pass takes 8 consecutive fields
+ * [base, base + 8), turns each byte into a one-hot byte (bit k for field base + k, 0 outside)
+ * and adds the one-hot vectors as 256 one-bit numbers at once with carry-save adders
+ * (Harley-Seal: 16 vectors per 15 adders). The sums live in 8 bit planes, a count of up to 255
+ * per bit of every byte lane, so a pass takes at most 255 vectors.
+ */
+/* Carry-save adder on 256 bits: (h, l) := the two-bit sums of a + b + c. With AVX-512VL each
+ * output is one vpternlogd (0x96: parity, 0xe8: majority). */
+#define CSA(h, l, a, b, c)                                                           \
+    do {                                                                             \
+        __m256i a_ = (a), b_ = (b), c_ = (c);                                        \
+        if (TERNLOG) {                                                               \
+            (h) = TERN(a_, b_, c_, 0xe8);                                            \
+            (l) = TERN(a_, b_, c_, 0x96);                                            \
+        } else {                                                                     \
+            __m256i u_ = _mm256_xor_si256(a_, b_);                                   \
+            (h) = _mm256_or_si256(_mm256_and_si256(a_, b_), _mm256_and_si256(u_, c_)); \
+            (l) = _mm256_xor_si256(u_, c_);                                          \
+        }                                                                            \
+    } while (0)
+
+#define COUNT8_BODY                                                                          \
+    const __m256i bv = _mm256_set1_epi8((char)base), bias = _mm256_set1_epi8(0x78);          \
+    /* field - base in [0, 8) becomes 0x78..0x7f after the saturating add: table entries   \
+     * 8..15; anything else (wrapped or >= 8) is >= 0x80, which vpshufb turns into 0 */       \
+    const __m256i onehot = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, -128, \
+                                            0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, -128); \
+    const __m256i zero = _mm256_setzero_si256();                                             \
+    __m256i ones = zero, twos = zero, fours = zero, eights = zero;                           \
+    __m256i p16 = zero, p32 = zero, p64 = zero, p128 = zero;                                 \
+    __m256i twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;                        \
+    for (size_t j = 0; j < nvec; j += 16) {                                                  \
+        CSA(twosA, ones, ones, IN(0), IN(1));                                                \
+        CSA(twosB, ones, ones, IN(2), IN(3));                                                \
+        CSA(foursA, twos, twos, twosA, twosB);                                               \
+        CSA(twosA, ones, ones, IN(4), IN(5));                                                \
+        CSA(twosB, ones, ones, IN(6), IN(7));                                                \
+        CSA(foursB, twos, twos, twosA, twosB);                                               \
+        CSA(eightsA, fours, fours, foursA, foursB);                                          \
+        CSA(twosA, ones, ones, IN(8), IN(9));                                                \
+        CSA(twosB, ones, ones, IN(10), IN(11));                                              \
+        CSA(foursA, twos, twos, twosA, twosB);                                               \
+        CSA(twosA, ones, ones, IN(12), IN(13));                                              \
+        CSA(twosB, ones, ones, IN(14), IN(15));                                              \
+        CSA(foursB, twos, twos, twosA, twosB);                                               \
+        CSA(eightsB, fours, fours, foursA, foursB);                                          \
+        CSA(sixteens, eights, eights, eightsA, eightsB);                                     \
+        /* ripple the sixteens into the upper planes */                                      \
+        __m256i c1 = _mm256_and_si256(p16, sixteens);                                        \
+        p16 = _mm256_xor_si256(p16, sixteens);                                               \
+        __m256i c2 = _mm256_and_si256(p32, c1);                                              \
+        p32 = _mm256_xor_si256(p32, c1);                                                     \
+        __m256i c3 = _mm256_and_si256(p64, c2);                                              \
+        p64 = _mm256_xor_si256(p64, c2);                                                     \
+        p128 = _mm256_or_si256(p128, c3);                                                    \
+    }                                                                                        \
+    planes_count(ones, twos, fours, eights, p16, p32, p64, p128, out);
+
+#define IN(k) _mm256_shuffle_epi8(onehot, _mm256_adds_epu8(_mm256_sub_epi8(_mm256_load_si256((const __m256i *)(const void *)(eb + 32 * (j + (k)))), bv), bias))
+
+/* Exchange the bits of a selected by m << s with the bits of b selected by m: in every byte
+ * lane, one step of an 8x8 bit-matrix transpose (row = plane, column = bit). */
+#define SWAPBITS(a, b, s, m)                                                          \
+    do {                                                                              \
+        __m256i t_ = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi16((a), (s)), (b)), (m)); \
+        (b) = _mm256_xor_si256((b), t_);                                              \
+        (a) = _mm256_xor_si256((a), _mm256_slli_epi16(t_, (s)));                      \
+    } while (0)
+
+/* out[k] := the sum over the byte lanes of the count whose bit p is bit k of plane p: the
+ * planes, as the rows of an 8x8 bit matrix in every byte lane, are transposed, so that row k
+ * holds bit k's count in each lane, and the rows are summed by vpsadbw. */
+__attribute__((target("avx2")))
+static void planes_count(__m256i p0, __m256i p1, __m256i p2, __m256i p3, __m256i p4, __m256i p5,
+                         __m256i p6, __m256i p7, uint64_t out[8])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x33), m1 = _mm256_set1_epi8(0x55);
+    /* transpose by blocks: the top-right and bottom-left 4x4, then 2x2, then 1x1 blocks */
+    SWAPBITS(p0, p4, 4, m4);
+    SWAPBITS(p1, p5, 4, m4);
+    SWAPBITS(p2, p6, 4, m4);
+    SWAPBITS(p3, p7, 4, m4);
+    SWAPBITS(p0, p2, 2, m2);
+    SWAPBITS(p1, p3, 2, m2);
+    SWAPBITS(p4, p6, 2, m2);
+    SWAPBITS(p5, p7, 2, m2);
+    SWAPBITS(p0, p1, 1, m1);
+    SWAPBITS(p2, p3, 1, m1);
+    SWAPBITS(p4, p5, 1, m1);
+    SWAPBITS(p6, p7, 1, m1);
+    const __m256i z = _mm256_setzero_si256();
+    __m256i r[8] = {p0, p1, p2, p3, p4, p5, p6, p7};
+    for (int k = 0; k < 8; k++) {
+        uint64_t q[4];
+        _mm256_storeu_si256((__m256i *)(void *)q, _mm256_sad_epu8(r[k], z));
+        out[k] = q[0] + q[1] + q[2] + q[3];
+    }
+}
+#undef SWAPBITS
+
+/* Counts of the fields [base, base + 8) among the bytes eb[0..32 * nvec) (nvec a multiple of 16,
+ * at most 255) into out[0..8). */
+#define TERNLOG 0
+#define TERN(a, b, c, imm) (a)
+__attribute__((target("avx2")))
+static void count8_avx2(const uint8_t *eb, size_t nvec, int base, uint64_t out[8]) { COUNT8_BODY }
+#undef TERNLOG
+#undef TERN
+#define TERNLOG 1
+#define TERN(a, b, c, imm) _mm256_ternarylogic_epi32((a), (b), (c), (imm))
+__attribute__((target("avx2,avx512f,avx512vl")))
+static void count8_avx512vl(const uint8_t *eb, size_t nvec, int base, uint64_t out[8]) { COUNT8_BODY }
+#undef TERNLOG
+#undef TERN
+#undef IN
+#undef COUNT8_BODY
+#undef CSA
+
+#define HWIN 64 /* the widest exponent window counted by the bit-sliced passes */
 
 /* Histogram of the non-zero values of a clean block x[0..nv) (nv a multiple of 8, at most
- * TSTATS_BLOCK) whose exponent fields lie in [flo, fhi]: fields packed to bytes, then one byte
- * compare per field and 32 values for the top HWIN fields; the few values below them (a block
- * that spans more than HWIN binades) are found by one more compare and counted one by one.
- * Zeros (field 0 < flo) are not counted here. */
+ * TSTATS_BLOCK) whose exponent fields lie in [flo, fhi]; eb holds the fields of the first
+ * nq = nv - nv % 32 values as bytes, and has room for TSTATS_BLOCK. The top HWIN fields are
+ * counted by count8_avx2; the few values below them (a block that spans more than HWIN binades)
+ * are found by one compare and counted one by one. Zeros (field 0 < flo) are not counted here. */
+typedef void (*count8_fn)(const uint8_t *, size_t, int, uint64_t *);
+
 __attribute__((target("avx2")))
-static void hist_window_avx2(const float *x, size_t nv, int flo, int fhi, ampdiag_hist *h)
+static void hist_window_avx2(const float *x, size_t nv, uint8_t *eb, int flo, int fhi, ampdiag_hist *h,
+                             count8_fn count8)
 {
-    uint8_t eb[TSTATS_BLOCK] __attribute__((aligned(32)));
-    const __m256i m8 = _mm256_set1_epi16(0xff);
-    size_t nq = nv - nv % 32, i = 0;
-    for (; i < nq; i += 32) {
-        const __m256i *p = (const __m256i *)(const void *)(x + i);
-        __m256i e0 = _mm256_srli_epi32(_mm256_loadu_si256(p), 23);
-        __m256i e1 = _mm256_srli_epi32(_mm256_loadu_si256(p + 1), 23);
-        __m256i e2 = _mm256_srli_epi32(_mm256_loadu_si256(p + 2), 23);
-        __m256i e3 = _mm256_srli_epi32(_mm256_loadu_si256(p + 3), 23);
-        /* sign << 8 | field fits 16 bits; drop the sign, then pack to bytes (lane order is
-         * scrambled, which a histogram does not mind) */
-        __m256i w01 = _mm256_and_si256(_mm256_packus_epi32(e0, e1), m8);
-        __m256i w23 = _mm256_and_si256(_mm256_packus_epi32(e2, e3), m8);
-        _mm256_store_si256((__m256i *)(void *)(eb + i), _mm256_packus_epi16(w01, w23));
-    }
-    size_t nvec = nq / 32;
+    size_t nq = nv - nv % 32, nvec = nq / 32; /* eb holds nv - nv % 16 fields */
+    /* pad with zero fields (never counted) to whole groups of 16 vectors */
+    size_t npad = (nvec + 15) / 16 * 16;
+    memset(eb + nq, 0, (npad - nvec) * 32);
     int wlo = fhi - HWIN + 1 > flo ? fhi - HWIN + 1 : flo;
     if (wlo > flo) {
         /* bytes in [1, wlo): below the window */
@@ -443,24 +604,14 @@ static void hist_window_avx2(const float *x, size_t nv, int flo, int fhi, ampdia
             }
         }
     }
-    for (int f = wlo; f <= fhi; f++) {
-        /* byte counters take at most TSTATS_BLOCK / 32 = 128 hits each */
-        const __m256i fv = _mm256_set1_epi8((char)f);
-        __m256i c0 = _mm256_setzero_si256(), c1 = c0;
-        size_t j = 0;
-        for (; j + 2 <= nvec; j += 2) {
-            c0 = _mm256_sub_epi8(c0, _mm256_cmpeq_epi8(_mm256_load_si256((const __m256i *)(const void *)(eb + 32 * j)), fv));
-            c1 = _mm256_sub_epi8(c1, _mm256_cmpeq_epi8(_mm256_load_si256((const __m256i *)(const void *)(eb + 32 * j + 32)), fv));
+    if (nvec)
+        for (int base = wlo; base <= fhi; base += 8) {
+            uint64_t c[8];
+            count8(eb, npad, base, c);
+            for (int k = 0; k < 8 && base + k <= fhi; k++)
+                h->bin[AMPDIAG_HIST_BIN(base + k - 127)] += c[k];
         }
-        if (j < nvec)
-            c0 = _mm256_sub_epi8(c0, _mm256_cmpeq_epi8(_mm256_load_si256((const __m256i *)(const void *)(eb + 32 * j)), fv));
-        __m256i sad = _mm256_add_epi64(_mm256_sad_epu8(c0, _mm256_setzero_si256()),
-                                       _mm256_sad_epu8(c1, _mm256_setzero_si256()));
-        uint64_t q[4];
-        _mm256_storeu_si256((__m256i *)(void *)q, sad);
-        h->bin[AMPDIAG_HIST_BIN(f - 127)] += q[0] + q[1] + q[2] + q[3];
-    }
-    for (; i < nv; i++) {
+    for (size_t i = nq; i < nv; i++) {
         uint32_t e = (load_bits(x, i) >> 23) & 0xffu;
         if (e)
             h->bin[AMPDIAG_HIST_BIN((int)e - 127)]++;
@@ -471,21 +622,28 @@ static void hist_window_avx2(const float *x, size_t nv, int flo, int fhi, ampdia
 
 typedef void (*block_fn)(const float *, size_t, struct block *);
 
-/* The kernels this CPU runs: 1 = the clean-block AVX2 path, 0 = the portable kernel.
- * AMPDIAG_TSTATS_IMPL=generic forces the portable one (tests run both); the choice is read from
- * the environment once, and again by ampdiag_tstats_impl(). An AVX-512 kernel with mask-register
- * counts was measured slower than AVX2 here (compares into k registers share one port). */
+/* The kernels this CPU runs: 2 = the clean-block AVX2 path with AVX-512VL's vpternlogd in the
+ * histogram's adders, 1 = the same without AVX-512, 0 = the portable kernel.
+ * AMPDIAG_TSTATS_IMPL=avx2 or =generic forces a lesser one (the tests run all three); the choice
+ * is read from the environment once, and again by ampdiag_tstats_impl(). An AVX-512 kernel with
+ * mask-register counts for the record was measured slower than AVX2 here (compares into k
+ * registers share one port). */
 static _Atomic int kernel_choice = -1;
 
 static int choose_kernel(void)
 {
 #ifdef TSTATS_HAVE_AVX2
     const char *want = getenv("AMPDIAG_TSTATS_IMPL");
-    int generic = want && strcmp(want, "generic") == 0;
-    if (!generic && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    if (want && strcmp(want, "generic") == 0)
+        return 0;
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return 0;
+    if (want && strcmp(want, "avx2") == 0)
         return 1;
-#endif
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? 2 : 1;
+#else
     return 0;
+#endif
 }
 
 static int pick_kernel(void)
@@ -500,9 +658,10 @@ static int pick_kernel(void)
 
 const char *ampdiag_tstats_impl(void)
 {
+    static const char *const names[3] = {"generic", "avx2", "avx2+avx512vl"};
     int k = choose_kernel();
     atomic_store_explicit(&kernel_choice, k, memory_order_relaxed);
-    return k ? "avx2" : "generic";
+    return names[k];
 }
 
 /* Exponent histogram of one block (still in L1): counts of the float32 exponent field in four
@@ -623,14 +782,18 @@ static void accumulate_generic(ampdiag_tstats *s, ampdiag_hist *h, const float *
 }
 
 #ifdef TSTATS_HAVE_AVX2
-static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
+static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n, count8_fn count8)
 {
+    uint8_t eb[TSTATS_BLOCK] __attribute__((aligned(32)));
     while (n > 0) {
         size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
         size_t nv = nb - nb % TSTATS_LANES;
         if (nv) {
             struct fastblock fb;
-            fast_avx2(x, nv, &fb);
+            if (h)
+                fast_pack_avx2(x, nv, &fb, eb);
+            else
+                fast_avx2(x, nv, &fb);
             uint32_t negmax = (fb.umax >> 31) ? fb.umax & 0x7fffffffu : 0;
             uint32_t posmax = fb.smax >= 0 ? (uint32_t)fb.smax : 0;
             uint32_t amax = negmax > posmax ? negmax : posmax;
@@ -654,7 +817,7 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
                 if (h) {
                     int flo = (int)(amin >> 23), fhi = (int)(amax >> 23);
                     if (any_nz)
-                        hist_window_avx2(x, nv, flo, fhi, h);
+                        hist_window_avx2(x, nv, eb, flo, fhi, h, count8);
                     h->bin[AMPDIAG_HIST_ZERO] += fb.zero;
                 }
             } else {
@@ -673,8 +836,9 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
 void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
 {
 #ifdef TSTATS_HAVE_AVX2
-    if (pick_kernel()) {
-        accumulate_fast(s, h, x, n);
+    int k = pick_kernel();
+    if (k) {
+        accumulate_fast(s, h, x, n, k == 2 ? count8_avx512vl : count8_avx2);
         return;
     }
 #endif

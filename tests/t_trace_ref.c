@@ -21,6 +21,13 @@ static int same_double(double a, double b)
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
 }
 
+/* Equal to 1e-12 relative: the reference traces keep the mean and rms that the statistics
+ * kernel of their day summed; a kernel that adds in another order changes the last bits. */
+static int near_double(double a, double b)
+{
+    return same_double(a, b) || fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b));
+}
+
 static int same_float(float a, float b)
 {
     return (isnan(a) && isnan(b)) || memcmp(&a, &b, sizeof a) == 0;
@@ -56,6 +63,7 @@ static size_t expected_steps(const synth_spec *sp)
 /* Compare everything in the trace at path with the definition; tag names the copy. */
 static void check_trace(const synth_spec *sp, const char *path, const char *tag)
 {
+    int exact_sums = strcmp(tag, "reference") != 0;
     ampdiag_trace_reader *r;
     int rc = ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET | AMPDIAG_TRACE_READ_NO_REPAIR, &r);
     if (!ok(rc == 0, "%s %s opens", tag, sp->file)) {
@@ -138,7 +146,8 @@ static void check_trace(const synth_spec *sp, const char *path, const char *tag)
                g->n_zero == e.n_zero && g->n_neg == e.n_neg && g->n_pos == e.n_pos &&
                same_float(g->min, e.min) && same_float(g->max, e.max) &&
                same_float(g->absmax, e.absmax) && same_float(g->absmin_nz, e.absmin_nz) &&
-               same_double(g->mean, e.mean) && same_double(g->rms, e.rms) &&
+               (exact_sums ? same_double(g->mean, e.mean) && same_double(g->rms, e.rms)
+                           : near_double(g->mean, e.mean) && near_double(g->rms, e.rms)) &&
                g->fp16_overflow == e.fp16_overflow && g->fp16_underflow == e.fp16_underflow &&
                g->fp16_subnormal == e.fp16_subnormal && g->bf16_overflow == e.bf16_overflow &&
                g->bf16_underflow == e.bf16_underflow && g->bf16_subnormal == e.bf16_subnormal &&
@@ -147,7 +156,8 @@ static void check_trace(const synth_spec *sp, const char *path, const char *tag)
         if (!good)
             diag("tensor row %zu (step %lld layer %d kind %d) differs", i, (long long)s, l, k);
     }
-    ok(good, "%s %s: every tensor record (bitwise)", tag, sp->file);
+    ok(good, "%s %s: every tensor record (%s)", tag, sp->file,
+       exact_sums ? "bitwise" : "bitwise, mean and rms to 1e-12");
     /* the reference traces predate the optional lost_if_* fields; this writer adds them (as 0
      * through ampdiag_trace_append_tensor) */
     int want = strcmp(tag, "reference") != 0;
