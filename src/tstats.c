@@ -574,10 +574,12 @@ static void count8_avx512vl(const uint8_t *eb, size_t nvec, int base, uint64_t o
 #define HWIN 64 /* the widest exponent window counted by the bit-sliced passes */
 
 /* Histogram of the non-zero values of a clean block x[0..nv) (nv a multiple of 8, at most
- * TSTATS_BLOCK) whose exponent fields lie in [flo, fhi]; eb holds the fields of the first
- * nq = nv - nv % 32 values as bytes, and has room for TSTATS_BLOCK. The top HWIN fields are
- * counted by count8_avx2; the few values below them (a block that spans more than HWIN binades)
- * are found by one compare and counted one by one. Zeros (field 0 < flo) are not counted here. */
+ * TSTATS_BLOCK) whose exponent fields lie in [flo, fhi]; eb (room for TSTATS_BLOCK) holds the
+ * fields of the first nv - nv % 16 values as bytes, of which the first nq = nv - nv % 32 are
+ * counted from eb, the rest from x. The top HWIN fields are counted by count8 (count8_avx2 or
+ * count8_avx512vl), 8 per pass; the few values below them (a block that spans more than HWIN
+ * binades) are found by one compare and counted one by one. Zeros (field 0 < flo) are not
+ * counted here. */
 typedef void (*count8_fn)(const uint8_t *, size_t, int, uint64_t *);
 
 __attribute__((target("avx2")))
