@@ -128,7 +128,8 @@ void ampdiag_hist_merge(ampdiag_hist *dst, const ampdiag_hist *src);
 /* Bin index of one value (the definition the fast kernel must match). */
 int ampdiag_hist_bin_of(float x);
 
-/* Which SIMD path ampdiag_tstats uses on this CPU ("avx2" or "generic"). */
+/* Which SIMD path ampdiag_tstats uses on this CPU: "avx2+avx512vl", "avx2" or "generic"
+ * (AMPDIAG_TSTATS_IMPL=avx2 or =generic in the environment forces a lesser one). */
 const char *ampdiag_tstats_impl(void);
 
 #ifdef __cplusplus

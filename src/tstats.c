@@ -389,7 +389,7 @@ static inline __m256i fast_step(struct fastacc *c, __m256i u, const float *xi)
 /* Ports 0, 1 and 5 bound this loop, so it spends as few vector instructions as it can: the
  * conversions to double read memory (no lane extract), a negative non-zero value is one compare
  * on u - 1, and FP16 overflow is not counted: a block whose largest |x| reaches it is not clean.
- * With eb, the exponent fields of the first nv - nv % 32 values are also stored there as bytes
+ * With eb, the exponent fields of the first nv - nv % 16 values are also stored there as bytes
  * (in a lane order the histogram does not mind). */
 __attribute__((target("avx2,fma"), always_inline))
 static inline void fast_body(const float *x, size_t nv, struct fastblock *fb, uint8_t *eb)
