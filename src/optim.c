@@ -137,7 +137,7 @@ static void compute_dw(const optim *o, const float *w, const float *g, float *m,
 }
 
 void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float ginv, float gscale,
-                  float *dw_keep)
+                  float *dw_keep, float *w_keep)
 {
     float dwb[OPTIM_BLOCK];
     ampdiag_format wf = o->cfg.weight_fmt;
@@ -148,6 +148,8 @@ void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, doub
         float *wb = w + off + b;
         float *dw = dw_keep ? dw_keep + b : dwb;
         compute_dw(o, wb, g + off + b, o->m + off + b, o->v ? o->v + off + b : NULL, k, flr, ginv, gscale, dw);
+        if (w_keep)
+            memcpy(w_keep + b, wb, k * sizeof *wb);
         for (size_t i = 0; i < k; i++)
             wb[i] += dw[i];
         if (wf != AMPDIAG_FP32)

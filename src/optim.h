@@ -60,10 +60,12 @@ void optim_begin(optim *o);
  * Update parameters [off, off + n) of the buffer w at learning rate lr, with gradients g as the
  * backward left them (loss-scaled), each taken as (g * ginv) * gscale: ginv undoes the loss scale,
  * gscale is the clip coefficient. The weights are stored rounded to the weight format. dw_keep
- * (may be NULL) receives the intended changes dw[0..n) of this range, for optim_update_stats.
+ * and w_keep (each may be NULL) receive the intended changes dw[0..n) of this range and the
+ * weights it held before, for optim_update_stats (a copy taken while the values pass through the
+ * update costs less than another pass over them).
  */
 void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float ginv, float gscale,
-                  float *dw_keep);
+                  float *dw_keep, float *w_keep);
 
 /*
  * What an update did to n parameters that held w_old before it, given its intended changes dw

@@ -6,6 +6,10 @@
  * tracer_wait(t, ticket) returns, that job and every job posted before it has finished, and
  * everything they wrote is visible to the caller. With zero threads (one core, or asked for) a
  * job runs inside tracer_post, so the results are the same either way: only the timing differs.
+ *
+ * A post does not wake a sleeping worker (that is a system call, dear on a VM): the worker takes
+ * the job at once if it is busy, else at the next tracer_kick, or when tracer_wait waits for it.
+ * One thread posts, kicks and waits.
  */
 #ifndef AMPDIAG_TRACER_H
 #define AMPDIAG_TRACER_H
@@ -18,8 +22,13 @@ typedef void (*tracer_fn)(void *arg);
 /* threads: 0 (run jobs in the caller) or 1. Returns NULL when out of memory or when the thread
  * cannot be started. */
 tracer *tracer_create(int threads);
-/* Queue fn(arg); blocks while the queue is full. */
+/* Queue fn(arg) without waking the worker; blocks while the queue is full. */
 uint64_t tracer_post(tracer *t, tracer_fn fn, void *arg);
+/* Wake the worker if it sleeps, for the jobs posted so far (t may be NULL; nothing happens when
+ * no job was posted since the last kick). */
+void tracer_kick(tracer *t);
+/* 1 when job `ticket` has finished (or t is NULL): a check that never blocks. */
+int tracer_done(const tracer *t, uint64_t ticket);
 /* Wait until job `ticket` (and all before it) has run; ticket 0 or t NULL returns at once. */
 void tracer_wait(tracer *t, uint64_t ticket);
 /* Wait for every job posted so far (t may be NULL). */

@@ -9,6 +9,7 @@
 #include "tracer.h"
 #include "weights.h"
 
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -154,6 +155,9 @@ typedef struct layer_summary {
 
 /* ------------------------------------------------------------------ the run */
 
+#define NSLOTS 3 /* traced steps in flight: being taken, being finished, being written */
+#define QCAP 8   /* step records held back (at most three are, see flush_records) */
+
 typedef struct run {
     const train_config *c;
     train_result *r;
@@ -172,15 +176,21 @@ typedef struct run {
     double losses[64];
     int nloss, loss_pos;
     /* tracing: the statistics of a traced step are taken by the tracer (a worker thread) while
-     * training goes on, and written to the trace during the next step */
+     * training goes on, and written to the trace a step or two later (see step_once) */
     tracer *tr;
-    struct tslot *slots;         /* two, used in turn by traced steps */
+    struct tslot *slots;         /* NSLOTS, used in turn by traced steps */
     long ntraced;
-    struct tslot *pending;       /* a traced step whose records are not written yet */
-    float *w_snap;               /* [nparams] the weights a traced step started from */
-    float *dw;                   /* [nparams] the changes its update intended */
-    uint64_t tk_acts, tk_grads, tk_upd; /* last jobs reading activations / gradients / w_snap+dw */
+    float *w_old[2], *dw[2];     /* [nparams] each: the weights a traced step's update started
+                                  * from and the changes it intended, for traced steps in turn */
+    uint64_t tk_buf[2];          /* the last job reading w_old[k] and dw[k] */
+    uint64_t tk_acts, tk_grads;  /* the last jobs reading activations / gradients */
     struct tslot *upd_slot;      /* a traced step whose update job is not posted yet */
+    /* step records wait here, in step order, while a traced step before them is not written */
+    struct qrec {
+        struct tslot *S;         /* a traced step (its record is S->rec), or NULL: rec */
+        ampdiag_trace_step rec;
+    } q[QCAP];
+    int qhead, qn;
 } run;
 
 /* One layer's statistics in a traced step. */
@@ -199,8 +209,8 @@ typedef struct tslot {
     run *R;
     long step;
     int hist, skip;
+    int buf;                     /* its update's copies are in R->w_old[buf], R->dw[buf] */
     lslot *L;                    /* [nlayers] */
-    uint64_t tk_w;               /* the job that reads the weights (before the update) */
     uint64_t last;               /* the step's last job */
     ampdiag_trace_step rec;      /* its step record, update ratio still to fill */
 } tslot;
@@ -248,15 +258,7 @@ static void stats_of(tslot *S, model_tensor_kind mk)
     }
 }
 
-/* After the forward: the weights' statistics, a copy of them for the update's analysis, and
- * the activations' statistics. */
-static void job_forward(void *arg)
-{
-    tslot *S = arg;
-    stats_of(S, MT_WEIGHT);
-    memcpy(S->R->w_snap, S->R->m->params, S->R->m->nparams * sizeof *S->R->w_snap);
-    stats_of(S, MT_ACTIVATION);
-}
+static void job_activations(void *arg) { stats_of(arg, MT_ACTIVATION); }
 
 static void job_gradients(void *arg)
 {
@@ -264,31 +266,36 @@ static void job_gradients(void *arg)
     stats_of(arg, MT_WEIGHT_GRAD);
 }
 
-/* After the update: its statistics and lost updates, from the copy of the old weights. */
+/* After the update: the statistics of the weights it started from, its own statistics and its
+ * lost updates, from the copies the optimizer kept. */
 static void job_updates(void *arg)
 {
     tslot *S = arg;
     run *R = S->R;
     model *m = R->m;
+    const backend *bk = m->bk;
+    const float *w_old = R->w_old[S->buf], *dw = R->dw[S->buf];
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
         if (L->nparams == 0)
             continue;
         size_t off = (size_t)(L->p - m->params);
         lslot *l = &S->L[i];
+        bk->tstats(bk, w_old + off, L->nparams, &l->st[MT_WEIGHT], S->hist ? &l->h[MT_WEIGHT] : NULL);
         optim_stats_init(&l->upd);
         if (S->hist)
             ampdiag_hist_init(&l->hu);
-        optim_update_stats(&R->opt, R->w_snap + off, R->dw + off, L->nparams, &l->upd, S->hist ? &l->hu : NULL);
+        optim_update_stats(&R->opt, w_old + off, dw + off, L->nparams, &l->upd, S->hist ? &l->hu : NULL);
     }
 }
 
-/* The update job of the last traced step, posted with the next step's first job (one wake-up
- * of the tracer thread instead of two) or, at the end, by drain. */
+/* The update job of the last traced step: posted after the next step's gradient job, so that
+ * the next activations are not queued behind it, or at the end by drain. */
 static void post_update(run *R)
 {
     if (R->upd_slot) {
-        R->tk_upd = R->upd_slot->last = tracer_post(R->tr, job_updates, R->upd_slot);
+        tslot *S = R->upd_slot;
+        R->tk_buf[S->buf] = S->last = tracer_post(R->tr, job_updates, S);
         R->upd_slot = NULL;
     }
 }
@@ -356,6 +363,46 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
     S->rec.update_ratio = !S->skip && w_ss > 0 ? sqrt(dw_ss / w_ss) : NAN;
     if ((rc = ampdiag_trace_append_step(R->w, &S->rec)) < 0)
         return trace_fail(rc, err, errlen);
+    return 0;
+}
+
+/* Write the held-back step records in step order: those of steps up to `upto`, waiting for
+ * their statistics if need be, then those that are ready. */
+static int flush_records(run *R, long upto, char *err, size_t errlen)
+{
+    while (R->qn > 0) {
+        struct qrec *e = &R->q[R->qhead];
+        int rc;
+        if (e->S) {
+            if (e->S->step > upto && (R->upd_slot == e->S || !tracer_done(R->tr, e->S->last)))
+                break;
+            if ((rc = drain(R, e->S, err, errlen)))
+                return rc;
+        } else if ((rc = ampdiag_trace_append_step(R->w, &e->rec)) < 0) {
+            return trace_fail(rc, err, errlen);
+        }
+        R->qhead = (R->qhead + 1) % QCAP;
+        R->qn--;
+    }
+    return 0;
+}
+
+/* A step's record: written now, or held back behind a traced step that is not written yet (S:
+ * a traced step, whose record is in S->rec). */
+static int queue_record(run *R, tslot *S, const ampdiag_trace_step *rec, char *err, size_t errlen)
+{
+    int rc;
+    if (!S && R->qn == 0)
+        return (rc = ampdiag_trace_append_step(R->w, rec)) < 0 ? trace_fail(rc, err, errlen) : 0;
+    if (R->qn == QCAP) {
+        const struct qrec *h = &R->q[R->qhead];
+        if ((rc = flush_records(R, h->S ? h->S->step : h->rec.step, err, errlen)))
+            return rc;
+    }
+    struct qrec *e = &R->q[(R->qhead + R->qn++) % QCAP];
+    e->S = S;
+    if (rec)
+        e->rec = *rec;
     return 0;
 }
 
@@ -508,8 +555,12 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     int rc;
     tslot *S = NULL;
     if (traced) {
-        /* the slot two traced steps back, written out during the step after it */
-        S = &R->slots[R->ntraced++ & 1];
+        /* the slot NSLOTS traced steps back: written out by now (flush_records below) */
+        S = &R->slots[R->ntraced % NSLOTS];
+        for (int k = 0; k < R->qn; k++)
+            if (R->q[(R->qhead + k) % QCAP].S == S && (rc = flush_records(R, S->step, err, errlen)))
+                return rc;
+        S->buf = (int)(R->ntraced++ & 1);
         S->step = t;
         S->hist = hist;
         S->skip = 0;
@@ -525,11 +576,11 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         say(err, errlen, "step %ld: %s", t, model_error(m));
         return TRAIN_EBADINPUT;
     }
-    post_update(R);
     if (traced) {
-        hand_over(S, MT_WEIGHT);
+        /* queued, not woken for: the worker takes it with the gradients' job (one wake-up a
+         * step instead of two), and has until the next forward */
         hand_over(S, MT_ACTIVATION);
-        S->tk_w = R->tk_acts = S->last = tracer_post(R->tr, job_forward, S);
+        R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
     }
     int fwd_li = -1, fwd_nan = 0; /* where a non-finite forward began */
     if (!isfinite(loss)) {
@@ -561,6 +612,8 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         hand_over(S, MT_WEIGHT_GRAD);
         R->tk_grads = S->last = tracer_post(R->tr, job_gradients, S);
     }
+    post_update(R); /* the last traced step's, behind this step's activations and gradients */
+    tracer_kick(R->tr);
 
     /* gradients: norm and non-finite count of the unscaled values; they stay scaled in memory
      * (the tracer reads them as the format held them; the optimizer unscales as it reads) */
@@ -572,10 +625,10 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
         if (L->nparams > 0)
             grads_norm(L->g, L->nparams, inv, &sumsq, &nonfinite);
     }
-    /* the last traced step's update analysis has had this step's forward and backward */
-    if (R->pending && (rc = drain(R, R->pending, err, errlen)))
+    /* the records of the traced step two back (its update analysis was posted a step ago), and
+     * any later ones whose statistics are ready */
+    if ((rc = flush_records(R, t - 2, err, errlen)))
         return rc;
-    R->pending = NULL;
     double norm = nonfinite ? INFINITY : sqrt(sumsq);
     int found = nonfinite > 0;
     int skip = found && c->scaler.kind != SCALER_NONE;
@@ -643,21 +696,18 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
                 return rc;
         }
         optim_begin(&R->opt);
-        if (traced) {
-            /* the weights must be read before they change, and the last analysis be done
-             * with the buffer of changes */
-            tracer_wait(R->tr, S->tk_w);
-            tracer_wait(R->tr, R->tk_upd);
-        }
+        if (traced)
+            tracer_wait(R->tr, R->tk_buf[S->buf]); /* the last analysis that read these copies */
         for (int i = 0; i < m->nlayers; i++) {
             layer *L = &m->layers[i];
             if (L->nparams == 0)
                 continue;
             size_t off = (size_t)(L->p - m->params);
-            optim_update(&R->opt, m->params, m->grads, off, L->nparams, lr, inv, coef, traced ? R->dw + off : NULL);
+            optim_update(&R->opt, m->params, m->grads, off, L->nparams, lr, inv, coef,
+                         traced ? R->dw[S->buf] + off : NULL, traced ? R->w_old[S->buf] + off : NULL);
         }
         if (traced)
-            R->upd_slot = S; /* posted after the next forward */
+            R->upd_slot = S; /* posted with the next step's gradients */
         model_hold_params(m);
         /* an update that makes weights non-finite (Adam's 0/0 with FP16 state, an exploding
          * step) is reported once per layer, where it happened */
@@ -727,13 +777,10 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     rec.update_ratio = NAN;
     rec.nonfinite_grads = nonfinite;
     rec.wall_ms = (now_s() - ts) * 1e3;
-    if (traced) {
-        /* written with the step's tensor records, during the next step (or at the end) */
-        S->rec = rec;
-        R->pending = S;
-    } else if ((rc = ampdiag_trace_append_step(R->w, &rec)) < 0) {
-        return trace_fail(rc, err, errlen);
-    }
+    if (traced)
+        S->rec = rec; /* written with the step's tensor records */
+    if ((rc = queue_record(R, S, traced ? NULL : &rec, err, errlen)))
+        return rc;
 
     r->scale_last = scaler_scale(&R->sc);
     /* the smallest scale reached, the one the last backoff left included */
@@ -780,14 +827,16 @@ static int tracing_init(run *R, char *err, size_t errlen)
     int nl = R->m->nlayers;
     size_t np = R->m->nparams ? R->m->nparams : 1;
     R->tr = tracer_create(threads > 0 ? 1 : 0);
-    R->slots = calloc(2, sizeof *R->slots);
-    R->w_snap = malloc(np * sizeof *R->w_snap);
-    R->dw = malloc(np * sizeof *R->dw);
-    if (!R->tr || !R->slots || !R->w_snap || !R->dw) {
+    R->slots = calloc(NSLOTS, sizeof *R->slots);
+    for (int k = 0; k < 2; k++) {
+        R->w_old[k] = malloc(np * sizeof *R->w_old[k]);
+        R->dw[k] = malloc(np * sizeof *R->dw[k]);
+    }
+    if (!R->tr || !R->slots || !R->w_old[0] || !R->dw[0] || !R->w_old[1] || !R->dw[1]) {
         say(err, errlen, "out of memory for tracing (%zu parameters)", np);
         return TRAIN_EIO;
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < NSLOTS; k++) {
         R->slots[k].R = R;
         R->slots[k].L = calloc((size_t)nl, sizeof *R->slots[k].L);
         if (!R->slots[k].L) {
@@ -806,13 +855,15 @@ static void tracing_free(run *R)
     tracer_free(R->tr); /* finishes what is queued */
     R->tr = NULL;
     if (R->slots)
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < NSLOTS; k++)
             free(R->slots[k].L);
     free(R->slots);
-    free(R->w_snap);
-    free(R->dw);
     R->slots = NULL;
-    R->w_snap = R->dw = NULL;
+    for (int k = 0; k < 2; k++) {
+        free(R->w_old[k]);
+        free(R->dw[k]);
+        R->w_old[k] = R->dw[k] = NULL;
+    }
 }
 
 static void summarize_ranges(run *R)
@@ -987,9 +1038,10 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
         if (stop)
             r->status = AMPDIAG_STATUS_DIVERGED;
     }
-    if (!rc && R.pending)
-        rc = drain(&R, R.pending, err, errlen);
-    R.pending = NULL;
+    if (!rc) {
+        post_update(&R);
+        rc = flush_records(&R, LONG_MAX, err, errlen);
+    }
     tracer_drain(R.tr);
     if (!rc && r->status != AMPDIAG_STATUS_INTERRUPTED && r->steps_done > 0)
         rc = evaluate(&R, r->steps_done - 1, err, errlen);

@@ -212,6 +212,15 @@ static void test_healthy(void)
             same = memcmp(&t1.evals[i].loss, &t2.evals[i].loss, sizeof t1.evals[i].loss) == 0;
         ok(same, "%s: the tracer thread gives the records of inline tracing (%zu steps, %zu tensor records)",
            cfgs[k], t1.ns, t1.nt);
+        /* records are held back while a traced step's statistics are taken: they still come
+         * out in step order (FORMAT.md) */
+        int ordered = 1;
+        for (size_t i = 1; i < t2.ns; i++)
+            ordered &= t1.steps[i].step > t1.steps[i - 1].step && t2.steps[i].step > t2.steps[i - 1].step;
+        for (size_t i = 1; i < t2.nt; i++)
+            ordered &= t1.tensors[i].step >= t1.tensors[i - 1].step && t2.tensors[i].step >= t2.tensors[i - 1].step;
+        ok(ordered && t2.ns > 0 && t2.steps[t2.ns - 1].step == (int64_t)t2.ns - 1,
+           "%s: /steps and /tensors in step order, every step recorded", cfgs[k]);
         unload(&t1); unload(&t2);
     }
 
