@@ -8,6 +8,8 @@
 # time (user + system, both threads) of the every-step run against that of tracing off. The fixed
 # cost of a command (start-up, data, closing the trace), measured as a 1-step run with tracing
 # off, is subtracted from every wall time, so that the rates and costs are per training step.
+# Wall times are read with `date +%s%N` (microseconds; /usr/bin/time's are hundredths of a
+# second, 1.4% of an mlp run); CPU times come from /usr/bin/time.
 # Usage: bench/bench_run.sh [AMPDIAG [REPS]]   (default ./ampdiag 5). Prints a Markdown table.
 set -eu
 AMPDIAG=${1:-./ampdiag}
@@ -20,7 +22,7 @@ steps_for() { case $1 in mlp) echo 1000 ;; *) echo 300 ;; esac; }
 batch_for() { case $1 in mlp) echo 64 ;; *) echo 8 ;; esac; }
 # best (smallest) value of column $2 among lines starting with key $1 in file $3
 best() { awk -v k="$1" -v c="$2" '$1 == k && (b == "" || $c < b) { b = $c } END { print b }' "$3"; }
-pct() { awk -v t="$1" -v b="$2" 'BEGIN { printf "%+.0f%%", (t / b - 1) * 100 }'; }
+pct() { awk -v t="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", (t / b - 1) * 100 }'; }
 echo "| model (batch) | precision | trace off | every 10 steps | every step | every step, inline | tracing cost (every 10 / every step / inline) | CPU time, every step |"
 echo "|---|---|---|---|---|---|---|---|"
 for model in mlp transformer; do
@@ -32,13 +34,16 @@ for model in mlp transformer; do
         while [ $rep -lt "$REPS" ]; do
             for cfg in "off 0 1 $n" "e10 10 1 $n" "e1 1 1 $n" "inl 1 0 $n" "fixed 0 1 1"; do
                 set -- $cfg
-                "$TIME" -f "$1 %e %U %S" -a -o "$log" "$AMPDIAG" run --model $model --precision $p --steps $4 \
+                t0=$(date +%s%N)
+                "$TIME" -f "%U %S" -o "$tmp/cpu" "$AMPDIAG" run --model $model --precision $p --steps $4 \
                     --batch $b --trace-every $2 --trace-threads $3 --hist-every 100 --eval-every 0 \
                     --progress none -o "$tmp/r.h5" --overwrite > /dev/null
+                t1=$(date +%s%N)
+                echo "$1 $(( (t1 - t0) / 1000 )) $(cat "$tmp/cpu")" >> "$log"
             done
             rep=$((rep + 1))
         done
-        awk '{ print $1, $2, $3 + $4 }' "$log" > "$log.2"
+        awk '{ print $1, $2 / 1e6, $3 + $4 }' "$log" > "$log.2"
         fx=$(best fixed 2 "$log.2")
         sub() { awk -v t="$1" -v f="$fx" 'BEGIN { print t - f }'; }
         off=$(sub "$(best off 2 "$log.2")"); e10=$(sub "$(best e10 2 "$log.2")")

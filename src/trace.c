@@ -714,7 +714,7 @@ static int flush_all(ampdiag_trace_writer *w, int wait)
 int ampdiag_trace_flush(ampdiag_trace_writer *w)
 {
     int rc = check_usable(w, "ampdiag_trace_flush");
-    if (rc)
+    if (rc || (rc = bg_sync(w))) /* (HDF5 only once the background thread is idle) */
         return rc;
     trace_quiet q;
     trace_quiet_begin(&q);
@@ -730,12 +730,18 @@ static void *push_row(ampdiag_trace_writer *w, int t, int *rc)
     struct tbuf *b = &w->tb[t];
     *rc = 0;
     if (!w->swmr || b->n >= trace_tables[t].chunk_rows) {
-        trace_quiet q;
-        trace_quiet_begin(&q);
-        *rc = begin(w);
-        if (!*rc && b->n >= trace_tables[t].chunk_rows)
-            *rc = w->bg ? bg_hand_over(w, t) : write_batch(w, t);
-        trace_quiet_end(&q);
+        /* HDF5 is entered here only where the background thread cannot be in it: before SWMR
+         * mode (no job exists yet) or without that thread; a hand-over does not enter it */
+        if (!w->swmr || !w->bg) {
+            trace_quiet q;
+            trace_quiet_begin(&q);
+            *rc = begin(w);
+            if (!*rc && b->n >= trace_tables[t].chunk_rows)
+                *rc = write_batch(w, t);
+            trace_quiet_end(&q);
+        } else {
+            *rc = bg_hand_over(w, t);
+        }
         if (*rc)
             return NULL;
     }
@@ -859,10 +865,14 @@ int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step 
     w->steps_since_flush++;
     if ((w->opt.flush_every_steps && w->steps_since_flush >= w->opt.flush_every_steps) ||
         (w->opt.flush_seconds > 0 && now_s() - w->last_flush >= w->opt.flush_seconds)) {
-        trace_quiet q;
-        trace_quiet_begin(&q);
-        rc = flush_all(w, 0); /* the periodic flush: with the background thread, no waiting */
-        trace_quiet_end(&q);
+        if (w->bg && w->swmr) {
+            rc = flush_all(w, 0); /* the periodic flush: handed over, no waiting, no HDF5 call */
+        } else {
+            trace_quiet q;
+            trace_quiet_begin(&q);
+            rc = flush_all(w, 0);
+            trace_quiet_end(&q);
+        }
     }
     return rc;
 }
@@ -1013,6 +1023,8 @@ int ampdiag_trace_set_status(ampdiag_trace_writer *w, ampdiag_trace_status statu
     if (!ampdiag_status_name(status))
         return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_set_status: unknown status %d",
                           (int)status);
+    if ((rc = bg_sync(w))) /* (HDF5 only once the background thread is idle) */
+        return rc;
     trace_quiet q;
     trace_quiet_begin(&q);
     /* records first, then the status: a status other than running promises complete tables */
@@ -1122,13 +1134,14 @@ int ampdiag_trace_close(ampdiag_trace_writer *w, ampdiag_trace_status status)
     if (!w)
         return 0;
     int rc = 0;
+    if (w->bg)
+        bg_sync(w); /* every job run (a failure in the thread becomes the writer's); and HDF5 is
+                     * entered below only once that thread is idle */
     trace_quiet q;
     trace_quiet_begin(&q);
     if (status != AMPDIAG_STATUS_UNKNOWN && !ampdiag_status_name(status))
         rc = trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_close: unknown status %d (trace '%s')",
                         (int)status, w->path);
-    if (w->bg)
-        bg_sync(w); /* every job run (a failure in the thread becomes the writer's) */
     if (!w->failed) {
         int r = flush_all(w, 1);
         if (!r && status != AMPDIAG_STATUS_UNKNOWN && !rc)

@@ -184,6 +184,10 @@ typedef struct run {
                                   * from and the changes it intended, for traced steps in turn */
     uint64_t tk_buf[2];          /* the last job reading w_old[k] and dw[k] */
     uint64_t tk_acts, tk_grads;  /* the last jobs reading activations / gradients */
+    struct tslot *acts_slot;     /* the traced step whose activations' job is tk_acts */
+    double kick_at;              /* when the tracer was last kicked after a backward */
+    double acts_job_s, acts_room_s; /* smoothed: the activations' job's time, and the time from
+                                  * that kick to the next forward, which it must fit in */
     struct tslot *upd_slot;      /* a traced step whose update job is not posted yet */
     /* step records wait here, in step order, while a traced step before them is not written */
     struct qrec {
@@ -210,6 +214,7 @@ typedef struct tslot {
     long step;
     int hist, skip;
     int buf;                     /* its update's copies are in R->w_old[buf], R->dw[buf] */
+    double acts_s;               /* how long its activations' job took */
     lslot *L;                    /* [nlayers] */
     uint64_t last;               /* the step's last job */
     ampdiag_trace_step rec;      /* its step record, update ratio still to fill */
@@ -258,7 +263,13 @@ static void stats_of(tslot *S, model_tensor_kind mk)
     }
 }
 
-static void job_activations(void *arg) { stats_of(arg, MT_ACTIVATION); }
+static void job_activations(void *arg)
+{
+    tslot *S = arg;
+    double t0 = now_s();
+    stats_of(S, MT_ACTIVATION);
+    S->acts_s = now_s() - t0;
+}
 
 static void job_gradients(void *arg)
 {
@@ -568,6 +579,13 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
 
     /* forward (once the tracer has read the last traced step's activations) */
     tracer_wait(R->tr, R->tk_acts);
+    if (R->acts_slot && R->kick_at > 0) {
+        /* does the activations' job fit between the kick and the next forward? */
+        double job = R->acts_slot->acts_s, room = ts - R->kick_at;
+        R->acts_job_s = R->acts_job_s > 0 ? 0.75 * R->acts_job_s + 0.25 * job : job;
+        R->acts_room_s = R->acts_room_s > 0 ? 0.75 * R->acts_room_s + 0.25 * room : room;
+    }
+    R->acts_slot = NULL;
     batcher_next(&R->tb, R->rows, c->batch);
     data_gather(&R->ds, 0, R->rows, c->batch, R->xb, R->yb, R->inb, R->tgb);
     float loss;
@@ -581,6 +599,11 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
          * step instead of two), and has until the next forward */
         hand_over(S, MT_ACTIVATION);
         R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
+        R->acts_slot = S;
+        /* except where the job takes more than half of the time it would have (the
+         * transformer's activations): then it is worth a wake-up of its own */
+        if (R->acts_job_s > 0.5 * R->acts_room_s)
+            tracer_kick(R->tr);
     }
     int fwd_li = -1, fwd_nan = 0; /* where a non-finite forward began */
     if (!isfinite(loss)) {
@@ -614,6 +637,7 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     }
     post_update(R); /* the last traced step's, behind this step's activations and gradients */
     tracer_kick(R->tr);
+    R->kick_at = now_s();
 
     /* gradients: norm and non-finite count of the unscaled values; they stay scaled in memory
      * (the tracer reads them as the format held them; the optimizer unscales as it reads) */
