@@ -79,6 +79,16 @@ static void reset(void)
     }
 }
 
+/* Fresh records and a tracer with its thread (a failed start is a failed test). */
+static tracer *start(void)
+{
+    reset();
+    tracer *t = tracer_create(1);
+    if (!t)
+        ok(0, "tracer thread started");
+    return t;
+}
+
 static void test_inline(void)
 {
     reset();
@@ -117,12 +127,9 @@ static void test_order_full_ring(void)
 
 static void test_wait_wakes(void)
 {
-    reset();
-    tracer *t = tracer_create(1);
-    if (!t) {
-        ok(0, "tracer thread started");
+    tracer *t = start();
+    if (!t)
         return;
-    }
     /* the worker is asleep when each job is posted; only tracer_wait wakes it */
     int bad = 0;
     for (int i = 0; i < 200; i++) {
@@ -140,11 +147,9 @@ static void test_done_never_blocks(void)
 {
     reset();
     atomic_store(&gate, 0);
-    tracer *t = tracer_create(1);
-    if (!t) {
-        ok(0, "tracer thread started");
+    tracer *t = start();
+    if (!t)
         return;
-    }
     uint64_t k1 = tracer_post(t, job_gated, NULL);
     uint64_t k2 = tracer_post(t, job_record, &args[0]);
     tracer_kick(t);
@@ -163,12 +168,9 @@ static void test_done_never_blocks(void)
  * for the next kick), then irregular ones, a long gap and a burst: every job runs, in order. */
 static void test_rhythm(void)
 {
-    reset();
-    tracer *t = tracer_create(1);
-    if (!t) {
-        ok(0, "tracer thread started");
+    tracer *t = start();
+    if (!t)
         return;
-    }
     int n = 0, late = 0;
     uint64_t prev = 0;
     for (int i = 0; i < 1500; i++, n++) {
@@ -193,12 +195,9 @@ static void test_rhythm(void)
 
 static void test_free_runs_queue(void)
 {
-    reset();
-    tracer *t = tracer_create(1);
-    if (!t) {
-        ok(0, "tracer thread started");
+    tracer *t = start();
+    if (!t)
         return;
-    }
     for (int i = 0; i < 10; i++)
         tracer_post(t, job_slow, NULL);
     tracer_free(t); /* nobody kicked or waited */
