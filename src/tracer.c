@@ -217,7 +217,6 @@ tracer *tracer_create(int threads)
     return t;
 }
 
-#include <stdio.h>
 /* Wake the worker if it sleeps. */
 static void wake(tracer *t)
 {
