@@ -7,9 +7,9 @@
  *
  * usage: bench_compare [--steps N] [--trace-every N] [--hist-every N] [--keep]
  */
-#include "analyze.h"
-#include "recommend.h"
-#include "report.h"
+#include "analysis/analyze.h"
+#include "analysis/recommend.h"
+#include "report/report.h"
 
 #include "../tests/compare_synth.h"
 

@@ -4,8 +4,8 @@
  * the GEMM floating-point rate those steps achieve, and plain sgemm at the mlp's largest shape
  * for reference. `make bench-step`; `bench_step SECONDS` sets the time per case (default 1).
  */
-#include "backend.h"
-#include "model.h"
+#include "backend/backend.h"
+#include "model/model.h"
 
 #include <cblas.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 #ifndef AMPDIAG_LAYERS_REF_H
 #define AMPDIAG_LAYERS_REF_H
 
-#include "layers.h"
+#include "model/layers.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -5,9 +5,9 @@
  * and histograms, skip rates, divergence, loss spikes, the noise band from seeds, the learning
  * rate rules, FP32 islands, --fail-on, and JSON escaping.
  */
-#include "analyze.h"
-#include "recommend.h"
-#include "report.h"
+#include "analysis/analyze.h"
+#include "analysis/recommend.h"
+#include "report/report.h"
 
 #include "compare_synth.h"
 #include "tap.h"

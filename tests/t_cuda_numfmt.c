@@ -6,7 +6,7 @@
 #include "tap.h"
 
 #ifdef AMPDIAG_HAVE_CUDA
-#include "cuda_check.h"
+#include "backend/cuda/cuda_check.h"
 
 int main(void)
 {

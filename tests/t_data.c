@@ -1,7 +1,7 @@
 /*
  * t_data.c - synthetic data sets, the HDF5 loader (valid files and every refusal), batches.
  */
-#include "data.h"
+#include "train/data.h"
 #include "tap.h"
 
 #include <hdf5.h>

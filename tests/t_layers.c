@@ -8,9 +8,9 @@
  * every input and parameter gradient with (J(v+h) - J(v-h)) / 2h, J = sum(gy * output), all
  * in double.
  */
-#include "layers.h"
+#include "model/layers.h"
 #include "layers_ref.h"
-#include "numfmt.h"
+#include "numerics/numfmt.h"
 #include "tap.h"
 
 #include <math.h>

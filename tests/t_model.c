@@ -5,8 +5,8 @@
  * its localisation, bf16-pure storage, FP32 islands), and the accessors the training loop uses.
  */
 #include "layers_ref.h"
-#include "model.h"
-#include "numfmt.h"
+#include "model/model.h"
+#include "numerics/numfmt.h"
 #include "tap.h"
 
 #include <math.h>

@@ -2,7 +2,7 @@
  * t_optim.c - optimizers against hand-computed and double-precision references; FP16 state
  * (Adam eps vanishing), BF16-stored weights (lost updates), unscaling, clipping, schedules.
  */
-#include "optim.h"
+#include "train/optim.h"
 #include "tap.h"
 
 #include <math.h>

@@ -17,7 +17,7 @@
 
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
-#include "plot.h"
+#include "plot/plot.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /*
  * t_scaler.c - the loss scaler driven by given overflow sequences; exact scale sequences.
  */
-#include "scaler.h"
+#include "train/scaler.h"
 #include "tap.h"
 
 /* Run a sequence ('o' overflow, '.' finite) and compare the scale after each step. */

@@ -4,7 +4,7 @@
  * kicked, tracer_done never blocks, tracer_free runs what is queued, and the inline tracer runs
  * jobs in tracer_post. A lost wake-up would hang a test: an alarm turns that into a failure.
  */
-#include "tracer.h"
+#include "train/tracer.h"
 #include "tap.h"
 
 #include <stdatomic.h>

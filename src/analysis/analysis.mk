@@ -1,0 +1,35 @@
+# analysis.mk - trace analysis (src/analysis/analyze.*: one loader, one set of findings), the
+# recommendation rules (src/analysis/recommend.*, documented in docs/recommendations.md), the
+# text / Markdown / JSON reports (src/report/, JSON in docs/compare-json.md), `ampdiag compare`
+# and `ampdiag sweep`, their tests and the compare benchmark. Included from Makefile.am.
+
+noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_report.la
+libampdiag_analysis_la_SOURCES = \
+	src/analysis/analyze.h src/analysis/analyze.c \
+	src/analysis/recommend.h src/analysis/recommend.c
+libampdiag_report_la_SOURCES = src/report/report.h src/report/report.c
+
+ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c
+
+# ---------------------------------------------------------------- tests
+# t_compare: the analysis and the rules on synthetic traces with known values (percentiles,
+# loss scale boundaries, unscaling, skip rates, divergence, noise band, JSON escaping);
+# t_compare_cli.sh: `ampdiag compare` on traces of the scenario presets (the verdict and reason
+# each must get), JSON validity, --fail-on exit codes, bad input; t_sweep.sh: `ampdiag sweep`.
+check_PROGRAMS += tests/t_compare
+tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
+tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
+TESTS += tests/t_compare tests/t_compare_cli.sh tests/t_sweep.sh
+EXTRA_DIST += tests/t_compare_cli.sh tests/t_sweep.sh docs/recommendations.md docs/compare-json.md
+
+# ---------------------------------------------------------------- benchmark
+noinst_PROGRAMS += bench/bench_compare
+bench_bench_compare_SOURCES = bench/bench_compare.c tests/compare_synth.h
+bench_bench_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
+
+bench-compare: bench/bench_compare ampdiag
+	./bench/bench_compare
+
+bench: bench-compare
+
+.PHONY: bench-compare

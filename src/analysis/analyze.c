@@ -1,0 +1,1332 @@
+/*
+ * analyze.c - one pass over a trace into the summary the rules need (an_load), and the
+ * comparison of runs with a baseline (an_compare). The tables are read in ranges; every
+ * per-step computation is linear or n log n, so a 100k-step trace reads in about a second.
+ * The quantities and their definitions are listed in docs/recommendations.md.
+ */
+#include "analysis/analyze.h"
+
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------
+ * strlist
+ * ------------------------------------------------------------------------------------------ */
+
+int strlist_addf(strlist *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (len < 0) {
+        l->oom = 1;
+        return -1;
+    }
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 8;
+        char **ns = realloc(l->s, nc * sizeof *ns);
+        if (!ns) {
+            l->oom = 1;
+            return -1;
+        }
+        l->s = ns;
+        l->cap = nc;
+    }
+    char *s = malloc((size_t)len + 1);
+    if (!s) {
+        l->oom = 1;
+        return -1;
+    }
+    va_start(ap, fmt);
+    vsnprintf(s, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    l->s[l->n++] = s;
+    return 0;
+}
+
+void strlist_free(strlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->s[i]);
+    free(l->s);
+    memset(l, 0, sizeof *l);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Small numeric helpers
+ * ------------------------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double an_median(double *v, size_t n)
+{
+    if (n == 0)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Quantile of sorted values, linear interpolation between order statistics (numpy default). */
+static double quantile_sorted(const double *v, size_t n, double p)
+{
+    if (n == 0)
+        return NAN;
+    double pos = p * (double)(n - 1);
+    size_t i = (size_t)pos;
+    if (i + 1 >= n)
+        return v[n - 1];
+    double f = pos - (double)i;
+    return v[i] + f * (v[i + 1] - v[i]);
+}
+
+void an_hist_fp16_at_scale(const uint64_t *hist, int shift, double *flushed, double *subnormal,
+                           uint64_t *nonzero)
+{
+    uint64_t nz = 0, fl = 0, sub = 0;
+    for (int b = 0; b < AMPDIAG_HIST_NEXP; b++) {
+        uint64_t c = hist[b];
+        if (!c)
+            continue;
+        int e = b + AMPDIAG_HIST_EMIN + shift; /* magnitudes in [2^e, 2^(e+1)) after scaling */
+        nz += c;
+        if (e <= -26)
+            fl += c; /* at most 2^-25: rounds to zero */
+        else if (e <= -15)
+            sub += c; /* below 2^-14: an FP16 subnormal */
+    }
+    if (flushed)
+        *flushed = nz ? (double)fl / (double)nz : 0;
+    if (subnormal)
+        *subnormal = nz ? (double)sub / (double)nz : 0;
+    if (nonzero)
+        *nonzero = nz;
+}
+
+double an_hist_quantile_log2(const uint64_t *hist, double p)
+{
+    uint64_t tot = 0;
+    for (int b = 0; b < AMPDIAG_HIST_NEXP; b++)
+        tot += hist[b];
+    if (!tot)
+        return NAN;
+    double want = p * (double)tot;
+    uint64_t cum = 0;
+    for (int b = 0; b < AMPDIAG_HIST_NEXP; b++) {
+        cum += hist[b];
+        if ((double)cum >= want && hist[b])
+            return (double)(b + AMPDIAG_HIST_EMIN);
+    }
+    return (double)(AMPDIAG_HIST_EMAX);
+}
+
+const char *an_layer_name(const an_run *r, int layer)
+{
+    if (layer < 0)
+        return "(global)";
+    if ((size_t)layer < r->nlayers)
+        return r->layers[layer].name;
+    return "?";
+}
+
+/* A sliding window of the last `cap` values, kept sorted too, for rolling median and MAD. */
+typedef struct window {
+    double ring[64], sorted[64];
+    size_t n, pos;
+} window;
+
+/* First index in sorted a[0..n) whose value is not below x. */
+static size_t lower_bound_d(const double *a, size_t n, double x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void window_push(window *w, double x)
+{
+    size_t cap = sizeof w->ring / sizeof w->ring[0];
+    if (w->n == cap) { /* remove one copy of the oldest value */
+        size_t lo = lower_bound_d(w->sorted, w->n, w->ring[w->pos]);
+        memmove(&w->sorted[lo], &w->sorted[lo + 1], (w->n - lo - 1) * sizeof(double));
+        w->n--;
+    }
+    w->ring[w->pos] = x;
+    w->pos = (w->pos + 1) % cap;
+    size_t lo = lower_bound_d(w->sorted, w->n, x);
+    memmove(&w->sorted[lo + 1], &w->sorted[lo], (w->n - lo) * sizeof(double));
+    w->sorted[lo] = x;
+    w->n++;
+}
+
+static double window_median(const window *w)
+{
+    size_t n = w->n;
+    return n % 2 ? w->sorted[n / 2] : 0.5 * (w->sorted[n / 2 - 1] + w->sorted[n / 2]);
+}
+
+/* Median of |x - med| over the sorted window in O(n): the deviations to the left of the median
+ * grow leftwards and those to the right grow rightwards, so merging the two runs visits them in
+ * increasing order. */
+static double window_mad(const window *w, double med)
+{
+    size_t n = w->n;
+    size_t r = 0;
+    while (r < n && w->sorted[r] < med)
+        r++;
+    size_t l = r; /* left run: indices l-1, l-2, ..., 0 */
+    size_t want_lo = (n - 1) / 2, want_hi = n / 2;
+    double lo = NAN, hi = NAN;
+    for (size_t k = 0; k <= want_hi; k++) {
+        double d;
+        if (l > 0 && (r >= n || med - w->sorted[l - 1] <= w->sorted[r] - med))
+            d = med - w->sorted[--l];
+        else
+            d = w->sorted[r++] - med;
+        if (k == want_lo)
+            lo = d;
+        if (k == want_hi)
+            hi = d;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Attributes
+ * ------------------------------------------------------------------------------------------ */
+
+static void copy_attr(ampdiag_trace_reader *r, const char *name, char *dst, size_t n)
+{
+    const char *s = ampdiag_trace_attr_str(r, name);
+    snprintf(dst, n, "%s", s ? s : "");
+}
+
+/* The number after "key=" in a "k1=v1 k2=v2" attribute; dflt when absent. */
+static double kv_double(const char *s, const char *key, double dflt)
+{
+    size_t kl = strlen(key);
+    for (const char *p = s; p && *p;) {
+        while (*p == ' ')
+            p++;
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            char *end;
+            double v = strtod(p + kl + 1, &end);
+            return end == p + kl + 1 ? dflt : v;
+        }
+        p = strchr(p, ' ');
+    }
+    return dflt;
+}
+
+static void kv_str(const char *s, const char *key, char *dst, size_t n)
+{
+    size_t kl = strlen(key);
+    dst[0] = 0;
+    for (const char *p = s; p && *p;) {
+        while (*p == ' ')
+            p++;
+        if (strncmp(p, key, kl) == 0 && p[kl] == '=') {
+            const char *v = p + kl + 1;
+            size_t len = strcspn(v, " ");
+            if (len >= n)
+                len = n - 1;
+            memcpy(dst, v, len);
+            dst[len] = 0;
+            return;
+        }
+        p = strchr(p, ' ');
+    }
+}
+
+static int is_fp32_op(const char *op)
+{
+    return strstr(op, "_ce") || strstr(op, "loss") || strstr(op, "cross_entropy");
+}
+
+static int in_list(const char *list, const char *name)
+{
+    char item[AMPDIAG_TRACE_NAME_LEN * 2];
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len && len < sizeof item) {
+            memcpy(item, p, len);
+            item[len] = 0;
+            if (strcmp(item, name) == 0 || fnmatch(item, name, 0) == 0)
+                return 1;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Loading
+ * ------------------------------------------------------------------------------------------ */
+
+static void cell_init(an_cell *c)
+{
+    memset(c, 0, sizeof *c);
+    c->absmax = -1;
+    c->absmin_nz = INFINITY;
+    c->absmax_u = -1;
+    c->absmin_u = INFINITY;
+    c->absmax_step = c->absmin_step = c->absmax_u_step = -1;
+    c->first_nonfinite_step = -1;
+    c->first_f16o_step = -1;
+}
+
+static int series_push(an_series *s, int64_t step, double v)
+{
+    if (s->n == s->cap) {
+        size_t nc = s->cap ? 2 * s->cap : 64;
+        int64_t *ns = realloc(s->step, nc * sizeof *ns);
+        if (!ns)
+            return -1;
+        s->step = ns;
+        double *nv = realloc(s->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        s->v = nv;
+        s->cap = nc;
+    }
+    s->step[s->n] = step;
+    s->v[s->n] = v;
+    s->n++;
+    return 0;
+}
+
+static void series_free(an_series *s)
+{
+    free(s->step);
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+/* First index in the run's (sorted) step table whose step is not below `step`. */
+static size_t step_lower_bound(const an_run *r, int64_t step)
+{
+    size_t lo = 0, hi = r->nsteps;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (r->st_step[mid] < step)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Index of a step in the run's step table, or -1. */
+static long step_index(const an_run *r, int64_t step)
+{
+    if (r->nsteps == 0)
+        return -1;
+    int64_t off = step - r->st_step[0];
+    if (off >= 0 && (uint64_t)off < r->nsteps && r->st_step[off] == step)
+        return (long)off;
+    size_t lo = step_lower_bound(r, step);
+    return lo < r->nsteps && r->st_step[lo] == step ? (long)lo : -1;
+}
+
+struct pending {
+    int64_t wstep, ustep;
+    double wrms, urms;
+};
+
+struct ratios {
+    double *v;
+    size_t n, cap;
+};
+
+static int ratio_push(struct ratios *r, double v)
+{
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? 2 * r->cap : 64;
+        double *nv = realloc(r->v, nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        r->v = nv;
+        r->cap = nc;
+    }
+    r->v[r->n++] = v;
+    return 0;
+}
+
+static void pair_ratio(struct pending *p, struct ratios *r, int *oom)
+{
+    if (p->wstep == p->ustep && p->wstep >= 0) {
+        if (p->wrms > 0 && isfinite(p->wrms) && isfinite(p->urms) && ratio_push(r, p->urms / p->wrms))
+            *oom = 1;
+        p->wstep = p->ustep = -1;
+    }
+}
+
+static int fail(char *err, size_t errlen, int rc, const char *path, const char *what)
+{
+    if (rc == AMPDIAG_TRACE_ENOMEM)
+        snprintf(err, errlen, "out of memory reading '%s' (%s)", path, what);
+    else
+        snprintf(err, errlen, "%s", ampdiag_trace_errmsg());
+    return rc;
+}
+
+/* The loss scale a step ran with; a step missing from /steps takes the last one before it. */
+static double scale_at(const an_run *r, const ampdiag_trace_step *steps, int64_t step)
+{
+    long i = step_index(r, step);
+    if (i < 0) {
+        size_t lb = step_lower_bound(r, step);
+        i = lb > 0 ? (long)lb - 1 : -1;
+    }
+    double s = i >= 0 ? steps[i].loss_scale : 1.0;
+    if (r->grads_unscaled)
+        return 1.0;
+    return isfinite(s) && s > 0 ? s : 1.0;
+}
+
+static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+                        size_t ntensors, char *err, size_t errlen)
+{
+    struct pending *pend = malloc((r->nlayers ? r->nlayers : 1) * sizeof *pend);
+    struct ratios *rat = calloc(r->nlayers ? r->nlayers : 1, sizeof *rat);
+    int rc = 0, oom = 0;
+    if (!pend || !rat) {
+        rc = AMPDIAG_TRACE_ENOMEM;
+        goto out;
+    }
+    for (size_t l = 0; l < r->nlayers; l++)
+        pend[l].wstep = pend[l].ustep = -1;
+    enum { BATCH = 65536 };
+    for (size_t first = 0; first < ntensors; first += BATCH) {
+        ampdiag_trace_tensor *t;
+        size_t n;
+        if ((rc = ampdiag_trace_read_tensors(rd, first, BATCH, &t, &n)))
+            goto out;
+        for (size_t i = 0; i < n; i++) {
+            const ampdiag_trace_tensor *x = &t[i];
+            if (x->layer < 0 || (size_t)x->layer >= r->nlayers || x->kind < 0 ||
+                x->kind >= AMPDIAG_NKINDS) {
+                r->bad_rows++;
+                continue;
+            }
+            an_layer *L = &r->layers[x->layer];
+            an_cell *c = &L->cell[x->kind];
+            int grad = x->kind == AMPDIAG_KIND_ACTIVATION_GRAD || x->kind == AMPDIAG_KIND_WEIGHT_GRAD;
+            double sc = grad ? scale_at(r, steps, x->step) : 1.0;
+            uint64_t nonfin = x->n_nan + x->n_posinf + x->n_neginf;
+            c->records++;
+            c->count += x->count;
+            c->zero += x->n_zero;
+            c->nan += x->n_nan;
+            c->posinf += x->n_posinf;
+            c->neginf += x->n_neginf;
+            c->f16o += x->fp16_overflow;
+            c->f16u += x->fp16_underflow;
+            c->f16s += x->fp16_subnormal;
+            c->b16o += x->bf16_overflow;
+            c->b16u += x->bf16_underflow;
+            c->b16s += x->bf16_subnormal;
+            c->lost += x->lost_updates;
+            c->lost_if16 += x->lost_if_fp16;
+            c->lost_ifb16 += x->lost_if_bf16;
+            r->nan_values += x->n_nan;
+            if (nonfin && c->first_nonfinite_step < 0)
+                c->first_nonfinite_step = x->step;
+            if (x->fp16_overflow && c->first_f16o_step < 0)
+                c->first_f16o_step = x->step;
+            if (!isnan(x->absmax) && x->absmax > c->absmax) {
+                c->absmax = x->absmax;
+                c->absmax_step = x->step;
+            }
+            if (!isnan(x->absmax) && x->absmax / sc > c->absmax_u) {
+                c->absmax_u = x->absmax / sc;
+                c->absmax_u_step = x->step;
+            }
+            if (!isnan(x->absmin_nz) && x->absmin_nz > 0) {
+                if (x->absmin_nz < c->absmin_nz) {
+                    c->absmin_nz = x->absmin_nz;
+                    c->absmin_step = x->step;
+                }
+                if (x->absmin_nz / sc < c->absmin_u)
+                    c->absmin_u = x->absmin_nz / sc;
+            }
+            switch (x->kind) {
+            case AMPDIAG_KIND_ACTIVATION:
+                if (nonfin && (r->fwd_nonfinite_step < 0 || x->step < r->fwd_nonfinite_step ||
+                               (x->step == r->fwd_nonfinite_step && x->layer < r->fwd_nonfinite_layer))) {
+                    r->fwd_nonfinite_step = x->step;
+                    r->fwd_nonfinite_layer = x->layer;
+                }
+                if (isfinite(x->rms) && series_push(&L->act_rms, x->step, x->rms))
+                    oom = 1;
+                break;
+            case AMPDIAG_KIND_WEIGHT:
+                r->weight_nonfinite += nonfin;
+                pend[x->layer].wstep = x->step;
+                pend[x->layer].wrms = x->rms;
+                pair_ratio(&pend[x->layer], &rat[x->layer], &oom);
+                break;
+            case AMPDIAG_KIND_UPDATE:
+                pend[x->layer].ustep = x->step;
+                pend[x->layer].urms = x->rms;
+                pair_ratio(&pend[x->layer], &rat[x->layer], &oom);
+                break;
+            default:
+                break;
+            }
+        }
+        free(t);
+        if (oom) {
+            rc = AMPDIAG_TRACE_ENOMEM;
+            goto out;
+        }
+        if (n == 0)
+            break;
+    }
+    for (size_t l = 0; l < r->nlayers; l++) {
+        r->layers[l].ratio_n = rat[l].n;
+        r->layers[l].ratio_median = an_median(rat[l].v, rat[l].n);
+    }
+out:
+    if (rat)
+        for (size_t l = 0; l < r->nlayers; l++)
+            free(rat[l].v);
+    free(rat);
+    free(pend);
+    if (rc)
+        return fail(err, errlen, rc, r->path, "tensor records");
+    return 0;
+}
+
+/* Histograms of gradients, unscaled (shifted by the step's loss scale, rounded to a power of
+ * two), summed per (layer, kind). A trace with very many histogram rows is sampled in evenly
+ * spaced blocks: the rule that uses them asks for fractions, not totals. */
+#define HIST_BLOCK 4096
+#define HIST_CAP (8 * HIST_BLOCK)
+
+static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+                      size_t nh, char *err, size_t errlen)
+{
+    r->hist_rows = nh;
+    size_t nblocks = (nh + HIST_BLOCK - 1) / HIST_BLOCK;
+    size_t want = nh <= HIST_CAP ? nblocks : HIST_CAP / HIST_BLOCK;
+    for (size_t b = 0; b < want; b++) {
+        size_t first = nh <= HIST_CAP ? b * HIST_BLOCK
+                                      : (size_t)((double)b * (double)(nh - HIST_BLOCK) / (double)(want - 1));
+        ampdiag_trace_hist *h;
+        size_t n;
+        int rc = ampdiag_trace_read_hists(rd, first, HIST_BLOCK, &h, &n);
+        if (rc)
+            return fail(err, errlen, rc, r->path, "histograms");
+        r->hist_rows_read += n;
+        for (size_t i = 0; i < n; i++) {
+            const ampdiag_trace_hist *x = &h[i];
+            if (x->layer < 0 || (size_t)x->layer >= r->nlayers ||
+                (x->kind != AMPDIAG_KIND_ACTIVATION_GRAD && x->kind != AMPDIAG_KIND_WEIGHT_GRAD))
+                continue;
+            an_cell *c = &r->layers[x->layer].cell[x->kind];
+            if (!c->hist && !(c->hist = calloc(AMPDIAG_HIST_BINS, sizeof *c->hist))) {
+                free(h);
+                return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "histograms");
+            }
+            int shift = (int)lround(log2(scale_at(r, steps, x->step)));
+            for (int k = 0; k < AMPDIAG_HIST_NEXP; k++) {
+                if (!x->bin[k])
+                    continue;
+                int d = k - shift;
+                if (d < 0)
+                    d = 0;
+                if (d >= AMPDIAG_HIST_NEXP)
+                    d = AMPDIAG_HIST_NEXP - 1;
+                c->hist[d] += x->bin[k];
+            }
+            for (int k = AMPDIAG_HIST_NEXP; k < AMPDIAG_HIST_BINS; k++)
+                c->hist[k] += x->bin[k];
+            c->hist_records++;
+        }
+        free(h);
+        if (n == 0)
+            break;
+    }
+    return 0;
+}
+
+static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, const an_options *o)
+{
+    r->first_skip_step = -1;
+    r->first_nonfinite_loss_step = -1;
+    r->loss_min = NAN;
+    r->loss_first = r->loss_last = NAN;
+    r->scale_init = r->scale_min = r->scale_final = NAN;
+    r->tail_mean = r->tail_sd = NAN;
+    r->step_ratio_median = NAN;
+    if (n == 0)
+        return;
+    r->first_step = st[0].step;
+    r->last_step = st[n - 1].step;
+    r->loss_first = st[0].loss;
+    r->loss_last = st[n - 1].loss;
+    r->scale_init = st[0].loss_scale;
+    r->scale_final = st[n - 1].loss_scale;
+    r->scale_min = st[0].loss_scale;
+    r->scale_min_step = st[0].step;
+    long warm = o && o->warmup >= 0 ? o->warmup : (long)(n / 5 < 100 ? n / 5 : 100);
+    r->calib = (size_t)warm;
+    int skipped_at_min = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ampdiag_trace_step *s = &st[i];
+        if (isfinite(s->loss)) {
+            if (isnan(r->loss_min) || s->loss < r->loss_min) {
+                r->loss_min = s->loss;
+                r->loss_min_step = s->step;
+            }
+        } else {
+            if (r->loss_nonfinite++ == 0)
+                r->first_nonfinite_loss_step = s->step;
+        }
+        double ls = s->loss_scale;
+        if (!isnan(ls) && ls != 1.0)
+            r->scaled = 1;
+        if (ls < r->scale_min) {
+            r->scale_min = ls;
+            r->scale_min_step = s->step;
+        }
+        if (i > 0 && ls < st[i - 1].loss_scale)
+            r->backoffs++;
+        if (i > 0 && ls > st[i - 1].loss_scale)
+            r->growths++;
+        int at_min = r->scaler_min > 0 && ls <= r->scaler_min;
+        r->steps_at_min += at_min;
+        int after = (uint64_t)(s->step - r->first_step) >= (uint64_t)warm;
+        r->steps_after += after;
+        if (s->skipped) {
+            if (r->skipped++ == 0) {
+                r->first_skip_step = s->step;
+                snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", s->skip_reason);
+            }
+            r->skipped_after += after;
+            skipped_at_min |= at_min;
+        }
+    }
+    /* a backoff after the last step record shows in the scaler's next value: count the final
+     * recorded scale as reached */
+    r->collapsed = (r->backoffs > 0 || r->skipped > 0) && r->scaled &&
+                   (r->scale_min <= 1.0 || skipped_at_min);
+    if (r->scale_min <= 1.0 && r->scaled && r->backoffs == 0 && r->scale_init > 1.0)
+        r->collapsed = 1;
+
+    /* final window */
+    size_t w = n / 10 < 10 ? 10 : n / 10;
+    if (w > n)
+        w = n;
+    r->tail_w = w;
+    double sum = 0, ss = 0;
+    size_t k = 0;
+    for (size_t i = n - w; i < n; i++)
+        if (isfinite(st[i].loss)) {
+            sum += st[i].loss;
+            k++;
+        }
+    if (k) {
+        r->tail_mean = sum / (double)k;
+        for (size_t i = n - w; i < n; i++)
+            if (isfinite(st[i].loss))
+                ss += (st[i].loss - r->tail_mean) * (st[i].loss - r->tail_mean);
+        r->tail_sd = k > 1 ? sqrt(ss / (double)(k - 1)) : 0;
+    }
+    if (k < w)
+        r->tail_mean = INFINITY; /* a non-finite loss at the end: diverged */
+}
+
+/* Loss spikes (the trainer's rule): loss > median + 6 * 1.4826 * MAD of the previous (up to) 64
+ * finite losses, once 20 are known and the MAD is positive. */
+static void find_spikes(an_run *r, const ampdiag_trace_step *st, size_t n, int64_t *spike_at,
+                        size_t *nspike_at, size_t cap)
+{
+    window w;
+    memset(&w, 0, sizeof w);
+    *nspike_at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double x = st[i].loss;
+        if (!isfinite(x))
+            continue;
+        if (w.n >= 20) {
+            double med = window_median(&w);
+            double mad = window_mad(&w, med);
+            if (mad > 0 && x > med + 6 * 1.4826 * mad + 1e-12 * fabs(med)) {
+                if (r->n_spike_listed < sizeof r->spike_steps / sizeof r->spike_steps[0])
+                    r->spike_steps[r->n_spike_listed++] = st[i].step;
+                if (*nspike_at < cap)
+                    spike_at[(*nspike_at)++] = st[i].step;
+                r->loss_spikes++;
+            }
+        }
+        window_push(&w, x);
+    }
+}
+
+static void find_divergence(an_run *r, const ampdiag_trace_step *st, size_t n,
+                            const ampdiag_trace_event *ev, size_t nev)
+{
+    r->divergence_step = -1;
+    for (size_t i = 0; i < nev; i++)
+        if (ev[i].code == AMPDIAG_EV_DIVERGENCE) {
+            r->diverged = 1;
+            r->divergence_step = ev[i].step;
+            return;
+        }
+    if (n == 0)
+        return;
+    double ref = isfinite(st[0].loss) ? fmax(st[0].loss, 1e-3) : NAN;
+    size_t streak = 0;
+    for (size_t i = n; i-- > 0;) {
+        double x = st[i].loss;
+        int bad = !isfinite(x) || (!isnan(ref) && x > 100.0 * ref);
+        if (!bad)
+            break;
+        streak++;
+    }
+    if (streak >= 20 || (streak > 0 && r->status == AMPDIAG_STATUS_DIVERGED)) {
+        r->diverged = 1;
+        r->divergence_step = st[n - streak].step;
+    } else if (r->status == AMPDIAG_STATUS_DIVERGED) {
+        r->diverged = 1;
+        r->divergence_step = st[n - 1].step;
+    }
+}
+
+static int clip_stats(an_run *r, const ampdiag_trace_step *st, size_t n, const int64_t *spikes,
+                      size_t nspikes)
+{
+    an_clip *c = &r->gn;
+    c->median = c->mad = c->p99 = c->p10 = c->robust = c->value = NAN;
+    c->median_first = c->median_last = NAN;
+    c->norm_spike_step = c->norm_spike_loss_step = -1;
+    c->warmup = r->calib;
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    size_t k = 0;
+    window w;
+    memset(&w, 0, sizeof w);
+    for (size_t i = 0; i < n; i++) {
+        c->actually_clipped += st[i].clip_coef < 1.0 && !st[i].skipped;
+        double g = st[i].grad_norm;
+        if (st[i].skipped || !isfinite(g))
+            continue;
+        /* a norm spike >= 10x the rolling median, followed by a loss spike within 100 steps */
+        if (w.n >= 20 && c->norm_spike_step < 0) {
+            double med = window_median(&w);
+            if (med > 0 && g >= 10 * med)
+                for (size_t j = 0; j < nspikes; j++)
+                    if (spikes[j] >= st[i].step && spikes[j] <= st[i].step + 100) {
+                        c->norm_spike_step = st[i].step;
+                        c->norm_spike_loss_step = spikes[j];
+                        c->norm_spike_ratio = g / med;
+                        break;
+                    }
+        }
+        window_push(&w, g);
+        if ((uint64_t)(st[i].step - r->first_step) < (uint64_t)r->calib)
+            continue;
+        v[k++] = g;
+    }
+    c->n = k;
+    if (k == 0) {
+        free(v);
+        return 0;
+    }
+    size_t t = k / 10 ? k / 10 : 1;
+    double *tmp = malloc(t * sizeof *tmp);
+    if (!tmp) {
+        free(v);
+        return -1;
+    }
+    memcpy(tmp, v, t * sizeof *tmp);
+    c->median_first = an_median(tmp, t);
+    memcpy(tmp, v + k - t, t * sizeof *tmp);
+    c->median_last = an_median(tmp, t);
+    free(tmp);
+    /* the steps over a threshold are listed in time order: find them before sorting */
+    double *sorted = malloc(k * sizeof *sorted);
+    if (!sorted) {
+        free(v);
+        return -1;
+    }
+    memcpy(sorted, v, k * sizeof *sorted);
+    qsort(sorted, k, sizeof *sorted, cmp_double);
+    c->median = quantile_sorted(sorted, k, 0.5);
+    c->p99 = quantile_sorted(sorted, k, 0.99);
+    c->p10 = quantile_sorted(sorted, k, 0.10);
+    for (size_t i = 0; i < k; i++)
+        sorted[i] = fabs(sorted[i] - c->median);
+    c->mad = an_median(sorted, k);
+    free(sorted);
+    c->robust = c->median + 3 * 1.4826 * c->mad;
+    c->value = fmax(c->p99, c->robust);
+    for (size_t i = 0; i < n; i++) {
+        double g = st[i].grad_norm;
+        if (st[i].skipped || !isfinite(g) || (uint64_t)(st[i].step - r->first_step) < (uint64_t)r->calib)
+            continue;
+        if (g > c->value) {
+            if (c->n_over_listed < sizeof c->over_steps / sizeof c->over_steps[0])
+                c->over_steps[c->n_over_listed++] = st[i].step;
+            c->n_over++;
+        }
+    }
+    free(v);
+    return 0;
+}
+
+static void init_run(an_run *r)
+{
+    memset(r, 0, sizeof *r);
+    r->seed = r->steps_planned = r->batch = -1;
+    r->lr = r->clip = r->adam_eps = NAN;
+    r->fwd_nonfinite_step = -1;
+    r->fwd_nonfinite_layer = -1;
+    r->first_nonfinite.step = r->first_forward.step = -1;
+    r->divergence_step = -1;
+    r->ratio_median = r->step_ratio_median = NAN;
+}
+
+int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_t errlen)
+{
+    init_run(r);
+    r->path = strdup(path);
+    if (!r->path)
+        return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "path");
+    ampdiag_trace_reader *rd = NULL;
+    ampdiag_trace_layer *layers = NULL;
+    ampdiag_trace_step *st = NULL;
+    ampdiag_trace_event *ev = NULL;
+    int64_t *spikes = NULL;
+    double *tmp = NULL;
+    size_t nl = 0, ns = 0, nev = 0;
+    int rc = ampdiag_trace_open(path, opt && opt->quiet ? AMPDIAG_TRACE_READ_QUIET : 0, &rd);
+    if (rc)
+        return fail(err, errlen, rc, path, "open");
+
+    /* attributes */
+    copy_attr(rd, AMPDIAG_ATTR_PRECISION, r->precision, sizeof r->precision);
+    copy_attr(rd, AMPDIAG_ATTR_MODEL, r->model, sizeof r->model);
+    copy_attr(rd, AMPDIAG_ATTR_DATA, r->data, sizeof r->data);
+    copy_attr(rd, AMPDIAG_ATTR_OPTIMIZER, r->optimizer, sizeof r->optimizer);
+    copy_attr(rd, AMPDIAG_ATTR_LOSS_SCALE, r->loss_scale_mode, sizeof r->loss_scale_mode);
+    const char *gs = ampdiag_trace_attr_str(rd, "grad_stats");
+    r->grads_unscaled = gs && strcmp(gs, "unscaled") == 0;
+    copy_attr(rd, AMPDIAG_ATTR_HYPERPARAMETERS, r->hyper, sizeof r->hyper);
+    copy_attr(rd, AMPDIAG_ATTR_LR_SCHEDULE, r->schedule, sizeof r->schedule);
+    copy_attr(rd, "fp32_layers", r->fp32_layers, sizeof r->fp32_layers);
+    copy_attr(rd, "scenario", r->scenario, sizeof r->scenario);
+    r->seed = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_SEED, -1);
+    r->steps_planned = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_STEPS_PLANNED, -1);
+    r->batch = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_BATCH, -1);
+    r->lr = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_LR, NAN);
+    r->clip = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_CLIP, NAN);
+    const char *scaler = ampdiag_trace_attr_str(rd, AMPDIAG_ATTR_SCALER);
+    r->scaler_min = kv_double(scaler, "min", 0);
+    r->scaler_init = kv_double(scaler, "init", NAN);
+    r->adam_eps = kv_double(r->hyper, "eps", NAN);
+    kv_str(r->hyper, "state", r->optim_state, sizeof r->optim_state);
+    r->weights_16bit = strcmp(r->precision, "bf16-pure") == 0;
+    r->status = ampdiag_trace_status_of(rd);
+    snprintf(r->status_text, sizeof r->status_text, "%s", ampdiag_trace_status_text(rd));
+    r->cut_off = ampdiag_trace_cut_off(rd);
+    r->repaired = ampdiag_trace_was_repaired(rd);
+    /* the what-if lost-update counts: absent (read as 0) in traces of older writers */
+    r->lost_if_fields = ampdiag_trace_has_field(rd, "/tensors", "lost_if_fp16") &&
+                        ampdiag_trace_has_field(rd, "/tensors", "lost_if_bf16");
+
+    ampdiag_trace_counts cnt;
+    ampdiag_trace_get_counts(rd, &cnt);
+    if ((rc = ampdiag_trace_read_layers(rd, &layers, &nl)) ||
+        (rc = ampdiag_trace_read_steps(rd, &st, &ns)) ||
+        (rc = ampdiag_trace_read_events(rd, &ev, &nev)) ||
+        (rc = ampdiag_trace_read_evals(rd, &r->evals, &r->nevals))) {
+        fail(err, errlen, rc, path, "tables");
+        goto out;
+    }
+    r->nlayers = nl;
+    r->layers = calloc(nl ? nl : 1, sizeof *r->layers);
+    r->st_step = malloc((ns ? ns : 1) * sizeof *r->st_step);
+    r->st_loss = malloc((ns ? ns : 1) * sizeof *r->st_loss);
+    if (!r->layers || !r->st_step || !r->st_loss) {
+        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "steps");
+        goto out;
+    }
+    for (size_t l = 0; l < nl; l++) {
+        an_layer *L = &r->layers[l];
+        snprintf(L->name, sizeof L->name, "%s", layers[l].name);
+        snprintf(L->op, sizeof L->op, "%s", layers[l].op);
+        L->params = layers[l].params;
+        L->fp32_op = is_fp32_op(L->op);
+        L->island = in_list(r->fp32_layers, L->name);
+        L->ratio_median = NAN;
+        for (int k = 0; k < AMPDIAG_NKINDS; k++)
+            cell_init(&L->cell[k]);
+        r->params += L->params;
+    }
+    /* steps must be in increasing step order for the lookups; a writer appends them so */
+    r->nsteps = ns;
+    for (size_t i = 0; i < ns; i++) {
+        r->st_step[i] = st[i].step;
+        r->st_loss[i] = st[i].loss;
+        if (i && st[i].step <= st[i - 1].step) {
+            snprintf(err, errlen, "'%s': /steps is not in increasing step order (step %" PRId64
+                     " after %" PRId64 ")", path, st[i].step, st[i - 1].step);
+            rc = AMPDIAG_TRACE_ESCHEMA;
+            goto out;
+        }
+    }
+    summarise_steps(r, st, ns, opt);
+
+    /* events */
+    for (size_t i = 0; i < nev; i++) {
+        int c = ev[i].code;
+        if (c < 0 || c >= AMPDIAG_NEVENT_CODES)
+            continue;
+        r->by_code[c]++;
+        int nonfin = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD ||
+                     c == AMPDIAG_EV_NAN_BACKWARD || c == AMPDIAG_EV_INF_BACKWARD;
+        int fwd = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD;
+        an_event_ref *targets[2] = {nonfin ? &r->first_nonfinite : NULL, fwd ? &r->first_forward : NULL};
+        for (int j = 0; j < 2; j++) {
+            an_event_ref *e = targets[j];
+            if (!e || (e->step >= 0 && e->step <= ev[i].step))
+                continue;
+            e->step = ev[i].step;
+            e->layer = ev[i].layer;
+            e->code = c;
+            e->value = ev[i].value;
+            snprintf(e->message, sizeof e->message, "%s", ev[i].message);
+        }
+    }
+    find_divergence(r, st, ns, ev, nev);
+    enum { MAXSPIKES = 4096 };
+    spikes = malloc(MAXSPIKES * sizeof *spikes);
+    if (!spikes) {
+        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "steps");
+        goto out;
+    }
+    size_t nspikes = 0;
+    find_spikes(r, st, ns, spikes, &nspikes, MAXSPIKES);
+    if (clip_stats(r, st, ns, spikes, nspikes)) {
+        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "steps");
+        goto out;
+    }
+    tmp = malloc((ns > nl ? ns : nl ? nl : 1) * sizeof *tmp);
+    if (!tmp) {
+        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "steps");
+        goto out;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < ns; i++)
+        if (isfinite(st[i].update_ratio))
+            tmp[k++] = st[i].update_ratio;
+    r->step_ratio_median = an_median(tmp, k);
+
+    if ((rc = load_tensors(rd, r, st, cnt.tensors, err, errlen)) ||
+        (rc = load_hists(rd, r, st, cnt.hists, err, errlen)))
+        goto out;
+
+    k = 0;
+    for (size_t l = 0; l < nl; l++) {
+        an_layer *L = &r->layers[l];
+        const an_cell *u = &L->cell[AMPDIAG_KIND_UPDATE];
+        r->lost += u->lost;
+        r->lost_if16 += u->lost_if16;
+        r->lost_ifb16 += u->lost_ifb16;
+        r->update_nonzero += u->count - u->zero - u->nan - u->posinf - u->neginf;
+        if (L->ratio_n && !strstr(L->op, "norm") && isfinite(L->ratio_median))
+            tmp[k++] = L->ratio_median;
+    }
+    r->ratio_median = an_median(tmp, k);
+    /* all-zero counts cannot be told from a writer that did not compute them */
+    r->have_lost_if = r->lost_if_fields && r->lost_if16 + r->lost_ifb16 > 0;
+    rc = 0;
+out:
+    free(tmp);
+    free(spikes);
+    free(layers);
+    free(st);
+    free(ev);
+    ampdiag_trace_reader_close(rd);
+    return rc;
+}
+
+void an_free(an_run *r)
+{
+    if (!r)
+        return;
+    for (size_t l = 0; r->layers && l < r->nlayers; l++) {
+        for (int k = 0; k < AMPDIAG_NKINDS; k++)
+            free(r->layers[l].cell[k].hist);
+        series_free(&r->layers[l].act_rms);
+    }
+    free(r->layers);
+    free(r->st_step);
+    free(r->st_loss);
+    free(r->evals);
+    free(r->path);
+    memset(r, 0, sizeof *r);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Comparison
+ * ------------------------------------------------------------------------------------------ */
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+static void make_labels(an_run *runs, size_t n)
+{
+    int lr_differs = 0, seed_differs = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (!(runs[i].lr == runs[0].lr) && !(isnan(runs[i].lr) && isnan(runs[0].lr)))
+            lr_differs = 1;
+        if (runs[i].seed != runs[0].seed)
+            seed_differs = 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        an_run *r = &runs[i];
+        int len = snprintf(r->label, sizeof r->label, "%s", r->precision[0] ? r->precision : "?");
+        if (lr_differs && len > 0 && (size_t)len < sizeof r->label)
+            len += snprintf(r->label + len, sizeof r->label - (size_t)len, " lr %g", r->lr);
+        if (seed_differs && len > 0 && (size_t)len < sizeof r->label)
+            snprintf(r->label + len, sizeof r->label - (size_t)len, " seed %" PRId64, r->seed);
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            if (i != j && strcmp(runs[i].label, runs[j].label) == 0) {
+                for (size_t k = 0; k < n; k++)
+                    if (strcmp(runs[k].label, runs[i].label) == 0 && k != i)
+                        snprintf(runs[k].label, sizeof runs[k].label, "%s", base_name(runs[k].path));
+                snprintf(runs[i].label, sizeof runs[i].label, "%s", base_name(runs[i].path));
+            }
+}
+
+/* Mean of the finite training losses with step in (from, to]. */
+static double mean_loss(const an_run *r, int64_t from, int64_t to, size_t *nfin, size_t *ntot)
+{
+    size_t i = step_lower_bound(r, from + 1);
+    double s = 0;
+    size_t k = 0, t = 0;
+    for (; i < r->nsteps && r->st_step[i] <= to; i++) {
+        t++;
+        if (isfinite(r->st_loss[i])) {
+            s += r->st_loss[i];
+            k++;
+        }
+    }
+    if (nfin)
+        *nfin = k;
+    if (ntot)
+        *ntot = t;
+    if (t && k < t)
+        return INFINITY;
+    return k ? s / (double)k : NAN;
+}
+
+/* The metric of a run for the gap: eval loss at `eval_step` (if >= 0) or the training-loss mean
+ * over (from, to]. */
+static double metric_of(const an_run *r, int eval, int64_t eval_step, int64_t from, int64_t to)
+{
+    if (eval) {
+        for (size_t i = 0; i < r->nevals; i++)
+            if (r->evals[i].step == eval_step)
+                return isfinite(r->evals[i].loss) ? r->evals[i].loss : INFINITY;
+        return NAN;
+    }
+    return mean_loss(r, from, to, NULL, NULL);
+}
+
+static int64_t last_common_eval(const an_run *a, const an_run *b)
+{
+    for (size_t i = a->nevals; i-- > 0;)
+        for (size_t j = b->nevals; j-- > 0;)
+            if (a->evals[i].step == b->evals[j].step)
+                return a->evals[i].step;
+    return -1;
+}
+
+static int cmp_dev(const void *a, const void *b)
+{
+    const an_layer_dev *x = a, *y = b;
+    if (x->rel > y->rel) return -1;
+    if (x->rel < y->rel) return 1;
+    return x->layer - y->layer;
+}
+
+static int same_config_but_seed(const an_run *a, const an_run *b)
+{
+    return strcmp(a->precision, b->precision) == 0 && strcmp(a->model, b->model) == 0 &&
+           strcmp(a->data, b->data) == 0 && strcmp(a->optimizer, b->optimizer) == 0 &&
+           (a->lr == b->lr || (isnan(a->lr) && isnan(b->lr))) && a->batch == b->batch &&
+           a->seed != b->seed;
+}
+
+int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
+{
+    memset(c, 0, sizeof *c);
+    c->nruns = n;
+    c->baseline = base;
+    c->band = NAN;
+    c->tail_noise_rel = NAN;
+    an_run *b = &runs[base];
+    c->baseline_is_fp32 = strcmp(b->precision, "fp32") == 0;
+    make_labels(runs, n);
+    c->gap = calloc(n, sizeof *c->gap);
+    c->dev = calloc(n, sizeof *c->dev);
+    c->ndev = calloc(n, sizeof *c->ndev);
+    c->layer_map = calloc(n, sizeof *c->layer_map);
+    if (!c->gap || !c->dev || !c->ndev || !c->layer_map)
+        return -1;
+
+    /* layers matched by name */
+    for (size_t i = 0; i < n; i++) {
+        an_run *r = &runs[i];
+        c->layer_map[i] = malloc((r->nlayers ? r->nlayers : 1) * sizeof(int));
+        if (!c->layer_map[i])
+            return -1;
+        size_t matched = 0;
+        for (size_t l = 0; l < r->nlayers; l++) {
+            c->layer_map[i][l] = -1;
+            for (size_t m = 0; m < b->nlayers; m++)
+                if (strcmp(r->layers[l].name, b->layers[m].name) == 0) {
+                    c->layer_map[i][l] = (int)m;
+                    matched++;
+                    break;
+                }
+        }
+        if (i != base && (matched < r->nlayers || matched < b->nlayers))
+            strlist_addf(&c->notes,
+                         "%s: %zu of its %zu layers match the baseline's %zu by name; the others are "
+                         "reported but not compared",
+                         r->label, matched, r->nlayers, b->nlayers);
+    }
+
+    /* comparability */
+    for (size_t i = 0; i < n; i++) {
+        an_run *r = &runs[i];
+        if (r->cut_off)
+            strlist_addf(&c->notes,
+                         "%s: cut off (status still 'running'): %zu steps up to its last flush",
+                         r->label, r->nsteps);
+        else if (r->status == AMPDIAG_STATUS_INTERRUPTED)
+            strlist_addf(&c->notes, "%s: interrupted after %zu steps", r->label, r->nsteps);
+        if (i == base)
+            continue;
+        if (strcmp(r->model, b->model))
+            strlist_addf(&c->notes,
+                         "%s: model '%s' differs from the baseline's '%s': layers are matched by name "
+                         "and the loss gap mixes model and precision",
+                         r->label, r->model, b->model);
+        if (strcmp(r->data, b->data))
+            strlist_addf(&c->notes,
+                         "%s: data '%s' differs from the baseline's '%s': losses are not comparable",
+                         r->label, r->data, b->data);
+        if (r->seed != b->seed)
+            strlist_addf(&c->notes,
+                         "%s: seed %" PRId64 " differs from the baseline's %" PRId64
+                         ": the gap includes seed-to-seed noise",
+                         r->label, r->seed, b->seed);
+        if (r->nsteps != b->nsteps)
+            strlist_addf(&c->notes,
+                         "%s: %zu steps recorded, the baseline %zu: curves are compared over the "
+                         "steps both have",
+                         r->label, r->nsteps, b->nsteps);
+        if (!(r->lr == b->lr) && !(isnan(r->lr) && isnan(b->lr)))
+            strlist_addf(&c->notes,
+                         "%s: lr %g differs from the baseline's %g: its gap measures the learning "
+                         "rate as well as the precision",
+                         r->label, r->lr, b->lr);
+        if (strcmp(r->optimizer, b->optimizer))
+            strlist_addf(&c->notes, "%s: optimizer %s differs from the baseline's %s", r->label,
+                         r->optimizer, b->optimizer);
+        if (r->batch != b->batch)
+            strlist_addf(&c->notes, "%s: batch %" PRId64 " differs from the baseline's %" PRId64,
+                         r->label, r->batch, b->batch);
+    }
+    if (!c->baseline_is_fp32) {
+        int any_fp32 = 0;
+        for (size_t i = 0; i < n; i++)
+            any_fp32 |= strcmp(runs[i].precision, "fp32") == 0;
+        if (any_fp32)
+            strlist_addf(&c->notes, "the baseline is %s (%s), not an FP32 trace: gaps are measured "
+                         "against it", b->label, b->path);
+        else
+            strlist_addf(&c->notes,
+                         "no FP32 trace given: the baseline is %s (%s); gaps are measured against it",
+                         b->label, b->path);
+    }
+
+    /* which metric: the final eval loss at a step every run has, else the training loss */
+    int64_t L = b->last_step;
+    for (size_t i = 0; i < n; i++)
+        if (runs[i].nsteps && runs[i].last_step < L)
+            L = runs[i].last_step;
+    for (size_t i = 0; i < n; i++) {
+        an_gap *g = &c->gap[i];
+        g->rel = g->base = g->value = g->curve_max_rel = NAN;
+        g->step = -1;
+        g->curve_max_from = g->curve_max_to = -1;
+        if (i == base || b->nsteps == 0 || runs[i].nsteps == 0)
+            continue;
+        an_run *r = &runs[i];
+        int64_t es = last_common_eval(b, r);
+        int64_t lend = r->last_step < b->last_step ? r->last_step : b->last_step;
+        int64_t first = b->first_step > r->first_step ? b->first_step : r->first_step;
+        int64_t span = lend - first + 1;
+        int64_t w = span / 10 < 10 ? 10 : span / 10;
+        if (es >= 0 && es >= lend - w) {
+            g->eval = 1;
+            g->step = es;
+        } else {
+            g->eval = 0;
+            g->step = lend;
+        }
+        g->base = metric_of(b, g->eval, g->step, lend - w, lend);
+        g->value = metric_of(r, g->eval, g->step, lend - w, lend);
+        g->have = !isnan(g->base) && !isnan(g->value);
+        if (g->have)
+            g->rel = isinf(g->value) ? INFINITY
+                     : isinf(g->base) ? -INFINITY
+                                      : (g->value - g->base) / fabs(g->base);
+        /* curves: 10 segments over the common steps */
+        double worst = 0;
+        int have_seg = 0;
+        for (int s = 0; s < 10 && span >= 10; s++) {
+            int64_t from = first - 1 + span * s / 10, to = first - 1 + span * (s + 1) / 10;
+            double mb = mean_loss(b, from, to, NULL, NULL), mr = mean_loss(r, from, to, NULL, NULL);
+            if (!isfinite(mb) || isnan(mr) || mb == 0)
+                continue;
+            double rel = isinf(mr) ? INFINITY : (mr - mb) / fabs(mb);
+            if (!have_seg || fabs(rel) > fabs(worst)) {
+                worst = rel;
+                g->curve_max_from = from + 1;
+                g->curve_max_to = to;
+            }
+            have_seg = 1;
+        }
+        if (have_seg)
+            g->curve_max_rel = worst;
+    }
+    (void)L;
+
+    /* noise band: 2 sigma over runs of the baseline's configuration with other seeds, else
+     * max(1 %, 2 * standard error of the baseline's final-window training loss) */
+    if (isfinite(b->tail_mean) && b->tail_mean != 0 && b->tail_w > 1)
+        c->tail_noise_rel = 2 * b->tail_sd / sqrt((double)b->tail_w) / fabs(b->tail_mean);
+    {
+        double vals[64];
+        size_t k = 0;
+        int use_eval = 1;
+        for (size_t i = 0; i < n && k < 64; i++)
+            if (i == base || same_config_but_seed(&runs[i], b))
+                if (runs[i].nevals == 0)
+                    use_eval = 0;
+        for (size_t i = 0; i < n && k < 64; i++) {
+            if (i != base && !same_config_but_seed(&runs[i], b))
+                continue;
+            const an_run *r = &runs[i];
+            double v = use_eval ? r->evals[r->nevals - 1].loss : r->tail_mean;
+            if (isfinite(v))
+                vals[k++] = v;
+        }
+        if (k >= 2) {
+            double m = 0, ss = 0;
+            for (size_t i = 0; i < k; i++)
+                m += vals[i];
+            m /= (double)k;
+            for (size_t i = 0; i < k; i++)
+                ss += (vals[i] - m) * (vals[i] - m);
+            c->band = 2 * sqrt(ss / (double)(k - 1)) / fabs(m);
+            c->band_from_seeds = 1;
+            c->band_seeds = k;
+        } else {
+            c->band = isfinite(c->tail_noise_rel) ? fmax(0.01, c->tail_noise_rel) : 0.01;
+        }
+    }
+
+    /* per-layer deviation of activation rms from the baseline at common steps */
+    for (size_t i = 0; i < n; i++) {
+        if (i == base)
+            continue;
+        an_run *r = &runs[i];
+        c->dev[i] = calloc(r->nlayers ? r->nlayers : 1, sizeof **c->dev);
+        if (!c->dev[i])
+            return -1;
+        size_t nd = 0;
+        for (size_t l = 0; l < r->nlayers; l++) {
+            int m = c->layer_map[i][l];
+            if (m < 0)
+                continue;
+            const an_series *x = &r->layers[l].act_rms, *y = &b->layers[m].act_rms;
+            double *rel = malloc((x->n < y->n ? x->n : y->n) * sizeof *rel + sizeof *rel);
+            if (!rel)
+                return -1;
+            size_t p = 0, q = 0, k = 0;
+            while (p < x->n && q < y->n) {
+                if (x->step[p] < y->step[q])
+                    p++;
+                else if (x->step[p] > y->step[q])
+                    q++;
+                else {
+                    if (y->v[q] > 0)
+                        rel[k++] = fabs(x->v[p] - y->v[q]) / y->v[q];
+                    p++;
+                    q++;
+                }
+            }
+            if (k) {
+                c->dev[i][nd].layer = (int)l;
+                c->dev[i][nd].n = k;
+                c->dev[i][nd].rel = an_median(rel, k);
+                nd++;
+            }
+            free(rel);
+        }
+        qsort(c->dev[i], nd, sizeof **c->dev, cmp_dev);
+        c->ndev[i] = nd;
+    }
+    return c->notes.oom ? -1 : 0;
+}
+
+void an_comparison_free(an_comparison *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nruns; i++) {
+        if (c->dev)
+            free(c->dev[i]);
+        if (c->layer_map)
+            free(c->layer_map[i]);
+    }
+    free(c->gap);
+    free(c->dev);
+    free(c->ndev);
+    free(c->layer_map);
+    strlist_free(&c->notes);
+    memset(c, 0, sizeof *c);
+}

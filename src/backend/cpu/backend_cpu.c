@@ -1,0 +1,798 @@
+/*
+ * backend_cpu.c - the CPU backend: C loops for the elementwise and normalisation operations,
+ * CBLAS sgemm for the GEMMs, and exact FP16/BF16 emulation (numfmt.h) in each operation's
+ * output loop.
+ *
+ * Rounding. Every kernel is an always-inline function whose last argument is the rounding
+ * function; WITH_RND calls it once per rounding kind, so each kind gets its own compiled loop
+ * with the rounding inlined (no call per element, no branch on the format). Where the CPU has
+ * them, FP16 rounding uses the F16C conversion instructions and BF16 rounding AVX2 integer
+ * code, 8 values at a time (both bit-identical to numfmt.h for all 2^32 inputs, with and
+ * without FTZ: tests/t_layers.c, AMPDIAG_EXHAUSTIVE=1). Then WITH_RND_OUT runs the kernel's
+ * FP32 loop and rounds its output right after, while it is still in cache; a kernel that
+ * accumulates (y = R(y + R(g))) keeps the scalar fused rounding, since its two roundings
+ * cannot be moved after the loop. AMPDIAG_ROUND_IMPL=generic (or backend_cpu_force_generic)
+ * selects the portable code everywhere.
+ *
+ * Everything is single-threaded C except sgemm (OpenBLAS threads); every reduction runs in a
+ * fixed order, so the same inputs give the same bits.
+ */
+#include "config.h"
+#include "backend/backend.h"
+#include "numerics/numfmt.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BK_X86 1
+#endif
+
+#define KERNEL static inline __attribute__((always_inline))
+
+typedef float (*rnd_fn)(float);
+
+static inline float rnd_none(float x) { return x; }
+static inline float rnd_fp16(float x) { return ampdiag_fp16_rne(x); }
+static inline float rnd_fp16_ftz(float x) { return ampdiag_fp16_rne_ftz(x); }
+static inline float rnd_bf16(float x) { return ampdiag_bf16_rne(x); }
+static inline float rnd_bf16_ftz(float x) { return ampdiag_bf16_rne_ftz(x); }
+
+enum { RK_NONE, RK_FP16, RK_FP16_FTZ, RK_BF16, RK_BF16_FTZ };
+
+static int rnd_kind(bk_rnd r)
+{
+    int ftz = (r.flags & AMPDIAG_ROUND_FTZ) != 0;
+    switch (r.fmt) {
+    case AMPDIAG_FP16: return ftz ? RK_FP16_FTZ : RK_FP16;
+    case AMPDIAG_BF16: return ftz ? RK_BF16_FTZ : RK_BF16;
+    default: return RK_NONE;
+    }
+}
+
+/* KERNEL_FN(args..., R) with R the rounding function for r. */
+#define WITH_RND(r, KERNEL_FN, ...)                                                             \
+    do {                                                                                        \
+        switch (rnd_kind(r)) {                                                                  \
+        case RK_FP16: KERNEL_FN(__VA_ARGS__, rnd_fp16); break;                                  \
+        case RK_FP16_FTZ: KERNEL_FN(__VA_ARGS__, rnd_fp16_ftz); break;                          \
+        case RK_BF16: KERNEL_FN(__VA_ARGS__, rnd_bf16); break;                                  \
+        case RK_BF16_FTZ: KERNEL_FN(__VA_ARGS__, rnd_bf16_ftz); break;                          \
+        default: KERNEL_FN(__VA_ARGS__, rnd_none); break;                                       \
+        }                                                                                       \
+    } while (0)
+
+/* ------------------------------------------------------------------------------- SIMD rounding */
+
+enum { SIMD_F16C = 1, SIMD_AVX2 = 2 };
+static atomic_int simd_detected = -1; /* what the CPU has (and AMPDIAG_ROUND_IMPL allows) */
+static atomic_int simd_forced_off;
+
+void backend_cpu_force_generic(int on) { atomic_store(&simd_forced_off, on != 0); }
+
+static int simd_caps(void)
+{
+    if (atomic_load_explicit(&simd_detected, memory_order_relaxed) < 0) {
+        int caps = 0;
+#ifdef BK_X86
+        const char *want = getenv("AMPDIAG_ROUND_IMPL");
+        if (!(want && strcmp(want, "generic") == 0)) {
+            if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"))
+                caps |= SIMD_F16C;
+            if (__builtin_cpu_supports("avx2"))
+                caps |= SIMD_AVX2;
+        }
+#endif
+        atomic_store(&simd_detected, caps); /* every thread computes the same value */
+    }
+    if (atomic_load_explicit(&simd_forced_off, memory_order_relaxed))
+        return 0;
+    return atomic_load_explicit(&simd_detected, memory_order_relaxed);
+}
+
+const char *backend_cpu_round_impl(void)
+{
+    static const char *const names[4] = {"generic", "f16c", "avx2", "f16c+avx2"};
+    return names[simd_caps() & 3];
+}
+
+/* Can round_simd handle r? */
+static int simd_can(bk_rnd r)
+{
+    int caps = simd_caps();
+    return (r.fmt == AMPDIAG_FP16 && (caps & SIMD_F16C))
+           || (r.fmt == AMPDIAG_BF16 && (caps & SIMD_AVX2));
+}
+
+/* x[0..n) := rnd(x) with the vector code of ampdiag_round_array (callers checked simd_can). */
+static void round_simd(float *x, size_t n, bk_rnd r)
+{
+    ampdiag_round_array(r.fmt, r.flags, x, x, n);
+}
+
+/* KERNEL_FN with rounding r applied to every value it writes to out[0..n): the FP32 loop then
+ * a vector rounding pass when available, else the fused scalar rounding. Only for kernels
+ * that write each output once, as R(value). */
+#define WITH_RND_OUT(r, out, n, KERNEL_FN, ...)                                                 \
+    do {                                                                                        \
+        if (simd_can(r)) {                                                                      \
+            KERNEL_FN(__VA_ARGS__, rnd_none);                                                   \
+            round_simd((out), (n), (r));                                                        \
+        } else {                                                                                \
+            WITH_RND(r, KERNEL_FN, __VA_ARGS__);                                                \
+        }                                                                                       \
+    } while (0)
+
+/* Accumulating outputs: dst = R(dst + R(g)), the contribution g computed by the caller into a
+ * small scratch chunk (ACC_CHUNK values, in L1). */
+#define ACC_CHUNK 512
+
+KERNEL void acc_k(float *dst, const float *g, size_t n, rnd_fn R)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = R(dst[i] + R(g[i]));
+}
+
+/* g is overwritten. */
+static void emit_acc(float *dst, float *g, size_t n, bk_rnd r)
+{
+    if (simd_can(r)) {
+        round_simd(g, n, r);
+        for (size_t i = 0; i < n; i++)
+            dst[i] += g[i];
+        round_simd(dst, n, r);
+    } else {
+        WITH_RND(r, acc_k, dst, g, n);
+    }
+}
+
+/* ------------------------------------------------------------------------------- memory */
+
+static void *cpu_alloc(const backend *bk, size_t bytes)
+{
+    (void)bk;
+    void *p = NULL;
+    size_t n = bytes ? (bytes + 63u) & ~(size_t)63u : 64u;
+    if (n < bytes || posix_memalign(&p, 64, n) != 0)
+        return NULL;
+    memset(p, 0, n);
+    return p;
+}
+
+static void cpu_free(const backend *bk, void *p)
+{
+    (void)bk;
+    free(p);
+}
+
+static void cpu_copy(const backend *bk, void *dst, const void *src, size_t bytes)
+{
+    (void)bk;
+    if (bytes)
+        memmove(dst, src, bytes);
+}
+
+/* ------------------------------------------------------------------------------- buffers */
+
+static void cpu_fill(const backend *bk, float *x, float v, size_t n)
+{
+    (void)bk;
+    for (size_t i = 0; i < n; i++)
+        x[i] = v;
+}
+
+static void cpu_scale(const backend *bk, float *x, float a, size_t n)
+{
+    (void)bk;
+    for (size_t i = 0; i < n; i++)
+        x[i] *= a;
+}
+
+KERNEL void axpy_k(float *y, float a, const float *x, size_t n, rnd_fn R)
+{
+    for (size_t i = 0; i < n; i++)
+        y[i] = R(a * x[i]);
+}
+
+static void cpu_axpy(const backend *bk, float *y, float beta, float a, const float *x, size_t n,
+                     bk_rnd r)
+{
+    if (beta == 0.0f) {
+        WITH_RND_OUT(r, y, n, axpy_k, y, a, x, n);
+        return;
+    }
+    if (beta != 1.0f)
+        cpu_scale(bk, y, beta, n);
+    float g[ACC_CHUNK];
+    for (size_t i = 0; i < n; i += ACC_CHUNK) {
+        size_t k = n - i < ACC_CHUNK ? n - i : ACC_CHUNK;
+        axpy_k(g, a, x + i, k, rnd_none);
+        emit_acc(y + i, g, k, r);
+    }
+}
+
+KERNEL void round_k(float *out, const float *in, size_t n, rnd_fn R)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = R(in[i]);
+}
+
+static void cpu_round(const backend *bk, float *out, const float *in, size_t n, bk_rnd r)
+{
+    (void)bk;
+    if (rnd_kind(r) == RK_NONE) {
+        if (out != in)
+            memmove(out, in, n * sizeof *out);
+        return;
+    }
+    if (simd_can(r)) {
+        if (out != in)
+            memmove(out, in, n * sizeof *out);
+        round_simd(out, n, r);
+        return;
+    }
+    WITH_RND(r, round_k, out, in, n);
+}
+
+/* Round the rows x cols block of a matrix with row stride ld. */
+KERNEL void round_block_k(float *c, int rows, int cols, int ld, rnd_fn R)
+{
+    for (int i = 0; i < rows; i++) {
+        float *row = c + (size_t)i * (size_t)ld;
+        for (int j = 0; j < cols; j++)
+            row[j] = R(row[j]);
+    }
+}
+
+static void round_block(float *c, int rows, int cols, int ld, bk_rnd r)
+{
+    if (rnd_kind(r) == RK_NONE)
+        return;
+    if (simd_can(r)) {
+        if (ld == cols)
+            round_simd(c, (size_t)rows * (size_t)cols, r);
+        else
+            for (int i = 0; i < rows; i++)
+                round_simd(c + (size_t)i * (size_t)ld, (size_t)cols, r);
+        return;
+    }
+    WITH_RND(r, round_block_k, c, rows, cols, ld);
+}
+
+/* ------------------------------------------------------------------------------- reductions */
+
+static double cpu_sum(const backend *bk, const float *x, size_t n)
+{
+    (void)bk;
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)x[i];
+    return s;
+}
+
+static double cpu_sumsq(const backend *bk, const float *x, size_t n)
+{
+    (void)bk;
+    /* four partial sums: fixed order, so deterministic, and vectorisable */
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; k++)
+            s[k] += (double)x[i + k] * (double)x[i + k];
+    for (; i < n; i++)
+        s[0] += (double)x[i] * (double)x[i];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+static size_t cpu_count_nonfinite(const backend *bk, const float *x, size_t n)
+{
+    (void)bk;
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += (ampdiag_f32_bits(x[i]) & 0x7f800000u) == 0x7f800000u;
+    return c;
+}
+
+static void cpu_tstats(const backend *bk, const float *x, size_t n, ampdiag_tstats *s,
+                       ampdiag_hist *h)
+{
+    (void)bk;
+    ampdiag_tstats_compute(x, n, s, h);
+}
+
+/* ------------------------------------------------------------------------------- GEMM */
+
+static void cpu_gemm(const backend *bk, int ta, int tb, int M, int N, int K, float alpha,
+                     const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                     int ldc, bk_rnd r)
+{
+    (void)bk;
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) { /* C = beta*C; BLAS implementations disagree on K == 0 */
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                float *c = C + (size_t)i * (size_t)ldc + j;
+                *c = beta == 0.0f ? 0.0f : beta * *c;
+            }
+    } else {
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    }
+    round_block(C, M, N, ldc, r);
+}
+
+/* ------------------------------------------------------------------------------- linear */
+
+KERNEL void bias_add_k(float *out, const float *bias, int N, int OC, rnd_fn R)
+{
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * (size_t)OC; /* [OC] */
+        for (int j = 0; j < OC; j++)
+            o[j] = R(o[j] + bias[j]);
+    }
+}
+
+static void cpu_bias_add(const backend *bk, float *out, const float *bias, int N, int OC,
+                         bk_rnd r)
+{
+    (void)bk;
+    if (bias)
+        WITH_RND_OUT(r, out, (size_t)N * (size_t)OC, bias_add_k, out, bias, N, OC);
+    else
+        round_block(out, N, OC, OC, r);
+}
+
+static void cpu_bias_grad(const backend *bk, float *dbias, const float *dout, int N, int OC,
+                          bk_rnd r)
+{
+    (void)bk;
+    for (int j = 0; j < OC; j++)
+        dbias[j] = 0.0f;
+    for (int n = 0; n < N; n++) {
+        const float *d = dout + (size_t)n * (size_t)OC; /* [OC] */
+        for (int j = 0; j < OC; j++)
+            dbias[j] += d[j];
+    }
+    round_block(dbias, 1, OC, OC, r);
+}
+
+/* ------------------------------------------------------------------------------- elementwise */
+
+KERNEL void relu_fwd_k(float *out, const float *inp, size_t n, rnd_fn R)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = R(!(inp[i] <= 0.0f) ? inp[i] : 0.0f); /* NaN stays NaN, as torch.relu */
+}
+
+static void cpu_relu_fwd(const backend *bk, float *out, const float *inp, size_t n, bk_rnd r)
+{
+    (void)bk;
+    WITH_RND_OUT(r, out, n, relu_fwd_k, out, inp, n);
+}
+
+KERNEL void relu_bwd_k(float *dinp, const float *inp, const float *dout, size_t n, rnd_fn R)
+{
+    for (size_t i = 0; i < n; i++) {
+        float d = dout[i]; /* loaded unconditionally: the loop then vectorises */
+        dinp[i] = R(inp[i] > 0.0f ? d : 0.0f);
+    }
+}
+
+static void cpu_relu_bwd(const backend *bk, float *dinp, const float *inp, const float *dout,
+                         size_t n, float beta, bk_rnd r)
+{
+    (void)bk;
+    if (beta == 0.0f) {
+        WITH_RND_OUT(r, dinp, n, relu_bwd_k, dinp, inp, dout, n);
+        return;
+    }
+    float g[ACC_CHUNK];
+    for (size_t i = 0; i < n; i += ACC_CHUNK) {
+        size_t k = n - i < ACC_CHUNK ? n - i : ACC_CHUNK;
+        relu_bwd_k(g, inp + i, dout + i, k, rnd_none);
+        emit_acc(dinp + i, g, k, r);
+    }
+}
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_C 0.044715f
+
+/* tanh(u) = 1 - 2 / (exp(2u) + 1): one expf (glibc's tanhf costs several times more), correct
+ * to about 1e-7 absolute, saturating to +-1 (expf overflow to inf, or underflow to 0). */
+static inline float fast_tanhf(float u) { return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
+
+KERNEL void gelu_fwd_k(float *out, const float *inp, size_t n, rnd_fn R)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float cube = GELU_C * x * x * x;
+        out[i] = R(0.5f * x * (1.0f + fast_tanhf(GELU_SCALE * (x + cube))));
+    }
+}
+
+static void cpu_gelu_fwd(const backend *bk, float *out, const float *inp, size_t n, bk_rnd r)
+{
+    (void)bk;
+    WITH_RND_OUT(r, out, n, gelu_fwd_k, out, inp, n);
+}
+
+KERNEL void gelu_bwd_k(float *dinp, const float *inp, const float *dout, size_t n, rnd_fn R)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float t = fast_tanhf(GELU_SCALE * (x + GELU_C * x * x * x));
+        float sech2 = 1.0f - t * t;
+        float local = 0.5f * (1.0f + t)
+                      + x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * GELU_C * x * x);
+        dinp[i] = R(local * dout[i]);
+    }
+}
+
+static void cpu_gelu_bwd(const backend *bk, float *dinp, const float *inp, const float *dout,
+                         size_t n, float beta, bk_rnd r)
+{
+    (void)bk;
+    if (beta == 0.0f) {
+        WITH_RND_OUT(r, dinp, n, gelu_bwd_k, dinp, inp, dout, n);
+        return;
+    }
+    float g[ACC_CHUNK];
+    for (size_t i = 0; i < n; i += ACC_CHUNK) {
+        size_t k = n - i < ACC_CHUNK ? n - i : ACC_CHUNK;
+        gelu_bwd_k(g, inp + i, dout + i, k, rnd_none);
+        emit_acc(dinp + i, g, k, r);
+    }
+}
+
+KERNEL void add_fwd_k(float *out, const float *a, const float *b, size_t n, rnd_fn R)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = R(a[i] + b[i]);
+}
+
+static void cpu_add_fwd(const backend *bk, float *out, const float *a, const float *b, size_t n,
+                        bk_rnd r)
+{
+    (void)bk;
+    WITH_RND_OUT(r, out, n, add_fwd_k, out, a, b, n);
+}
+
+/* ------------------------------------------------------------------------------- layer norm */
+
+#define LN_EPS 1e-5f
+
+KERNEL void layernorm_fwd_k(float *out, float *mean, float *rstd, const float *inp,
+                            const float *w, const float *b, int N, int C, rnd_fn R)
+{
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * (size_t)C; /* [C] */
+        float *o = out + (size_t)n * (size_t)C;       /* [C] */
+        float m = 0.0f;
+        for (int i = 0; i < C; i++)
+            m += x[i];
+        m /= (float)C;
+        float v = 0.0f;
+        for (int i = 0; i < C; i++) {
+            float d = x[i] - m;
+            v += d * d;
+        }
+        v /= (float)C;
+        float s = 1.0f / sqrtf(v + LN_EPS);
+        for (int i = 0; i < C; i++)
+            o[i] = R((x[i] - m) * s * w[i] + b[i]);
+        mean[n] = m;
+        rstd[n] = s;
+    }
+}
+
+static void cpu_layernorm_fwd(const backend *bk, float *out, float *mean, float *rstd,
+                              const float *inp, const float *weight, const float *bias, int N,
+                              int C, bk_rnd r)
+{
+    (void)bk;
+    WITH_RND_OUT(r, out, (size_t)N * (size_t)C, layernorm_fwd_k, out, mean, rstd, inp, weight,
+                 bias, N, C);
+}
+
+/* dinp for one row, values i0..i1 (llm.c's formula), given the row's two means. */
+KERNEL void layernorm_dx_k(float *dx, const float *dout, const float *x, const float *w,
+                           float m, float s, float dmean, float dnorm_mean, int i0, int i1,
+                           rnd_fn R)
+{
+    for (int i = i0; i < i1; i++) {
+        float norm = (x[i] - m) * s;
+        dx[i - i0] = R((w[i] * dout[i] - dmean - norm * dnorm_mean) * s);
+    }
+}
+
+/* One row of dinp [C]: overwritten, or accumulated as R(dx + R(g)). */
+static void layernorm_dx_row(float *dx, const float *dout, const float *x, const float *w,
+                             float m, float s, int C, int acc, bk_rnd r)
+{
+    float dmean = 0.0f, dnorm_mean = 0.0f;
+    for (int i = 0; i < C; i++) {
+        float norm = (x[i] - m) * s;
+        float dn = w[i] * dout[i];
+        dmean += dn;
+        dnorm_mean += dn * norm;
+    }
+    dmean /= (float)C;
+    dnorm_mean /= (float)C;
+    if (!acc) {
+        WITH_RND_OUT(r, dx, (size_t)C, layernorm_dx_k, dx, dout, x, w, m, s, dmean, dnorm_mean, 0,
+                     C);
+        return;
+    }
+    float g[ACC_CHUNK];
+    for (int i = 0; i < C; i += ACC_CHUNK) {
+        int k = C - i < ACC_CHUNK ? C - i : ACC_CHUNK;
+        layernorm_dx_k(g, dout, x, w, m, s, dmean, dnorm_mean, i, i + k, rnd_none);
+        emit_acc(dx + i, g, (size_t)k, r);
+    }
+}
+
+static void cpu_layernorm_bwd(const backend *bk, float *dinp, float *dweight, float *dbias,
+                              const float *dout, const float *inp, const float *weight,
+                              const float *mean, const float *rstd, int N, int C, float beta,
+                              bk_rnd rx, bk_rnd rw)
+{
+    (void)bk;
+    for (int i = 0; i < C; i++)
+        dweight[i] = dbias[i] = 0.0f;
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * (size_t)C;  /* [C] */
+        const float *d = dout + (size_t)n * (size_t)C; /* [C] */
+        float m = mean[n], s = rstd[n];
+        for (int i = 0; i < C; i++) {
+            dbias[i] += d[i];
+            dweight[i] += (x[i] - m) * s * d[i];
+        }
+        if (dinp) {
+            float *dx = dinp + (size_t)n * (size_t)C; /* [C] */
+            layernorm_dx_row(dx, d, x, weight, m, s, C, beta != 0.0f, rx);
+        }
+    }
+    round_block(dweight, 1, C, C, rw);
+    round_block(dbias, 1, C, C, rw);
+}
+
+/* ------------------------------------------------------------------------------- attention */
+
+/* Causal softmax of the T x T scores in place (FP32); att_r := R(att). Row t keeps j <= t. */
+KERNEL void causal_softmax_k(float *att, float *att_r, int T, rnd_fn R)
+{
+    for (int t = 0; t < T; t++) {
+        float *p = att + (size_t)t * (size_t)T;   /* [T] */
+        float *pr = att_r + (size_t)t * (size_t)T; /* [T] */
+        float mx = -INFINITY;
+        for (int j = 0; j <= t; j++)
+            mx = p[j] > mx ? p[j] : mx;
+        float sum = 0.0f;
+        for (int j = 0; j <= t; j++) {
+            p[j] = expf(p[j] - mx);
+            sum += p[j];
+        }
+        float inv = 1.0f / sum;
+        for (int j = 0; j <= t; j++) {
+            p[j] *= inv;
+            pr[j] = R(p[j]);
+        }
+        for (int j = t + 1; j < T; j++)
+            p[j] = pr[j] = 0.0f;
+    }
+}
+
+static void cpu_attention_fwd(const backend *bk, float *out, float *att, float *att_r,
+                              const float *qkv, int B, int T, int C, int NH, bk_rnd r)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * (size_t)T * (size_t)C3 + (size_t)h * (size_t)hs;
+            const float *k = q + C; /* [T,hs], row stride 3C */
+            const float *v = q + 2 * C;
+            size_t off = ((size_t)b * (size_t)NH + (size_t)h) * (size_t)T * (size_t)T;
+            float *p = att + off, *pr = att_r + off; /* [T,T] */
+            float *o = out + (size_t)b * (size_t)T * (size_t)C + (size_t)h * (size_t)hs;
+            cpu_gemm(bk, 0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, p, T, r); /* S = QK^T */
+            WITH_RND_OUT(r, pr, (size_t)T * (size_t)T, causal_softmax_k, p, pr, T);
+            cpu_gemm(bk, 0, 0, T, hs, T, 1.0f, pr, T, v, C3, 0.0f, o, C, r); /* Y = P V */
+        }
+}
+
+/* dS = R(P * (dP - sum_j P_j dP_j)) over the causal part of each row, 0 elsewhere; in place. */
+KERNEL void causal_softmax_bwd_k(float *dp, const float *p, int T, rnd_fn R)
+{
+    for (int t = 0; t < T; t++) {
+        float *d = dp + (size_t)t * (size_t)T;     /* [T] */
+        const float *pp = p + (size_t)t * (size_t)T; /* [T] */
+        float dot = 0.0f;
+        for (int j = 0; j <= t; j++)
+            dot += pp[j] * d[j];
+        for (int j = 0; j <= t; j++)
+            d[j] = R(pp[j] * (d[j] - dot));
+        for (int j = t + 1; j < T; j++)
+            d[j] = 0.0f;
+    }
+}
+
+static void cpu_attention_bwd(const backend *bk, float *dqkv, float *scratch, const float *dout,
+                              const float *qkv, const float *att, const float *att_r, int B,
+                              int T, int C, int NH, bk_rnd r)
+{
+    int hs = C / NH, C3 = 3 * C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t qoff = (size_t)b * (size_t)T * (size_t)C3 + (size_t)h * (size_t)hs;
+            const float *q = qkv + qoff, *k = q + C, *v = q + 2 * C; /* [T,hs], stride 3C */
+            float *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C; /* [T,hs], stride 3C */
+            size_t off = ((size_t)b * (size_t)NH + (size_t)h) * (size_t)T * (size_t)T;
+            const float *p = att + off, *pr = att_r + off; /* [T,T] */
+            float *ds = scratch + off;                      /* [T,T] */
+            const float *dy = dout + (size_t)b * (size_t)T * (size_t)C + (size_t)h * (size_t)hs;
+            cpu_gemm(bk, 0, 1, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, ds, T, r);  /* dP = dY V^T */
+            cpu_gemm(bk, 1, 0, T, hs, T, 1.0f, pr, T, dy, C, 0.0f, dv, C3, r); /* dV = P^T dY */
+            WITH_RND_OUT(r, ds, (size_t)T * (size_t)T, causal_softmax_bwd_k, ds, p, T);
+            cpu_gemm(bk, 0, 0, T, hs, T, scale, ds, T, k, C3, 0.0f, dq, C3, r); /* dQ = dS K */
+            cpu_gemm(bk, 1, 0, T, hs, T, scale, ds, T, q, C3, 0.0f, dk, C3, r); /* dK = dS^T Q */
+        }
+}
+
+/* ------------------------------------------------------------------------------- embedding */
+
+KERNEL void embed_fwd_k(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                        int B, int T, int C, rnd_fn R)
+{
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t bt = (size_t)b * (size_t)T + (size_t)t;
+            float *o = out + bt * (size_t)C;                           /* [C] */
+            const float *we = wte + (size_t)tokens[bt] * (size_t)C;   /* [C] */
+            const float *wp = wpe + (size_t)t * (size_t)C;            /* [C] */
+            for (int i = 0; i < C; i++)
+                o[i] = R(we[i] + wp[i]);
+        }
+}
+
+static void cpu_embed_fwd(const backend *bk, float *out, const int32_t *tokens, const float *wte,
+                          const float *wpe, int B, int T, int C, bk_rnd r)
+{
+    (void)bk;
+    WITH_RND_OUT(r, out, (size_t)B * (size_t)T * (size_t)C, embed_fwd_k, out, tokens, wte, wpe, B,
+                 T, C);
+}
+
+static void cpu_embed_bwd(const backend *bk, float *dwte, float *dwpe, const float *dout,
+                          const int32_t *tokens, int B, int T, int C, int V, bk_rnd rw)
+{
+    (void)bk;
+    memset(dwte, 0, (size_t)V * (size_t)C * sizeof *dwte);
+    memset(dwpe, 0, (size_t)T * (size_t)C * sizeof *dwpe);
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            size_t bt = (size_t)b * (size_t)T + (size_t)t;
+            const float *d = dout + bt * (size_t)C;                 /* [C] */
+            float *dwe = dwte + (size_t)tokens[bt] * (size_t)C;    /* [C] */
+            float *dwp = dwpe + (size_t)t * (size_t)C;             /* [C] */
+            for (int i = 0; i < C; i++) {
+                dwe[i] += d[i];
+                dwp[i] += d[i];
+            }
+        }
+    round_block(dwte, V, C, C, rw);
+    round_block(dwpe, T, C, C, rw);
+}
+
+/* ------------------------------------------------------------------------------- cross-entropy */
+
+static void cpu_xent_fwd(const backend *bk, float *losses, float *probs, const float *logits,
+                         const int32_t *targets, int N, int V)
+{
+    (void)bk;
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * (size_t)V; /* [V] */
+        float *p = probs + (size_t)n * (size_t)V;        /* [V] */
+        float mx = -INFINITY; /* a NaN logit is skipped here but poisons the sum below */
+        for (int i = 0; i < V; i++)
+            mx = l[i] > mx ? l[i] : mx;
+        float sum = 0.0f;
+        for (int i = 0; i < V; i++) {
+            p[i] = expf(l[i] - mx);
+            sum += p[i];
+        }
+        float inv = 1.0f / sum;
+        for (int i = 0; i < V; i++)
+            p[i] *= inv;
+        /* -log softmax[target] = log(sum) + max - logit[target], without log(0) */
+        losses[n] = logf(sum) + mx - l[targets[n]];
+    }
+}
+
+KERNEL void xent_bwd_k(float *dlogits, const float *probs, const int32_t *targets, int N, int V,
+                       float dscale, rnd_fn R)
+{
+    for (int n = 0; n < N; n++) {
+        const float *p = probs + (size_t)n * (size_t)V; /* [V] */
+        float *d = dlogits + (size_t)n * (size_t)V;     /* [V] */
+        int y = targets[n];
+        for (int i = 0; i < V; i++)
+            d[i] = R((p[i] - (i == y ? 1.0f : 0.0f)) * dscale);
+    }
+}
+
+static void cpu_xent_bwd(const backend *bk, float *dlogits, const float *probs,
+                         const int32_t *targets, int N, int V, float dscale, bk_rnd r)
+{
+    (void)bk;
+    WITH_RND_OUT(r, dlogits, (size_t)N * (size_t)V, xent_bwd_k, dlogits, probs, targets, N, V,
+                 dscale);
+}
+
+/* ------------------------------------------------------------------------------- the table */
+
+static const backend cpu_backend = {
+    .name = "cpu",
+    .ctx = NULL,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .to_device = cpu_copy,
+    .to_host = cpu_copy,
+    .fill = cpu_fill,
+    .scale = cpu_scale,
+    .axpy = cpu_axpy,
+    .round = cpu_round,
+    .sum = cpu_sum,
+    .sumsq = cpu_sumsq,
+    .count_nonfinite = cpu_count_nonfinite,
+    .tstats = cpu_tstats,
+    .gemm = cpu_gemm,
+    .bias_add = cpu_bias_add,
+    .bias_grad = cpu_bias_grad,
+    .relu_fwd = cpu_relu_fwd,
+    .relu_bwd = cpu_relu_bwd,
+    .gelu_fwd = cpu_gelu_fwd,
+    .gelu_bwd = cpu_gelu_bwd,
+    .add_fwd = cpu_add_fwd,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .attention_fwd = cpu_attention_fwd,
+    .attention_bwd = cpu_attention_bwd,
+    .embed_fwd = cpu_embed_fwd,
+    .embed_bwd = cpu_embed_bwd,
+    .xent_fwd = cpu_xent_fwd,
+    .xent_bwd = cpu_xent_bwd,
+};
+
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+void openblas_set_num_threads(int num_threads);
+#endif
+#ifdef HAVE_BLAS_THREAD_SHUTDOWN_
+int blas_thread_shutdown_(void);
+#endif
+
+/* The models ampdiag trains are small: their GEMMs (e.g. 64 x 256 x 256) run fastest on one
+ * thread, and OpenBLAS's thread pool slowed steps by up to 6x on a loaded 2-core machine. So
+ * one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise. OpenBLAS started its pool when it
+ * was loaded, and an idle pool thread still wakes and yields the CPU over and over, taking time
+ * from the tracer and trace-writer threads: it is stopped (OpenBLAS starts it again should a
+ * call ever want more than one thread). */
+const backend *backend_cpu(void)
+{
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    static atomic_int once;
+    if (atomic_exchange(&once, 1) == 0 && !getenv("OPENBLAS_NUM_THREADS")) {
+        openblas_set_num_threads(1);
+#ifdef HAVE_BLAS_THREAD_SHUTDOWN_
+        blas_thread_shutdown_();
+#endif
+    }
+#endif
+    return &cpu_backend;
+}

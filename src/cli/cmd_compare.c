@@ -1,0 +1,341 @@
+/*
+ * cmd_compare.c - `ampdiag compare a.h5 b.h5 [...]`: read the traces, check that they are
+ * comparable, match their layers by name, compare each with the baseline (the FP32 trace when
+ * there is one), apply the recommendation rules and print the report (text, Markdown or JSON).
+ * One trace alone works too: an FP32 trace then answers "what would FP16/BF16 do".
+ */
+#include "cli/compare.h"
+
+#include "analysis/analyze.h"
+#include "cli/cli.h"
+#include "plot/plot.h"
+#include "report/report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ampdiag compare TRACE.h5 [TRACE.h5 ...] [--baseline TRACE.h5]\n"
+            "                       [--format text|md|json] [--plots DIR] [--target T]\n"
+            "                       [--fail-on nan,skips,divergence,overflow] [--warmup N]\n"
+            "\n"
+            "Compare runs of one model in different precisions (or learning rates, or seeds) and\n"
+            "recommend a precision (fp32, fp16 + loss scaling with an initial scale, bf16, or a\n"
+            "16-bit format with named FP32 layers), a learning rate and a clip value. Every\n"
+            "recommendation prints the numbers, steps and layers behind it; the rules and their\n"
+            "sources are in docs/recommendations.md. One FP32 trace alone already predicts what\n"
+            "FP16 and BF16 would do.\n"
+            "\n"
+            "The baseline is the first FP32 trace (else the first trace); layers are matched by\n"
+            "name. Runs that differ in model, data, seed, steps or learning rate are compared with\n"
+            "a note saying what the difference means. Traces of the baseline's configuration with\n"
+            "other seeds set the noise band of the loss gap (2 sigma); without them the band is\n"
+            "max(1%%, 2 standard errors of the baseline's final-window training loss).\n"
+            "\n"
+            "options:\n"
+            "  --baseline TRACE    the run to compare against (one of the inputs, or an extra one)\n"
+            "  --format F          text (default: verdict first, for a terminal), md (Markdown for a\n"
+            "                      pull request), json (docs/compare-json.md, stable)\n"
+            "  --plots DIR         link the charts DIR/<chart>.png in the Markdown (and list them in\n"
+            "                      JSON); draw them with `ampdiag plot ... -o DIR`\n"
+            "  --target T          hardware: sm70 | sm75 (no BF16) | sm80 | sm89 | sm90 | cpu\n"
+            "                      (default: any GPU with BF16, i.e. sm80 or newer)\n"
+            "  --fail-on LIST      exit 1 when a condition holds in any run (comma-separated):\n"
+            "                        nan         NaN/inf in the forward pass or the loss, NaN\n"
+            "                                    gradients, or non-finite weights\n"
+            "                        skips       more than 1 skipped step in 500 after the\n"
+            "                                    calibration window (and at least 2), or a\n"
+            "                                    collapsed loss scale\n"
+            "                        divergence  a run diverged\n"
+            "                        overflow    activations or weights overflow the run's 16-bit\n"
+            "                                    format (FP32 runs: would overflow FP16)\n"
+            "                      all = every one of them\n"
+            "  --warmup N          steps left out as scaler calibration and clip warm-up\n"
+            "                      (default: min(100, steps / 5))\n"
+            "\n"
+            "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or a file that is\n"
+            "not a readable trace (named), 3 I/O error\n");
+}
+
+void compare_opts_init(compare_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->format = CMP_TEXT;
+    o->target = TGT_ANY;
+    o->warmup = -1;
+    o->prog = "ampdiag compare";
+}
+
+int compare_format_parse(const char *s, compare_format *f)
+{
+    if (strcmp(s, "text") == 0)
+        *f = CMP_TEXT;
+    else if (strcmp(s, "md") == 0 || strcmp(s, "markdown") == 0)
+        *f = CMP_MARKDOWN;
+    else if (strcmp(s, "json") == 0)
+        *f = CMP_JSON;
+    else
+        return -1;
+    return 0;
+}
+
+static int render(FILE *f, compare_format fmt, const an_run *runs, size_t n, const an_comparison *c,
+                  const recommendation *R, const report_opts *ro)
+{
+    switch (fmt) {
+    case CMP_MARKDOWN: return report_markdown(f, runs, n, c, R, ro);
+    case CMP_JSON: return report_json(f, runs, n, c, R, ro);
+    default: return report_text(f, runs, n, c, R, ro);
+    }
+}
+
+static int write_file(const char *prog, const char *path, compare_format fmt, const an_run *runs,
+                      size_t n, const an_comparison *c, const recommendation *R, const report_opts *ro)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
+        return EXIT_IO;
+    }
+    int rc = render(f, fmt, runs, n, c, R, ro);
+    if (fclose(f) != 0 || rc) {
+        fprintf(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
+        return EXIT_IO;
+    }
+    return 0;
+}
+
+int compare_files(const char *const *paths, size_t n, const compare_opts *o)
+{
+    const char *prog = o->prog ? o->prog : "ampdiag compare";
+    /* the baseline may be one of the inputs or an extra trace (it goes first) */
+    size_t total = n, bidx = (size_t)-1;
+    if (o->baseline) {
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(paths[i], o->baseline) == 0)
+                bidx = i;
+        if (bidx == (size_t)-1)
+            total = n + 1;
+    }
+    const char **all = malloc((total ? total : 1) * sizeof *all);
+    an_run *runs = calloc(total ? total : 1, sizeof *runs);
+    if (!all || !runs) {
+        free(all);
+        free(runs);
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return EXIT_IO;
+    }
+    size_t k = 0;
+    if (o->baseline && bidx == (size_t)-1) {
+        all[k++] = o->baseline;
+        bidx = 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        all[k++] = paths[i];
+
+    int rc = 0;
+    size_t loaded = 0;
+    an_options ao = {o->warmup, 0};
+    char err[1024];
+    for (size_t i = 0; i < total; i++) {
+        int e = an_load(all[i], &ao, &runs[i], err, sizeof err);
+        loaded = i + 1;
+        if (e) {
+            if (strstr(err, all[i]))
+                fprintf(stderr, "%s: %s\n", prog, err);
+            else
+                fprintf(stderr, "%s: '%s': %s\n", prog, all[i], err);
+            rc = ampdiag_trace_err_is_io(e) ? EXIT_IO : EXIT_USAGE;
+            goto out;
+        }
+    }
+    if (bidx == (size_t)-1) {
+        bidx = 0;
+        for (size_t i = 0; i < total; i++)
+            if (strcmp(runs[i].precision, "fp32") == 0) {
+                bidx = i;
+                break;
+            }
+    }
+
+    an_comparison c;
+    recommendation R;
+    memset(&R, 0, sizeof R);
+    if (an_compare(runs, total, bidx, &c) ||
+        recommend(runs, total, &c, o->target, o->fail_mask, &R)) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        an_comparison_free(&c);
+        rec_free(&R);
+        rc = EXIT_IO;
+        goto out;
+    }
+    report_opts ro;
+    memset(&ro, 0, sizeof ro);
+    ro.width = 100;
+    plot_result pres;
+    memset(&pres, 0, sizeof pres);
+    report_chart *charts = NULL;
+    char note[768] = "";
+    int plot_rc = 0;
+    if (o->plots_dir) {
+        /* the charts, with the recommended clip value drawn on the gradient norms */
+        plot_options po;
+        plot_options_init(&po);
+        char clip_label[96];
+        if (R.clip_have) {
+            po.clip = R.clip_value;
+            snprintf(clip_label, sizeof clip_label, "recommended clip %.3g", R.clip_value);
+            po.clip_label = clip_label;
+        }
+        int prc = plot_traces(all, (int)total, o->plots_dir, &po, &pres, err, sizeof err);
+        if (prc == PLOT_ENOGNUPLOT)
+            snprintf(note, sizeof note, "gnuplot could not be run: the chart data and scripts are in %s "
+                     "(cd there and run gnuplot NAME.gp)", o->plots_dir);
+        else if (prc == PLOT_EGNUPLOT)
+            snprintf(note, sizeof note, "gnuplot failed on some charts: %.600s", err);
+        else if (prc != PLOT_OK) {
+            snprintf(note, sizeof note, "no charts: %.600s", err);
+            fprintf(stderr, "%s: --plots %s: %s\n", prog, o->plots_dir, err);
+            plot_rc = plot_exit_status(prc);
+        }
+        if (pres.n && !(charts = calloc(pres.n, sizeof *charts))) {
+            fprintf(stderr, "%s: out of memory\n", prog);
+            plot_rc = EXIT_IO;
+        }
+        for (size_t i = 0; charts && i < pres.n; i++) {
+            charts[i].file = pres.charts[i].file;
+            charts[i].desc = pres.charts[i].desc;
+            charts[i].drawn = pres.charts[i].drawn;
+        }
+        ro.plots_dir = o->plots_dir;
+        ro.charts = charts;
+        ro.ncharts = charts ? pres.n : 0;
+        if (pres.notes[0] && !note[0])
+            snprintf(note, sizeof note, "%s", pres.notes);
+        ro.charts_note = note[0] ? note : NULL;
+    }
+    if (render(stdout, o->format, runs, total, &c, &R, &ro) || fflush(stdout) != 0) {
+        fprintf(stderr, "%s: cannot write the report: %s\n", prog, strerror(errno));
+        rc = EXIT_IO;
+    }
+    if (!rc && o->md_path) {
+        report_opts rm = ro;
+        rm.md_plots_dir = o->md_plots_dir;
+        rc = write_file(prog, o->md_path, CMP_MARKDOWN, runs, total, &c, &R, &rm);
+    }
+    if (!rc && o->json_path)
+        rc = write_file(prog, o->json_path, CMP_JSON, runs, total, &c, &R, &ro);
+    if (!rc && (R.fail_held & R.fail_mask)) {
+        for (size_t i = 0; i < R.fail_why.n; i++) {
+            /* the lines start with the condition's name */
+            for (unsigned b = 1; b <= FAIL_OVERFLOW; b <<= 1) {
+                const char *nm = rec_fail_name(b);
+                size_t len = strlen(nm);
+                if ((R.fail_mask & b) && strncmp(R.fail_why.s[i], nm, len) == 0 &&
+                    R.fail_why.s[i][len] == ':')
+                    fprintf(stderr, "%s: --fail-on %s\n", prog, R.fail_why.s[i]);
+            }
+        }
+        rc = EXIT_FAIL_ON;
+    }
+    if (!rc && plot_rc)
+        rc = plot_rc;
+    free(charts);
+    plot_result_free(&pres);
+    an_comparison_free(&c);
+    rec_free(&R);
+out:
+    for (size_t i = 0; i < loaded; i++)
+        an_free(&runs[i]);
+    free(runs);
+    free(all);
+    return rc;
+}
+
+
+
+int cmd_compare(int argc, char **argv)
+{
+    compare_opts o;
+    compare_opts_init(&o);
+    const char **paths = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *paths);
+    if (!paths) {
+        fprintf(stderr, "ampdiag compare: out of memory\n");
+        return EXIT_IO;
+    }
+    size_t n = 0;
+    int rc = 0;
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *a = argv[i], *v;
+        char err[256];
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            free(paths);
+            return 0;
+        } else if (cli_is_opt(a, "--baseline")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--baseline")))
+                rc = EXIT_USAGE;
+            else
+                o.baseline = v;
+        } else if (cli_is_opt(a, "--format")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--format")))
+                rc = EXIT_USAGE;
+            else if (compare_format_parse(v, &o.format)) {
+                fprintf(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
+                rc = EXIT_USAGE;
+            }
+        } else if (cli_is_opt(a, "--plots")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--plots")))
+                rc = EXIT_USAGE;
+            else
+                o.plots_dir = v;
+        } else if (cli_is_opt(a, "--target")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--target")))
+                rc = EXIT_USAGE;
+            else if (rec_target_parse(v, &o.target) || o.target == TGT_ANY) {
+                fprintf(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
+                        "sm89, sm90 or cpu)\n", v);
+                rc = EXIT_USAGE;
+            }
+        } else if (cli_is_opt(a, "--fail-on")) {
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--fail-on")))
+                rc = EXIT_USAGE;
+            else if (rec_fail_parse(v, &o.fail_mask, err, sizeof err)) {
+                fprintf(stderr, "ampdiag compare: %s\n", err);
+                rc = EXIT_USAGE;
+            }
+        } else if (cli_is_opt(a, "--warmup")) {
+            char *end;
+            if (!(v = cli_opt_value("compare", argc, argv, &i, "--warmup"))) {
+                rc = EXIT_USAGE;
+            } else {
+                errno = 0;
+                long w = strtol(v, &end, 10);
+                if (end == v || *end || errno || w < 0 || w > 1000000000L) {
+                    fprintf(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
+                    rc = EXIT_USAGE;
+                } else {
+                    o.warmup = w;
+                }
+            }
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "ampdiag compare: unknown option '%s' (see ampdiag compare --help)\n", a);
+            rc = EXIT_USAGE;
+        } else {
+            paths[n++] = a;
+        }
+    }
+    if (!rc && n == 0 && !o.baseline) {
+        fprintf(stderr, "ampdiag compare: no trace given (usage: ampdiag compare A.h5 [B.h5 ...])\n");
+        rc = EXIT_USAGE;
+    }
+    if (!rc)
+        rc = compare_files(paths, n, &o);
+    free(paths);
+    return rc;
+}

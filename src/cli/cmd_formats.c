@@ -1,0 +1,87 @@
+/*
+ * cmd_formats.c - `ampdiag formats`: the limits of each number format, and what rounding
+ * given values to each format does.
+ */
+#include "ampdiag.h"
+#include "cli/cli.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ampdiag formats [--ftz] [VALUE ...]\n"
+            "\n"
+            "Without values: the limits of fp32, fp16 and bf16 (max finite, min normal, min\n"
+            "subnormal, unit roundoff, overflow and underflow thresholds).\n"
+            "With values: each value rounded to every format (round to nearest even; with --ftz,\n"
+            "subnormal inputs and results flushed to zero), with the FP16/BF16 bit patterns.\n");
+}
+
+static const char *classify(ampdiag_format fmt, float in, float r)
+{
+    if (isnan(in)) return "nan";
+    if (isinf(in)) return "inf";
+    if (isinf(r)) return "OVERFLOW";
+    if (in != 0 && r == 0) return "UNDERFLOW";
+    if (r != 0 && fabsf(r) < ampdiag_format_get(fmt)->min_normal) return "subnormal";
+    return "";
+}
+
+int cmd_formats(int argc, char **argv)
+{
+    int ftz = 0, first = argc;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--ftz") == 0) {
+            ftz = 1;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, "ampdiag formats: unknown option '%s' (see --help)\n", argv[i]);
+            return EXIT_USAGE;
+        } else {
+            first = i;
+            break;
+        }
+    }
+    if (first == argc) {
+        printf("%-5s %-14s %-14s %-14s %-12s %-14s %s\n", "fmt", "max_finite", "min_normal",
+               "min_subnormal", "unit_round", "overflow_at", "underflow_at");
+        for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
+            const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
+            printf("%-5s %-14.8g %-14.8g %-14.8g %-12.6g %-14.8g %.8g\n", i->name, i->max_finite,
+                   i->min_normal, i->min_subnormal, i->unit_roundoff, i->overflow_at, i->underflow_at);
+        }
+        return 0;
+    }
+    int nv = argc - first;
+    float *vals = malloc((size_t)nv * sizeof *vals);
+    if (!vals) {
+        fprintf(stderr, "ampdiag formats: out of memory\n");
+        return EXIT_IO;
+    }
+    for (int i = 0; i < nv; i++) {
+        char *end;
+        const char *arg = argv[first + i];
+        vals[i] = strtof(arg, &end);
+        if (end == arg || *end) {
+            fprintf(stderr, "ampdiag formats: '%s' is not a number (expected e.g. 65520, 1e-8, -inf)\n", arg);
+            free(vals);
+            return EXIT_USAGE;
+        }
+    }
+    printf("%-16s %-16s %-6s %-10s %-16s %-6s %s\n", "value", "fp16", "bits", "", "bf16", "bits", "");
+    for (int i = 0; i < nv; i++) {
+        float v = vals[i];
+        float h = ftz ? ampdiag_round_ftz(AMPDIAG_FP16, v) : ampdiag_round(AMPDIAG_FP16, v);
+        float b = ftz ? ampdiag_round_ftz(AMPDIAG_BF16, v) : ampdiag_round(AMPDIAG_BF16, v);
+        printf("%-16.9g %-16.9g 0x%04x %-10s %-16.9g 0x%04x %s\n", v, h, ampdiag_fp16_encode(h),
+               classify(AMPDIAG_FP16, v, h), b, ampdiag_bf16_encode(b), classify(AMPDIAG_BF16, v, b));
+    }
+    free(vals);
+    return 0;
+}

@@ -1,0 +1,226 @@
+/*
+ * cmd_plot.c - `ampdiag plot run.h5 [...] -o DIR`: gnuplot charts of one or more traces.
+ * The charts, their data and their scripts are made by plot.c; this file parses the options
+ * and reports what was made (one line per chart on stdout).
+ */
+#include "cli/cli.h"
+#include "plot/plot.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ampdiag plot TRACE.h5 [TRACE.h5 ...] -o DIR [--format png|svg] [--clip X]\n"
+            "                    [--layers NAME,...] [--hist-steps S,...]\n"
+            "\n"
+            "Draw gnuplot charts of one or more traces into DIR, runs overlaid and coloured by\n"
+            "precision (fp32 grey, fp16 blue, bf16 vermillion):\n"
+            "  loss.EXT                  training and eval loss, skipped steps and NaN/inf events\n"
+            "  loss-scale.EXT            loss scale (log2) of the runs that used one, backoffs\n"
+            "  grad-norm.EXT             gradient norm (unscaled, before clipping), clip values\n"
+            "  layer-ranges-KIND.EXT     per layer: largest and smallest non-zero |x| of\n"
+            "                            activations, activation and weight gradients, with the\n"
+            "                            FP16 and BF16 limits as bands\n"
+            "  fp16-heatmap-RUN.EXT      layer x step: fraction that would underflow / overflow\n"
+            "                            in FP16\n"
+            "  exponent-histogram-RUN-LAYER.EXT   exponent histograms of a layer's gradients\n"
+            "                            at a few steps, FP16 and BF16 windows shaded\n"
+            "\n"
+            "Each chart NAME.EXT comes with its script NAME.gp and data (NAME*.dat, NAME*.bin);\n"
+            "`cd DIR && gnuplot NAME.gp` redraws one, DIR/draw-all.sh all of them. The scripts\n"
+            "are built from templates (plots/*.gp, installed with ampdiag; $AMPDIAG_PLOTS_DIR\n"
+            "overrides where they are looked up): edit a template to restyle a chart.\n"
+            "\n"
+            "options:\n"
+            "  -o, --out DIR       output directory (created if missing; charts are replaced)\n"
+            "  --format png|svg    chart format (default png, 1200 pixels wide)\n"
+            "  --clip X            draw the clip value X on the gradient-norm chart (e.g. the\n"
+            "                      one ampdiag compare recommends)\n"
+            "  --layers A,B,...    layers for the per-layer charts (default: every layer, or the\n"
+            "                      12 with the least FP16 headroom; histograms: the layer whose\n"
+            "                      gradients underflow most in FP16)\n"
+            "  --hist-steps S,...  steps of the exponent histograms (the nearest step with a\n"
+            "                      histogram is used; default: up to 4 spread over the run)\n"
+            "  --no-draw           write data and scripts only\n"
+            "  -h, --help\n"
+            "\n"
+            "exit status: 0 success, 2 bad usage or not a valid trace, 3 I/O error or gnuplot\n"
+            "missing or failing (the data and scripts are still written)\n");
+}
+
+/* Split "a,b,c" in place; returns the number of items (0 when one is empty). */
+static size_t split_list(char *s, char **items, size_t max)
+{
+    size_t n = 0;
+    for (char *p = s;;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = 0;
+        if (!*p || n == max)
+            return 0;
+        items[n++] = p;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    return n;
+}
+
+
+
+enum { MAX_LIST = 256 };
+
+int cmd_plot(int argc, char **argv)
+{
+    plot_options opt;
+    plot_options_init(&opt);
+    const char *out = NULL;
+    const char **paths = calloc((size_t)argc, sizeof *paths);
+    char *layer_buf = NULL, *steps_buf = NULL;
+    char *layers[MAX_LIST];
+    int64_t steps[MAX_LIST];
+    int npaths = 0, status = EXIT_USAGE;
+    if (!paths) {
+        fprintf(stderr, "ampdiag plot: out of memory\n");
+        return EXIT_IO;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage(stdout);
+            status = 0;
+            goto done;
+        } else if (strcmp(a, "-o") == 0 || cli_is_opt(a, "--out")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, strcmp(a, "-o") == 0 ? "-o" : "--out")))
+                goto done;
+            if (!*v) {
+                fprintf(stderr, "ampdiag plot: -o needs a directory name\n");
+                goto done;
+            }
+            out = v;
+        } else if (cli_is_opt(a, "--format")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, "--format")))
+                goto done;
+            if (strcmp(v, "png") == 0)
+                opt.format = PLOT_PNG;
+            else if (strcmp(v, "svg") == 0)
+                opt.format = PLOT_SVG;
+            else {
+                fprintf(stderr, "ampdiag plot: unknown --format '%s' (expected png or svg)\n", v);
+                goto done;
+            }
+        } else if (cli_is_opt(a, "--clip")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, "--clip")))
+                goto done;
+            char *end;
+            errno = 0;
+            double x = strtod(v, &end);
+            if (end == v || *end || errno || !isfinite(x) || !(x > 0)) {
+                fprintf(stderr, "ampdiag plot: --clip needs a positive number, got '%s'\n", v);
+                goto done;
+            }
+            opt.clip = x;
+        } else if (cli_is_opt(a, "--layers")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, "--layers")))
+                goto done;
+            free(layer_buf);
+            layer_buf = strdup(v);
+            if (!layer_buf) {
+                fprintf(stderr, "ampdiag plot: out of memory\n");
+                status = EXIT_IO;
+                goto done;
+            }
+            opt.nlayers = split_list(layer_buf, layers, MAX_LIST);
+            if (!opt.nlayers) {
+                fprintf(stderr, "ampdiag plot: --layers needs layer names separated by commas "
+                                "(at most %d), got '%s'\n", MAX_LIST, v);
+                goto done;
+            }
+            opt.layers = (const char *const *)layers;
+        } else if (cli_is_opt(a, "--hist-steps")) {
+            if (!(v = cli_opt_value("plot", argc, argv, &i, "--hist-steps")))
+                goto done;
+            free(steps_buf);
+            steps_buf = strdup(v);
+            if (!steps_buf) {
+                fprintf(stderr, "ampdiag plot: out of memory\n");
+                status = EXIT_IO;
+                goto done;
+            }
+            char *items[MAX_LIST];
+            size_t n = split_list(steps_buf, items, 6);
+            if (!n) {
+                fprintf(stderr, "ampdiag plot: --hist-steps needs 1 to 6 steps separated by "
+                                "commas, got '%s'\n", v);
+                goto done;
+            }
+            for (size_t k = 0; k < n; k++) {
+                char *end;
+                errno = 0;
+                long long s = strtoll(items[k], &end, 10);
+                if (end == items[k] || *end || errno || s < 0) {
+                    fprintf(stderr, "ampdiag plot: --hist-steps: '%s' is not a step number\n",
+                            items[k]);
+                    goto done;
+                }
+                steps[k] = s;
+            }
+            opt.hist_steps = steps;
+            opt.nhist_steps = n;
+        } else if (strcmp(a, "--no-draw") == 0) {
+            opt.draw = 0;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "ampdiag plot: unknown option '%s' (see ampdiag plot --help)\n", a);
+            goto done;
+        } else {
+            paths[npaths++] = a;
+        }
+    }
+    if (!npaths) {
+        fprintf(stderr, "ampdiag plot: no trace given (usage: ampdiag plot TRACE.h5 [...] -o DIR)\n");
+        goto done;
+    }
+    if (!out) {
+        fprintf(stderr, "ampdiag plot: no output directory (-o DIR)\n");
+        goto done;
+    }
+
+    plot_result res;
+    char err[1024];
+    int rc = plot_traces(paths, npaths, out, &opt, &res, err, sizeof err);
+    for (size_t i = 0; i < res.n; i++) {
+        const plot_chart *ch = &res.charts[i];
+        const char *mark = !opt.draw || res.gnuplot_missing ? "script" : ch->drawn ? "" : "FAILED";
+        printf("%s/%s%s%s%s\n    %s\n", out, ch->drawn || !*mark ? ch->file : ch->script,
+               *mark ? " (" : "", mark, *mark ? ")" : "", ch->desc);
+        if (ch->warned)
+            fprintf(stderr, "ampdiag plot: gnuplot warned on %s/%s: %s (see %s/%.*s.log)\n", out,
+                    ch->script, ch->message, out, (int)(strlen(ch->script) - 3), ch->script);
+    }
+    if (res.notes[0])
+        printf("not drawn: %s\n", res.notes);
+    plot_result_free(&res);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "ampdiag plot: cannot write the output: %s\n", strerror(errno));
+        status = EXIT_IO;
+        goto done;
+    }
+    if (rc) {
+        fprintf(stderr, "ampdiag plot: %s\n", err);
+        status = plot_exit_status(rc);
+        goto done;
+    }
+    status = 0;
+done:
+    free(paths);
+    free(layer_buf);
+    free(steps_buf);
+    return status;
+}

@@ -1,0 +1,479 @@
+/*
+ * cmd_run.c - `ampdiag run`: train a model in the instrumented loop and write a trace.
+ */
+#include "ampdiag.h"
+#include "cli/cli.h"
+#include "train/data.h"
+#include "train/train.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Named scenarios: the failure modes users meet, as option presets. Options given on the
+ * command line after them override them. */
+static const struct scenario {
+    const char *name, *args, *what;
+} scenarios[] = {
+    {"healthy", "--precision fp16 --steps 300",
+     "fp16 + dynamic loss scaling on normalised data: nothing goes wrong"},
+    {"fp16-forward-overflow", "--precision fp16 --data synthetic:blobs-raw --steps 200",
+     "unnormalised inputs (x 1e5) overflow FP16 in the first GEMM: inf/NaN in fc1, every step skipped"},
+    {"fp16-grad-underflow", "--precision fp16 --data synthetic:blobs-tiny --loss-scale none --steps 300",
+     "tiny inputs (x 1e-6), no loss scaling: weight gradients flush to zero in FP16"},
+    {"fp16-scale-collapse", "--precision fp16 --data synthetic:blobs-raw --scale-min 1 --steps 200",
+     "DeepSpeed-style minimum scale 1: overflow on every step drives the scale to its minimum and keeps it there"},
+    {"bf16-pure-lost-updates", "--precision bf16-pure --optimizer sgd --momentum 0 --lr 0.01 --steps 300",
+     "weights stored in BF16 without FP32 master copy: small updates round away (fl(w + dw) == w)"},
+    {"lr-diverge", "--optimizer sgd --lr 20 --steps 100",
+     "a learning rate so large that training diverges in every precision"},
+    {"fp16-adam-eps", "--precision fp16 --optim-state fp16 --steps 200",
+     "AdamW state held in FP16: eps 1e-8 rounds to 0, zero gradients give 0/0 = NaN weights"},
+};
+#define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
+
+static void list_scenarios(FILE *f)
+{
+    for (size_t i = 0; i < NSCENARIOS; i++)
+        fprintf(f, "  %-24s %s\n  %-24s (%s)\n", scenarios[i].name, scenarios[i].what, "", scenarios[i].args);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ampdiag run [options]\n"
+            "\n"
+            "Train a model in an instrumented loop and record, per layer and step, what FP16 and\n"
+            "BF16 do to its activations, gradients, weights and updates, into an HDF5 trace.\n"
+            "Progress goes to stderr; the summary to stdout.\n"
+            "\n"
+            "  --precision P        fp32 | fp16 | bf16 | bf16-pure (default fp32)\n"
+            "  -o, --out FILE       trace to write (default run-PRECISION.h5); --overwrite replaces it\n"
+            "  --model M            mlp (default) | transformer | a model file (docs/model-spec.md)\n"
+            "  --data D             synthetic:NAME or FILE.h5 (default: synthetic:blobs for an mlp,\n"
+            "                       synthetic:tokens for a transformer)\n"
+            "  --steps N            optimizer steps (default 500)\n"
+            "  --batch N            examples per step (default 64)\n"
+            "  --lr X               peak learning rate (default 1e-3)\n"
+            "  --schedule S         constant | cosine[:WARMUP[:MIN_LR]] (default constant)\n"
+            "  --optimizer O        adamw (default) | sgd\n"
+            "  --momentum X         sgd momentum (0.9)    --weight-decay X (0)\n"
+            "  --beta1 X --beta2 X --eps X   adamw (0.9, 0.999, 1e-8)\n"
+            "  --optim-state F      fp32 (default) | fp16 | bf16: format of the optimizer state\n"
+            "  --clip X             clip the global gradient norm to X (default 0: off)\n"
+            "  --loss-scale S       dynamic | static:S | none (default: dynamic for fp16, none otherwise)\n"
+            "  --scale-init X --scale-growth X --scale-backoff X --scale-growth-interval N\n"
+            "  --scale-min X --scale-hysteresis N   dynamic scaler (2^16, 2, 0.5, 2000, none, 1)\n"
+            "  --fp32-layers L,...  keep these layers (names or patterns) in FP32 in a 16-bit run\n"
+            "  --ftz                flush subnormals to zero wherever a value is rounded to FP16/BF16\n"
+            "  --device D           cpu (default)\n"
+            "  --seed N             initialisation, data and batch order (default 1)\n"
+            "  --shuffle on|off     shuffle batches by seed (default on) or take them in file order\n"
+            "  --trace-every N      tensor statistics every N steps (default 1; 0 = steps only)\n"
+            "  --hist-every N       exponent histograms every N steps (default 50; 0 = none)\n"
+            "  --trace-threads N    1: take tensor statistics and write the trace on other threads\n"
+            "                       while training goes on; 0: on the training thread (default 1\n"
+            "                       with 2+ cores)\n"
+            "  --eval-every N       evaluate on the validation rows every N steps (default 100)\n"
+            "  --patience N         stop as diverged after N updated steps with non-finite or exploded\n"
+            "                       (> 100x the first) loss (20); skipped steps do not count\n"
+            "  --flush-every N      flush the trace every N steps (100) ...\n"
+            "  --flush-seconds T    ... or every T seconds (2)\n"
+            "  --init-from W.h5     start from these weights (/<layer>/<param>, PyTorch shapes)\n"
+            "  --save-weights W.h5  write the final weights\n"
+            "  --progress MODE      auto (default: a bar on a terminal, lines otherwise) | bar | lines | none\n"
+            "  --scenario NAME      start from a named failure-mode preset (below); later options override it\n"
+            "  -h, --help\n"
+            "\n"
+            "Synthetic data sets:\n%s"
+            "\n"
+            "Exit status: 0 the run finished (a run that diverged is data and exits 0), 2 bad\n"
+            "option or input file, 3 I/O failure.\n",
+            data_synthetic_help());
+    fprintf(f, "\nScenarios (--scenario NAME):\n");
+    list_scenarios(f);
+}
+
+enum {
+    O_PRECISION = 256, O_MODEL, O_DATA, O_STEPS, O_BATCH, O_LR, O_SCHEDULE, O_OPTIMIZER, O_MOMENTUM,
+    O_WD, O_BETA1, O_BETA2, O_EPS, O_OSTATE, O_CLIP, O_LOSS_SCALE, O_SINIT, O_SGROWTH, O_SBACKOFF,
+    O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY, O_TRACE_THREADS,
+    O_HIST_EVERY, O_EVAL_EVERY, O_PATIENCE, O_FLUSH_EVERY, O_FLUSH_SECONDS, O_INIT, O_SAVE,
+    O_PROGRESS, O_OVERWRITE, O_SCENARIO
+};
+
+static const struct option longopts[] = {
+    {"precision", required_argument, 0, O_PRECISION}, {"out", required_argument, 0, 'o'},
+    {"model", required_argument, 0, O_MODEL}, {"data", required_argument, 0, O_DATA},
+    {"steps", required_argument, 0, O_STEPS}, {"batch", required_argument, 0, O_BATCH},
+    {"lr", required_argument, 0, O_LR}, {"schedule", required_argument, 0, O_SCHEDULE},
+    {"optimizer", required_argument, 0, O_OPTIMIZER}, {"momentum", required_argument, 0, O_MOMENTUM},
+    {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_BETA1},
+    {"beta2", required_argument, 0, O_BETA2}, {"eps", required_argument, 0, O_EPS},
+    {"optim-state", required_argument, 0, O_OSTATE}, {"clip", required_argument, 0, O_CLIP},
+    {"loss-scale", required_argument, 0, O_LOSS_SCALE}, {"scale-init", required_argument, 0, O_SINIT},
+    {"scale-growth", required_argument, 0, O_SGROWTH}, {"scale-backoff", required_argument, 0, O_SBACKOFF},
+    {"scale-growth-interval", required_argument, 0, O_SINTERVAL}, {"scale-min", required_argument, 0, O_SMIN},
+    {"scale-hysteresis", required_argument, 0, O_SHYST}, {"fp32-layers", required_argument, 0, O_FP32},
+    {"ftz", no_argument, 0, O_FTZ}, {"device", required_argument, 0, O_DEVICE},
+    {"seed", required_argument, 0, O_SEED}, {"shuffle", required_argument, 0, O_SHUFFLE},
+    {"trace-every", required_argument, 0, O_TRACE_EVERY}, {"trace-threads", required_argument, 0, O_TRACE_THREADS}, {"hist-every", required_argument, 0, O_HIST_EVERY},
+    {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"patience", required_argument, 0, O_PATIENCE},
+    {"flush-every", required_argument, 0, O_FLUSH_EVERY}, {"flush-seconds", required_argument, 0, O_FLUSH_SECONDS},
+    {"init-from", required_argument, 0, O_INIT}, {"save-weights", required_argument, 0, O_SAVE},
+    {"progress", required_argument, 0, O_PROGRESS}, {"overwrite", no_argument, 0, O_OVERWRITE},
+    {"scenario", required_argument, 0, O_SCENARIO}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+
+static const char *optname(int code)
+{
+    for (const struct option *o = longopts; o->name; o++)
+        if (o->val == code)
+            return o->name;
+    return "?";
+}
+
+/* Number parsers that name the option and the expected range. */
+static int num(int code, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "ampdiag run: --%s '%s': expected a number in [%g, %g]\n", optname(code), s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int integer(int code, const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "ampdiag run: --%s '%s': expected an integer in [%ld, %ld]\n", optname(code), s, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_fmt(int code, const char *s, ampdiag_format *f)
+{
+    if (ampdiag_format_parse(s, f) != 0) {
+        fprintf(stderr, "ampdiag run: --%s '%s': expected fp32, fp16 or bf16\n", optname(code), s);
+        return -1;
+    }
+    return 0;
+}
+
+static char *join_args(int argc, char **argv)
+{
+    size_t n = 16;
+    for (int i = 0; i < argc; i++)
+        n += strlen(argv[i]) + 1;
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    strcpy(s, "ampdiag");
+    for (int i = 0; i < argc; i++) {
+        strcat(s, " ");
+        strcat(s, argv[i]);
+    }
+    return s;
+}
+
+static void print_summary(const train_config *c, const train_result *r)
+{
+    char dur[32];
+    long t = (long)(r->wall_s + 0.5);
+    snprintf(dur, sizeof dur, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+    const char *st = r->status == 1 ? "complete" : r->status == 2 ? "diverged" : r->status == 3 ? "interrupted" : "running";
+    printf("run %s: %ld steps in %s -> %s (%.1f %s)\n", st, r->steps_done, dur, c->out,
+           r->trace_bytes >= 1048576 ? (double)r->trace_bytes / 1048576.0 : (double)r->trace_bytes / 1024.0,
+           r->trace_bytes >= 1048576 ? "MB" : "KB");
+    if (c->trace_every > 0 && r->trace_threads && r->wall_s > 0)
+        printf("  tensor statistics on a second thread; training waited %.2f s for it (%.1f%% of the run)\n",
+               r->trace_wait_s, 100.0 * r->trace_wait_s / r->wall_s);
+    printf("  model %s (%s), %s, seed %llu\n", c->mo.spec ? c->mo.spec : "mlp", r->model_desc,
+           precision_name(c->mo.precision), (unsigned long long)c->seed);
+    printf("  loss %.4g -> %.4g (min %.4g)", fabs(r->loss_first) * 0 == 0 ? r->loss_first : fabs(r->loss_first),
+           isnan(r->loss_last) ? fabs(r->loss_last) : r->loss_last, r->loss_min);
+    if (!isnan(r->eval_loss))
+        printf(", eval loss %.4g, %s %.1f%%", r->eval_loss, r->eval_metric_name, 100.0 * r->eval_metric);
+    printf("\n");
+    if (c->scaler.kind == SCALER_DYNAMIC)
+        printf("  loss scale 2^%g -> 2^%g (min 2^%g), %ld backoffs, %ld growths\n", log2(r->scale_first),
+               log2(r->scale_last), log2(r->scale_min), r->backoffs, r->growths);
+    if (r->skipped)
+        printf("  %ld skipped steps (%.1f%%): first at step %ld, %s\n", r->skipped,
+               100.0 * (double)r->skipped / (double)(r->steps_done ? r->steps_done : 1), r->first_skip_step,
+               r->first_skip_reason);
+    else
+        printf("  no skipped steps\n");
+    if (r->status == 2)
+        printf("  diverged: loss non-finite or exploded from step %ld on\n", r->diverged_at);
+    if (r->nonfinite_layer[0])
+        printf("  non-finite activations: %s holds %llu NaN/inf values over the traced steps, first at step %ld\n",
+               r->nonfinite_layer, (unsigned long long)r->nonfinite_count, r->nonfinite_step);
+    if (r->headroom_layer[0]) {
+        if (r->headroom_binades >= 0)
+            printf("  fp16 range: finite activations peak in %s at 2^%.1f (%.1f binades below 65504)\n",
+                   r->headroom_layer, log2(65504.0) - r->headroom_binades, r->headroom_binades);
+        else
+            printf("  fp16 range: %s activations reach 2^%.1f, above FP16's 65504: FP16 overflows there\n",
+                   r->headroom_layer, log2(65504.0) - r->headroom_binades);
+    }
+    if (r->nan_weight_layer[0])
+        printf("  non-finite weights: the update of step %ld made %s weights NaN/inf\n", r->nan_weight_step,
+               r->nan_weight_layer);
+    if (r->update_values) {
+        printf("  lost updates: %.3g%% of non-zero updates rounded away in %s weight storage", 100.0 * (double)r->lost_updates / (double)r->update_values,
+               c->mo.precision == PREC_BF16_PURE ? "BF16" : "FP32 master");
+        if (c->mo.precision != PREC_BF16_PURE)
+            printf("; with BF16 weights %.3g%%, with FP16 weights %.3g%%", 100.0 * (double)r->lost_if_bf16 / (double)r->update_values,
+                   100.0 * (double)r->lost_if_fp16 / (double)r->update_values);
+        printf("\n");
+    }
+    if (r->zero_grad_layer[0] && r->zero_grad_fraction >= 0.05)
+        printf("  zero gradients: %.3g%% of %s weight-gradient values are exactly 0\n", 100.0 * r->zero_grad_fraction,
+               r->zero_grad_layer);
+    if (r->flush_layer[0] && r->flush_fraction > 0)
+        printf("  fp16 underflow: %.2g%% of %s weight gradients (as held) flush to zero in FP16\n",
+               100.0 * r->flush_fraction, r->flush_layer);
+    printf("  next: ampdiag info %s\n", c->out);
+}
+
+/* argv with a scenario's options inserted after argv[0]: a new array of pointers into the
+ * scenario text copy (*buf) and argv. NULL and a message when the scenario is unknown. */
+static char **expand_scenario(int argc, char **argv, int *nargc, char **buf, const char **name)
+{
+    const char *want = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--scenario") == 0 && i + 1 < argc)
+            want = argv[i + 1];
+        else if (strncmp(argv[i], "--scenario=", 11) == 0)
+            want = argv[i] + 11;
+    }
+    *buf = NULL;
+    *name = NULL;
+    const struct scenario *sc = NULL;
+    if (want) {
+        for (size_t i = 0; i < NSCENARIOS; i++)
+            if (strcmp(scenarios[i].name, want) == 0)
+                sc = &scenarios[i];
+        if (!sc) {
+            fprintf(stderr, "ampdiag run: --scenario '%s': unknown; the scenarios are:\n", want);
+            list_scenarios(stderr);
+            return NULL;
+        }
+        *name = sc->name;
+    }
+    size_t extra = 0;
+    if (sc) {
+        *buf = strdup(sc->args);
+        if (!*buf)
+            return NULL;
+        for (char *p = *buf; *p; p++)
+            extra += *p == ' ';
+        extra++;
+    }
+    char **nv = malloc((size_t)(argc + (int)extra + 1) * sizeof *nv);
+    if (!nv) {
+        free(*buf);
+        *buf = NULL;
+        return NULL;
+    }
+    int k = 0;
+    nv[k++] = argv[0];
+    if (sc)
+        for (char *tok = strtok(*buf, " "); tok; tok = strtok(NULL, " "))
+            nv[k++] = tok;
+    for (int i = 1; i < argc; i++)
+        nv[k++] = argv[i];
+    nv[k] = NULL;
+    *nargc = k;
+    return nv;
+}
+
+static int run_main(int argc, char **argv, const char *scenario, char *cmdline);
+
+int cmd_run(int argc, char **argv)
+{
+    int nargc;
+    char *buf;
+    const char *scenario;
+    char **nv = expand_scenario(argc, argv, &nargc, &buf, &scenario);
+    if (!nv)
+        return EXIT_USAGE;
+    char *cmdline = join_args(argc, argv);
+    int rc = run_main(nargc, nv, scenario, cmdline);
+    free(cmdline);
+    free(nv);
+    free(buf);
+    return rc;
+}
+
+static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
+{
+    train_config c;
+    train_config_default(&c);
+    int scale_given = 0, progress_mode = -1;
+    const char *out = NULL;
+    char defout[64];
+    long v;
+    double d;
+    optind = 1;
+    opterr = 0;
+    int ch;
+    optim_kind okind = OPT_ADAMW;
+    optim_config ov;
+    optim_config_default(&ov, OPT_ADAMW);
+    int set_mom = 0, set_wd = 0, set_b1 = 0, set_b2 = 0, set_eps = 0, set_state = 0;
+    scaler_config sv;
+    scaler_config_default(&sv, SCALER_DYNAMIC);
+    int s_init = 0, s_growth = 0, s_back = 0, s_int = 0, s_min = 0, s_hyst = 0;
+    while ((ch = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+        switch (ch) {
+        case 'h': usage(stdout); return 0;
+        case 'o': out = optarg; break;
+        case O_PRECISION:
+            if (precision_parse(optarg, &c.mo.precision) != 0) {
+                fprintf(stderr, "ampdiag run: --precision '%s': expected fp32, fp16, bf16 or bf16-pure\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case O_MODEL: c.mo.spec = optarg; break;
+        case O_DATA: c.data = optarg; break;
+        case O_STEPS: if (integer(ch, optarg, 1, 100000000, &v)) return EXIT_USAGE; c.steps = v; break;
+        case O_BATCH: if (integer(ch, optarg, 1, 1 << 20, &v)) return EXIT_USAGE; c.batch = (int)v; break;
+        case O_LR: if (num(ch, optarg, 0, 1e6, &c.lr)) return EXIT_USAGE; break;
+        case O_SCHEDULE: c.schedule = optarg; break;
+        case O_OPTIMIZER:
+            if (optim_kind_parse(optarg, &okind) != 0) {
+                fprintf(stderr, "ampdiag run: --optimizer '%s': expected adamw or sgd\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case O_MOMENTUM: if (num(ch, optarg, 0, 1, &ov.momentum)) return EXIT_USAGE; set_mom = 1; break;
+        case O_WD: if (num(ch, optarg, 0, 1e3, &ov.weight_decay)) return EXIT_USAGE; set_wd = 1; break;
+        case O_BETA1: if (num(ch, optarg, 0, 0.999999, &ov.beta1)) return EXIT_USAGE; set_b1 = 1; break;
+        case O_BETA2: if (num(ch, optarg, 0, 0.99999999, &ov.beta2)) return EXIT_USAGE; set_b2 = 1; break;
+        case O_EPS: if (num(ch, optarg, 0, 1, &ov.eps)) return EXIT_USAGE; set_eps = 1; break;
+        case O_OSTATE: if (parse_fmt(ch, optarg, &ov.state_fmt)) return EXIT_USAGE; set_state = 1; break;
+        case O_CLIP: if (num(ch, optarg, 0, 1e30, &c.clip)) return EXIT_USAGE; break;
+        case O_LOSS_SCALE:
+            scale_given = 1;
+            c.loss_scale = optarg;
+            if (strcmp(optarg, "dynamic") == 0) {
+                sv.kind = SCALER_DYNAMIC;
+            } else if (strcmp(optarg, "none") == 0) {
+                sv.kind = SCALER_NONE;
+            } else if (strncmp(optarg, "static:", 7) == 0) {
+                sv.kind = SCALER_STATIC;
+                if (num(ch, optarg + 7, 1e-30, 1e30, &sv.init)) return EXIT_USAGE;
+                s_init = 1;
+            } else {
+                fprintf(stderr, "ampdiag run: --loss-scale '%s': expected dynamic, static:S or none\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case O_SINIT: if (num(ch, optarg, 1e-30, 1e30, &sv.init)) return EXIT_USAGE; s_init = 1; break;
+        case O_SGROWTH: if (num(ch, optarg, 1, 1e6, &sv.growth_factor)) return EXIT_USAGE; s_growth = 1; break;
+        case O_SBACKOFF: if (num(ch, optarg, 1e-6, 1, &sv.backoff_factor)) return EXIT_USAGE; s_back = 1; break;
+        case O_SINTERVAL: if (integer(ch, optarg, 1, 1000000000, &v)) return EXIT_USAGE; sv.growth_interval = (int)v; s_int = 1; break;
+        case O_SMIN: if (num(ch, optarg, 0, 1e30, &sv.min_scale)) return EXIT_USAGE; s_min = 1; break;
+        case O_SHYST: if (integer(ch, optarg, 1, 1000000, &v)) return EXIT_USAGE; sv.hysteresis = (int)v; s_hyst = 1; break;
+        case O_FP32: c.mo.fp32_layers = optarg; break;
+        case O_FTZ: c.mo.round_flags |= AMPDIAG_ROUND_FTZ; break;
+        case O_DEVICE:
+            if (strcmp(optarg, "cpu") != 0) {
+                fprintf(stderr, "ampdiag run: --device '%s': this build trains on the cpu only "
+                                "(the CUDA training backend is not built yet)\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        case O_SEED: if (integer(ch, optarg, 0, 0x7fffffffffffffffL, &v)) return EXIT_USAGE; c.seed = (uint64_t)v; break;
+        case O_SHUFFLE:
+            if (strcmp(optarg, "on") == 0) c.shuffle = 1;
+            else if (strcmp(optarg, "off") == 0) c.shuffle = 0;
+            else { fprintf(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", optarg); return EXIT_USAGE; }
+            break;
+        case O_TRACE_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.trace_every = (int)v; break;
+        case O_TRACE_THREADS: if (integer(ch, optarg, 0, 1, &v)) return EXIT_USAGE; c.trace_threads = (int)v; break;
+        case O_HIST_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.hist_every = (int)v; break;
+        case O_EVAL_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.eval_every = (int)v; break;
+        case O_PATIENCE: if (integer(ch, optarg, 1, 1000000000, &v)) return EXIT_USAGE; c.patience = (int)v; break;
+        case O_FLUSH_EVERY: if (integer(ch, optarg, 1, 1000000, &v)) return EXIT_USAGE; c.flush_every = (unsigned)v; break;
+        case O_FLUSH_SECONDS: if (num(ch, optarg, 0.01, 3600, &d)) return EXIT_USAGE; c.flush_seconds = d; break;
+        case O_INIT: c.init_from = optarg; break;
+        case O_SAVE: c.save_weights = optarg; break;
+        case O_OVERWRITE: c.overwrite = 1; break;
+        case O_SCENARIO: break; /* applied before parsing */
+        case O_PROGRESS:
+            if (strcmp(optarg, "auto") == 0) progress_mode = -1;
+            else if (strcmp(optarg, "bar") == 0) progress_mode = 2;
+            else if (strcmp(optarg, "lines") == 0) progress_mode = 1;
+            else if (strcmp(optarg, "none") == 0) progress_mode = 0;
+            else { fprintf(stderr, "ampdiag run: --progress '%s': expected auto, bar, lines or none\n", optarg); return EXIT_USAGE; }
+            break;
+        case '?':
+        default:
+            if (optopt)
+                fprintf(stderr, "ampdiag run: option --%s needs a value (see ampdiag run --help)\n", optname(optopt));
+            else
+                fprintf(stderr, "ampdiag run: unknown option '%s' (see ampdiag run --help)\n", argv[optind - 1]);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ampdiag run: unexpected argument '%s' (see ampdiag run --help)\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    /* optimizer: defaults of the chosen kind, then what was given */
+    optim_config_default(&c.opt, okind);
+    if (set_mom) c.opt.momentum = ov.momentum;
+    if (set_wd) c.opt.weight_decay = ov.weight_decay;
+    if (set_b1) c.opt.beta1 = ov.beta1;
+    if (set_b2) c.opt.beta2 = ov.beta2;
+    if (set_eps) c.opt.eps = ov.eps;
+    if (set_state) c.opt.state_fmt = ov.state_fmt;
+    /* loss scaling: dynamic for fp16, none otherwise, unless given */
+    scaler_kind kind = scale_given ? sv.kind : (c.mo.precision == PREC_FP16 ? SCALER_DYNAMIC : SCALER_NONE);
+    scaler_config_default(&c.scaler, kind);
+    if (!scale_given) c.loss_scale = kind == SCALER_DYNAMIC ? "dynamic" : "none";
+    if (s_init) c.scaler.init = sv.init;
+    if (s_growth) c.scaler.growth_factor = sv.growth_factor;
+    if (s_back) c.scaler.backoff_factor = sv.backoff_factor;
+    if (s_int) c.scaler.growth_interval = sv.growth_interval;
+    if (s_min) c.scaler.min_scale = sv.min_scale;
+    if (s_hyst) c.scaler.hysteresis = sv.hysteresis;
+    if (!out) {
+        snprintf(defout, sizeof defout, "run-%s.h5", precision_name(c.mo.precision));
+        out = defout;
+    }
+    c.out = out;
+    c.progress = progress_mode >= 0 ? progress_mode : (isatty(2) ? 2 : 1);
+    c.command_line = cmdline;
+    c.scenario = scenario;
+
+    train_result r;
+    char err[1024] = "";
+    if (c.progress)
+        fprintf(stderr, "ampdiag run: model %s, data %s, %s%s, %ld steps of %d\n", c.mo.spec ? c.mo.spec : "mlp",
+                c.data ? c.data : "(default synthetic)", precision_name(c.mo.precision),
+                c.scaler.kind == SCALER_DYNAMIC ? " + dynamic loss scale" : c.scaler.kind == SCALER_STATIC ? " + static loss scale" : "",
+                c.steps, c.batch);
+    int rc = train_run(&c, &r, err, sizeof err);
+    if (rc != TRAIN_OK) {
+        fprintf(stderr, "ampdiag run: %s\n", err);
+        return rc == TRAIN_EIO ? EXIT_IO : EXIT_USAGE;
+    }
+    print_summary(&c, &r);
+    return 0;
+}

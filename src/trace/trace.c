@@ -1,0 +1,1179 @@
+/*
+ * trace.c - the HDF5 trace writer (format v1, traces/FORMAT.md).
+ *
+ * Life of a writer:
+ *   create      file with the latest format bounds, every dataset (empty, chunked, extendible,
+ *               compressed, fill rows marked with key -1) and the attributes it manages
+ *   setup       the caller adds root attributes and layers
+ *   begin       at the first record (or flush): H5Fstart_swmr_write. From then on no object or
+ *               attribute is added; readers may open the file while it grows
+ *   record      rows are buffered per table and written in batches of a chunk; every N steps
+ *               or T seconds everything buffered is written and the file flushed
+ *   close       last rows, flush, then status and end_time, then H5Fclose
+ * A process killed at any point after begin leaves every row up to the last flush readable,
+ * with status "running". An I/O error (disk full, file size limit) stops the writer: later
+ * calls return the same error and close releases everything without writing the status.
+ */
+#include "trace/trace_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define STATUS_ATTR_LEN 16  /* fixed size of the status attribute (value overwritten in place) */
+#define END_TIME_ATTR_LEN 32
+#define DEFLATE_LEVEL 1 /* level 4 made 4% smaller files and cost the training thread ~5% of a traced step */
+
+struct tbuf {
+    hid_t dset;
+    char *rows;          /* buffered rows in the memory layout */
+    size_t n, cap;
+    hsize_t written;     /* rows already in the dataset */
+};
+
+struct ampdiag_trace_writer {
+    char *path;
+    hid_t file;
+    hid_t mtype[TBL_N];
+    struct tbuf tb[TBL_N];
+    ampdiag_trace_options opt;
+    int swmr;                 /* H5Fstart_swmr_write done */
+    int failed;               /* error code that stopped the writer, 0 while healthy */
+    int frozen;               /* the file descriptor was made read-only after a failure */
+    char failmsg[1024];
+    char (*names)[AMPDIAG_TRACE_NAME_LEN];
+    size_t nnames, capnames;
+    unsigned steps_since_flush;
+    double last_flush;
+    ampdiag_trace_writer_info info;
+    /* opt.background: full batches and flushes go to a thread of the writer (see bg_main) */
+    int bg;                   /* the thread runs */
+    pthread_t bg_thread;
+    pthread_mutex_t bg_mu;
+    pthread_cond_t bg_work;   /* a job was queued, or stop */
+    pthread_cond_t bg_idle;   /* the queue is empty and no job runs */
+    struct bgjob *bg_head, *bg_tail;
+    int bg_running, bg_stop;
+    int bg_failed;            /* the thread's first failure (its message in bg_msg) */
+    char bg_msg[1024];
+    uint64_t bg_flushes, bg_steps_flushed; /* flushes the thread has completed, and the steps
+                                              they covered */
+};
+
+/* A batch of rows of one table, or (table < 0) a flush of the file after `count` steps. */
+struct bgjob {
+    struct bgjob *next;
+    int table;
+    char *rows;
+    hsize_t start, count;
+};
+
+static const char *const reserved_attrs[] = {"format", "format_version", "tool_version", "status",
+                                             "end_time"};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void iso_now(char *buf, size_t n)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&t, &tm))
+        strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    else
+        snprintf(buf, n, "unknown");
+}
+
+void ampdiag_trace_options_init(ampdiag_trace_options *opt)
+{
+    opt->flush_every_steps = 10;
+    opt->flush_seconds = 2.0;
+    opt->overwrite = 0;
+    opt->compact_on_close = 1;
+    opt->background = 0;
+}
+
+/*
+ * After a failed write the file on disk is as the last successful flush left it (plus whatever
+ * of the failed flush reached the disk in SWMR order), and readable. Closing it normally would
+ * make HDF5 try to flush again and rewrite the superblock with an end-of-file address past
+ * what could be written, turning the trace into a "truncated file". So the writer freezes the
+ * file instead: HDF5's descriptor is replaced by a read-only one for the same file, every later
+ * write fails harmlessly, and H5Fclose only releases memory.
+ */
+static void freeze_file(ampdiag_trace_writer *w)
+{
+    if (w->file < 0 || w->frozen)
+        return;
+    int *fdp = NULL;
+    if (H5Fget_vfd_handle(w->file, H5P_DEFAULT, (void **)&fdp) < 0 || !fdp || *fdp < 0)
+        return;
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", *fdp);
+    int ro = open(proc, O_RDONLY | O_CLOEXEC);
+    if (ro < 0)
+        ro = open(w->path, O_RDONLY | O_CLOEXEC);
+    if (ro < 0)
+        ro = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (ro < 0)
+        return;
+    if (dup2(ro, *fdp) >= 0)
+        w->frozen = 1;
+    close(ro);
+}
+
+/* Record an I/O failure from the current HDF5 error stack; the writer stops. */
+static int io_fail(ampdiag_trace_writer *w, const char *what)
+{
+    trace_h5err e;
+    trace_h5err_take(&e);
+    snprintf(w->failmsg, sizeof w->failmsg, "cannot %s in trace '%s': %s", what, w->path, e.detail);
+    w->failed = AMPDIAG_TRACE_EIO;
+    freeze_file(w);
+    return trace_fail(AMPDIAG_TRACE_EIO, "%s", w->failmsg);
+}
+
+static int check_usable(const ampdiag_trace_writer *w, const char *fn)
+{
+    if (!w)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: no writer (NULL)", fn);
+    if (w->failed)
+        return trace_fail(w->failed, "%s (writing stopped at that error)", w->failmsg);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Attributes
+ * ------------------------------------------------------------------------------------------ */
+
+static hid_t str_type(size_t size)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    if (t < 0)
+        return -1;
+    if (H5Tset_size(t, size) < 0 || H5Tset_strpad(t, H5T_STR_NULLTERM) < 0 ||
+        H5Tset_cset(t, H5T_CSET_UTF8) < 0) {
+        H5Tclose(t);
+        return -1;
+    }
+    return t;
+}
+
+/* Create (or replace) a scalar root attribute. size is the string size for strings. */
+static herr_t attr_create(hid_t file, const char *name, hid_t ftype, hid_t mtype, const void *buf)
+{
+    herr_t rc = -1;
+    hid_t sp = -1, a = -1;
+    htri_t ex = H5Aexists(file, name);
+    if (ex < 0 || (ex > 0 && H5Adelete(file, name) < 0))
+        return -1;
+    if ((sp = H5Screate(H5S_SCALAR)) < 0 ||
+        (a = H5Acreate2(file, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT)) < 0 ||
+        H5Awrite(a, mtype, buf) < 0) {
+        trace_h5err_capture();
+        goto done;
+    }
+    rc = 0;
+done:
+    if (a >= 0 && H5Aclose(a) < 0)
+        rc = -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    return rc;
+}
+
+static herr_t attr_create_str(hid_t file, const char *name, const char *value, size_t size)
+{
+    size_t len = strlen(value);
+    if (size == 0)
+        size = len + 1;
+    char *buf = calloc(1, size);
+    if (!buf)
+        return -1;
+    memcpy(buf, value, len < size ? len : size - 1);
+    hid_t t = str_type(size);
+    herr_t rc = t < 0 ? -1 : attr_create(file, name, t, t, buf);
+    if (t >= 0)
+        H5Tclose(t);
+    free(buf);
+    return rc;
+}
+
+/* Overwrite the value of an existing fixed-size string attribute (allowed in SWMR mode). */
+static herr_t attr_overwrite_str(hid_t file, const char *name, const char *value, size_t size)
+{
+    char buf[64];
+    if (size > sizeof buf)
+        return -1;
+    memset(buf, 0, sizeof buf);
+    trace_copy_text(buf, size, value, SIZE_MAX);
+    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+    if (a < 0)
+        return -1;
+    hid_t t = str_type(size);
+    herr_t rc = t < 0 ? -1 : H5Awrite(a, t, buf);
+    if (rc < 0)
+        trace_h5err_capture();
+    if (t >= 0)
+        H5Tclose(t);
+    if (H5Aclose(a) < 0)
+        rc = -1;
+    return rc;
+}
+
+static int attr_check(ampdiag_trace_writer *w, const char *name, const char *fn)
+{
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if (!name || !*name)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: empty attribute name (trace '%s')", fn, w->path);
+    for (size_t i = 0; i < sizeof reserved_attrs / sizeof reserved_attrs[0]; i++)
+        if (strcmp(name, reserved_attrs[i]) == 0)
+            return trace_fail(AMPDIAG_TRACE_EINVAL,
+                              "%s: attribute '%s' is managed by the writer (trace '%s')", fn, name,
+                              w->path);
+    if (w->swmr)
+        return trace_fail(AMPDIAG_TRACE_EINVAL,
+                          "%s: attribute '%s' set after the first record of trace '%s' (HDF5 SWMR "
+                          "mode allows no new attributes; set attributes first)",
+                          fn, name, w->path);
+    return 0;
+}
+
+int ampdiag_trace_set_attr_str(ampdiag_trace_writer *w, const char *name, const char *value)
+{
+    int rc = attr_check(w, name, "ampdiag_trace_set_attr_str");
+    if (rc)
+        return rc;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    if (attr_create_str(w->file, name, value ? value : "", 0) < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "write attribute '%.64s'", name);
+        rc = io_fail(w, what);
+    }
+    trace_quiet_end(&q);
+    return rc;
+}
+
+int ampdiag_trace_set_attr_double(ampdiag_trace_writer *w, const char *name, double value)
+{
+    int rc = attr_check(w, name, "ampdiag_trace_set_attr_double");
+    if (rc)
+        return rc;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    if (attr_create(w->file, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value) < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "write attribute '%.64s'", name);
+        rc = io_fail(w, what);
+    }
+    trace_quiet_end(&q);
+    return rc;
+}
+
+int ampdiag_trace_set_attr_int(ampdiag_trace_writer *w, const char *name, int64_t value)
+{
+    int rc = attr_check(w, name, "ampdiag_trace_set_attr_int");
+    if (rc)
+        return rc;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    if (attr_create(w->file, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value) < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "write attribute '%.64s'", name);
+        rc = io_fail(w, what);
+    }
+    trace_quiet_end(&q);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Create
+ * ------------------------------------------------------------------------------------------ */
+
+static hid_t create_table(ampdiag_trace_writer *w, const trace_table *tb, hid_t mtype)
+{
+    hid_t ftype = -1, space = -1, dcpl = -1, d = -1;
+    void *fill = malloc(tb->rec_size);
+    hsize_t dim = 0, maxdim = H5S_UNLIMITED, chunk = tb->chunk_rows;
+    if (!fill)
+        goto done;
+    trace_fill_record(tb, fill);
+    if ((ftype = trace_table_type(tb, 1)) < 0)
+        goto done;
+    if ((space = H5Screate_simple(1, &dim, &maxdim)) < 0)
+        goto done;
+    if ((dcpl = H5Pcreate(H5P_DATASET_CREATE)) < 0)
+        goto done;
+    if (H5Pset_chunk(dcpl, 1, &chunk) < 0 || H5Pset_shuffle(dcpl) < 0 ||
+        H5Pset_deflate(dcpl, DEFLATE_LEVEL) < 0 || H5Pset_fill_value(dcpl, mtype, fill) < 0 ||
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_IFSET) < 0 || H5Pset_obj_track_times(dcpl, 0) < 0)
+        goto done;
+    d = H5Dcreate2(w->file, tb->path, ftype, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+done:
+    if (d < 0)
+        trace_h5err_capture();
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    if (ftype >= 0)
+        H5Tclose(ftype);
+    free(fill);
+    return d;
+}
+
+static void bg_start(ampdiag_trace_writer *w);
+static void bg_stop(ampdiag_trace_writer *w);
+
+static void writer_release(ampdiag_trace_writer *w)
+{
+    bg_stop(w);
+    for (int i = 0; i < TBL_N; i++) {
+        if (w->tb[i].dset >= 0)
+            H5Dclose(w->tb[i].dset);
+        if (w->mtype[i] >= 0)
+            H5Tclose(w->mtype[i]);
+        free(w->tb[i].rows);
+    }
+    free(w->names);
+    free(w->path);
+    free(w);
+}
+
+int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
+                         ampdiag_trace_writer **out)
+{
+    if (!out)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_create: out is NULL");
+    *out = NULL;
+    if (!path || !*path)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_create: empty file name");
+    ampdiag_trace_options o;
+    ampdiag_trace_options_init(&o);
+    if (opt)
+        o = *opt;
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return trace_fail(AMPDIAG_TRACE_EIO, "cannot create trace '%s': it is a directory", path);
+        if (!o.overwrite)
+            return trace_fail(AMPDIAG_TRACE_EEXIST,
+                              "trace '%s' exists (ask to overwrite it, or choose another name)", path);
+    }
+
+    ampdiag_trace_writer *w = calloc(1, sizeof *w);
+    if (!w || !(w->path = strdup(path))) {
+        free(w);
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory creating trace '%s'", path);
+    }
+    w->opt = o;
+    w->file = -1;
+    for (int i = 0; i < TBL_N; i++) {
+        w->mtype[i] = -1;
+        w->tb[i].dset = -1;
+    }
+
+    int rc = 0;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    hid_t fapl = -1, fcpl = -1;
+    if ((fapl = H5Pcreate(H5P_FILE_ACCESS)) < 0 ||
+        H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0 ||
+        (fcpl = H5Pcreate(H5P_FILE_CREATE)) < 0 || H5Pset_obj_track_times(fcpl, 0) < 0) {
+        rc = io_fail(w, "set up file properties");
+        goto done;
+    }
+    w->file = H5Fcreate(path, o.overwrite ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl, fapl);
+    if (w->file < 0) {
+        trace_h5err e;
+        trace_h5err_get(&e);
+        if (e.locked)
+            rc = trace_fail(AMPDIAG_TRACE_EIO,
+                            "cannot create trace '%s': the file is locked (is another run writing "
+                            "it? where file locks are unsupported, set HDF5_USE_FILE_LOCKING=FALSE)",
+                            path);
+        else
+            rc = trace_fail(AMPDIAG_TRACE_EIO, "cannot create trace '%s': %s", path, e.detail);
+        goto done;
+    }
+    for (int i = 0; i < TBL_N; i++) {
+        if ((w->mtype[i] = trace_table_type(&trace_tables[i], 0)) < 0) {
+            rc = io_fail(w, "build the record types");
+            goto done;
+        }
+        if ((w->tb[i].dset = create_table(w, &trace_tables[i], w->mtype[i])) < 0) {
+            char what[64];
+            snprintf(what, sizeof what, "create dataset %s", trace_tables[i].path);
+            rc = io_fail(w, what);
+            goto done;
+        }
+    }
+    char start[40];
+    iso_now(start, sizeof start);
+    int64_t version = AMPDIAG_TRACE_FORMAT_VERSION;
+    if (attr_create_str(w->file, "format", AMPDIAG_TRACE_FORMAT, 0) < 0 ||
+        attr_create(w->file, "format_version", H5T_STD_I64LE, H5T_NATIVE_INT64, &version) < 0 ||
+        attr_create_str(w->file, "tool_version", ampdiag_version(), 0) < 0 ||
+        attr_create_str(w->file, "status", "running", STATUS_ATTR_LEN) < 0 ||
+        attr_create_str(w->file, "end_time", "", END_TIME_ATTR_LEN) < 0 ||
+        attr_create_str(w->file, AMPDIAG_ATTR_START_TIME, start, 0) < 0) {
+        rc = io_fail(w, "write the root attributes");
+        goto done;
+    }
+    /* on disk now, so that a writer killed during its setup leaves a readable (empty) trace */
+    if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
+        rc = io_fail(w, "flush");
+done:
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    if (rc) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ampdiag_trace_errmsg());
+        if (w->file >= 0) {
+            for (int i = 0; i < TBL_N; i++)
+                if (w->tb[i].dset >= 0) {
+                    H5Dclose(w->tb[i].dset);
+                    w->tb[i].dset = -1;
+                }
+            H5Fclose(w->file);
+        }
+        writer_release(w);
+        trace_quiet_end(&q);
+        return trace_fail(rc, "%s", msg);
+    }
+    trace_quiet_end(&q);
+    w->last_flush = now_s();
+    if (o.background)
+        bg_start(w);
+    *out = w;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Buffers, batches, flush
+ * ------------------------------------------------------------------------------------------ */
+
+/* Write count rows of table t at row start (0, or -1 with the HDF5 error captured). */
+static int write_rows(ampdiag_trace_writer *w, int t, const char *rows, hsize_t start, hsize_t count)
+{
+    hid_t dset = w->tb[t].dset;
+    hsize_t size = start + count;
+    hid_t fs = -1, ms = -1;
+    int ok = H5Dset_extent(dset, &size) >= 0 && (fs = H5Dget_space(dset)) >= 0 &&
+             H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
+             (ms = H5Screate_simple(1, &count, NULL)) >= 0 &&
+             H5Dwrite(dset, w->mtype[t], ms, fs, H5P_DEFAULT, rows) >= 0;
+    if (!ok)
+        trace_h5err_capture();
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    return ok ? 0 : -1;
+}
+
+/* Write the buffered rows of one table to its dataset. */
+static int write_batch(ampdiag_trace_writer *w, int t)
+{
+    struct tbuf *b = &w->tb[t];
+    if (b->n == 0)
+        return 0;
+    if (write_rows(w, t, b->rows, b->written, b->n) != 0) {
+        char what[64];
+        snprintf(what, sizeof what, "write %s", trace_tables[t].path);
+        return io_fail(w, what);
+    }
+    b->written += b->n;
+    b->n = 0;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Background writing (opt.background). The caller's appends only fill buffers; a full buffer is
+ * handed over whole (the writer starts a new one) with the row where it goes, and a flush is a
+ * job after the batches before it. One thread runs the jobs in order, so the file sees the same
+ * writes in the same order as without it. Every other HDF5 call of the writer first waits until
+ * that thread is idle (bg_sync), so HDF5 is never entered by two threads at once. A failure in
+ * the thread stops the writer at the next call that hands something over or waits.
+ * ------------------------------------------------------------------------------------------ */
+
+static void *bg_main(void *arg)
+{
+    ampdiag_trace_writer *w = arg;
+    pthread_mutex_lock(&w->bg_mu);
+    for (;;) {
+        while (!w->bg_head && !w->bg_stop)
+            pthread_cond_wait(&w->bg_work, &w->bg_mu);
+        struct bgjob *j = w->bg_head;
+        if (!j)
+            break;
+        w->bg_head = j->next;
+        if (!w->bg_head)
+            w->bg_tail = NULL;
+        w->bg_running = 1;
+        int failed = w->bg_failed;
+        pthread_mutex_unlock(&w->bg_mu);
+
+        char msg[sizeof w->bg_msg];
+        int bad = 0;
+        if (!failed) {
+            trace_quiet q;
+            trace_quiet_begin(&q);
+            char what[64];
+            if (j->table >= 0) {
+                bad = write_rows(w, j->table, j->rows, j->start, j->count) != 0;
+                snprintf(what, sizeof what, "write %s", trace_tables[j->table].path);
+            } else {
+                bad = H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0;
+                if (bad)
+                    trace_h5err_capture();
+                snprintf(what, sizeof what, "flush");
+            }
+            if (bad) {
+                trace_h5err e;
+                trace_h5err_take(&e);
+                snprintf(msg, sizeof msg, "cannot %s in trace '%s': %s", what, w->path, e.detail);
+                freeze_file(w);
+            }
+            trace_quiet_end(&q);
+        }
+        int table = j->table;
+        uint64_t steps = j->count;
+        free(j->rows);
+        free(j);
+
+        pthread_mutex_lock(&w->bg_mu);
+        if (bad) {
+            w->bg_failed = AMPDIAG_TRACE_EIO;
+            snprintf(w->bg_msg, sizeof w->bg_msg, "%s", msg);
+        } else if (!failed && table < 0) {
+            w->bg_flushes++;
+            w->bg_steps_flushed = steps;
+        }
+        w->bg_running = 0;
+        if (!w->bg_head)
+            pthread_cond_broadcast(&w->bg_idle);
+    }
+    pthread_mutex_unlock(&w->bg_mu);
+    return NULL;
+}
+
+static void bg_start(ampdiag_trace_writer *w)
+{
+    if (pthread_mutex_init(&w->bg_mu, NULL) != 0)
+        return;
+    if (pthread_cond_init(&w->bg_work, NULL) != 0) {
+        pthread_mutex_destroy(&w->bg_mu);
+        return;
+    }
+    if (pthread_cond_init(&w->bg_idle, NULL) != 0) {
+        pthread_cond_destroy(&w->bg_work);
+        pthread_mutex_destroy(&w->bg_mu);
+        return;
+    }
+    if (pthread_create(&w->bg_thread, NULL, bg_main, w) != 0) {
+        pthread_cond_destroy(&w->bg_idle);
+        pthread_cond_destroy(&w->bg_work);
+        pthread_mutex_destroy(&w->bg_mu);
+        return; /* no thread: the writer writes in the caller, as without the option */
+    }
+    w->bg = 1;
+}
+
+/* Adopt a failure of the thread (on the caller's side of the writer). */
+static int bg_check(ampdiag_trace_writer *w)
+{
+    pthread_mutex_lock(&w->bg_mu);
+    if (w->bg_failed && !w->failed) {
+        w->failed = w->bg_failed;
+        snprintf(w->failmsg, sizeof w->failmsg, "%s", w->bg_msg);
+    }
+    pthread_mutex_unlock(&w->bg_mu);
+    return w->failed ? trace_fail(w->failed, "%s", w->failmsg) : 0;
+}
+
+/* Wait until every job handed over has run. */
+static int bg_sync(ampdiag_trace_writer *w)
+{
+    if (!w->bg)
+        return 0;
+    pthread_mutex_lock(&w->bg_mu);
+    while (w->bg_head || w->bg_running)
+        pthread_cond_wait(&w->bg_idle, &w->bg_mu);
+    pthread_mutex_unlock(&w->bg_mu);
+    return bg_check(w);
+}
+
+static int bg_post(ampdiag_trace_writer *w, int t, char *rows, hsize_t start, hsize_t count)
+{
+    struct bgjob *j = malloc(sizeof *j);
+    if (!j) {
+        free(rows);
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory writing trace '%s'", w->path);
+    }
+    *j = (struct bgjob){NULL, t, rows, start, count};
+    pthread_mutex_lock(&w->bg_mu);
+    if (w->bg_tail)
+        w->bg_tail->next = j;
+    else
+        w->bg_head = j;
+    w->bg_tail = j;
+    pthread_cond_signal(&w->bg_work);
+    pthread_mutex_unlock(&w->bg_mu);
+    return bg_check(w);
+}
+
+/* Hand the buffered rows of table t over to the thread; the table starts a new buffer. */
+static int bg_hand_over(ampdiag_trace_writer *w, int t)
+{
+    struct tbuf *b = &w->tb[t];
+    if (b->n == 0)
+        return 0;
+    char *rows = b->rows;
+    hsize_t start = b->written, count = b->n;
+    b->rows = NULL;
+    b->cap = 0;
+    b->n = 0;
+    b->written += count;
+    return bg_post(w, t, rows, start, count);
+}
+
+static void bg_stop(ampdiag_trace_writer *w)
+{
+    if (!w->bg)
+        return;
+    pthread_mutex_lock(&w->bg_mu);
+    w->bg_stop = 1;
+    pthread_cond_signal(&w->bg_work);
+    pthread_mutex_unlock(&w->bg_mu);
+    pthread_join(w->bg_thread, NULL);
+    pthread_cond_destroy(&w->bg_idle);
+    pthread_cond_destroy(&w->bg_work);
+    pthread_mutex_destroy(&w->bg_mu);
+    w->bg = 0;
+}
+
+static int begin(ampdiag_trace_writer *w)
+{
+    if (w->swmr)
+        return 0;
+    /* (no job can be queued yet: jobs start with SWMR mode) */
+    if (H5Fstart_swmr_write(w->file) < 0)
+        return io_fail(w, "start SWMR writing");
+    w->swmr = 1;
+    w->last_flush = now_s();
+    return 0;
+}
+
+/* Write every buffered row and flush the file; with the background thread the batches and the
+ * flush are handed over, and wait says whether to wait until they are done. */
+static int flush_all(ampdiag_trace_writer *w, int wait)
+{
+    int rc = begin(w);
+    if (w->bg) {
+        for (int t = 0; t < TBL_N && !rc; t++)
+            rc = bg_hand_over(w, t);
+        if (!rc)
+            rc = bg_post(w, -1, NULL, 0, w->info.steps);
+        if (!rc && wait)
+            rc = bg_sync(w);
+        w->steps_since_flush = 0;
+        w->last_flush = now_s();
+        return rc; /* (info.flushes and steps_flushed count the flushes the thread completed) */
+    } else {
+        for (int t = 0; t < TBL_N && !rc; t++)
+            rc = write_batch(w, t);
+        if (rc)
+            return rc;
+        if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
+            return io_fail(w, "flush");
+    }
+    w->info.flushes++;
+    w->info.steps_flushed = w->info.steps;
+    w->steps_since_flush = 0;
+    w->last_flush = now_s();
+    return 0;
+}
+
+int ampdiag_trace_flush(ampdiag_trace_writer *w)
+{
+    int rc = check_usable(w, "ampdiag_trace_flush");
+    if (rc || (rc = bg_sync(w))) /* (HDF5 only once the background thread is idle) */
+        return rc;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    rc = flush_all(w, 1);
+    trace_quiet_end(&q);
+    return rc;
+}
+
+/* A slot for one more row of table t (NULL on error, with the error returned in *rc). Writes a
+ * full batch first; switches to SWMR mode at the first record. */
+static void *push_row(ampdiag_trace_writer *w, int t, int *rc)
+{
+    struct tbuf *b = &w->tb[t];
+    *rc = 0;
+    if (!w->swmr || b->n >= trace_tables[t].chunk_rows) {
+        /* HDF5 is entered here only where the background thread cannot be in it: before SWMR
+         * mode (no job exists yet) or without that thread; a hand-over does not enter it */
+        if (!w->swmr || !w->bg) {
+            trace_quiet q;
+            trace_quiet_begin(&q);
+            *rc = begin(w);
+            if (!*rc && b->n >= trace_tables[t].chunk_rows)
+                *rc = write_batch(w, t);
+            trace_quiet_end(&q);
+        } else {
+            *rc = bg_hand_over(w, t);
+        }
+        if (*rc)
+            return NULL;
+    }
+    if (b->n == b->cap) {
+        /* (a buffer handed to the background thread is replaced by one of a whole batch) */
+        size_t cap = b->cap ? b->cap * 2 : w->bg ? trace_tables[t].chunk_rows : 64;
+        if (cap > trace_tables[t].chunk_rows)
+            cap = trace_tables[t].chunk_rows;
+        char *p = realloc(b->rows, cap * trace_tables[t].rec_size);
+        if (!p) {
+            *rc = trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory buffering trace '%s'", w->path);
+            return NULL;
+        }
+        b->rows = p;
+        b->cap = cap;
+    }
+    void *row = b->rows + b->n * trace_tables[t].rec_size;
+    memset(row, 0, trace_tables[t].rec_size);
+    return row;
+}
+
+static void commit_row(ampdiag_trace_writer *w, int t) { w->tb[t].n++; }
+
+/* ------------------------------------------------------------------------------------------
+ * Records
+ * ------------------------------------------------------------------------------------------ */
+
+int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const char *op,
+                            const char *shape, uint64_t params)
+{
+    int rc = check_usable(w, "ampdiag_trace_add_layer");
+    if (rc)
+        return rc;
+    if (!name || !*name)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_add_layer: empty layer name (trace '%s')",
+                          w->path);
+    if (strlen(name) >= AMPDIAG_TRACE_NAME_LEN)
+        return trace_fail(AMPDIAG_TRACE_EINVAL,
+                          "ampdiag_trace_add_layer: layer name '%.40s...' is longer than %d bytes "
+                          "(trace '%s')", name, AMPDIAG_TRACE_NAME_LEN - 1, w->path);
+    for (size_t i = 0; i < w->nnames; i++)
+        if (strcmp(w->names[i], name) == 0)
+            return trace_fail(AMPDIAG_TRACE_EINVAL,
+                              "ampdiag_trace_add_layer: layer '%s' declared twice (trace '%s')", name,
+                              w->path);
+    if (w->nnames >= INT32_MAX)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_add_layer: too many layers");
+    if (w->nnames == w->capnames) {
+        size_t cap = w->capnames ? 2 * w->capnames : 16;
+        void *p = realloc(w->names, cap * sizeof *w->names);
+        if (!p)
+            return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory adding a layer to trace '%s'", w->path);
+        w->names = p;
+        w->capnames = cap;
+    }
+    /* layers are buffered without starting SWMR mode: they belong to the setup */
+    struct tbuf *b = &w->tb[TBL_LAYERS];
+    if (b->n >= trace_tables[TBL_LAYERS].chunk_rows) {
+        trace_quiet q;
+        trace_quiet_begin(&q);
+        rc = write_batch(w, TBL_LAYERS);
+        trace_quiet_end(&q);
+        if (rc)
+            return rc;
+    }
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 16;
+        void *p = realloc(b->rows, cap * sizeof(ampdiag_trace_layer));
+        if (!p)
+            return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory adding a layer to trace '%s'", w->path);
+        b->rows = p;
+        b->cap = cap;
+    }
+    ampdiag_trace_layer *l = (ampdiag_trace_layer *)(void *)b->rows + b->n;
+    memset(l, 0, sizeof *l);
+    l->index = (int32_t)w->nnames;
+    trace_copy_text(l->name, sizeof l->name, name, SIZE_MAX);
+    trace_copy_text(l->op, sizeof l->op, op, SIZE_MAX);
+    trace_copy_text(l->shape, sizeof l->shape, shape, SIZE_MAX);
+    l->params = params;
+    b->n++;
+    trace_copy_text(w->names[w->nnames], AMPDIAG_TRACE_NAME_LEN, name, SIZE_MAX);
+    w->info.layers++;
+    return (int)w->nnames++;
+}
+
+static int check_layer(const ampdiag_trace_writer *w, int layer, int allow_global, const char *fn)
+{
+    if ((layer < 0 && !(allow_global && layer == -1)) || (layer >= 0 && (size_t)layer >= w->nnames))
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: layer %d is not declared (trace '%s' has %zu)",
+                          fn, layer, w->path, w->nnames);
+    return 0;
+}
+
+static int check_step(const ampdiag_trace_writer *w, int64_t step, const char *fn)
+{
+    if (step < 0)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: negative step %lld (trace '%s')", fn,
+                          (long long)step, w->path);
+    return 0;
+}
+
+int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step *rec)
+{
+    int rc = check_usable(w, "ampdiag_trace_append_step");
+    if (rc)
+        return rc;
+    if (!rec)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_append_step: NULL record");
+    if ((rc = check_step(w, rec->step, "ampdiag_trace_append_step")))
+        return rc;
+    ampdiag_trace_step *row = push_row(w, TBL_STEPS, &rc);
+    if (!row)
+        return rc;
+    *row = *rec;
+    row->skipped = rec->skipped ? 1 : 0;
+    trace_copy_text(row->skip_reason, sizeof row->skip_reason, rec->skip_reason,
+                    sizeof rec->skip_reason);
+    commit_row(w, TBL_STEPS);
+    w->info.steps++;
+    w->steps_since_flush++;
+    if ((w->opt.flush_every_steps && w->steps_since_flush >= w->opt.flush_every_steps) ||
+        (w->opt.flush_seconds > 0 && now_s() - w->last_flush >= w->opt.flush_seconds)) {
+        if (w->bg && w->swmr) {
+            rc = flush_all(w, 0); /* the periodic flush: handed over, no waiting, no HDF5 call */
+        } else {
+            trace_quiet q;
+            trace_quiet_begin(&q);
+            rc = flush_all(w, 0);
+            trace_quiet_end(&q);
+        }
+    }
+    return rc;
+}
+
+static int append_tensor(ampdiag_trace_writer *w, const char *fn, int64_t step, int layer,
+                         ampdiag_tensor_kind kind, const ampdiag_tstats *s, uint64_t lost_updates,
+                         uint64_t lost_if_fp16, uint64_t lost_if_bf16)
+{
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if (!s)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: NULL statistics", fn);
+    if ((rc = check_step(w, step, fn)) || (rc = check_layer(w, layer, 0, fn)))
+        return rc;
+    if ((int)kind < 0 || kind >= AMPDIAG_NKINDS)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: unknown tensor kind %d", fn, (int)kind);
+    ampdiag_trace_tensor *row = push_row(w, TBL_TENSORS, &rc);
+    if (!row)
+        return rc;
+    row->step = step;
+    row->layer = layer;
+    row->kind = (int32_t)kind;
+    ampdiag_trace_tensor_from_tstats(row, s);
+    row->lost_updates = lost_updates;
+    row->lost_if_fp16 = lost_if_fp16;
+    row->lost_if_bf16 = lost_if_bf16;
+    commit_row(w, TBL_TENSORS);
+    w->info.tensors++;
+    return 0;
+}
+
+int ampdiag_trace_append_tensor(ampdiag_trace_writer *w, int64_t step, int layer,
+                                ampdiag_tensor_kind kind, const ampdiag_tstats *s,
+                                uint64_t lost_updates)
+{
+    return append_tensor(w, "ampdiag_trace_append_tensor", step, layer, kind, s, lost_updates, 0, 0);
+}
+
+int ampdiag_trace_append_update(ampdiag_trace_writer *w, int64_t step, int layer,
+                                const ampdiag_tstats *s, uint64_t lost_updates,
+                                uint64_t lost_if_fp16, uint64_t lost_if_bf16)
+{
+    return append_tensor(w, "ampdiag_trace_append_update", step, layer, AMPDIAG_KIND_UPDATE, s,
+                         lost_updates, lost_if_fp16, lost_if_bf16);
+}
+
+int ampdiag_trace_append_hist(ampdiag_trace_writer *w, int64_t step, int layer,
+                              ampdiag_tensor_kind kind, const ampdiag_hist *h)
+{
+    static const char fn[] = "ampdiag_trace_append_hist";
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if (!h)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: NULL histogram", fn);
+    if ((rc = check_step(w, step, fn)) || (rc = check_layer(w, layer, 0, fn)))
+        return rc;
+    if ((int)kind < 0 || kind >= AMPDIAG_NKINDS)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: unknown tensor kind %d", fn, (int)kind);
+    ampdiag_trace_hist *row = push_row(w, TBL_HISTS, &rc);
+    if (!row)
+        return rc;
+    row->step = step;
+    row->layer = layer;
+    row->kind = (int32_t)kind;
+    memcpy(row->bin, h->bin, sizeof row->bin);
+    commit_row(w, TBL_HISTS);
+    w->info.hists++;
+    return 0;
+}
+
+int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
+                               ampdiag_event_code code, double value, const char *msg)
+{
+    static const char fn[] = "ampdiag_trace_append_event";
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if ((rc = check_step(w, step, fn)) || (rc = check_layer(w, layer, 1, fn)))
+        return rc;
+    if ((int)code < 0 || code >= AMPDIAG_NEVENT_CODES)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: unknown event code %d", fn, (int)code);
+    ampdiag_trace_event *row = push_row(w, TBL_EVENTS, &rc);
+    if (!row)
+        return rc;
+    row->step = step;
+    row->layer = layer;
+    row->code = (int32_t)code;
+    row->value = value;
+    trace_copy_text(row->message, sizeof row->message, msg, SIZE_MAX);
+    commit_row(w, TBL_EVENTS);
+    w->info.events++;
+    return 0;
+}
+
+int ampdiag_trace_append_eval(ampdiag_trace_writer *w, int64_t step, double loss, double metric)
+{
+    static const char fn[] = "ampdiag_trace_append_eval";
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if ((rc = check_step(w, step, fn)))
+        return rc;
+    ampdiag_trace_eval *row = push_row(w, TBL_EVALS, &rc);
+    if (!row)
+        return rc;
+    row->step = step;
+    row->loss = loss;
+    row->metric = metric;
+    commit_row(w, TBL_EVALS);
+    w->info.evals++;
+    return 0;
+}
+
+void ampdiag_trace_writer_get_info(const ampdiag_trace_writer *w, ampdiag_trace_writer_info *info)
+{
+    if (!w) {
+        memset(info, 0, sizeof *info);
+        return;
+    }
+    *info = w->info;
+    if (w->bg) {
+        pthread_mutex_t *mu = (pthread_mutex_t *)&w->bg_mu; /* (the lock, not the writer, changes) */
+        pthread_mutex_lock(mu);
+        info->flushes = w->bg_flushes;
+        info->steps_flushed = w->bg_steps_flushed;
+        pthread_mutex_unlock(mu);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Status and close
+ * ------------------------------------------------------------------------------------------ */
+
+static int write_status(ampdiag_trace_writer *w, ampdiag_trace_status status)
+{
+    if (attr_overwrite_str(w->file, "status", ampdiag_status_name(status), STATUS_ATTR_LEN) < 0)
+        return io_fail(w, "write the status");
+    return 0;
+}
+
+int ampdiag_trace_set_status(ampdiag_trace_writer *w, ampdiag_trace_status status)
+{
+    int rc = check_usable(w, "ampdiag_trace_set_status");
+    if (rc)
+        return rc;
+    if (!ampdiag_status_name(status))
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_set_status: unknown status %d",
+                          (int)status);
+    if ((rc = bg_sync(w))) /* (HDF5 only once the background thread is idle) */
+        return rc;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    /* records first, then the status: a status other than running promises complete tables */
+    rc = flush_all(w, 1);
+    if (!rc)
+        rc = write_status(w, status);
+    if (!rc && H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
+        rc = io_fail(w, "flush");
+    trace_quiet_end(&q);
+    return rc;
+}
+
+/* Copy the root attributes of src to dst (all of fixed-size types: the writer makes no other). */
+static herr_t copy_attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    hid_t dst = *(hid_t *)data;
+    herr_t rc = -1;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT), t = -1, sp = -1, b = -1;
+    void *buf = NULL;
+    if (a < 0 || (t = H5Aget_type(a)) < 0 || (sp = H5Aget_space(a)) < 0)
+        goto done;
+    hssize_t np = H5Sget_simple_extent_npoints(sp);
+    size_t size = H5Tget_size(t);
+    if (np < 0 || size == 0 || H5Tdetect_class(t, H5T_VLEN) != 0 || H5Tis_variable_str(t) != 0)
+        goto done;
+    if (!(buf = calloc((size_t)(np ? np : 1), size)) || H5Aread(a, t, buf) < 0)
+        goto done;
+    if ((b = H5Acreate2(dst, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) < 0 || H5Awrite(b, t, buf) < 0)
+        goto done;
+    rc = 0;
+done:
+    free(buf);
+    if (b >= 0 && H5Aclose(b) < 0)
+        rc = -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+    return rc;
+}
+
+/*
+ * Rewrite a closed trace without dead space: H5Ocopy moves each dataset's compressed chunks as
+ * they are (no recompression) into a new file in the same directory, which is synced and
+ * renamed over the trace. Best effort: on any failure the temporary file is removed and the
+ * trace stays as it was (valid, only larger).
+ */
+static void compact_file(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
+        return;
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return;
+    snprintf(tmp, n, "%s.compact-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        free(tmp);
+        return;
+    }
+    close(fd);
+    int ok = 0;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS), fcpl = H5Pcreate(H5P_FILE_CREATE), src = -1, dst = -1;
+    if (fapl < 0 || fcpl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0 ||
+        H5Pset_obj_track_times(fcpl, 0) < 0)
+        goto done;
+    if ((src = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0 ||
+        (dst = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl)) < 0)
+        goto done;
+    for (int t = 0; t < TBL_N; t++)
+        if (H5Ocopy(src, trace_tables[t].path + 1, dst, trace_tables[t].path + 1, H5P_DEFAULT,
+                    H5P_DEFAULT) < 0)
+            goto done;
+    hsize_t idx = 0;
+    if (H5Aiterate2(src, H5_INDEX_NAME, H5_ITER_INC, &idx, copy_attr_cb, &dst) < 0)
+        goto done;
+    ok = 1;
+done:
+    if (dst >= 0 && H5Fclose(dst) < 0)
+        ok = 0;
+    if (src >= 0)
+        H5Fclose(src);
+    if (fcpl >= 0)
+        H5Pclose(fcpl);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    if (ok) {
+        fd = open(tmp, O_RDONLY | O_CLOEXEC);
+        ok = fd >= 0 && fsync(fd) == 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (ok && (chmod(tmp, st.st_mode & 07777) != 0 || rename(tmp, path) != 0))
+        ok = 0;
+    if (!ok)
+        unlink(tmp);
+    free(tmp);
+}
+
+int ampdiag_trace_close(ampdiag_trace_writer *w, ampdiag_trace_status status)
+{
+    if (!w)
+        return 0;
+    int rc = 0;
+    if (w->bg)
+        bg_sync(w); /* every job run (a failure in the thread becomes the writer's); and HDF5 is
+                     * entered below only once that thread is idle */
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    if (status != AMPDIAG_STATUS_UNKNOWN && !ampdiag_status_name(status))
+        rc = trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_close: unknown status %d (trace '%s')",
+                        (int)status, w->path);
+    if (!w->failed) {
+        int r = flush_all(w, 1);
+        if (!r && status != AMPDIAG_STATUS_UNKNOWN && !rc)
+            r = write_status(w, status);
+        if (!r) {
+            char end[40];
+            iso_now(end, sizeof end);
+            if (attr_overwrite_str(w->file, "end_time", end, END_TIME_ATTR_LEN) < 0)
+                r = io_fail(w, "write end_time");
+        }
+        if (r && !rc)
+            rc = r;
+    } else if (!rc) {
+        rc = trace_fail(w->failed, "%s (writing stopped at that error)", w->failmsg);
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", ampdiag_trace_errmsg());
+    for (int i = 0; i < TBL_N; i++)
+        if (w->tb[i].dset >= 0) {
+            H5Dclose(w->tb[i].dset);
+            w->tb[i].dset = -1;
+        }
+    if (w->file >= 0 && H5Fclose(w->file) < 0 && !rc) {
+        rc = io_fail(w, "close");
+        snprintf(msg, sizeof msg, "%s", ampdiag_trace_errmsg());
+    }
+    w->file = -1;
+    if (!rc && !w->failed && w->opt.compact_on_close)
+        compact_file(w->path);
+    trace_quiet_end(&q);
+    writer_release(w);
+    if (rc)
+        trace_fail(rc, "%s", msg);
+    return rc;
+}

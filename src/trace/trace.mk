@@ -1,0 +1,64 @@
+# trace.mk - the HDF5 trace format v1 (traces/FORMAT.md): writer, reader and validation
+# (src/trace*.c, the only sources that include hdf5.h), `ampdiag info`, their tests, the
+# reference traces and the trace benchmark. Included from Makefile.am.
+
+libampdiag_base_la_SOURCES += \
+	include/ampdiag_trace.h src/trace/trace_internal.h \
+	src/trace/trace_common.c src/trace/trace.c src/trace/trace_read.c
+
+ampdiag_SOURCES += src/cli/cmd_info.c
+
+# ---------------------------------------------------------------- tests
+# t_trace: round trip of every record type; t_trace_validate: every way a file can fail to be a
+# trace (it builds bad files with the HDF5 API); t_trace_crash: SIGKILLed writers and a write
+# failure (file size limit); t_trace_ref: the reference traces in traces/; t_info.sh: the CLI.
+check_PROGRAMS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref
+tests_t_trace_SOURCES = tests/t_trace.c tests/trace_synth.h
+tests_t_trace_LDADD = libampdiag.la -lm
+tests_t_trace_validate_SOURCES = tests/t_trace_validate.c tests/trace_synth.h
+tests_t_trace_validate_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
+tests_t_trace_validate_LDADD = libampdiag.la $(HDF5_LIBS) -lm
+tests_t_trace_crash_SOURCES = tests/t_trace_crash.c tests/trace_synth.h
+tests_t_trace_crash_LDADD = libampdiag.la -lm
+tests_t_trace_ref_SOURCES = tests/t_trace_ref.c tests/trace_synth.h
+tests_t_trace_ref_LDADD = libampdiag.la -lm
+TESTS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref tests/t_info.sh
+
+TRACE_REFERENCE = traces/v1-fp32-complete.h5 traces/v1-fp16-diverged.h5 traces/v1-cutoff.h5
+EXTRA_DIST += tests/t_info.sh tests/valgrind-hdf5.supp tests/lsan-hdf5.supp traces/FORMAT.md \
+	traces/README.md \
+	$(TRACE_REFERENCE)
+
+# The trace tests under valgrind. Children of t_trace_crash exit without cleaning up on
+# purpose (they stand for killed runs), hence --child-silent-after-fork; the suppressions file
+# covers a leak inside HDF5 1.10 when it reads corrupt metadata. (Under ASan, the same with
+# ASAN_OPTIONS=fast_unwind_on_malloc=0 LSAN_OPTIONS=suppressions=tests/lsan-hdf5.supp.)
+VALGRIND_TRACE = valgrind -q --leak-check=full --error-exitcode=1 --child-silent-after-fork=yes \
+	--suppressions=$(srcdir)/tests/valgrind-hdf5.supp
+check-valgrind-trace: tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref ampdiag
+	@for t in t_trace t_trace_validate t_trace_crash t_trace_ref; do \
+	  echo "valgrind tests/$$t"; \
+	  srcdir=$(srcdir) $(LIBTOOL) --mode=execute $(VALGRIND_TRACE) ./tests/$$t > tests/$$t.vg.log \
+	    || { echo "tests/$$t failed under valgrind (see tests/$$t.vg.log)"; exit 1; }; \
+	done
+	srcdir=$(srcdir) AMPDIAG="$(LIBTOOL) --mode=execute $(VALGRIND_TRACE) ./ampdiag" \
+	  $(SHELL) $(srcdir)/tests/t_info.sh > tests/t_info.vg.log || { cat tests/t_info.vg.log; exit 1; }
+CLEANFILES += tests/t_trace.vg.log tests/t_trace_validate.vg.log tests/t_trace_crash.vg.log \
+	tests/t_trace_ref.vg.log tests/t_info.vg.log
+
+# Rewrite the reference traces (only when their content is meant to change: every later version
+# must still read the committed ones).
+reference-traces: tests/t_trace_ref
+	./tests/t_trace_ref --write $(srcdir)/traces
+
+# ---------------------------------------------------------------- benchmark
+noinst_PROGRAMS += bench/bench_trace
+bench_bench_trace_SOURCES = bench/bench_trace.c
+bench_bench_trace_LDADD = libampdiag.la -lm
+
+bench-trace: bench/bench_trace
+	./bench/bench_trace
+
+bench: bench-trace
+
+.PHONY: bench-trace reference-traces check-valgrind-trace

@@ -1,0 +1,468 @@
+/*
+ * trace_common.c - the trace schema as data (one field list per table), the HDF5 types built
+ * from it, enumeration names, and error reporting shared by the writer and the reader.
+ */
+#include "trace/trace_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------
+ * Enumerations
+ * ------------------------------------------------------------------------------------------ */
+
+static const char *const kind_names[AMPDIAG_NKINDS] = {
+    "activation", "activation_grad", "weight", "weight_grad", "update",
+};
+
+static const char *const event_names[AMPDIAG_NEVENT_CODES] = {
+    "nan_forward", "inf_forward", "nan_backward", "inf_backward", "overflow",
+    "scale_backoff", "scale_growth", "skipped_step", "clipped", "loss_spike",
+    "divergence", "stop", "note",
+};
+
+static const char *const status_names[] = {"running", "complete", "diverged", "interrupted"};
+#define NSTATUS ((int)(sizeof status_names / sizeof status_names[0]))
+
+const char *ampdiag_kind_name(int kind)
+{
+    return kind >= 0 && kind < AMPDIAG_NKINDS ? kind_names[kind] : NULL;
+}
+
+const char *ampdiag_event_name(int code)
+{
+    return code >= 0 && code < AMPDIAG_NEVENT_CODES ? event_names[code] : NULL;
+}
+
+const char *ampdiag_status_name(int status)
+{
+    return status >= 0 && status < NSTATUS ? status_names[status] : NULL;
+}
+
+static int parse_name(const char *const *names, int n, const char *s)
+{
+    if (!s)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return i;
+    return -1;
+}
+
+int ampdiag_kind_parse(const char *name) { return parse_name(kind_names, AMPDIAG_NKINDS, name); }
+int ampdiag_event_parse(const char *name) { return parse_name(event_names, AMPDIAG_NEVENT_CODES, name); }
+int ampdiag_status_parse(const char *name) { return parse_name(status_names, NSTATUS, name); }
+
+/* ------------------------------------------------------------------------------------------
+ * Tables
+ * ------------------------------------------------------------------------------------------ */
+
+#define F(rec, member, type) {#member, type, offsetof(rec, member), 0, 0}
+#define FO(rec, member, type) {#member, type, offsetof(rec, member), 0, 1} /* optional */
+#define FS(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 0}
+#define NF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const trace_field layer_fields[] = {
+    F(ampdiag_trace_layer, index, FT_I32),
+    FS(ampdiag_trace_layer, name),
+    FS(ampdiag_trace_layer, op),
+    FS(ampdiag_trace_layer, shape),
+    F(ampdiag_trace_layer, params, FT_U64),
+};
+
+static const trace_field step_fields[] = {
+    F(ampdiag_trace_step, step, FT_I64),
+    F(ampdiag_trace_step, loss, FT_F64),
+    F(ampdiag_trace_step, loss_scale, FT_F64),
+    F(ampdiag_trace_step, grad_norm, FT_F64),
+    F(ampdiag_trace_step, clip_coef, FT_F64),
+    F(ampdiag_trace_step, skipped, FT_BOOL),
+    FS(ampdiag_trace_step, skip_reason),
+    F(ampdiag_trace_step, lr, FT_F64),
+    F(ampdiag_trace_step, update_ratio, FT_F64),
+    F(ampdiag_trace_step, nonfinite_grads, FT_U64),
+    F(ampdiag_trace_step, wall_ms, FT_F64),
+};
+
+static const trace_field tensor_fields[] = {
+    F(ampdiag_trace_tensor, step, FT_I64),
+    F(ampdiag_trace_tensor, layer, FT_I32),
+    F(ampdiag_trace_tensor, kind, FT_KIND),
+    F(ampdiag_trace_tensor, count, FT_U64),
+    F(ampdiag_trace_tensor, n_nan, FT_U64),
+    F(ampdiag_trace_tensor, n_posinf, FT_U64),
+    F(ampdiag_trace_tensor, n_neginf, FT_U64),
+    F(ampdiag_trace_tensor, n_zero, FT_U64),
+    F(ampdiag_trace_tensor, n_neg, FT_U64),
+    F(ampdiag_trace_tensor, n_pos, FT_U64),
+    F(ampdiag_trace_tensor, min, FT_F32),
+    F(ampdiag_trace_tensor, max, FT_F32),
+    F(ampdiag_trace_tensor, absmax, FT_F32),
+    F(ampdiag_trace_tensor, absmin_nz, FT_F32),
+    F(ampdiag_trace_tensor, mean, FT_F64),
+    F(ampdiag_trace_tensor, rms, FT_F64),
+    F(ampdiag_trace_tensor, fp16_overflow, FT_U64),
+    F(ampdiag_trace_tensor, fp16_underflow, FT_U64),
+    F(ampdiag_trace_tensor, fp16_subnormal, FT_U64),
+    F(ampdiag_trace_tensor, bf16_overflow, FT_U64),
+    F(ampdiag_trace_tensor, bf16_underflow, FT_U64),
+    F(ampdiag_trace_tensor, bf16_subnormal, FT_U64),
+    F(ampdiag_trace_tensor, lost_updates, FT_U64),
+    /* added in v1 after the reference traces: optional for readers */
+    FO(ampdiag_trace_tensor, lost_if_fp16, FT_U64),
+    FO(ampdiag_trace_tensor, lost_if_bf16, FT_U64),
+};
+
+static const trace_field hist_fields[] = {
+    F(ampdiag_trace_hist, step, FT_I64),
+    F(ampdiag_trace_hist, layer, FT_I32),
+    F(ampdiag_trace_hist, kind, FT_KIND),
+    {"bins", FT_HIST, offsetof(ampdiag_trace_hist, bin), 0, 0},
+};
+
+static const trace_field event_fields[] = {
+    F(ampdiag_trace_event, step, FT_I64),
+    F(ampdiag_trace_event, layer, FT_I32),
+    F(ampdiag_trace_event, code, FT_CODE),
+    F(ampdiag_trace_event, value, FT_F64),
+    FS(ampdiag_trace_event, message),
+};
+
+static const trace_field eval_fields[] = {
+    F(ampdiag_trace_eval, step, FT_I64),
+    F(ampdiag_trace_eval, loss, FT_F64),
+    F(ampdiag_trace_eval, metric, FT_F64),
+};
+
+/*
+ * Chunk rows. Shuffle + deflate compress a compound column-wise, so long chunks compress best
+ * (a 1024-row /tensors chunk to about 1/11 of its size); but under SWMR every flush rewrites the
+ * partly filled last chunk of each table, recompressing it and leaving the old copy as dead
+ * space (HDF5 does not reuse freed space while in SWMR mode; close compacts the file). So the
+ * tables that gain few rows per flush (/steps, /events, /eval, /layers) have 64-row chunks, and
+ * /histograms (2.3 KB rows) 64; /tensors, which gains layers x 5 rows per step, 1024.
+ */
+const trace_table trace_tables[TBL_N] = {
+    [TBL_LAYERS] = {"/layers", "layer", layer_fields, NF(layer_fields), sizeof(ampdiag_trace_layer),
+                    64, offsetof(ampdiag_trace_layer, index), 1},
+    [TBL_STEPS] = {"/steps", "step", step_fields, NF(step_fields), sizeof(ampdiag_trace_step),
+                   64, offsetof(ampdiag_trace_step, step), 0},
+    [TBL_TENSORS] = {"/tensors", "tensor", tensor_fields, NF(tensor_fields),
+                     sizeof(ampdiag_trace_tensor), 1024, offsetof(ampdiag_trace_tensor, step), 0},
+    [TBL_HISTS] = {"/histograms", "histogram", hist_fields, NF(hist_fields),
+                   sizeof(ampdiag_trace_hist), 64, offsetof(ampdiag_trace_hist, step), 0},
+    [TBL_EVENTS] = {"/events", "event", event_fields, NF(event_fields), sizeof(ampdiag_trace_event),
+                    64, offsetof(ampdiag_trace_event, step), 0},
+    [TBL_EVALS] = {"/eval", "eval", eval_fields, NF(eval_fields), sizeof(ampdiag_trace_eval), 64,
+                   offsetof(ampdiag_trace_eval, step), 0},
+};
+
+static hid_t enum_type(const char *const *names, int n, int for_file)
+{
+    hid_t t = H5Tenum_create(for_file ? H5T_STD_U8LE : H5T_NATIVE_INT32);
+    if (t < 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        herr_t rc;
+        if (for_file) {
+            uint8_t v = (uint8_t)i;
+            rc = H5Tenum_insert(t, names[i], &v);
+        } else {
+            int32_t v = i;
+            rc = H5Tenum_insert(t, names[i], &v);
+        }
+        if (rc < 0) {
+            H5Tclose(t);
+            return -1;
+        }
+    }
+    return t;
+}
+
+hid_t trace_field_type(trace_ftype t, size_t size, int for_file)
+{
+    switch (t) {
+    case FT_I64: return H5Tcopy(for_file ? H5T_STD_I64LE : H5T_NATIVE_INT64);
+    case FT_I32: return H5Tcopy(for_file ? H5T_STD_I32LE : H5T_NATIVE_INT32);
+    case FT_BOOL: return H5Tcopy(for_file ? H5T_STD_U8LE : H5T_NATIVE_INT32);
+    case FT_U64: return H5Tcopy(for_file ? H5T_STD_U64LE : H5T_NATIVE_UINT64);
+    case FT_F32: return H5Tcopy(for_file ? H5T_IEEE_F32LE : H5T_NATIVE_FLOAT);
+    case FT_F64: return H5Tcopy(for_file ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE);
+    case FT_STR: {
+        hid_t s = H5Tcopy(H5T_C_S1);
+        if (s < 0)
+            return -1;
+        if (H5Tset_size(s, size) < 0 || H5Tset_strpad(s, H5T_STR_NULLTERM) < 0 ||
+            H5Tset_cset(s, H5T_CSET_UTF8) < 0) {
+            H5Tclose(s);
+            return -1;
+        }
+        return s;
+    }
+    case FT_KIND: return enum_type(kind_names, AMPDIAG_NKINDS, for_file);
+    case FT_CODE: return enum_type(event_names, AMPDIAG_NEVENT_CODES, for_file);
+    case FT_HIST: {
+        hsize_t dim = AMPDIAG_HIST_BINS;
+        return H5Tarray_create2(for_file ? H5T_STD_U64LE : H5T_NATIVE_UINT64, 1, &dim);
+    }
+    }
+    return -1;
+}
+
+hid_t trace_table_type(const trace_table *tb, int for_file)
+{
+    size_t total = 0;
+    hid_t *ft = calloc(tb->nfields, sizeof *ft);
+    if (!ft)
+        return -1;
+    hid_t ct = -1;
+    for (size_t i = 0; i < tb->nfields; i++) {
+        ft[i] = trace_field_type(tb->fields[i].type, tb->fields[i].size, for_file);
+        if (ft[i] < 0)
+            goto done;
+        total += H5Tget_size(ft[i]);
+    }
+    ct = H5Tcreate(H5T_COMPOUND, for_file ? total : tb->rec_size);
+    if (ct < 0)
+        goto done;
+    size_t off = 0;
+    for (size_t i = 0; i < tb->nfields; i++) {
+        size_t at = for_file ? off : tb->fields[i].offset;
+        if (H5Tinsert(ct, tb->fields[i].name, at, ft[i]) < 0) {
+            H5Tclose(ct);
+            ct = -1;
+            goto done;
+        }
+        off += H5Tget_size(ft[i]);
+    }
+done:
+    for (size_t i = 0; i < tb->nfields; i++)
+        if (ft[i] > 0)
+            H5Tclose(ft[i]);
+    free(ft);
+    return ct;
+}
+
+void trace_fill_record(const trace_table *tb, void *rec)
+{
+    memset(rec, 0, tb->rec_size);
+    char *p = rec;
+    for (size_t i = 0; i < tb->nfields; i++) {
+        if (tb->fields[i].type == FT_F32) {
+            float v = NAN;
+            memcpy(p + tb->fields[i].offset, &v, sizeof v);
+        } else if (tb->fields[i].type == FT_F64) {
+            double v = NAN;
+            memcpy(p + tb->fields[i].offset, &v, sizeof v);
+        }
+    }
+    if (tb->key_is_i32) {
+        int32_t k = -1;
+        memcpy(p + tb->key_offset, &k, sizeof k);
+    } else {
+        int64_t k = -1;
+        memcpy(p + tb->key_offset, &k, sizeof k);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Tensor records <-> ampdiag_tstats
+ * ------------------------------------------------------------------------------------------ */
+
+void ampdiag_trace_tensor_from_tstats(ampdiag_trace_tensor *t, const ampdiag_tstats *s)
+{
+    t->count = s->count;
+    t->n_nan = s->n_nan;
+    t->n_posinf = s->n_posinf;
+    t->n_neginf = s->n_neginf;
+    t->n_zero = s->n_zero;
+    t->n_neg = s->n_neg;
+    t->n_pos = s->n_pos;
+    uint64_t finite = ampdiag_tstats_finite(s);
+    if (finite == 0) {
+        t->min = t->max = t->absmax = NAN;
+    } else {
+        t->min = s->min;
+        t->max = s->max;
+        t->absmax = s->absmax;
+    }
+    t->absmin_nz = s->n_neg + s->n_pos == 0 ? NAN : s->absmin_nz;
+    t->mean = ampdiag_tstats_mean(s);
+    t->rms = ampdiag_tstats_rms(s);
+    t->fp16_overflow = s->fp16_overflow;
+    t->fp16_underflow = s->fp16_underflow;
+    t->fp16_subnormal = s->fp16_subnormal;
+    t->bf16_overflow = s->bf16_overflow;
+    t->bf16_underflow = s->bf16_underflow;
+    t->bf16_subnormal = s->bf16_subnormal;
+}
+
+void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstats *s)
+{
+    ampdiag_tstats_init(s);
+    s->count = t->count;
+    s->n_nan = t->n_nan;
+    s->n_posinf = t->n_posinf;
+    s->n_neginf = t->n_neginf;
+    s->n_zero = t->n_zero;
+    s->n_neg = t->n_neg;
+    s->n_pos = t->n_pos;
+    s->fp16_overflow = t->fp16_overflow;
+    s->fp16_underflow = t->fp16_underflow;
+    s->fp16_subnormal = t->fp16_subnormal;
+    s->bf16_overflow = t->bf16_overflow;
+    s->bf16_underflow = t->bf16_underflow;
+    s->bf16_subnormal = t->bf16_subnormal;
+    uint64_t finite = ampdiag_tstats_finite(s);
+    if (finite > 0) {
+        if (!isnan(t->min)) s->min = t->min;
+        if (!isnan(t->max)) s->max = t->max;
+        if (!isnan(t->absmax)) s->absmax = t->absmax;
+        if (!isnan(t->mean)) s->sum = t->mean * (double)finite;
+        if (!isnan(t->rms)) s->sumsq = t->rms * t->rms * (double)finite;
+    }
+    if (!isnan(t->absmin_nz))
+        s->absmin_nz = t->absmin_nz;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Errors
+ * ------------------------------------------------------------------------------------------ */
+
+static _Thread_local char errbuf[1024];
+
+const char *ampdiag_trace_errmsg(void) { return errbuf; }
+
+int trace_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *ampdiag_trace_strerror(int err)
+{
+    switch (err) {
+    case AMPDIAG_TRACE_OK: return "success";
+    case AMPDIAG_TRACE_EINVAL: return "invalid argument";
+    case AMPDIAG_TRACE_EIO: return "I/O error";
+    case AMPDIAG_TRACE_ENOMEM: return "out of memory";
+    case AMPDIAG_TRACE_EEXIST: return "file exists";
+    case AMPDIAG_TRACE_ENOENT: return "no such file";
+    case AMPDIAG_TRACE_ENOTHDF5: return "not an HDF5 file";
+    case AMPDIAG_TRACE_ENOTTRACE: return "not an ampdiag trace";
+    case AMPDIAG_TRACE_EVERSION: return "newer trace format";
+    case AMPDIAG_TRACE_ESCHEMA: return "invalid trace contents";
+    case AMPDIAG_TRACE_ETRUNCATED: return "truncated or corrupt file";
+    }
+    return "unknown error";
+}
+
+int ampdiag_trace_err_is_io(int err)
+{
+    return err == AMPDIAG_TRACE_EIO || err == AMPDIAG_TRACE_ENOMEM;
+}
+
+static _Thread_local trace_h5err captured;
+static _Thread_local int have_captured;
+
+void trace_h5err_capture(void)
+{
+    trace_h5err_get(&captured);
+    have_captured = 1;
+}
+
+void trace_h5err_take(trace_h5err *e)
+{
+    if (have_captured)
+        *e = captured;
+    else
+        trace_h5err_get(e);
+    have_captured = 0;
+}
+
+void trace_quiet_begin(trace_quiet *q)
+{
+    have_captured = 0;
+    if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
+        q->func = NULL;
+        q->data = NULL;
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+void trace_quiet_end(const trace_quiet *q)
+{
+    H5Eset_auto2(H5E_DEFAULT, q->func, q->data);
+}
+
+struct walk_state {
+    trace_h5err *e;
+    char innermost[512];
+};
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *err, void *data)
+{
+    (void)n;
+    struct walk_state *w = data;
+    const char *d = err->desc ? err->desc : "";
+    if (err->min_num == H5E_NOTHDF5 || strstr(d, "file signature not found"))
+        w->e->not_hdf5 = 1;
+    if (err->min_num == H5E_TRUNCATED || strstr(d, "truncated file"))
+        w->e->truncated = 1;
+    if (strstr(d, "already open for write"))
+        w->e->open_for_write = 1;
+    if (strstr(d, "unable to lock the file"))
+        w->e->locked = 1;
+    const char *en = strstr(d, "errno = ");
+    if (en && !w->e->os_errno)
+        w->e->os_errno = atoi(en + 8);
+    if (*d)
+        snprintf(w->innermost, sizeof w->innermost, "%s", d);
+    /* an OS error text quoted as "error message = '...'" beats everything */
+    const char *em = strstr(d, "error message = '");
+    if (em) {
+        em += strlen("error message = '");
+        const char *end = strchr(em, '\'');
+        size_t len = end ? (size_t)(end - em) : strlen(em);
+        if (len >= sizeof w->e->detail)
+            len = sizeof w->e->detail - 1;
+        memcpy(w->e->detail, em, len);
+        w->e->detail[len] = 0;
+    }
+    return 0;
+}
+
+void trace_h5err_get(trace_h5err *e)
+{
+    struct walk_state w;
+    memset(e, 0, sizeof *e);
+    memset(&w, 0, sizeof w);
+    w.e = e;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, &w);
+    if (!e->detail[0])
+        snprintf(e->detail, sizeof e->detail, "%.255s", w.innermost[0] ? w.innermost : "HDF5 error");
+}
+
+int trace_copy_text(char *dst, size_t size, const char *src, size_t srcmax)
+{
+    if (!src)
+        src = "";
+    size_t len = strnlen(src, srcmax), cut = 0;
+    if (len >= size) {
+        len = size - 1;
+        /* do not end inside a multi-byte character: back off over continuation bytes and the
+         * lead byte they belong to */
+        while (len > 0 && ((unsigned char)src[len] & 0xC0) == 0x80)
+            len--;
+        cut = 1;
+    }
+    memcpy(dst, src, len);
+    memset(dst + len, 0, size - len);
+    return (int)cut;
+}

@@ -1,0 +1,925 @@
+/*
+ * trace_read.c - open, validate and read ampdiag traces (format v1, traces/FORMAT.md).
+ *
+ * Validation happens once, in ampdiag_trace_open, and names what is wrong: not a file, not
+ * HDF5, HDF5 but not a trace, a newer format_version, a missing or mistyped attribute, dataset
+ * or field, a truncated file. Reading converts by field name (HDF5 compound conversion), so
+ * traces written by other programs (h5py) with other field order or wider types read the same;
+ * integer columns may stand in for the enum columns. Fields marked optional in the schema
+ * (added to v1 later: lost_if_fp16, lost_if_bf16) may be missing and then read as 0.
+ *
+ * Cut-off traces: files are opened for SWMR reading, which works on a trace whose writer was
+ * killed after its first flush. A writer killed before that leaves the file marked
+ * open-for-write; the mark is cleared the way `h5clear -s` does and the open retried. Rows at
+ * the end of a table whose key is -1 are fill (allocated, never written) and are not counted.
+ */
+#include "trace/trace_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* A private HDF5 file-access property (H5Fprivate.h) that h5clear -s sets: opening the file
+ * read-write with it clears the superblock status flags. */
+#define CLEAR_STATUS_FLAGS_PROP "clear_status_flags"
+
+struct ampdiag_trace_reader {
+    char *path;
+    hid_t file;
+    int swmr;
+    int repaired;
+    hid_t dset[TBL_N];
+    hid_t mtype[TBL_N];  /* memory type matching this file's fields */
+    uint64_t absent[TBL_N]; /* bit i: optional field i of the table is not in the file */
+    size_t rows[TBL_N];
+    ampdiag_trace_attr *attrs;
+    size_t nattrs, capattrs;
+    int version;
+    ampdiag_trace_status status;
+    const char *status_text;
+};
+
+/* ------------------------------------------------------------------------------------------
+ * Opening the file
+ * ------------------------------------------------------------------------------------------ */
+
+static int open_error(const char *path, const trace_h5err *e)
+{
+    if (e->not_hdf5)
+        return trace_fail(AMPDIAG_TRACE_ENOTHDF5, "'%s' is not an HDF5 file (no HDF5 signature)", path);
+    if (e->truncated)
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED,
+                          "'%s' is truncated: the file is shorter than its HDF5 superblock says (%s)",
+                          path, e->detail);
+    if (e->locked)
+        return trace_fail(AMPDIAG_TRACE_EIO,
+                          "cannot open '%s': the file is locked by another process (a run still "
+                          "writing it without SWMR?); where file locks are unsupported, set "
+                          "HDF5_USE_FILE_LOCKING=FALSE",
+                          path);
+    if (e->os_errno && e->os_errno != ENOENT)
+        return trace_fail(AMPDIAG_TRACE_EIO, "cannot open '%s': %s", path, e->detail);
+    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s' as HDF5 (corrupt file?): %s", path,
+                      e->detail);
+}
+
+/*
+ * Open read-only: plainly first (a closed trace), then for SWMR reading (a trace still marked as
+ * being written in SWMR mode: live, or cut off). A plain open of such a file fails with "already
+ * open for write"; so does one of a file whose writer died before SWMR mode, which SWMR reading
+ * cannot open either (that one needs the mark cleared).
+ */
+static hid_t try_open(const char *path, hid_t fapl, int *swmr, trace_h5err *e)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (f >= 0) {
+        *swmr = 0;
+        return f;
+    }
+    trace_h5err_get(e);
+    /* the end-of-file check comes before the status flags: a trace cut off by a failed write
+     * can look truncated to a plain open (SWMR readers skip that check on such files) */
+    if (!e->open_for_write && !e->truncated)
+        return -1;
+    f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl);
+    if (f >= 0) {
+        *swmr = 1;
+        return f;
+    }
+    trace_h5err e2;
+    trace_h5err_get(&e2);
+    /* keep the plain attempt's diagnosis unless the SWMR one says something more specific */
+    if (e2.not_hdf5 || e2.locked || (e2.truncated && !e->truncated))
+        *e = e2;
+    return -1;
+}
+
+static int clear_mark(const char *path, hid_t fapl)
+{
+    hbool_t clear = 1;
+    hid_t p = H5Pcopy(fapl);
+    if (p < 0)
+        return -1;
+    hid_t f = -1;
+    if (H5Pset(p, CLEAR_STATUS_FLAGS_PROP, &clear) >= 0)
+        f = H5Fopen(path, H5F_ACC_RDWR, p);
+    if (f < 0)
+        trace_h5err_capture();
+    H5Pclose(p);
+    if (f < 0)
+        return -1;
+    return H5Fclose(f) < 0 ? -1 : 0;
+}
+
+/*
+ * How often a SWMR reader re-reads a piece of metadata whose checksum fails (the writer may be
+ * rewriting it). HDF5 waits 1, 2, 4, ... ns between attempts, and its default of 100 attempts
+ * would make a damaged file take forever to refuse; 24 attempts wait about 17 ms in all.
+ */
+#define SWMR_READ_ATTEMPTS 24
+
+static int open_file(ampdiag_trace_reader *r, unsigned flags)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_metadata_read_attempts(fapl, SWMR_READ_ATTEMPTS) < 0) {
+        if (fapl >= 0)
+            H5Pclose(fapl);
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot open '%s': HDF5 property list failed", r->path);
+    }
+    trace_h5err e;
+    int rc = 0;
+    r->file = try_open(r->path, fapl, &r->swmr, &e);
+    if (r->file < 0 && e.open_for_write) {
+        if (flags & AMPDIAG_TRACE_READ_NO_REPAIR) {
+            rc = trace_fail(AMPDIAG_TRACE_ETRUNCATED,
+                            "'%s' is still marked as open for writing: its writer is running or "
+                            "died before its first flush (clear the mark with h5clear -s)",
+                            r->path);
+            goto done;
+        }
+        if (clear_mark(r->path, fapl) < 0) {
+            trace_h5err e2;
+            trace_h5err_take(&e2);
+            if (e2.os_errno && e2.os_errno != ENOENT)
+                rc = trace_fail(AMPDIAG_TRACE_EIO,
+                                "'%s' is still marked as open for writing (its writer died before "
+                                "its first flush) and the mark cannot be cleared: %s",
+                                r->path, e2.detail);
+            else
+                rc = trace_fail(AMPDIAG_TRACE_ETRUNCATED,
+                                "'%s' is incomplete: its writer died before its first flush (%s)",
+                                r->path, e2.detail);
+            goto done;
+        }
+        r->repaired = 1;
+        if (!(flags & AMPDIAG_TRACE_READ_QUIET))
+            fprintf(stderr,
+                    "ampdiag: note: '%s' was still marked as open for writing (its writer died "
+                    "before its first flush); cleared the mark as 'h5clear -s' does\n",
+                    r->path);
+        r->file = try_open(r->path, fapl, &r->swmr, &e);
+    }
+    if (r->file < 0) {
+        if (r->repaired && !e.not_hdf5 && !e.locked && !(e.os_errno && e.os_errno != ENOENT))
+            rc = trace_fail(AMPDIAG_TRACE_ETRUNCATED,
+                            "'%s' is incomplete: its writer died before its first flush (%s)",
+                            r->path, e.detail);
+        else
+            rc = open_error(r->path, &e);
+    }
+done:
+    H5Pclose(fapl);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Root attributes
+ * ------------------------------------------------------------------------------------------ */
+
+static char *read_attr_string(hid_t a, hid_t ftype)
+{
+    char *out = NULL;
+    if (H5Tis_variable_str(ftype) > 0) {
+        hid_t m = H5Tcopy(H5T_C_S1);
+        char *p = NULL;
+        if (m >= 0 && H5Tset_size(m, H5T_VARIABLE) >= 0 &&
+            H5Tset_cset(m, H5Tget_cset(ftype)) >= 0 && H5Aread(a, m, &p) >= 0) {
+            out = strdup(p ? p : "");
+            if (p)
+                H5free_memory(p);
+        }
+        if (m >= 0)
+            H5Tclose(m);
+        return out;
+    }
+    size_t size = H5Tget_size(ftype);
+    if (size == 0)
+        return strdup("");
+    char *buf = calloc(1, size + 1);
+    if (!buf)
+        return NULL;
+    if (H5Aread(a, ftype, buf) < 0) {
+        free(buf);
+        return NULL;
+    }
+    if (H5Tget_strpad(ftype) == H5T_STR_SPACEPAD)
+        for (size_t n = strlen(buf); n > 0 && buf[n - 1] == ' '; n--)
+            buf[n - 1] = 0;
+    return buf;
+}
+
+struct attr_iter {
+    ampdiag_trace_reader *r;
+    int rc;
+};
+
+static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    struct attr_iter *it = data;
+    ampdiag_trace_reader *r = it->r;
+    if (r->nattrs == r->capattrs) {
+        size_t cap = r->capattrs ? 2 * r->capattrs : 32;
+        void *p = realloc(r->attrs, cap * sizeof *r->attrs);
+        if (!p) {
+            it->rc = AMPDIAG_TRACE_ENOMEM;
+            return -1;
+        }
+        r->attrs = p;
+        r->capattrs = cap;
+    }
+    ampdiag_trace_attr *at = &r->attrs[r->nattrs];
+    memset(at, 0, sizeof *at);
+    at->type = AMPDIAG_ATTR_OTHER;
+    at->d = NAN;
+    if (!(at->name = strdup(name))) {
+        it->rc = AMPDIAG_TRACE_ENOMEM;
+        return -1;
+    }
+    r->nattrs++;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0) {
+        it->rc = AMPDIAG_TRACE_ETRUNCATED;
+        return -1;
+    }
+    hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    if (np == 1) {
+        if (cls == H5T_STRING) {
+            char *s = read_attr_string(a, t);
+            if (s) {
+                at->type = AMPDIAG_ATTR_STR;
+                at->s = s;
+            }
+        } else if (cls == H5T_INTEGER) {
+            int64_t v;
+            if (H5Aread(a, H5T_NATIVE_INT64, &v) >= 0) {
+                at->type = AMPDIAG_ATTR_INT;
+                at->i = v;
+                at->d = (double)v;
+            }
+        } else if (cls == H5T_FLOAT) {
+            double v;
+            if (H5Aread(a, H5T_NATIVE_DOUBLE, &v) >= 0) {
+                at->type = AMPDIAG_ATTR_DOUBLE;
+                at->d = v;
+            }
+        }
+    }
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (t >= 0)
+        H5Tclose(t);
+    H5Aclose(a);
+    return 0;
+}
+
+static int load_attrs(ampdiag_trace_reader *r)
+{
+    struct attr_iter it = {r, 0};
+    hsize_t idx = 0;
+    if (H5Aiterate2(r->file, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &it) < 0) {
+        if (it.rc == AMPDIAG_TRACE_ENOMEM)
+            return trace_fail(it.rc, "out of memory reading '%s'", r->path);
+        trace_h5err e;
+        trace_h5err_take(&e);
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': %s",
+                          r->path, e.detail);
+    }
+    return 0;
+}
+
+const ampdiag_trace_attr *ampdiag_trace_attr_find(const ampdiag_trace_reader *r, const char *name)
+{
+    if (!r || !name)
+        return NULL;
+    for (size_t i = 0; i < r->nattrs; i++)
+        if (strcmp(r->attrs[i].name, name) == 0)
+            return &r->attrs[i];
+    return NULL;
+}
+
+size_t ampdiag_trace_nattrs(const ampdiag_trace_reader *r) { return r ? r->nattrs : 0; }
+
+const ampdiag_trace_attr *ampdiag_trace_attr_at(const ampdiag_trace_reader *r, size_t i)
+{
+    return r && i < r->nattrs ? &r->attrs[i] : NULL;
+}
+
+const char *ampdiag_trace_attr_str(const ampdiag_trace_reader *r, const char *name)
+{
+    const ampdiag_trace_attr *a = ampdiag_trace_attr_find(r, name);
+    return a && a->type == AMPDIAG_ATTR_STR ? a->s : NULL;
+}
+
+int64_t ampdiag_trace_attr_int(const ampdiag_trace_reader *r, const char *name, int64_t dflt)
+{
+    const ampdiag_trace_attr *a = ampdiag_trace_attr_find(r, name);
+    return a && a->type == AMPDIAG_ATTR_INT ? a->i : dflt;
+}
+
+double ampdiag_trace_attr_double(const ampdiag_trace_reader *r, const char *name, double dflt)
+{
+    const ampdiag_trace_attr *a = ampdiag_trace_attr_find(r, name);
+    return a && (a->type == AMPDIAG_ATTR_INT || a->type == AMPDIAG_ATTR_DOUBLE) ? a->d : dflt;
+}
+
+static int check_identity(ampdiag_trace_reader *r)
+{
+    const ampdiag_trace_attr *f = ampdiag_trace_attr_find(r, "format");
+    if (!f)
+        return trace_fail(AMPDIAG_TRACE_ENOTTRACE,
+                          "'%s' is an HDF5 file but not an ampdiag trace (no root attribute "
+                          "'format' = \"%s\")",
+                          r->path, AMPDIAG_TRACE_FORMAT);
+    if (f->type != AMPDIAG_ATTR_STR || strcmp(f->s, AMPDIAG_TRACE_FORMAT) != 0)
+        return trace_fail(AMPDIAG_TRACE_ENOTTRACE,
+                          "'%s' is an HDF5 file but not an ampdiag trace (its 'format' attribute is "
+                          "%s%s%s, expected \"%s\")",
+                          r->path, f->type == AMPDIAG_ATTR_STR ? "\"" : "",
+                          f->type == AMPDIAG_ATTR_STR ? f->s : "not a string",
+                          f->type == AMPDIAG_ATTR_STR ? "\"" : "", AMPDIAG_TRACE_FORMAT);
+    const ampdiag_trace_attr *v = ampdiag_trace_attr_find(r, "format_version");
+    if (!v)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no 'format_version' attribute",
+                          r->path);
+    if (!(v->type == AMPDIAG_ATTR_INT || (v->type == AMPDIAG_ATTR_DOUBLE && v->d == floor(v->d) &&
+                                          fabs(v->d) < 1e9)))
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                          "trace '%s': attribute 'format_version' is not an integer", r->path);
+    int64_t ver = v->type == AMPDIAG_ATTR_INT ? v->i : (int64_t)v->d;
+    if (ver > AMPDIAG_TRACE_FORMAT_VERSION)
+        return trace_fail(AMPDIAG_TRACE_EVERSION,
+                          "trace '%s' has format_version %lld, newer than this ampdiag (%s) reads "
+                          "(%d): upgrade ampdiag",
+                          r->path, (long long)ver, ampdiag_version(), AMPDIAG_TRACE_FORMAT_VERSION);
+    if (ver < 1)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has an invalid format_version %lld",
+                          r->path, (long long)ver);
+    r->version = (int)ver;
+    const ampdiag_trace_attr *s = ampdiag_trace_attr_find(r, "status");
+    if (!s || s->type != AMPDIAG_ATTR_STR)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has %s 'status' attribute", r->path,
+                          s ? "a non-string" : "no");
+    r->status_text = s->s;
+    r->status = (ampdiag_trace_status)ampdiag_status_parse(s->s);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Tables
+ * ------------------------------------------------------------------------------------------ */
+
+static const char *class_name(H5T_class_t c)
+{
+    switch (c) {
+    case H5T_INTEGER: return "an integer";
+    case H5T_FLOAT: return "a float";
+    case H5T_STRING: return "a string";
+    case H5T_ENUM: return "an enum";
+    case H5T_ARRAY: return "an array";
+    case H5T_COMPOUND: return "a compound";
+    default: return "of another type";
+    }
+}
+
+static const char *expected_name(trace_ftype t)
+{
+    switch (t) {
+    case FT_I64: case FT_I32: case FT_BOOL: case FT_U64: return "an integer";
+    case FT_F32: case FT_F64: return "a float";
+    case FT_STR: return "a fixed-length string";
+    case FT_KIND: return "the tensor_kind enum (or an integer)";
+    case FT_CODE: return "the event_code enum (or an integer)";
+    case FT_HIST: return "an integer array of 281 bins";
+    }
+    return "?";
+}
+
+/*
+ * Memory enum for an enum column: this version's names with their values, plus any name the
+ * file's enum has that this version does not know (a later writer's) mapped to -1, -2, ...:
+ * HDF5 refuses to convert an enum whose names the destination lacks. Rows with such a value
+ * read as -1 (see fix_unknown_enums).
+ */
+static hid_t enum_mtype(trace_ftype t, hid_t ft)
+{
+    hid_t m = trace_field_type(t, 0, 0);
+    int n = H5Tget_nmembers(ft);
+    if (m < 0 || n < 0)
+        goto fail;
+    int32_t next = -1;
+    for (int i = 0; i < n; i++) {
+        char *name = H5Tget_member_name(ft, (unsigned)i);
+        if (!name)
+            goto fail;
+        int known = t == FT_KIND ? ampdiag_kind_parse(name) : ampdiag_event_parse(name);
+        herr_t rc = 0;
+        if (known < 0) {
+            int32_t v = next--;
+            rc = H5Tenum_insert(m, name, &v);
+        }
+        H5free_memory(name);
+        if (rc < 0)
+            goto fail;
+    }
+    return m;
+fail:
+    if (m >= 0)
+        H5Tclose(m);
+    return -1;
+}
+
+/* Memory type of one field for this file's member type; -1 with *bad = 1 if mistyped. */
+static hid_t member_mtype(const trace_field *f, hid_t ft, int *bad)
+{
+    H5T_class_t c = H5Tget_class(ft);
+    *bad = 0;
+    switch (f->type) {
+    case FT_I64: case FT_I32: case FT_BOOL: case FT_U64:
+        if (c != H5T_INTEGER)
+            break;
+        return trace_field_type(f->type, f->size, 0);
+    case FT_F32: case FT_F64:
+        if (c != H5T_FLOAT && c != H5T_INTEGER)
+            break;
+        return trace_field_type(f->type, f->size, 0);
+    case FT_STR: {
+        if (c != H5T_STRING || H5Tis_variable_str(ft) > 0)
+            break;
+        /* HDF5 converts between string sizes and paddings, not character sets */
+        hid_t m = trace_field_type(f->type, f->size, 0);
+        H5T_cset_t cs = H5Tget_cset(ft);
+        if (m >= 0 && cs >= 0 && H5Tset_cset(m, cs) < 0) {
+            H5Tclose(m);
+            m = -1;
+        }
+        return m;
+    }
+    case FT_KIND: case FT_CODE:
+        if (c == H5T_INTEGER)
+            return H5Tcopy(H5T_NATIVE_INT32);
+        if (c != H5T_ENUM)
+            break;
+        return enum_mtype(f->type, ft);
+    case FT_HIST: {
+        if (c != H5T_ARRAY || H5Tget_array_ndims(ft) != 1)
+            break;
+        hsize_t dim = 0;
+        H5Tget_array_dims2(ft, &dim);
+        hid_t base = H5Tget_super(ft);
+        H5T_class_t bc = base >= 0 ? H5Tget_class(base) : H5T_NO_CLASS;
+        if (base >= 0)
+            H5Tclose(base);
+        if (dim != AMPDIAG_HIST_BINS || bc != H5T_INTEGER)
+            break;
+        return trace_field_type(f->type, f->size, 0);
+    }
+    }
+    *bad = 1;
+    return -1;
+}
+
+static int build_mtype(ampdiag_trace_reader *r, int t, hid_t ftype)
+{
+    const trace_table *tb = &trace_tables[t];
+    hid_t m = H5Tcreate(H5T_COMPOUND, tb->rec_size);
+    if (m < 0)
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "HDF5 type creation failed reading '%s'", r->path);
+    for (size_t i = 0; i < tb->nfields; i++) {
+        const trace_field *f = &tb->fields[i];
+        int idx = H5Tget_member_index(ftype, f->name);
+        if (idx < 0 && f->optional && i < 64) {
+            r->absent[t] |= UINT64_C(1) << i; /* read as 0 (clear_absent) */
+            continue;
+        }
+        if (idx < 0) {
+            H5Tclose(m);
+            return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': dataset %s has no field '%s'",
+                              r->path, tb->path, f->name);
+        }
+        hid_t ft = H5Tget_member_type(ftype, (unsigned)idx);
+        int bad = 0;
+        hid_t mt = ft >= 0 ? member_mtype(f, ft, &bad) : -1;
+        H5T_class_t c = ft >= 0 ? H5Tget_class(ft) : H5T_NO_CLASS;
+        if (ft >= 0)
+            H5Tclose(ft);
+        if (mt < 0 || H5Tinsert(m, f->name, f->offset, mt) < 0) {
+            if (mt >= 0)
+                H5Tclose(mt);
+            H5Tclose(m);
+            if (bad)
+                return trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                                  "trace '%s': field '%s' of %s is %s%s, expected %s", r->path,
+                                  f->name, tb->path, class_name(c),
+                                  c == H5T_STRING ? " of variable length" : "",
+                                  expected_name(f->type));
+            return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': cannot map field '%s' of %s",
+                              r->path, f->name, tb->path);
+        }
+        H5Tclose(mt);
+    }
+    r->mtype[t] = m;
+    return 0;
+}
+
+/* Number of rows of table t, without trailing fill rows (key -1). */
+static int count_rows(ampdiag_trace_reader *r, int t)
+{
+    const trace_table *tb = &trace_tables[t];
+    hid_t sp = H5Dget_space(r->dset[t]);
+    hsize_t dim = 0;
+    int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (rank == 1)
+        H5Sget_simple_extent_dims(sp, &dim, NULL);
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (rank != 1)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': dataset %s is not one-dimensional",
+                          r->path, tb->path);
+    const char *key = tb->fields[0].name; /* "step" or "index" */
+    size_t ksize = tb->key_is_i32 ? sizeof(int32_t) : sizeof(int64_t);
+    hid_t kt = H5Tcreate(H5T_COMPOUND, ksize);
+    if (kt < 0 || H5Tinsert(kt, key, 0, tb->key_is_i32 ? H5T_NATIVE_INT32 : H5T_NATIVE_INT64) < 0) {
+        if (kt >= 0)
+            H5Tclose(kt);
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "HDF5 type creation failed reading '%s'", r->path);
+    }
+    int rc = 0;
+    enum { WINDOW = 1024 };
+    unsigned char buf[WINDOW * sizeof(int64_t)];
+    while (dim > 0) {
+        hsize_t n = dim < WINDOW ? dim : WINDOW, start = dim - n;
+        hid_t fs = H5Dget_space(r->dset[t]), ms = H5Screate_simple(1, &n, NULL);
+        int ok = fs >= 0 && ms >= 0 &&
+                 H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &n, NULL) >= 0 &&
+                 H5Dread(r->dset[t], kt, ms, fs, H5P_DEFAULT, buf) >= 0;
+        if (!ok)
+            trace_h5err_capture();
+        if (ms >= 0)
+            H5Sclose(ms);
+        if (fs >= 0)
+            H5Sclose(fs);
+        if (!ok) {
+            trace_h5err e;
+            trace_h5err_take(&e);
+            rc = trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot read %s (truncated or "
+                            "corrupt file?): %s", r->path, tb->path, e.detail);
+            break;
+        }
+        hsize_t keep = n;
+        while (keep > 0) {
+            int64_t k;
+            if (tb->key_is_i32) {
+                int32_t k32;
+                memcpy(&k32, buf + (keep - 1) * ksize, sizeof k32);
+                k = k32;
+            } else {
+                memcpy(&k, buf + (keep - 1) * ksize, sizeof k);
+            }
+            if (k != -1)
+                break;
+            keep--;
+        }
+        dim = start + keep;
+        if (keep > 0)
+            break;
+    }
+    H5Tclose(kt);
+    if (!rc)
+        r->rows[t] = (size_t)dim;
+    return rc;
+}
+
+static int open_tables(ampdiag_trace_reader *r)
+{
+    for (int t = 0; t < TBL_N; t++) {
+        const trace_table *tb = &trace_tables[t];
+        htri_t ex = H5Lexists(r->file, tb->path + 1, H5P_DEFAULT);
+        if (ex <= 0)
+            return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no dataset %s", r->path, tb->path);
+        H5O_info_t oi;
+        if (H5Oget_info_by_name(r->file, tb->path + 1, &oi, H5P_DEFAULT) < 0 ||
+            oi.type != H5O_TYPE_DATASET)
+            return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': %s is not a dataset", r->path,
+                              tb->path);
+        if ((r->dset[t] = H5Dopen2(r->file, tb->path + 1, H5P_DEFAULT)) < 0) {
+            trace_h5err e;
+            trace_h5err_take(&e);
+            return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot open %s: %s", r->path,
+                              tb->path, e.detail);
+        }
+        hid_t ft = H5Dget_type(r->dset[t]);
+        if (ft < 0)
+            return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot read the type of %s",
+                              r->path, tb->path);
+        int rc = 0;
+        if (H5Tget_class(ft) != H5T_COMPOUND)
+            rc = trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                            "trace '%s': dataset %s is not a table (expected a compound type)",
+                            r->path, tb->path);
+        else
+            rc = build_mtype(r, t, ft);
+        H5Tclose(ft);
+        if (rc || (rc = count_rows(r, t)))
+            return rc;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Public: open, close, queries
+ * ------------------------------------------------------------------------------------------ */
+
+static void reader_free(ampdiag_trace_reader *r)
+{
+    for (int t = 0; t < TBL_N; t++) {
+        if (r->dset[t] >= 0)
+            H5Dclose(r->dset[t]);
+        if (r->mtype[t] >= 0)
+            H5Tclose(r->mtype[t]);
+    }
+    if (r->file >= 0)
+        H5Fclose(r->file);
+    for (size_t i = 0; i < r->nattrs; i++) {
+        free((char *)r->attrs[i].name);
+        free((char *)r->attrs[i].s);
+    }
+    free(r->attrs);
+    free(r->path);
+    free(r);
+}
+
+int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **out)
+{
+    if (!out)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_open: out is NULL");
+    *out = NULL;
+    if (!path || !*path)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_open: empty file name");
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return trace_fail(AMPDIAG_TRACE_ENOENT, "'%s': no such file", path);
+        return trace_fail(AMPDIAG_TRACE_EIO, "cannot open '%s': %s", path, strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode))
+        return trace_fail(AMPDIAG_TRACE_ENOENT, "'%s' is a directory, not a trace file", path);
+    if (!S_ISREG(st.st_mode))
+        return trace_fail(AMPDIAG_TRACE_ENOENT, "'%s' is not a regular file", path);
+    if (access(path, R_OK) != 0)
+        return trace_fail(AMPDIAG_TRACE_EIO, "cannot read '%s': %s", path, strerror(errno));
+    if (st.st_size == 0)
+        return trace_fail(AMPDIAG_TRACE_ENOTHDF5, "'%s' is empty, not an HDF5 file", path);
+
+    ampdiag_trace_reader *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory opening '%s'", path);
+    }
+    r->file = -1;
+    for (int t = 0; t < TBL_N; t++)
+        r->dset[t] = r->mtype[t] = -1;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    int rc = open_file(r, flags);
+    if (!rc)
+        rc = load_attrs(r);
+    if (!rc)
+        rc = check_identity(r);
+    if (!rc)
+        rc = open_tables(r);
+    if (rc) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ampdiag_trace_errmsg());
+        reader_free(r);
+        trace_quiet_end(&q);
+        return trace_fail(rc, "%s", msg);
+    }
+    trace_quiet_end(&q);
+    *out = r;
+    return 0;
+}
+
+void ampdiag_trace_reader_close(ampdiag_trace_reader *r)
+{
+    if (!r)
+        return;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    reader_free(r);
+    trace_quiet_end(&q);
+}
+
+int ampdiag_trace_refresh(ampdiag_trace_reader *r)
+{
+    if (!r)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_refresh: NULL reader");
+    if (!r->swmr)
+        return 0;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    int rc = 0;
+    for (int t = 0; t < TBL_N && !rc; t++) {
+        if (H5Drefresh(r->dset[t]) < 0) {
+            trace_h5err e;
+            trace_h5err_take(&e);
+            rc = trace_fail(AMPDIAG_TRACE_EIO, "cannot refresh %s of '%s': %s",
+                            trace_tables[t].path, r->path, e.detail);
+        } else {
+            rc = count_rows(r, t);
+        }
+    }
+    trace_quiet_end(&q);
+    return rc;
+}
+
+const char *ampdiag_trace_path(const ampdiag_trace_reader *r) { return r ? r->path : NULL; }
+int ampdiag_trace_format_version(const ampdiag_trace_reader *r) { return r ? r->version : 0; }
+ampdiag_trace_status ampdiag_trace_status_of(const ampdiag_trace_reader *r)
+{
+    return r ? r->status : AMPDIAG_STATUS_UNKNOWN;
+}
+const char *ampdiag_trace_status_text(const ampdiag_trace_reader *r) { return r ? r->status_text : NULL; }
+int ampdiag_trace_cut_off(const ampdiag_trace_reader *r)
+{
+    return r && r->status == AMPDIAG_STATUS_RUNNING;
+}
+int ampdiag_trace_was_repaired(const ampdiag_trace_reader *r) { return r ? r->repaired : 0; }
+
+int ampdiag_trace_has_field(const ampdiag_trace_reader *r, const char *table, const char *field)
+{
+    if (!r || !table || !field)
+        return 0;
+    int t = 0;
+    while (t < TBL_N && strcmp(trace_tables[t].path, table) != 0 &&
+           strcmp(trace_tables[t].path + 1, table) != 0)
+        t++;
+    if (t == TBL_N || r->dset[t] < 0)
+        return 0;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    hid_t ft = H5Dget_type(r->dset[t]);
+    int has = ft >= 0 && H5Tget_member_index(ft, field) >= 0;
+    if (ft >= 0)
+        H5Tclose(ft);
+    trace_quiet_end(&q);
+    return has;
+}
+
+void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    if (!r)
+        return;
+    c->layers = r->rows[TBL_LAYERS];
+    c->steps = r->rows[TBL_STEPS];
+    c->tensors = r->rows[TBL_TENSORS];
+    c->hists = r->rows[TBL_HISTS];
+    c->events = r->rows[TBL_EVENTS];
+    c->evals = r->rows[TBL_EVALS];
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Reading tables
+ * ------------------------------------------------------------------------------------------ */
+
+/* Enum values this version does not know (negative, see enum_mtype) all read as -1. */
+static void fix_unknown_enums(const trace_table *tb, void *rows, size_t n)
+{
+    for (size_t f = 0; f < tb->nfields; f++) {
+        if (tb->fields[f].type != FT_KIND && tb->fields[f].type != FT_CODE)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
+            int32_t v;
+            memcpy(&v, p, sizeof v);
+            if (v < 0) {
+                v = -1;
+                memcpy(p, &v, sizeof v);
+            }
+        }
+    }
+}
+
+/* Bytes a field takes in the public record (see trace_ftype). */
+static size_t field_msize(const trace_field *f)
+{
+    switch (f->type) {
+    case FT_I64: case FT_U64: case FT_F64: return 8;
+    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: return 4;
+    case FT_STR: return f->size;
+    case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
+    }
+    return 0;
+}
+
+/* Optional fields the file lacks read as 0 (the memory type leaves them out, so HDF5 does not
+ * write them). */
+static void clear_absent(const ampdiag_trace_reader *r, int t, void *rows, size_t n)
+{
+    const trace_table *tb = &trace_tables[t];
+    for (size_t f = 0; f < tb->nfields && f < 64; f++) {
+        if (!(r->absent[t] & (UINT64_C(1) << f)))
+            continue;
+        size_t size = field_msize(&tb->fields[f]);
+        for (size_t i = 0; i < n; i++)
+            memset((char *)rows + i * tb->rec_size + tb->fields[f].offset, 0, size);
+    }
+}
+
+static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, void **out,
+                      size_t *n)
+{
+    const trace_table *tb = &trace_tables[t];
+    *out = NULL;
+    if (n)
+        *n = 0;
+    if (!r || !n)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "reading %s: NULL argument", tb->path);
+    size_t rows = r->rows[t];
+    if (first > rows)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "reading %s of '%s': row %zu is past the end (%zu rows)",
+                          tb->path, r->path, first, rows);
+    size_t count = rows - first < max ? rows - first : max;
+    if (count == 0)
+        return 0;
+    if (count > SIZE_MAX / tb->rec_size)
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "reading %s of '%s': too many rows", tb->path, r->path);
+    void *buf = malloc(count * tb->rec_size);
+    if (!buf)
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory reading %zu rows of %s from '%s'",
+                          count, tb->path, r->path);
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    hsize_t start = first, cnt = count;
+    hid_t fs = H5Dget_space(r->dset[t]), ms = H5Screate_simple(1, &cnt, NULL);
+    int ok = fs >= 0 && ms >= 0 &&
+             H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL) >= 0 &&
+             H5Dread(r->dset[t], r->mtype[t], ms, fs, H5P_DEFAULT, buf) >= 0;
+    if (!ok)
+        trace_h5err_capture();
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+    int rc = 0;
+    if (!ok) {
+        trace_h5err e;
+        trace_h5err_take(&e);
+        if (e.os_errno && e.os_errno != ENOENT)
+            rc = trace_fail(AMPDIAG_TRACE_EIO, "cannot read %s of '%s': %s", tb->path, r->path,
+                            e.detail);
+        else
+            rc = trace_fail(AMPDIAG_TRACE_ETRUNCATED,
+                            "cannot read %s of '%s' (truncated or corrupt file?): %s", tb->path,
+                            r->path, e.detail);
+        free(buf);
+        buf = NULL;
+    }
+    trace_quiet_end(&q);
+    if (rc)
+        return rc;
+    fix_unknown_enums(tb, buf, count);
+    clear_absent(r, t, buf, count);
+    *out = buf;
+    *n = count;
+    return 0;
+}
+
+/* The typed readers: read_table fills a void pointer, assigned to the typed one here. */
+#define READ_WRAPPER(T, t, first, max)                                                         \
+    {                                                                                          \
+        void *p = NULL;                                                                        \
+        if (!out)                                                                              \
+            return trace_fail(AMPDIAG_TRACE_EINVAL, "reading %s: NULL argument",               \
+                              trace_tables[t].path);                                           \
+        int rc = read_table(r, t, first, max, &p, n);                                          \
+        *out = (T *)p;                                                                         \
+        return rc;                                                                             \
+    }
+
+int ampdiag_trace_read_layers(ampdiag_trace_reader *r, ampdiag_trace_layer **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_layer, TBL_LAYERS, 0, SIZE_MAX)
+
+int ampdiag_trace_read_steps(ampdiag_trace_reader *r, ampdiag_trace_step **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_step, TBL_STEPS, 0, SIZE_MAX)
+
+int ampdiag_trace_read_events(ampdiag_trace_reader *r, ampdiag_trace_event **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_event, TBL_EVENTS, 0, SIZE_MAX)
+
+int ampdiag_trace_read_evals(ampdiag_trace_reader *r, ampdiag_trace_eval **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_eval, TBL_EVALS, 0, SIZE_MAX)
+
+int ampdiag_trace_read_tensors(ampdiag_trace_reader *r, size_t first, size_t max,
+                               ampdiag_trace_tensor **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_tensor, TBL_TENSORS, first, max)
+
+int ampdiag_trace_read_hists(ampdiag_trace_reader *r, size_t first, size_t max,
+                             ampdiag_trace_hist **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_hist, TBL_HISTS, first, max)

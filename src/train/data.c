@@ -1,0 +1,429 @@
+/*
+ * data.c - synthetic data sets and the HDF5 data loader (data.h).
+ */
+#include "train/data.h"
+#include "util/rng.h"
+#include "util/util.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+void data_free(dataset *ds)
+{
+    free(ds->x); free(ds->x_val);
+    free(ds->y); free(ds->y_val);
+    free(ds->tok); free(ds->tok_val);
+    memset(ds, 0, sizeof *ds);
+}
+
+const char *data_synthetic_help(void)
+{
+    return "  synthetic:blobs      10 Gaussian classes in 32 features, 4096 + 512 rows (mlp default)\n"
+           "  synthetic:blobs-raw  the same features in raw units (x 1e5): unnormalised inputs\n"
+           "  synthetic:blobs-tiny the same features x 1e-6: tiny activations and gradients\n"
+           "  synthetic:tokens     sequences of 33 tokens over 64 symbols from a sparse Markov chain,\n"
+           "                       2048 + 256 rows (transformer default)\n";
+}
+
+/* --------------------------------------------------------------------------- synthetic */
+
+static int make_blobs(dataset *ds, uint64_t seed, float scale)
+{
+    enum { D = 32, K = 10, N = 4096, NV = 512 };
+    ds->kind = DATA_CLASSIFICATION;
+    ds->d = D;
+    ds->classes = K;
+    ds->n = N;
+    ds->n_val = NV;
+    ds->x = malloc((size_t)N * D * sizeof *ds->x);
+    ds->x_val = malloc((size_t)NV * D * sizeof *ds->x_val);
+    ds->y = malloc((size_t)N * sizeof *ds->y);
+    ds->y_val = malloc((size_t)NV * sizeof *ds->y_val);
+    if (!ds->x || !ds->x_val || !ds->y || !ds->y_val)
+        return -1;
+    rng r = rng_seed(seed ^ 0xb10b5ull);
+    float centers[K][D];
+    for (int k = 0; k < K; k++)
+        for (int j = 0; j < D; j++)
+            centers[k][j] = (float)(0.6 * rng_normal(&r));
+    for (int i = 0; i < N + NV; i++) {
+        int k = (int)rng_below(&r, K);
+        float *row = i < N ? ds->x + (size_t)i * D : ds->x_val + (size_t)(i - N) * D;
+        for (int j = 0; j < D; j++)
+            row[j] = scale * (float)(centers[k][j] + rng_normal(&r));
+        if (i < N) ds->y[i] = k; else ds->y_val[i - N] = k;
+    }
+    return 0;
+}
+
+static int make_tokens(dataset *ds, uint64_t seed)
+{
+    enum { V = 64, L = 33, N = 2048, NV = 256, SUCC = 3 };
+    static const double p[SUCC] = {0.7, 0.2, 0.1};
+    ds->kind = DATA_TOKENS;
+    ds->vocab = V;
+    ds->len = L;
+    ds->n = N;
+    ds->n_val = NV;
+    ds->tok = malloc((size_t)N * L * sizeof *ds->tok);
+    ds->tok_val = malloc((size_t)NV * L * sizeof *ds->tok_val);
+    if (!ds->tok || !ds->tok_val)
+        return -1;
+    rng r = rng_seed(seed ^ 0x70c3ull);
+    int succ[V][SUCC];
+    for (int v = 0; v < V; v++)
+        for (int s = 0; s < SUCC; s++)
+            succ[v][s] = (int)rng_below(&r, V);
+    for (int i = 0; i < N + NV; i++) {
+        int32_t *row = i < N ? ds->tok + (size_t)i * L : ds->tok_val + (size_t)(i - N) * L;
+        int t = (int)rng_below(&r, V);
+        for (int j = 0; j < L; j++) {
+            row[j] = t;
+            double u = rng_uniform(&r);
+            int s = u < p[0] ? 0 : u < p[0] + p[1] ? 1 : 2;
+            t = succ[t][s];
+        }
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------------------------- HDF5 files */
+
+/* Read dataset `name` of rank `rank` whose type class is `cls` into a new buffer of memory
+ * type mtype (elem bytes each). dims receives the shape. Returns 1 read, 0 absent, -1 bad
+ * input, -2 I/O error (message in err). */
+static int read_array(hid_t f, const char *fname, const char *name, int rank, H5T_class_t cls,
+                      hid_t mtype, size_t elem, hsize_t dims[2], void **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    htri_t ex = H5Lexists(f, name, H5P_DEFAULT);
+    if (ex <= 0)
+        return ex < 0 ? (errf(err, errlen, "%s: cannot look up %s", fname, name), -2) : 0;
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0)
+        return errf(err, errlen, "%s: %s is not a dataset", fname, name), -1;
+    int rc = -1;
+    hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
+    if (sp < 0 || ty < 0) {
+        errf(err, errlen, "%s: cannot read the shape or type of %s", fname, name);
+        rc = -2;
+        goto done;
+    }
+    if (H5Tget_class(ty) != cls) {
+        errf(err, errlen, "%s: %s must hold %s values", fname, name,
+             cls == H5T_FLOAT ? "floating-point" : "integer");
+        goto done;
+    }
+    int r = H5Sget_simple_extent_ndims(sp);
+    if (r != rank) {
+        errf(err, errlen, "%s: %s must have %d dimension%s, it has %d", fname, name, rank, rank > 1 ? "s" : "", r);
+        goto done;
+    }
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    hsize_t total = dims[0] * (rank > 1 ? dims[1] : 1);
+    if (total == 0 || dims[0] > (hsize_t)INT32_MAX || (rank > 1 && dims[1] > (hsize_t)INT32_MAX)) {
+        errf(err, errlen, "%s: %s is empty or too large", fname, name);
+        goto done;
+    }
+    *out = malloc((size_t)total * elem);
+    if (!*out) {
+        errf(err, errlen, "%s: out of memory reading %s", fname, name);
+        rc = -2;
+        goto done;
+    }
+    if (H5Dread(d, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, *out) < 0) {
+        errf(err, errlen, "%s: reading %s failed (damaged file, or values that do not convert to %s)", fname,
+             name, cls == H5T_FLOAT ? "float32" : "int32");
+        free(*out);
+        *out = NULL;
+        rc = -2;
+        goto done;
+    }
+    rc = 1;
+done:
+    if (sp >= 0) H5Sclose(sp);
+    if (ty >= 0) H5Tclose(ty);
+    H5Dclose(d);
+    return rc;
+}
+
+/* Keep the first n rows of a [rows, width] array in a and move the rest to b. */
+static int split_rows(void *a, void **b, size_t width_bytes, int rows, int nval)
+{
+    *b = malloc((size_t)nval * width_bytes);
+    if (!*b)
+        return -1;
+    memcpy(*b, (char *)a + (size_t)(rows - nval) * width_bytes, (size_t)nval * width_bytes);
+    return 0;
+}
+
+static int check_labels(const int32_t *y, int n, int classes, const char *fname, const char *what, char *err,
+                        size_t errlen)
+{
+    for (int i = 0; i < n; i++)
+        if (y[i] < 0 || y[i] >= classes)
+            return errf(err, errlen, "%s: %s[%d] = %d is outside 0..%d", fname, what, i, (int)y[i], classes - 1), -1;
+    return 0;
+}
+
+static int load_file(dataset *ds, const char *fname, int want_tokens, char *err, size_t errlen)
+{
+    FILE *probe = fopen(fname, "rb");
+    if (!probe)
+        return errf(err, errlen, "%s: cannot open (%s)", fname, strerror(errno)), DATA_EBADINPUT;
+    fclose(probe);
+    htri_t is = H5Fis_hdf5(fname);
+    if (is <= 0)
+        return errf(err, errlen, "%s: not an HDF5 file (expected /x and /y, or /tokens)", fname), DATA_EBADINPUT;
+    hid_t f = H5Fopen(fname, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return errf(err, errlen, "%s: HDF5 could not open it", fname), DATA_EIO;
+    snprintf(ds->name, sizeof ds->name, "%s", fname);
+    int rc = DATA_EBADINPUT;
+    hsize_t d1[2], d2[2];
+    void *a = NULL, *b = NULL, *va = NULL, *vb = NULL;
+    int r;
+    htri_t has_tok = H5Lexists(f, "/tokens", H5P_DEFAULT), has_x = H5Lexists(f, "/x", H5P_DEFAULT);
+    if (want_tokens && has_tok <= 0) {
+        errf(err, errlen, "%s: the transformer reads /tokens (integer, [N, L]); the file has none%s", fname,
+             has_x > 0 ? " (it holds /x: classification data, for an mlp)" : "");
+        goto done;
+    }
+    if (!want_tokens && has_x <= 0) {
+        errf(err, errlen, "%s: an mlp reads /x (float, [N, D]) and /y (integer, [N]); the file has no /x%s", fname,
+             has_tok > 0 ? " (it holds /tokens: sequence data, for a transformer)" : "");
+        goto done;
+    }
+    if (want_tokens) {
+        ds->kind = DATA_TOKENS;
+        if ((r = read_array(f, fname, "/tokens", 2, H5T_INTEGER, H5T_NATIVE_INT32, 4, d1, &a, err, errlen)) != 1) {
+            rc = r == -2 ? DATA_EIO : DATA_EBADINPUT;
+            goto done;
+        }
+        if (d1[1] < 2) {
+            errf(err, errlen, "%s: /tokens rows must hold at least 2 tokens (input and next token)", fname);
+            goto done;
+        }
+        ds->len = (int)d1[1];
+        r = read_array(f, fname, "/tokens_val", 2, H5T_INTEGER, H5T_NATIVE_INT32, 4, d2, &va, err, errlen);
+        if (r < 0) { rc = r == -2 ? DATA_EIO : DATA_EBADINPUT; goto done; }
+        int n = (int)d1[0];
+        if (r == 1) {
+            if (d2[1] != d1[1]) {
+                errf(err, errlen, "%s: /tokens_val rows have %d tokens, /tokens rows %d", fname, (int)d2[1], ds->len);
+                goto done;
+            }
+            ds->n = n;
+            ds->n_val = (int)d2[0];
+            ds->tok = a; a = NULL;
+            ds->tok_val = va; va = NULL;
+        } else {
+            if (n < 2) {
+                errf(err, errlen, "%s: /tokens needs at least 2 rows to hold one out for validation", fname);
+                goto done;
+            }
+            int nv = n / 10 > 0 ? n / 10 : 1;
+            void *tv;
+            if (split_rows(a, &tv, (size_t)ds->len * 4, n, nv)) { rc = DATA_EIO; goto done; }
+            ds->tok = a; a = NULL;
+            ds->tok_val = tv;
+            ds->n = n - nv;
+            ds->n_val = nv;
+        }
+        int32_t vmax = -1;
+        size_t tot = (size_t)ds->n * ds->len, totv = (size_t)ds->n_val * ds->len;
+        for (size_t i = 0; i < tot + totv; i++) {
+            int32_t t = i < tot ? ds->tok[i] : ds->tok_val[i - tot];
+            if (t < 0) {
+                errf(err, errlen, "%s: token %d at position %zu is negative", fname, (int)t, i);
+                goto done;
+            }
+            if (t > vmax) vmax = t;
+        }
+        ds->vocab = (int)vmax + 1;
+        rc = 0;
+        goto done;
+    }
+    ds->kind = DATA_CLASSIFICATION;
+    if ((r = read_array(f, fname, "/x", 2, H5T_FLOAT, H5T_NATIVE_FLOAT, 4, d1, &a, err, errlen)) != 1) {
+        rc = r == -2 ? DATA_EIO : DATA_EBADINPUT;
+        goto done;
+    }
+    r = read_array(f, fname, "/y", 1, H5T_INTEGER, H5T_NATIVE_INT32, 4, d2, &b, err, errlen);
+    if (r != 1) {
+        if (r == 0) errf(err, errlen, "%s: /x needs labels /y (integer, [N])", fname);
+        rc = r == -2 ? DATA_EIO : DATA_EBADINPUT;
+        goto done;
+    }
+    if (d2[0] != d1[0]) {
+        errf(err, errlen, "%s: /x has %d rows but /y has %d labels", fname, (int)d1[0], (int)d2[0]);
+        goto done;
+    }
+    ds->d = (int)d1[1];
+    int n = (int)d1[0];
+    hsize_t e1[2], e2[2];
+    r = read_array(f, fname, "/x_val", 2, H5T_FLOAT, H5T_NATIVE_FLOAT, 4, e1, &va, err, errlen);
+    if (r < 0) { rc = r == -2 ? DATA_EIO : DATA_EBADINPUT; goto done; }
+    if (r == 1) {
+        int r2 = read_array(f, fname, "/y_val", 1, H5T_INTEGER, H5T_NATIVE_INT32, 4, e2, &vb, err, errlen);
+        if (r2 != 1) {
+            if (r2 == 0) errf(err, errlen, "%s: /x_val needs labels /y_val", fname);
+            rc = r2 == -2 ? DATA_EIO : DATA_EBADINPUT;
+            goto done;
+        }
+        if (e1[1] != d1[1] || e2[0] != e1[0]) {
+            errf(err, errlen, "%s: /x_val must be [M, %d] with M labels in /y_val", fname, ds->d);
+            goto done;
+        }
+        ds->n = n;
+        ds->n_val = (int)e1[0];
+        ds->x = a; ds->y = b; ds->x_val = va; ds->y_val = vb;
+        a = b = va = vb = NULL;
+    } else {
+        if (n < 2) {
+            errf(err, errlen, "%s: /x needs at least 2 rows to hold one out for validation", fname);
+            goto done;
+        }
+        int nv = n / 10 > 0 ? n / 10 : 1;
+        void *xv, *yv;
+        if (split_rows(a, &xv, (size_t)ds->d * 4, n, nv)) { rc = DATA_EIO; goto done; }
+        if (split_rows(b, &yv, 4, n, nv)) { free(xv); rc = DATA_EIO; goto done; }
+        ds->x = a; ds->y = b; ds->x_val = xv; ds->y_val = yv;
+        a = b = NULL;
+        ds->n = n - nv;
+        ds->n_val = nv;
+    }
+    int32_t ymax = -1;
+    for (int i = 0; i < ds->n; i++) ymax = ds->y[i] > ymax ? ds->y[i] : ymax;
+    ds->classes = (int)ymax + 1;
+    if (ds->classes < 2) {
+        errf(err, errlen, "%s: /y must hold at least 2 classes (labels 0..K-1)", fname);
+        goto done;
+    }
+    if (check_labels(ds->y, ds->n, ds->classes, fname, "/y", err, errlen) ||
+        check_labels(ds->y_val, ds->n_val, ds->classes, fname, "validation labels", err, errlen))
+        goto done;
+    rc = 0;
+done:
+    free(a); free(b); free(va); free(vb);
+    if (H5Fclose(f) < 0 && rc == 0) {
+        errf(err, errlen, "%s: closing failed", fname);
+        rc = DATA_EIO;
+    }
+    return rc;
+}
+
+int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, char *err, size_t errlen)
+{
+    memset(ds, 0, sizeof *ds);
+    if (!spec)
+        spec = want_tokens ? "synthetic:tokens" : "synthetic:blobs";
+    int rc;
+    if (strncmp(spec, "synthetic:", 10) == 0) {
+        const char *name = spec + 10;
+        snprintf(ds->name, sizeof ds->name, "%s", spec);
+        int is_tok = strcmp(name, "tokens") == 0;
+        float scale = strcmp(name, "blobs-raw") == 0 ? 1e5f : strcmp(name, "blobs-tiny") == 0 ? 1e-6f : 1.0f;
+        if (!is_tok && strcmp(name, "blobs") != 0 && scale == 1.0f) {
+            errf(err, errlen, "--data %s: unknown synthetic set; expected one of:\n%s", spec, data_synthetic_help());
+            return DATA_EBADINPUT;
+        }
+        if (is_tok != (want_tokens != 0)) {
+            errf(err, errlen, "--data %s: %s data does not fit a %s model", spec, is_tok ? "sequence" : "classification",
+                 want_tokens ? "transformer" : "mlp");
+            return DATA_EBADINPUT;
+        }
+        rc = is_tok ? make_tokens(ds, seed) : make_blobs(ds, seed, scale);
+        if (rc) {
+            data_free(ds);
+            errf(err, errlen, "--data %s: out of memory", spec);
+            return DATA_EIO;
+        }
+        return 0;
+    }
+    /* our messages replace HDF5's error stack printout */
+    H5E_auto2_t efunc;
+    void *edata;
+    H5Eget_auto2(H5E_DEFAULT, &efunc, &edata);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    rc = load_file(ds, spec, want_tokens, err, errlen);
+    H5Eset_auto2(H5E_DEFAULT, efunc, edata);
+    if (rc)
+        data_free(ds);
+    return rc;
+}
+
+/* --------------------------------------------------------------------------- batches */
+
+static void shuffle(batcher *b)
+{
+    for (int i = 0; i < b->n; i++)
+        b->perm[i] = i;
+    if (!b->shuffle)
+        return;
+    rng r = rng_seed(b->seed ^ (0x5eedull * (uint64_t)(b->epoch + 1)));
+    for (int i = b->n - 1; i > 0; i--) {
+        int j = (int)rng_below(&r, (uint32_t)i + 1);
+        int t = b->perm[i];
+        b->perm[i] = b->perm[j];
+        b->perm[j] = t;
+    }
+}
+
+int batcher_init(batcher *b, int n, int shuffle_rows, uint64_t seed)
+{
+    memset(b, 0, sizeof *b);
+    b->n = n;
+    b->shuffle = shuffle_rows;
+    b->seed = seed;
+    b->perm = malloc((size_t)(n > 0 ? n : 1) * sizeof *b->perm);
+    if (!b->perm)
+        return -1;
+    shuffle(b);
+    return 0;
+}
+
+void batcher_free(batcher *b)
+{
+    free(b->perm);
+    b->perm = NULL;
+}
+
+void batcher_next(batcher *b, int *rows, int B)
+{
+    for (int i = 0; i < B; i++) {
+        if (b->pos == b->n) {
+            b->epoch++;
+            b->pos = 0;
+            shuffle(b);
+        }
+        rows[i] = b->perm[b->pos++];
+    }
+}
+
+void data_gather(const dataset *ds, int val, const int *rows, int B, float *x, int32_t *y, int32_t *inputs,
+                 int32_t *targets)
+{
+    if (ds->kind == DATA_CLASSIFICATION) {
+        const float *X = val ? ds->x_val : ds->x;
+        const int32_t *Y = val ? ds->y_val : ds->y;
+        for (int i = 0; i < B; i++) {
+            memcpy(x + (size_t)i * ds->d, X + (size_t)rows[i] * ds->d, (size_t)ds->d * sizeof *x);
+            y[i] = Y[rows[i]];
+        }
+        return;
+    }
+    const int32_t *tok = val ? ds->tok_val : ds->tok;
+    int T = ds->len - 1;
+    for (int i = 0; i < B; i++) {
+        const int32_t *row = tok + (size_t)rows[i] * ds->len;
+        memcpy(inputs + (size_t)i * T, row, (size_t)T * sizeof *inputs);
+        memcpy(targets + (size_t)i * T, row + 1, (size_t)T * sizeof *targets);
+    }
+}

@@ -1,0 +1,1110 @@
+/*
+ * train.c - the instrumented training loop (train.h).
+ */
+#include "train/train.h"
+
+#include "ampdiag_trace.h"
+#include "backend/backend.h"
+#include "train/data.h"
+#include "train/tracer.h"
+#include "train/weights.h"
+
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void train_config_default(train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->mo = model_options_default();
+    c->steps = 500;
+    c->batch = 64;
+    c->lr = 1e-3;
+    c->schedule = "constant";
+    optim_config_default(&c->opt, OPT_ADAMW);
+    scaler_config_default(&c->scaler, SCALER_DYNAMIC);
+    c->loss_scale = "dynamic";
+    c->seed = 1;
+    c->shuffle = 1;
+    c->trace_every = 1;
+    c->hist_every = 50;
+    c->trace_threads = -1;
+    c->eval_every = 100;
+    c->patience = 20;
+    c->out = "run.h5";
+    c->flush_every = 100;
+    c->flush_seconds = 2.0;
+}
+
+/* ------------------------------------------------------------------ signals */
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+__attribute__((format(printf, 3, 4)))
+static void say(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A trace call failed: keep the first message, classify it. */
+static int trace_fail(int rc, char *err, size_t errlen)
+{
+    say(err, errlen, "%s", ampdiag_trace_errmsg());
+    return ampdiag_trace_err_is_io(rc) ? TRAIN_EIO : TRAIN_EBADINPUT;
+}
+
+/* Median of the last n losses and their median absolute deviation. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void median_mad(const double *v, int n, double *med, double *mad)
+{
+    double tmp[64];
+    memcpy(tmp, v, (size_t)n * sizeof *tmp);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    *med = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+    for (int i = 0; i < n; i++)
+        tmp[i] = fabs(tmp[i] - *med);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    *mad = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}
+
+static void fmt_duration(double s, char *buf, size_t n)
+{
+    long t = (long)(s + 0.5);
+    snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+}
+
+static void progress(const train_config *c, long step, double loss, double scale, long skipped, double t0,
+                     int final)
+{
+    if (!c->progress)
+        return;
+    double el = now_s() - t0;
+    double rate = el > 0 ? (double)step / el : 0;
+    double eta = rate > 0 ? (double)(c->steps - step) / rate : 0;
+    char etas[32];
+    fmt_duration(eta, etas, sizeof etas);
+    char sc[32];
+    if (scale > 0 && isfinite(scale))
+        snprintf(sc, sizeof sc, "2^%g", log2(scale));
+    else
+        snprintf(sc, sizeof sc, "%g", scale);
+    if (c->progress == 2) {
+        int width = 24, fill = c->steps ? (int)((double)width * (double)step / (double)c->steps) : width;
+        char bar[32];
+        for (int i = 0; i < width; i++)
+            bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
+        bar[width] = 0;
+        fprintf(stderr, "\rstep %6ld/%ld [%s] loss %.4g  scale %s  skipped %ld  %.1f step/s  ETA %s   ", step,
+                c->steps, bar, loss, sc, skipped, rate, etas);
+        if (final)
+            fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "step %ld/%ld loss %.4g scale %s skipped %ld %.1f step/s ETA %s\n", step, c->steps, loss,
+                sc, skipped, rate, etas);
+    }
+    fflush(stderr);
+}
+
+/* What the trace calls each kind of model tensor. */
+static const ampdiag_tensor_kind kind_of[MT_COUNT] = {
+    [MT_ACTIVATION] = AMPDIAG_KIND_ACTIVATION,
+    [MT_ACTIVATION_GRAD] = AMPDIAG_KIND_ACTIVATION_GRAD,
+    [MT_WEIGHT] = AMPDIAG_KIND_WEIGHT,
+    [MT_WEIGHT_GRAD] = AMPDIAG_KIND_WEIGHT_GRAD,
+};
+
+/* Per-layer FP16 findings for the closing summary. */
+typedef struct layer_summary {
+    double act_absmax;           /* largest finite |activation| seen (traced steps) */
+    uint64_t act_nonfinite;      /* NaN and inf activation values (traced steps) */
+    long act_nonfinite_step;     /* first traced step with one (-1) */
+    uint64_t grad_nonzero, grad_flush16; /* gradient values that are non-zero / flush in FP16 */
+    uint64_t grad_values, grad_zero;     /* all finite gradient values / exact zeros */
+    int weights_nonfinite;               /* an update has made a weight NaN/inf */
+} layer_summary;
+
+/* ------------------------------------------------------------------ the run */
+
+#define NSLOTS 3 /* traced steps in flight: being taken, being finished, being written */
+#define QCAP 8   /* step records held back (at most three are, see flush_records) */
+
+typedef struct run {
+    const train_config *c;
+    train_result *r;
+    model *m;
+    dataset ds;
+    batcher tb;
+    optim opt;
+    scaler sc;
+    schedule sched;
+    ampdiag_trace_writer *w;
+    layer_summary *ls;
+    int *rows;
+    float *xb;
+    int32_t *yb, *inb, *tgb;
+    int T;                       /* targets per example (1 for classification) */
+    double losses[64];
+    int nloss, loss_pos;
+    /* tracing: the statistics of a traced step are taken by the tracer (a worker thread) while
+     * training goes on, and written to the trace a step or two later (see step_once) */
+    tracer *tr;
+    struct tslot *slots;         /* NSLOTS, used in turn by traced steps */
+    long ntraced;
+    float *w_old[2], *dw[2];     /* [nparams] each: the weights a traced step's update started
+                                  * from and the changes it intended, for traced steps in turn */
+    uint64_t tk_buf[2];          /* the last job reading w_old[k] and dw[k] */
+    uint64_t tk_acts, tk_grads;  /* the last jobs reading activations / gradients */
+    struct tslot *acts_slot;     /* the traced step whose activations' job is tk_acts */
+    double kick_at;              /* when the tracer was last kicked after a backward */
+    double acts_job_s, acts_room_s; /* smoothed: the activations' job's time, and the time from
+                                  * that kick to the next forward, which it must fit in */
+    struct tslot *upd_slot;      /* a traced step whose update job is not posted yet */
+    /* step records wait here, in step order, while a traced step before them is not written */
+    struct qrec {
+        struct tslot *S;         /* a traced step (its record is S->rec), or NULL: rec */
+        ampdiag_trace_step rec;
+    } q[QCAP];
+    int qhead, qn;
+} run;
+
+/* One layer's statistics in a traced step. */
+typedef struct lslot {
+    const float *x[MT_COUNT];    /* the tensors, as the training thread handed them over */
+    size_t n[MT_COUNT];
+    ampdiag_tstats st[MT_COUNT];
+    ampdiag_hist h[MT_COUNT];
+    int have[MT_COUNT];
+    optim_stats upd;
+    ampdiag_hist hu;
+} lslot;
+
+/* One traced step: filled by the tracer's jobs, written by drain(). */
+typedef struct tslot {
+    run *R;
+    long step;
+    int hist, skip;
+    int buf;                     /* its update's copies are in R->w_old[buf], R->dw[buf] */
+    double acts_s;               /* how long its activations' job took */
+    lslot *L;                    /* [nlayers] */
+    uint64_t last;               /* the step's last job */
+    ampdiag_trace_step rec;      /* its step record, update ratio still to fill */
+} tslot;
+
+static int record_tensor(run *R, long step, int li, ampdiag_tensor_kind kind, const ampdiag_tstats *s,
+                         const ampdiag_hist *h, char *err, size_t errlen)
+{
+    int rc = ampdiag_trace_append_tensor(R->w, step, li, kind, s, 0);
+    if (rc < 0)
+        return trace_fail(rc, err, errlen);
+    if (h && (rc = ampdiag_trace_append_hist(R->w, step, li, kind, h)) < 0)
+        return trace_fail(rc, err, errlen);
+    return 0;
+}
+
+static int event(run *R, long step, int li, ampdiag_event_code code, double value, const char *msg, char *err,
+                 size_t errlen)
+{
+    int rc = ampdiag_trace_append_event(R->w, step, li, code, value, msg);
+    return rc < 0 ? trace_fail(rc, err, errlen) : 0;
+}
+
+/* ------------------------------------------------------------------ tracer jobs */
+
+/* On the training thread, before a job is posted: where one kind of tensor of every layer is
+ * and how big (the model's own bookkeeping is not read from the tracer thread). */
+static void hand_over(tslot *S, model_tensor_kind mk)
+{
+    model *m = S->R->m;
+    for (int i = 0; i < m->nlayers; i++) {
+        lslot *l = &S->L[i];
+        l->x[mk] = model_tensor(m, i, mk, &l->n[mk]);
+        l->have[mk] = l->x[mk] && l->n[mk] > 0;
+    }
+}
+
+/* Statistics of one kind of model tensor of every layer, into the slot. */
+static void stats_of(tslot *S, model_tensor_kind mk)
+{
+    const backend *bk = S->R->m->bk;
+    for (int i = 0; i < S->R->m->nlayers; i++) {
+        lslot *l = &S->L[i];
+        if (l->have[mk])
+            bk->tstats(bk, l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL);
+    }
+}
+
+static void job_activations(void *arg)
+{
+    tslot *S = arg;
+    double t0 = now_s();
+    stats_of(S, MT_ACTIVATION);
+    S->acts_s = now_s() - t0;
+}
+
+static void job_gradients(void *arg)
+{
+    stats_of(arg, MT_ACTIVATION_GRAD);
+    stats_of(arg, MT_WEIGHT_GRAD);
+}
+
+/* After the update: the statistics of the weights it started from, its own statistics and its
+ * lost updates, from the copies the optimizer kept. */
+static void job_updates(void *arg)
+{
+    tslot *S = arg;
+    run *R = S->R;
+    model *m = R->m;
+    const backend *bk = m->bk;
+    const float *w_old = R->w_old[S->buf], *dw = R->dw[S->buf];
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer *L = &m->layers[i];
+        if (L->nparams == 0)
+            continue;
+        size_t off = (size_t)(L->p - m->params);
+        lslot *l = &S->L[i];
+        bk->tstats(bk, w_old + off, L->nparams, &l->st[MT_WEIGHT], S->hist ? &l->h[MT_WEIGHT] : NULL);
+        optim_stats_init(&l->upd);
+        if (S->hist)
+            ampdiag_hist_init(&l->hu);
+        optim_update_stats(&R->opt, w_old + off, dw + off, L->nparams, &l->upd, S->hist ? &l->hu : NULL);
+    }
+}
+
+/* The update job of the last traced step: posted after the next step's gradient job, so that
+ * the next activations are not queued behind it, or at the end by drain. */
+static void post_update(run *R)
+{
+    if (R->upd_slot) {
+        tslot *S = R->upd_slot;
+        R->tk_buf[S->buf] = S->last = tracer_post(R->tr, job_updates, S);
+        R->upd_slot = NULL;
+    }
+}
+
+/* Write a traced step's records, in the order: activations, activation gradients, weight
+ * gradients, then weights and updates layer by layer; then its step record. */
+static int drain(run *R, tslot *S, char *err, size_t errlen)
+{
+    model *m = R->m;
+    train_result *r = R->r;
+    int rc;
+    if (R->upd_slot == S)
+        post_update(R);
+    tracer_wait(R->tr, S->last);
+    static const model_tensor_kind order[3] = {MT_ACTIVATION, MT_ACTIVATION_GRAD, MT_WEIGHT_GRAD};
+    for (int k = 0; k < 3; k++) {
+        model_tensor_kind mk = order[k];
+        for (int i = 0; i < m->nlayers; i++) {
+            lslot *l = &S->L[i];
+            if (!l->have[mk] || (mk == MT_WEIGHT_GRAD && m->layers[i].nparams == 0))
+                continue;
+            const ampdiag_tstats *st = &l->st[mk];
+            layer_summary *ls = &R->ls[i];
+            if (mk == MT_ACTIVATION) {
+                if (st->absmax > ls->act_absmax)
+                    ls->act_absmax = st->absmax;
+                uint64_t nf = st->n_nan + st->n_posinf + st->n_neginf;
+                if (nf && ls->act_nonfinite == 0)
+                    ls->act_nonfinite_step = S->step;
+                ls->act_nonfinite += nf;
+            } else if (mk == MT_WEIGHT_GRAD) {
+                /* for the closing summary: zeros, and what FP16 would flush, of the gradients
+                 * as held */
+                ls->grad_nonzero += st->count - st->n_zero - st->n_nan - st->n_posinf - st->n_neginf;
+                ls->grad_flush16 += st->fp16_underflow;
+                ls->grad_values += st->count - st->n_nan - st->n_posinf - st->n_neginf;
+                ls->grad_zero += st->n_zero;
+            }
+            if ((rc = record_tensor(R, S->step, i, kind_of[mk], st, S->hist ? &l->h[mk] : NULL, err, errlen)))
+                return rc;
+        }
+    }
+    double w_ss = 0, dw_ss = 0;
+    if (!S->skip)
+        for (int i = 0; i < m->nlayers; i++) {
+            lslot *l = &S->L[i];
+            if (m->layers[i].nparams == 0)
+                continue;
+            const optim_stats *st = &l->upd;
+            w_ss += l->st[MT_WEIGHT].sumsq; /* finite values only */
+            dw_ss += st->update.sumsq;
+            r->update_values += st->update.count - st->update.n_zero;
+            r->lost_updates += st->lost_updates;
+            r->lost_if_bf16 += st->lost_if_bf16;
+            r->lost_if_fp16 += st->lost_if_fp16;
+            if ((rc = record_tensor(R, S->step, i, AMPDIAG_KIND_WEIGHT, &l->st[MT_WEIGHT],
+                                    S->hist ? &l->h[MT_WEIGHT] : NULL, err, errlen)))
+                return rc;
+            if ((rc = ampdiag_trace_append_update(R->w, S->step, i, &st->update, st->lost_updates, st->lost_if_fp16,
+                                                  st->lost_if_bf16)) < 0)
+                return trace_fail(rc, err, errlen);
+            if (S->hist && (rc = ampdiag_trace_append_hist(R->w, S->step, i, AMPDIAG_KIND_UPDATE, &l->hu)) < 0)
+                return trace_fail(rc, err, errlen);
+        }
+    S->rec.update_ratio = !S->skip && w_ss > 0 ? sqrt(dw_ss / w_ss) : NAN;
+    if ((rc = ampdiag_trace_append_step(R->w, &S->rec)) < 0)
+        return trace_fail(rc, err, errlen);
+    return 0;
+}
+
+/* Write the held-back step records in step order: those of steps up to `upto`, waiting for
+ * their statistics if need be, then those that are ready. */
+static int flush_records(run *R, long upto, char *err, size_t errlen)
+{
+    while (R->qn > 0) {
+        struct qrec *e = &R->q[R->qhead];
+        int rc;
+        if (e->S) {
+            if (e->S->step > upto && (R->upd_slot == e->S || !tracer_done(R->tr, e->S->last)))
+                break;
+            if ((rc = drain(R, e->S, err, errlen)))
+                return rc;
+        } else if ((rc = ampdiag_trace_append_step(R->w, &e->rec)) < 0) {
+            return trace_fail(rc, err, errlen);
+        }
+        R->qhead = (R->qhead + 1) % QCAP;
+        R->qn--;
+    }
+    return 0;
+}
+
+/* A step's record: written now, or held back behind a traced step that is not written yet (S:
+ * a traced step, whose record is in S->rec). */
+static int queue_record(run *R, tslot *S, const ampdiag_trace_step *rec, char *err, size_t errlen)
+{
+    int rc;
+    if (!S && R->qn == 0)
+        return (rc = ampdiag_trace_append_step(R->w, rec)) < 0 ? trace_fail(rc, err, errlen) : 0;
+    if (R->qn == QCAP) {
+        const struct qrec *h = &R->q[R->qhead];
+        if ((rc = flush_records(R, h->S ? h->S->step : h->rec.step, err, errlen)))
+            return rc;
+    }
+    struct qrec *e = &R->q[(R->qhead + R->qn++) % QCAP];
+    e->S = S;
+    if (rec)
+        e->rec = *rec;
+    return 0;
+}
+
+/* Is any of the n values NaN (else they are +-inf)? */
+static int holds_nan(const run *R, const float *x, size_t n)
+{
+    ampdiag_tstats s;
+    R->m->bk->tstats(R->m->bk, x, n, &s, NULL);
+    return s.n_nan > 0;
+}
+
+static int evaluate(run *R, long step, char *err, size_t errlen)
+{
+    const dataset *ds = &R->ds;
+    int B = R->c->batch;
+    int nval = ds->n_val;
+    double loss_sum = 0;
+    long correct = 0, total = 0, rows_done = 0;
+    for (int start = 0; start < nval; start += B) {
+        int b = nval - start < B ? nval - start : B;
+        for (int i = 0; i < b; i++)
+            R->rows[i] = start + i;
+        data_gather(ds, 1, R->rows, b, R->xb, R->yb, R->inb, R->tgb);
+        float loss;
+        const int32_t *targets = ds->kind == DATA_TOKENS ? R->tgb : R->yb;
+        if (model_forward(R->m, ds->kind == DATA_CLASSIFICATION ? R->xb : NULL,
+                          ds->kind == DATA_TOKENS ? R->inb : NULL, targets, b, &loss) != 0) {
+            say(err, errlen, "evaluation: %s", model_error(R->m));
+            return TRAIN_EBADINPUT;
+        }
+        loss_sum += (double)loss * b;
+        rows_done += b;
+        int nrows, ncols;
+        const float *logits = model_logits(R->m, &nrows, &ncols);
+        float *host = malloc((size_t)nrows * ncols * sizeof *host);
+        if (!host) {
+            say(err, errlen, "evaluation: out of memory");
+            return TRAIN_EIO;
+        }
+        R->m->bk->to_host(R->m->bk, host, logits, (size_t)nrows * ncols * sizeof *host);
+        for (int rrow = 0; rrow < nrows; rrow++) {
+            const float *lg = host + (size_t)rrow * ncols;
+            int best = 0;
+            for (int k = 1; k < ncols; k++)
+                if (lg[k] > lg[best]) best = k;
+            correct += best == targets[rrow];
+            total++;
+        }
+        free(host);
+    }
+    double el = rows_done ? loss_sum / (double)rows_done : NAN;
+    double acc = total ? (double)correct / (double)total : NAN;
+    R->r->eval_loss = el;
+    R->r->eval_metric = acc;
+    int rc = ampdiag_trace_append_eval(R->w, step, el, acc);
+    return rc < 0 ? trace_fail(rc, err, errlen) : 0;
+}
+
+static void describe_model(run *R)
+{
+    int nl = 0;
+    for (int i = 0; i < R->m->nlayers; i++)
+        nl += R->m->layers[i].nparams > 0;
+    double mp = (double)R->m->nparams / 1e6;
+    snprintf(R->r->model_desc, sizeof R->r->model_desc, "%d layers with parameters, %.*fM params", nl,
+             mp < 0.1 ? 3 : 2, mp);
+    R->r->nparams = R->m->nparams;
+    R->r->nlayers = R->m->nlayers;
+}
+
+static int write_header(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    ampdiag_trace_writer *w = R->w;
+    char hp[256], sch[128], scl[256];
+    if (c->opt.kind == OPT_ADAMW)
+        snprintf(hp, sizeof hp, "beta1=%g beta2=%g eps=%g weight_decay=%g state=%s", c->opt.beta1, c->opt.beta2,
+                 c->opt.eps, c->opt.weight_decay, ampdiag_format_get(c->opt.state_fmt)->name);
+    else
+        snprintf(hp, sizeof hp, "momentum=%g weight_decay=%g state=%s", c->opt.momentum, c->opt.weight_decay,
+                 ampdiag_format_get(c->opt.state_fmt)->name);
+    if (R->sched.kind == SCHED_COSINE)
+        snprintf(sch, sizeof sch, "cosine warmup=%ld min_lr=%g", R->sched.warmup, R->sched.min_lr);
+    else
+        snprintf(sch, sizeof sch, "constant");
+    snprintf(scl, sizeof scl, "init=%g growth=%g backoff=%g interval=%d min=%g hysteresis=%d", c->scaler.init,
+             c->scaler.growth_factor, c->scaler.backoff_factor, c->scaler.growth_interval, c->scaler.min_scale,
+             c->scaler.hysteresis);
+    struct {
+        const char *k, *v;
+    } strs[] = {
+        {AMPDIAG_ATTR_PRECISION, precision_name(c->mo.precision)},
+        {AMPDIAG_ATTR_MODEL, c->mo.spec ? c->mo.spec : "mlp"},
+        {AMPDIAG_ATTR_DATA, R->ds.name},
+        {AMPDIAG_ATTR_OPTIMIZER, optim_kind_name(c->opt.kind)},
+        {AMPDIAG_ATTR_HYPERPARAMETERS, hp},
+        {AMPDIAG_ATTR_LR_SCHEDULE, sch},
+        {AMPDIAG_ATTR_LOSS_SCALE, c->loss_scale ? c->loss_scale : "dynamic"},
+        {AMPDIAG_ATTR_SCALER, scl},
+        {AMPDIAG_ATTR_DEVICE, "cpu"},
+        {AMPDIAG_ATTR_DEVICE_NAME, "CPU (exact FP16/BF16 emulation)"},
+        {AMPDIAG_ATTR_COMMAND_LINE, c->command_line ? c->command_line : ""},
+        {AMPDIAG_ATTR_EVAL_METRIC, "accuracy"},
+        {"fp32_layers", c->mo.fp32_layers ? c->mo.fp32_layers : ""},
+        {"flush_to_zero", (c->mo.round_flags & AMPDIAG_ROUND_FTZ) ? "yes" : "no"},
+        {"scenario", c->scenario ? c->scenario : ""},
+        /* activation_grad / weight_grad records hold the gradients as the backward pass left
+         * them, multiplied by the step's loss scale (/steps loss_scale; traces/FORMAT.md) */
+        {"grad_stats", "scaled"},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if ((rc = ampdiag_trace_set_attr_str(w, strs[i].k, strs[i].v)) < 0)
+            return trace_fail(rc, err, errlen);
+    if ((rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_SEED, (int64_t)c->seed)) < 0 ||
+        (rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_LR, c->lr)) < 0 ||
+        (rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_CLIP, c->clip)) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_STEPS_PLANNED, c->steps)) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_BATCH, c->batch)) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, "trace_every", c->trace_every)) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, "hist_every", c->hist_every)) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, "params", (int64_t)R->m->nparams)) < 0)
+        return trace_fail(rc, err, errlen);
+    for (int i = 0; i < R->m->nlayers; i++) {
+        const layer *L = &R->m->layers[i];
+        char shape[64] = "";
+        if (L->npv > 0) {
+            const param_view *pv = &L->pv[0];
+            if (pv->ndim == 2)
+                snprintf(shape, sizeof shape, "[%d, %d]", pv->shape[0], pv->shape[1]);
+            else
+                snprintf(shape, sizeof shape, "[%d]", pv->shape[0]);
+        }
+        if ((rc = ampdiag_trace_add_layer(w, L->name, layer_op_name(L->op), shape, L->nparams)) < 0)
+            return trace_fail(rc, err, errlen);
+    }
+    return 0;
+}
+
+/* One training step. Sets *stop when the run must end (divergence). */
+static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    train_result *r = R->r;
+    model *m = R->m;
+    const backend *bk = m->bk;
+    double ts = now_s();
+    int traced = c->trace_every > 0 && (t % c->trace_every == 0 || t == c->steps - 1);
+    int hist = traced && c->hist_every > 0 && t % c->hist_every == 0;
+    int rc;
+    tslot *S = NULL;
+    if (traced) {
+        /* the slot NSLOTS traced steps back: written out by now (flush_records below) */
+        S = &R->slots[R->ntraced % NSLOTS];
+        for (int k = 0; k < R->qn; k++)
+            if (R->q[(R->qhead + k) % QCAP].S == S && (rc = flush_records(R, S->step, err, errlen)))
+                return rc;
+        S->buf = (int)(R->ntraced++ & 1);
+        S->step = t;
+        S->hist = hist;
+        S->skip = 0;
+    }
+
+    /* forward (once the tracer has read the last traced step's activations) */
+    tracer_wait(R->tr, R->tk_acts);
+    if (R->acts_slot && R->kick_at > 0) {
+        /* does the activations' job fit between the kick and the next forward? */
+        double job = R->acts_slot->acts_s, room = ts - R->kick_at;
+        R->acts_job_s = R->acts_job_s > 0 ? 0.75 * R->acts_job_s + 0.25 * job : job;
+        R->acts_room_s = R->acts_room_s > 0 ? 0.75 * R->acts_room_s + 0.25 * room : room;
+    }
+    R->acts_slot = NULL;
+    batcher_next(&R->tb, R->rows, c->batch);
+    data_gather(&R->ds, 0, R->rows, c->batch, R->xb, R->yb, R->inb, R->tgb);
+    float loss;
+    if (model_forward(m, R->ds.kind == DATA_CLASSIFICATION ? R->xb : NULL, R->ds.kind == DATA_TOKENS ? R->inb : NULL,
+                      R->ds.kind == DATA_TOKENS ? R->tgb : R->yb, c->batch, &loss) != 0) {
+        say(err, errlen, "step %ld: %s", t, model_error(m));
+        return TRAIN_EBADINPUT;
+    }
+    if (traced) {
+        /* queued, not woken for: the worker takes it with the gradients' job (one wake-up a
+         * step instead of two), and has until the next forward */
+        hand_over(S, MT_ACTIVATION);
+        R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
+        R->acts_slot = S;
+        /* except where the job takes more than half of the time it would have (the
+         * transformer's activations): then it is worth a wake-up of its own */
+        if (R->acts_job_s > 0.5 * R->acts_room_s)
+            tracer_kick(R->tr);
+    }
+    int fwd_li = -1, fwd_nan = 0; /* where a non-finite forward began */
+    if (!isfinite(loss)) {
+        int li = model_first_nonfinite_activation(m);
+        fwd_li = li;
+        if (li >= 0) {
+            size_t n;
+            float *x = model_tensor(m, li, MT_ACTIVATION, &n);
+            int nan = holds_nan(R, x, n);
+            fwd_nan = nan;
+            char msg[128];
+            snprintf(msg, sizeof msg, "%s in %s activation (first in forward order); loss %g", nan ? "NaN" : "inf",
+                     m->layers[li].name, (double)loss);
+            if ((rc = event(R, t, li, nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)loss, msg, err,
+                            errlen)))
+                return rc;
+        }
+    }
+
+    /* backward of loss * scale */
+    double scale = scaler_scale(&R->sc);
+    tracer_wait(R->tr, R->tk_grads);
+    if (model_backward(m, (float)scale) != 0) {
+        say(err, errlen, "step %ld: %s", t, model_error(m));
+        return TRAIN_EBADINPUT;
+    }
+    if (traced) {
+        hand_over(S, MT_ACTIVATION_GRAD);
+        hand_over(S, MT_WEIGHT_GRAD);
+        R->tk_grads = S->last = tracer_post(R->tr, job_gradients, S);
+    }
+    post_update(R); /* the last traced step's, behind this step's activations and gradients */
+    tracer_kick(R->tr);
+    R->kick_at = now_s();
+
+    /* gradients: norm and non-finite count of the unscaled values; they stay scaled in memory
+     * (the tracer reads them as the format held them; the optimizer unscales as it reads) */
+    double sumsq = 0;
+    uint64_t nonfinite = 0;
+    float inv = (float)(1.0 / scale);
+    for (int i = 0; i < m->nlayers; i++) {
+        layer *L = &m->layers[i];
+        if (L->nparams > 0)
+            grads_norm(L->g, L->nparams, inv, &sumsq, &nonfinite);
+    }
+    /* the records of the traced step two back (its update analysis was posted a step ago), and
+     * any later ones whose statistics are ready */
+    if ((rc = flush_records(R, t - 2, err, errlen)))
+        return rc;
+    double norm = nonfinite ? INFINITY : sqrt(sumsq);
+    int found = nonfinite > 0;
+    int skip = found && c->scaler.kind != SCALER_NONE;
+    ampdiag_trace_step rec;
+    memset(&rec, 0, sizeof rec);
+    if (found && fwd_li >= 0) {
+        /* the forward was already non-finite: that is the origin, not the backward */
+        snprintf(rec.skip_reason, sizeof rec.skip_reason, "%s in %s activation (forward)", fwd_nan ? "nan" : "inf",
+                 m->layers[fwd_li].name);
+        if (!skip)
+            rec.skip_reason[0] = 0;
+    } else if (found) {
+        model_tensor_kind k = MT_WEIGHT_GRAD;
+        int li = model_first_nonfinite_gradient(m, &k);
+        const char *what = k == MT_ACTIVATION_GRAD ? "activation_grad" : "weight_grad";
+        int nan = 0;
+        if (li >= 0) {
+            size_t n;
+            float *x = model_tensor(m, li, k, &n);
+            nan = x ? holds_nan(R, x, n) : 0;
+            snprintf(rec.skip_reason, sizeof rec.skip_reason, "%s in %s %s", nan ? "nan" : "inf", m->layers[li].name,
+                     what);
+        } else {
+            snprintf(rec.skip_reason, sizeof rec.skip_reason, "non-finite gradients");
+        }
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s (first in backward order); %llu non-finite gradient values at scale %g",
+                 rec.skip_reason, (unsigned long long)nonfinite, scale);
+        if ((rc = event(R, t, li, nan ? AMPDIAG_EV_NAN_BACKWARD : AMPDIAG_EV_INF_BACKWARD, (double)nonfinite, msg,
+                        err, errlen)))
+            return rc;
+        if (!skip)
+            rec.skip_reason[0] = 0;
+    }
+    scaler_event se = scaler_update(&R->sc, found);
+    if (se == SCALER_BACKED_OFF || se == SCALER_GREW || se == SCALER_AT_MIN) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "loss scale %g -> %g", scale, scaler_scale(&R->sc));
+        if ((rc = event(R, t, -1, se == SCALER_GREW ? AMPDIAG_EV_SCALE_GROWTH : AMPDIAG_EV_SCALE_BACKOFF,
+                        scaler_scale(&R->sc), se == SCALER_AT_MIN ? "overflow at the minimum loss scale" : msg, err,
+                        errlen)))
+            return rc;
+    }
+    if (se == SCALER_BACKED_OFF) r->backoffs++;
+    if (se == SCALER_GREW) r->growths++;
+
+    /* clip and update */
+    float coef = skip ? 1.0f : clip_coefficient(norm, c->clip);
+    double lr = schedule_lr(&R->sched, t);
+    if (skip) {
+        if (S)
+            S->skip = 1;
+        r->skipped++;
+        if (r->first_skip_step < 0) {
+            r->first_skip_step = t;
+            snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", rec.skip_reason);
+        }
+        if ((rc = event(R, t, -1, AMPDIAG_EV_SKIPPED, scale, rec.skip_reason, err, errlen)))
+            return rc;
+    } else {
+        if (coef < 1.0f) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "gradient norm %.4g clipped to %g", norm, c->clip);
+            if ((rc = event(R, t, -1, AMPDIAG_EV_CLIPPED, norm, msg, err, errlen)))
+                return rc;
+        }
+        optim_begin(&R->opt);
+        if (traced)
+            tracer_wait(R->tr, R->tk_buf[S->buf]); /* the last analysis that read these copies */
+        for (int i = 0; i < m->nlayers; i++) {
+            layer *L = &m->layers[i];
+            if (L->nparams == 0)
+                continue;
+            size_t off = (size_t)(L->p - m->params);
+            optim_update(&R->opt, m->params, m->grads, off, L->nparams, lr, inv, coef,
+                         traced ? R->dw[S->buf] + off : NULL, traced ? R->w_old[S->buf] + off : NULL);
+        }
+        if (traced)
+            R->upd_slot = S; /* posted with the next step's gradients */
+        model_hold_params(m);
+        /* an update that makes weights non-finite (Adam's 0/0 with FP16 state, an exploding
+         * step) is reported once per layer, where it happened */
+        for (int i = 0; i < m->nlayers; i++) {
+            layer *L = &m->layers[i];
+            if (L->nparams == 0 || R->ls[i].weights_nonfinite)
+                continue;
+            size_t nf = bk->count_nonfinite(bk, L->p, L->nparams);
+            if (nf) {
+                R->ls[i].weights_nonfinite = 1;
+                if (!r->nan_weight_layer[0]) {
+                    snprintf(r->nan_weight_layer, sizeof r->nan_weight_layer, "%s", L->name);
+                    r->nan_weight_step = t;
+                }
+                char msg[160];
+                snprintf(msg, sizeof msg, "the optimizer update made %zu of %zu %s weights non-finite", nf,
+                         L->nparams, L->name);
+                int nan = holds_nan(R, L->p, L->nparams);
+                if ((rc = event(R, t, i, nan ? AMPDIAG_EV_NAN_BACKWARD : AMPDIAG_EV_INF_BACKWARD, (double)nf, msg,
+                                err, errlen)))
+                    return rc;
+            }
+        }
+    }
+
+    /* loss bookkeeping: spikes and divergence */
+    if (t == 0)
+        r->loss_first = loss;
+    r->loss_last = loss;
+    if (isfinite(loss) && !(loss >= r->loss_min))
+        r->loss_min = loss;
+    int exploded = !isfinite(loss) || (isfinite(r->loss_first) && loss > 100.0 * fmax(r->loss_first, 1e-3));
+    if (exploded && skip) {
+        /* weights unchanged: a format problem the scaler is handling, not divergence */
+    } else if (exploded) {
+        if (*bad_streak == 0)
+            r->diverged_at = t;
+        (*bad_streak)++;
+    } else {
+        *bad_streak = 0;
+        r->diverged_at = -1;
+    }
+    if (isfinite(loss)) {
+        if (R->nloss >= 20) {
+            double med, mad;
+            median_mad(R->losses, R->nloss, &med, &mad);
+            if (loss > med + 6 * 1.4826 * mad + 1e-12 * fabs(med) && mad > 0) {
+                char msg[96];
+                snprintf(msg, sizeof msg, "loss %.4g above the median %.4g of the last %d by %.1f MADs", (double)loss,
+                         med, R->nloss, (loss - med) / (1.4826 * mad));
+                if ((rc = event(R, t, -1, AMPDIAG_EV_LOSS_SPIKE, loss, msg, err, errlen)))
+                    return rc;
+            }
+        }
+        R->losses[R->loss_pos] = loss;
+        R->loss_pos = (R->loss_pos + 1) % 64;
+        if (R->nloss < 64) R->nloss++;
+    }
+
+    rec.step = t;
+    rec.loss = loss;
+    rec.loss_scale = scale;
+    rec.grad_norm = norm;
+    rec.clip_coef = coef;
+    rec.skipped = skip;
+    rec.lr = lr;
+    rec.update_ratio = NAN;
+    rec.nonfinite_grads = nonfinite;
+    rec.wall_ms = (now_s() - ts) * 1e3;
+    if (traced)
+        S->rec = rec; /* written with the step's tensor records */
+    if ((rc = queue_record(R, S, traced ? NULL : &rec, err, errlen)))
+        return rc;
+
+    r->scale_last = scaler_scale(&R->sc);
+    /* the smallest scale reached, the one the last backoff left included */
+    if (scale < r->scale_min) r->scale_min = scale;
+    if (r->scale_last < r->scale_min) r->scale_min = r->scale_last;
+    r->steps_done = t + 1;
+
+    if (*bad_streak >= c->patience) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "loss non-finite or above 100x its first value for %ld steps since step %ld",
+                 *bad_streak, r->diverged_at);
+        if ((rc = event(R, r->diverged_at, -1, AMPDIAG_EV_DIVERGENCE, loss, msg, err, errlen)) ||
+            (rc = event(R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: diverged", err, errlen)))
+            return rc;
+        *stop = 1;
+    }
+    if (c->eval_every > 0 && (t + 1) % c->eval_every == 0 && t + 1 < c->steps && !*stop) {
+        tracer_drain(R->tr); /* the evaluation's forward overwrites the activations */
+        if ((rc = evaluate(R, t, err, errlen)))
+            return rc;
+    }
+    if (c->progress == 2 || (c->progress == 1 && ((t + 1) % (c->steps >= 10 ? c->steps / 10 : 1) == 0)))
+        progress(c, t + 1, loss, r->scale_last, r->skipped, t0, 0);
+    return 0;
+}
+
+/* 1 when tracing work goes to background threads: asked for, or by default on two or more
+ * cores. */
+static int background_threads(const train_config *c)
+{
+    if (c->trace_threads >= 0)
+        return c->trace_threads > 0;
+    return sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+}
+
+/* The tracer (a worker thread, or jobs run inline), its two slots, and the buffers for the
+ * update analysis. */
+static int tracing_init(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    if (c->trace_every <= 0)
+        return 0;
+    int threads = background_threads(c);
+    int nl = R->m->nlayers;
+    size_t np = R->m->nparams ? R->m->nparams : 1;
+    R->tr = tracer_create(threads > 0 ? 1 : 0);
+    R->slots = calloc(NSLOTS, sizeof *R->slots);
+    for (int k = 0; k < 2; k++) {
+        R->w_old[k] = malloc(np * sizeof *R->w_old[k]);
+        R->dw[k] = malloc(np * sizeof *R->dw[k]);
+    }
+    if (!R->tr || !R->slots || !R->w_old[0] || !R->dw[0] || !R->w_old[1] || !R->dw[1]) {
+        say(err, errlen, "out of memory for tracing (%zu parameters)", np);
+        return TRAIN_EIO;
+    }
+    for (int k = 0; k < NSLOTS; k++) {
+        R->slots[k].R = R;
+        R->slots[k].L = calloc((size_t)nl, sizeof *R->slots[k].L);
+        if (!R->slots[k].L) {
+            say(err, errlen, "out of memory for tracing (%d layers)", nl);
+            return TRAIN_EIO;
+        }
+    }
+    R->r->trace_threads = threads > 0 ? 1 : 0;
+    return 0;
+}
+
+static void tracing_free(run *R)
+{
+    if (R->tr)
+        R->r->trace_wait_s = tracer_blocked_s(R->tr);
+    tracer_free(R->tr); /* finishes what is queued */
+    R->tr = NULL;
+    if (R->slots)
+        for (int k = 0; k < NSLOTS; k++)
+            free(R->slots[k].L);
+    free(R->slots);
+    R->slots = NULL;
+    for (int k = 0; k < 2; k++) {
+        free(R->w_old[k]);
+        free(R->dw[k]);
+        R->w_old[k] = R->dw[k] = NULL;
+    }
+}
+
+static void summarize_ranges(run *R)
+{
+    train_result *r = R->r;
+    double best_head = INFINITY, worst_flush = 0;
+    for (int i = 0; i < R->m->nlayers; i++) {
+        const layer_summary *s = &R->ls[i];
+        if (s->act_nonfinite && !r->nonfinite_layer[0]) {
+            snprintf(r->nonfinite_layer, sizeof r->nonfinite_layer, "%s", R->m->layers[i].name);
+            r->nonfinite_count = s->act_nonfinite;
+            r->nonfinite_step = s->act_nonfinite_step;
+        }
+        if (s->act_absmax > 0 && R->m->layers[i].op != OP_SOFTMAX_CE) {
+            double hd = log2(65504.0 / s->act_absmax);
+            if (hd < best_head) {
+                best_head = hd;
+                snprintf(r->headroom_layer, sizeof r->headroom_layer, "%s", R->m->layers[i].name);
+            }
+        }
+        if (s->grad_values > 0) {
+            double zf = (double)s->grad_zero / (double)s->grad_values;
+            if (zf > r->zero_grad_fraction) {
+                r->zero_grad_fraction = zf;
+                snprintf(r->zero_grad_layer, sizeof r->zero_grad_layer, "%s", R->m->layers[i].name);
+            }
+        }
+        if (s->grad_nonzero > 0) {
+            double fr = (double)s->grad_flush16 / (double)s->grad_nonzero;
+            if (fr > worst_flush) {
+                worst_flush = fr;
+                snprintf(r->flush_layer, sizeof r->flush_layer, "%s", R->m->layers[i].name);
+            }
+        }
+    }
+    r->headroom_binades = best_head;
+    r->flush_fraction = worst_flush;
+}
+
+int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    r->first_skip_step = -1;
+    r->diverged_at = -1;
+    r->nan_weight_step = -1;
+    r->loss_first = r->loss_last = r->loss_min = NAN;
+    r->eval_loss = r->eval_metric = NAN;
+    r->eval_metric_name = "accuracy";
+    r->scale_min = INFINITY;
+    r->status = AMPDIAG_STATUS_RUNNING;
+    if (c->steps <= 0 || c->batch <= 0) {
+        say(err, errlen, "--steps and --batch must be positive");
+        return TRAIN_EBADINPUT;
+    }
+
+    run R;
+    memset(&R, 0, sizeof R);
+    R.c = c;
+    R.r = r;
+    int rc = TRAIN_OK;
+    char merr[512];
+
+    /* the model first (it says whether it reads tokens), then data that fits it */
+    model_spec spec;
+    if (model_spec_load(&spec, c->mo.spec ? c->mo.spec : "mlp", merr, sizeof merr) != 0) {
+        say(err, errlen, "--model: %s", merr);
+        return TRAIN_EBADINPUT;
+    }
+    int want_tokens = spec.transformer;
+    model_spec_free(&spec);
+    int drc = data_load(&R.ds, c->data, want_tokens, c->seed, merr, sizeof merr);
+    if (drc) {
+        say(err, errlen, "--data: %s", merr);
+        return drc == DATA_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
+    }
+    model_options mo = c->mo;
+    mo.seed = c->seed;
+    if (R.ds.kind == DATA_CLASSIFICATION) {
+        mo.input_dim = R.ds.d;
+        mo.classes = R.ds.classes;
+    } else {
+        mo.vocab = R.ds.vocab;
+        mo.ctx = R.ds.len - 1;
+    }
+    R.m = model_create(&mo, backend_cpu(), merr, sizeof merr);
+    if (!R.m) {
+        say(err, errlen, "%s", merr);
+        rc = TRAIN_EBADINPUT;
+        goto out;
+    }
+    describe_model(&R);
+    if (c->init_from) {
+        int wrc = weights_load(R.m, c->init_from, merr, sizeof merr);
+        if (wrc) {
+            say(err, errlen, "--init-from %s", merr);
+            rc = wrc == WEIGHTS_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
+            goto out;
+        }
+    }
+    if (schedule_parse(&R.sched, c->schedule, c->lr, c->steps, merr, sizeof merr) != 0) {
+        say(err, errlen, "%s", merr);
+        rc = TRAIN_EBADINPUT;
+        goto out;
+    }
+    optim_config oc = c->opt;
+    if (c->mo.precision == PREC_BF16_PURE) {
+        oc.weight_fmt = AMPDIAG_BF16;
+        oc.state_fmt = AMPDIAG_BF16;
+    }
+    oc.round_flags = c->mo.round_flags;
+    if (optim_init(&R.opt, &oc, R.m->nparams) != 0) {
+        say(err, errlen, "out of memory for the optimizer state (%zu parameters)", R.m->nparams);
+        rc = TRAIN_EIO;
+        goto out;
+    }
+    scaler_init(&R.sc, &c->scaler);
+    r->scale_first = scaler_scale(&R.sc);
+    R.T = R.ds.kind == DATA_TOKENS ? R.ds.len - 1 : 1;
+    int B = c->batch;
+    R.rows = malloc((size_t)B * sizeof *R.rows);
+    R.ls = calloc((size_t)R.m->nlayers, sizeof *R.ls);
+    if (R.ds.kind == DATA_CLASSIFICATION) {
+        R.xb = malloc((size_t)B * R.ds.d * sizeof *R.xb);
+        R.yb = malloc((size_t)B * sizeof *R.yb);
+    } else {
+        R.inb = malloc((size_t)B * R.T * sizeof *R.inb);
+        R.tgb = malloc((size_t)B * R.T * sizeof *R.tgb);
+    }
+    if (!R.rows || !R.ls || (R.ds.kind == DATA_CLASSIFICATION ? !R.xb || !R.yb : !R.inb || !R.tgb) ||
+        batcher_init(&R.tb, R.ds.n, c->shuffle, c->seed) != 0) {
+        say(err, errlen, "out of memory");
+        rc = TRAIN_EIO;
+        goto out;
+    }
+    if ((rc = tracing_init(&R, err, errlen)))
+        goto out;
+
+    ampdiag_trace_options to;
+    ampdiag_trace_options_init(&to);
+    to.flush_every_steps = c->flush_every;
+    to.flush_seconds = c->flush_seconds;
+    to.overwrite = c->overwrite;
+    to.background = background_threads(c); /* compression and disk writes off this thread */
+    int trc = ampdiag_trace_create(c->out, &to, &R.w);
+    if (trc < 0) {
+        rc = trace_fail(trc, err, errlen);
+        goto out;
+    }
+    if ((rc = write_header(&R, err, errlen)))
+        goto out;
+
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    stop_requested = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
+    double t0 = now_s();
+    long bad_streak = 0;
+    int stop = 0;
+    r->status = AMPDIAG_STATUS_COMPLETE;
+    for (long t = 0; t < c->steps && !stop; t++) {
+        if (stop_requested) {
+            r->status = AMPDIAG_STATUS_INTERRUPTED;
+            event(&R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: interrupted by a signal", err, errlen);
+            break;
+        }
+        if ((rc = step_once(&R, t, t0, &bad_streak, &stop, err, errlen)))
+            break;
+        if (stop)
+            r->status = AMPDIAG_STATUS_DIVERGED;
+    }
+    if (!rc) {
+        post_update(&R);
+        rc = flush_records(&R, LONG_MAX, err, errlen);
+    }
+    tracer_drain(R.tr);
+    if (!rc && r->status != AMPDIAG_STATUS_INTERRUPTED && r->steps_done > 0)
+        rc = evaluate(&R, r->steps_done - 1, err, errlen);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (c->progress == 2 || (c->progress == 1 && r->steps_done % (c->steps >= 10 ? c->steps / 10 : 1) != 0))
+        progress(c, r->steps_done, r->loss_last, r->scale_last, r->skipped, t0, 1);
+    r->wall_s = now_s() - t0;
+    if (r->diverged_at >= 0 && r->status != AMPDIAG_STATUS_DIVERGED)
+        r->diverged_at = -1;
+    summarize_ranges(&R);
+
+out:
+    tracing_free(&R); /* first: the worker may still be reading the model */
+    if (R.w) {
+        int crc = ampdiag_trace_close(R.w, rc ? AMPDIAG_STATUS_INTERRUPTED : (ampdiag_trace_status)r->status);
+        if (crc < 0 && !rc)
+            rc = trace_fail(crc, err, errlen);
+        struct stat stt;
+        if (stat(c->out, &stt) == 0)
+            r->trace_bytes = (long long)stt.st_size;
+    }
+    if (!rc && c->save_weights) {
+        int wrc = weights_save(R.m, c->save_weights, c->overwrite, merr, sizeof merr);
+        if (wrc) {
+            say(err, errlen, "--save-weights %s", merr);
+            rc = wrc == WEIGHTS_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
+        }
+    }
+    optim_free(&R.opt);
+    batcher_free(&R.tb);
+    free(R.rows);
+    free(R.ls);
+    free(R.xb);
+    free(R.yb);
+    free(R.inb);
+    free(R.tgb);
+    if (R.m)
+        model_free(R.m);
+    data_free(&R.ds);
+    return rc;
+}

@@ -1,0 +1,100 @@
+/*
+ * train.h - the instrumented training loop behind `ampdiag run`.
+ *
+ * One step: forward (loss in FP32), backward of loss * scale, one pass over the gradients that
+ * takes their statistics as the format held them (scaled), unscales them and sums their
+ * squares, the loss-scaler update (skipping the step on non-finite gradients, naming the first
+ * layer and tensor that held one, in execution order), clipping by the global norm, and the
+ * optimizer pass, which takes weight and update statistics (and counts lost updates) block by
+ * block while the block is in cache. Every record goes to the trace (trace.c).
+ */
+#ifndef AMPDIAG_TRAIN_H
+#define AMPDIAG_TRAIN_H
+
+#include "model/model.h"
+#include "train/optim.h"
+#include "train/scaler.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct train_config {
+    model_options mo;          /* spec, precision, fp32 layers, FTZ, seed */
+    const char *data;          /* "synthetic:NAME" or a file; NULL: the model's default */
+    long steps;
+    int batch;
+    double lr;
+    const char *schedule;      /* "constant" | "cosine[:WARMUP[:MIN_LR]]" */
+    optim_config opt;
+    double clip;               /* max global gradient norm; 0 = off */
+    scaler_config scaler;
+    const char *loss_scale;    /* as given on the command line, for the trace */
+    uint64_t seed;
+    int shuffle;
+    int trace_every;           /* tensor records every N steps (0 = none); steps are always recorded */
+    int hist_every;            /* histograms every N steps (0 = none) */
+    int trace_threads;         /* tensor statistics on a worker thread: 1, or 0 = on the training
+                                  thread; -1 = 1 when the machine has two or more cores */
+    int eval_every;            /* evaluation every N steps (and after the last) */
+    int patience;              /* updated (not skipped) steps with non-finite or exploded loss before
+                                  stopping as diverged */
+    const char *out;           /* trace path */
+    int overwrite;
+    unsigned flush_every;      /* trace flush every N steps */
+    double flush_seconds;      /* ... or T seconds */
+    const char *init_from;     /* weights file or NULL */
+    const char *save_weights;  /* weights file or NULL */
+    const char *command_line;
+    const char *scenario;      /* the --scenario preset, or NULL */
+    int progress;              /* 0 none, 1 plain lines, 2 a bar (terminal) */
+} train_config;
+
+void train_config_default(train_config *c);
+
+typedef struct train_result {
+    long steps_done;
+    int status;                /* ampdiag_trace_status */
+    double loss_first, loss_last, loss_min;
+    double eval_loss, eval_metric;   /* last evaluation (NaN if none) */
+    const char *eval_metric_name;
+    long skipped;
+    long first_skip_step;
+    char first_skip_reason[96];
+    double scale_first, scale_last, scale_min;
+    long backoffs, growths;
+    long diverged_at;          /* first step of the divergence (-1) */
+    double wall_s;
+    int trace_threads;         /* 1: tensor statistics were taken on a worker thread */
+    double trace_wait_s;       /* time the training thread waited for that thread */
+    long long trace_bytes;
+    size_t nparams;
+    int nlayers;
+    char model_desc[128];
+    /* FP16 range findings over the traced steps (layer names; "" when none) */
+    char headroom_layer[64];   /* least FP16 overflow headroom among activations */
+    double headroom_binades;   /* log2(65504 / absmax) there */
+    char flush_layer[64];      /* largest fraction of gradient values that FP16 flushes to 0 */
+    double flush_fraction;
+    uint64_t update_values;    /* non-zero parameter updates recorded (traced, non-skipped steps) */
+    uint64_t lost_updates;     /* ... that rounded away in the run's weight storage */
+    uint64_t lost_if_bf16;     /* ... that would round away with BF16 weights */
+    uint64_t lost_if_fp16;     /* ... with FP16 weights */
+    char zero_grad_layer[64];  /* largest fraction of weight-gradient values that are exactly 0 */
+    double zero_grad_fraction;
+    char nan_weight_layer[64]; /* first layer whose weights an update made non-finite */
+    long nan_weight_step;
+    char nonfinite_layer[64];  /* first layer, in forward order, whose activations held NaN/inf */
+    uint64_t nonfinite_count;  /* how many such values it held over the traced steps */
+    long nonfinite_step;       /* first traced step where it did */
+} train_result;
+
+/* Exit codes of the command line. */
+#define TRAIN_OK 0
+#define TRAIN_EBADINPUT 2
+#define TRAIN_EIO 3
+
+/* Run the configured training. Returns TRAIN_OK (also for a run that diverged: that is data),
+ * TRAIN_EBADINPUT or TRAIN_EIO with a message in err. */
+int train_run(const train_config *c, train_result *r, char *err, size_t errlen);
+
+#endif
