@@ -5,6 +5,7 @@
  * The quantities and their definitions are listed in docs/recommendations.md.
  */
 #include "analysis/analyze.h"
+#include "monitor/monitor.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -136,74 +137,6 @@ const char *an_layer_name(const an_run *r, int layer)
     if ((size_t)layer < r->nlayers)
         return r->layers[layer].name;
     return "?";
-}
-
-/* A sliding window of the last `cap` values, kept sorted too, for rolling median and MAD. */
-typedef struct window {
-    double ring[64], sorted[64];
-    size_t n, pos;
-} window;
-
-/* First index in sorted a[0..n) whose value is not below x. */
-static size_t lower_bound_d(const double *a, size_t n, double x)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        if (a[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
-static void window_push(window *w, double x)
-{
-    size_t cap = sizeof w->ring / sizeof w->ring[0];
-    if (w->n == cap) { /* remove one copy of the oldest value */
-        size_t lo = lower_bound_d(w->sorted, w->n, w->ring[w->pos]);
-        memmove(&w->sorted[lo], &w->sorted[lo + 1], (w->n - lo - 1) * sizeof(double));
-        w->n--;
-    }
-    w->ring[w->pos] = x;
-    w->pos = (w->pos + 1) % cap;
-    size_t lo = lower_bound_d(w->sorted, w->n, x);
-    memmove(&w->sorted[lo + 1], &w->sorted[lo], (w->n - lo) * sizeof(double));
-    w->sorted[lo] = x;
-    w->n++;
-}
-
-static double window_median(const window *w)
-{
-    size_t n = w->n;
-    return n % 2 ? w->sorted[n / 2] : 0.5 * (w->sorted[n / 2 - 1] + w->sorted[n / 2]);
-}
-
-/* Median of |x - med| over the sorted window in O(n): the deviations to the left of the median
- * grow leftwards and those to the right grow rightwards, so merging the two runs visits them in
- * increasing order. */
-static double window_mad(const window *w, double med)
-{
-    size_t n = w->n;
-    size_t r = 0;
-    while (r < n && w->sorted[r] < med)
-        r++;
-    size_t l = r; /* left run: indices l-1, l-2, ..., 0 */
-    size_t want_lo = (n - 1) / 2, want_hi = n / 2;
-    double lo = NAN, hi = NAN;
-    for (size_t k = 0; k <= want_hi; k++) {
-        double d;
-        if (l > 0 && (r >= n || med - w->sorted[l - 1] <= w->sorted[r] - med))
-            d = med - w->sorted[--l];
-        else
-            d = w->sorted[r++] - med;
-        if (k == want_lo)
-            lo = d;
-        if (k == want_hi)
-            hi = d;
-    }
-    return 0.5 * (lo + hi);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -655,33 +588,27 @@ static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, c
         r->tail_mean = INFINITY; /* a non-finite loss at the end: diverged */
 }
 
-/* Loss spikes (the trainer's rule): loss > median + 6 * 1.4826 * MAD of the previous (up to) 64
- * finite losses, once 20 are known and the MAD is positive. */
+/* Loss spikes and divergence: the live run's detectors (src/monitor/) replayed over /steps. */
 static void find_spikes(an_run *r, const ampdiag_trace_step *st, size_t n, int64_t *spike_at,
                         size_t *nspike_at, size_t cap)
 {
-    window w;
-    memset(&w, 0, sizeof w);
+    mon_spike sp;
+    mon_spike_init(&sp);
     *nspike_at = 0;
     for (size_t i = 0; i < n; i++) {
-        double x = st[i].loss;
-        if (!isfinite(x))
+        if (!mon_spike_push(&sp, st[i].loss))
             continue;
-        if (w.n >= 20) {
-            double med = window_median(&w);
-            double mad = window_mad(&w, med);
-            if (mad > 0 && x > med + 6 * 1.4826 * mad + 1e-12 * fabs(med)) {
-                if (r->n_spike_listed < sizeof r->spike_steps / sizeof r->spike_steps[0])
-                    r->spike_steps[r->n_spike_listed++] = st[i].step;
-                if (*nspike_at < cap)
-                    spike_at[(*nspike_at)++] = st[i].step;
-                r->loss_spikes++;
-            }
-        }
-        window_push(&w, x);
+        if (r->n_spike_listed < sizeof r->spike_steps / sizeof r->spike_steps[0])
+            r->spike_steps[r->n_spike_listed++] = st[i].step;
+        if (*nspike_at < cap)
+            spike_at[(*nspike_at)++] = st[i].step;
+        r->loss_spikes++;
     }
 }
 
+/* A divergence event the writer recorded decides; a trace without one (another writer, or a
+ * run cut off) diverged when its last steps form a streak of the live rule's length, or any
+ * streak when its status says diverged. */
 static void find_divergence(an_run *r, const ampdiag_trace_step *st, size_t n,
                             const ampdiag_trace_event *ev, size_t nev)
 {
@@ -694,18 +621,13 @@ static void find_divergence(an_run *r, const ampdiag_trace_step *st, size_t n,
         }
     if (n == 0)
         return;
-    double ref = isfinite(st[0].loss) ? fmax(st[0].loss, 1e-3) : NAN;
-    size_t streak = 0;
-    for (size_t i = n; i-- > 0;) {
-        double x = st[i].loss;
-        int bad = !isfinite(x) || (!isnan(ref) && x > 100.0 * ref);
-        if (!bad)
-            break;
-        streak++;
-    }
-    if (streak >= 20 || (streak > 0 && r->status == AMPDIAG_STATUS_DIVERGED)) {
+    mon_diverge d;
+    mon_diverge_init(&d);
+    for (size_t i = 0; i < n; i++)
+        mon_diverge_push(&d, st[i].step, st[i].loss, st[i].skipped != 0);
+    if (d.streak >= MON_DIVERGE_PATIENCE || (d.streak > 0 && r->status == AMPDIAG_STATUS_DIVERGED)) {
         r->diverged = 1;
-        r->divergence_step = st[n - streak].step;
+        r->divergence_step = d.since;
     } else if (r->status == AMPDIAG_STATUS_DIVERGED) {
         r->diverged = 1;
         r->divergence_step = st[n - 1].step;
@@ -724,8 +646,8 @@ static int clip_stats(an_run *r, const ampdiag_trace_step *st, size_t n, const i
     if (!v)
         return -1;
     size_t k = 0;
-    window w;
-    memset(&w, 0, sizeof w);
+    mon_window w;
+    mon_window_init(&w);
     for (size_t i = 0; i < n; i++) {
         c->actually_clipped += st[i].clip_coef < 1.0 && !st[i].skipped;
         double g = st[i].grad_norm;
@@ -733,7 +655,7 @@ static int clip_stats(an_run *r, const ampdiag_trace_step *st, size_t n, const i
             continue;
         /* a norm spike >= 10x the rolling median, followed by a loss spike within 100 steps */
         if (w.n >= 20 && c->norm_spike_step < 0) {
-            double med = window_median(&w);
+            double med = mon_window_median(&w);
             if (med > 0 && g >= 10 * med)
                 for (size_t j = 0; j < nspikes; j++)
                     if (spikes[j] >= st[i].step && spikes[j] <= st[i].step + 100) {
@@ -743,7 +665,7 @@ static int clip_stats(an_run *r, const ampdiag_trace_step *st, size_t n, const i
                         break;
                     }
         }
-        window_push(&w, g);
+        mon_window_push(&w, g);
         if ((uint64_t)(st[i].step - r->first_step) < (uint64_t)r->calib)
             continue;
         v[k++] = g;

@@ -5,6 +5,7 @@
 
 #include "ampdiag_trace.h"
 #include "backend/backend.h"
+#include "monitor/monitor.h"
 #include "train/data.h"
 #include "train/tracer.h"
 #include "train/weights.h"
@@ -37,7 +38,7 @@ void train_config_default(train_config *c)
     c->hist_every = 50;
     c->trace_threads = -1;
     c->eval_every = 100;
-    c->patience = 20;
+    c->patience = MON_DIVERGE_PATIENCE;
     c->out = "run.h5";
     c->flush_every = 100;
     c->flush_seconds = 2.0;
@@ -76,25 +77,6 @@ static int trace_fail(int rc, char *err, size_t errlen)
 {
     say(err, errlen, "%s", ampdiag_trace_errmsg());
     return ampdiag_trace_err_is_io(rc) ? TRAIN_EIO : TRAIN_EBADINPUT;
-}
-
-/* Median of the last n losses and their median absolute deviation. */
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static void median_mad(const double *v, int n, double *med, double *mad)
-{
-    double tmp[64];
-    memcpy(tmp, v, (size_t)n * sizeof *tmp);
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
-    *med = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
-    for (int i = 0; i < n; i++)
-        tmp[i] = fabs(tmp[i] - *med);
-    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
-    *mad = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
 
 static void fmt_duration(double s, char *buf, size_t n)
@@ -173,8 +155,8 @@ typedef struct run {
     float *xb;
     int32_t *yb, *inb, *tgb;
     int T;                       /* targets per example (1 for classification) */
-    double losses[64];
-    int nloss, loss_pos;
+    mon_spike spike;             /* loss spikes and divergence: the rules the analysis uses */
+    mon_diverge div;
     /* tracing: the statistics of a traced step are taken by the tracer (a worker thread) while
      * training goes on, and written to the trace a step or two later (see step_once) */
     tracer *tr;
@@ -554,7 +536,7 @@ static int write_header(run *R, char *err, size_t errlen)
 }
 
 /* One training step. Sets *stop when the run must end (divergence). */
-static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, char *err, size_t errlen)
+static int step_once(run *R, long t, double t0, int *stop, char *err, size_t errlen)
 {
     const train_config *c = R->c;
     train_result *r = R->r;
@@ -763,32 +745,15 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     r->loss_last = loss;
     if (isfinite(loss) && !(loss >= r->loss_min))
         r->loss_min = loss;
-    int exploded = !isfinite(loss) || (isfinite(r->loss_first) && loss > 100.0 * fmax(r->loss_first, 1e-3));
-    if (exploded && skip) {
-        /* weights unchanged: a format problem the scaler is handling, not divergence */
-    } else if (exploded) {
-        if (*bad_streak == 0)
-            r->diverged_at = t;
-        (*bad_streak)++;
-    } else {
-        *bad_streak = 0;
-        r->diverged_at = -1;
-    }
-    if (isfinite(loss)) {
-        if (R->nloss >= 20) {
-            double med, mad;
-            median_mad(R->losses, R->nloss, &med, &mad);
-            if (loss > med + 6 * 1.4826 * mad + 1e-12 * fabs(med) && mad > 0) {
-                char msg[96];
-                snprintf(msg, sizeof msg, "loss %.4g above the median %.4g of the last %d by %.1f MADs", (double)loss,
-                         med, R->nloss, (loss - med) / (1.4826 * mad));
-                if ((rc = event(R, t, -1, AMPDIAG_EV_LOSS_SPIKE, loss, msg, err, errlen)))
-                    return rc;
-            }
-        }
-        R->losses[R->loss_pos] = loss;
-        R->loss_pos = (R->loss_pos + 1) % 64;
-        if (R->nloss < 64) R->nloss++;
+    long streak = mon_diverge_push(&R->div, t, loss, skip);
+    r->diverged_at = streak > 0 ? (long)R->div.since : -1;
+    size_t window_n = R->spike.w.n;
+    if (mon_spike_push(&R->spike, loss)) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "loss %.4g above the median %.4g of the last %zu by %.1f MADs", (double)loss,
+                 R->spike.med, window_n, ((double)loss - R->spike.med) / (MON_MAD_TO_SD * R->spike.mad));
+        if ((rc = event(R, t, -1, AMPDIAG_EV_LOSS_SPIKE, loss, msg, err, errlen)))
+            return rc;
     }
 
     rec.step = t;
@@ -812,10 +777,10 @@ static int step_once(run *R, long t, double t0, long *bad_streak, int *stop, cha
     if (r->scale_last < r->scale_min) r->scale_min = r->scale_last;
     r->steps_done = t + 1;
 
-    if (*bad_streak >= c->patience) {
+    if (streak >= c->patience) {
         char msg[128];
-        snprintf(msg, sizeof msg, "loss non-finite or above 100x its first value for %ld steps since step %ld",
-                 *bad_streak, r->diverged_at);
+        snprintf(msg, sizeof msg, "loss non-finite or above %gx its first value for %ld steps since step %ld",
+                 MON_DIVERGE_FACTOR, streak, r->diverged_at);
         if ((rc = event(R, r->diverged_at, -1, AMPDIAG_EV_DIVERGENCE, loss, msg, err, errlen)) ||
             (rc = event(R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: diverged", err, errlen)))
             return rc;
@@ -1048,8 +1013,9 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     sigaction(SIGTERM, &sa, &old_term);
 
     double t0 = now_s();
-    long bad_streak = 0;
     int stop = 0;
+    mon_spike_init(&R.spike);
+    mon_diverge_init(&R.div);
     r->status = AMPDIAG_STATUS_COMPLETE;
     for (long t = 0; t < c->steps && !stop; t++) {
         if (stop_requested) {
@@ -1057,7 +1023,7 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
             event(&R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: interrupted by a signal", err, errlen);
             break;
         }
-        if ((rc = step_once(&R, t, t0, &bad_streak, &stop, err, errlen)))
+        if ((rc = step_once(&R, t, t0, &stop, err, errlen)))
             break;
         if (stop)
             r->status = AMPDIAG_STATUS_DIVERGED;
