@@ -5,6 +5,7 @@
  * comes from analyze.c / recommend.c; nothing here decides anything.
  */
 #include "report/report.h"
+#include "util/json.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -699,140 +700,6 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
  * JSON
  * ------------------------------------------------------------------------------------------ */
 
-typedef struct jw {
-    FILE *f;
-    int depth;
-    int first[32];
-} jw;
-
-static void jw_sep(jw *w)
-{
-    if (w->depth > 0) {
-        if (!w->first[w->depth])
-            fputc(',', w->f);
-        w->first[w->depth] = 0;
-    }
-}
-
-/* JSON string: escapes, and bytes that are not valid UTF-8 become U+FFFD. */
-static void jw_raw_str(FILE *f, const char *s)
-{
-    if (!s) {
-        fputs("null", f);
-        return;
-    }
-    fputc('"', f);
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
-        unsigned char ch = *p;
-        if (ch < 0x80) {
-            switch (ch) {
-            case '"': fputs("\\\"", f); break;
-            case '\\': fputs("\\\\", f); break;
-            case '\n': fputs("\\n", f); break;
-            case '\r': fputs("\\r", f); break;
-            case '\t': fputs("\\t", f); break;
-            default:
-                if (ch < 0x20 || ch == 0x7f)
-                    fprintf(f, "\\u%04x", ch);
-                else
-                    fputc(ch, f);
-            }
-            p++;
-            continue;
-        }
-        int len = ch >= 0xf0 && ch <= 0xf4 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 && ch <= 0xdf ? 2 : 0;
-        if (ch >= 0xf5)
-            len = 0;
-        int ok = len > 0;
-        for (int i = 1; ok && i < len; i++)
-            ok = (p[i] & 0xc0) == 0x80;
-        if (ok && len == 3) {
-            if ((ch == 0xe0 && p[1] < 0xa0) || (ch == 0xed && p[1] >= 0xa0))
-                ok = 0;
-        }
-        if (ok && len == 4) {
-            if ((ch == 0xf0 && p[1] < 0x90) || (ch == 0xf4 && p[1] >= 0x90))
-                ok = 0;
-        }
-        if (ok) {
-            fwrite(p, 1, (size_t)len, f);
-            p += len;
-        } else {
-            fputs("\\ufffd", f);
-            p++;
-        }
-    }
-    fputc('"', f);
-}
-
-static void jw_key(jw *w, const char *k)
-{
-    jw_sep(w);
-    if (k) {
-        jw_raw_str(w->f, k);
-        fputc(':', w->f);
-    }
-}
-
-static void jw_open(jw *w, const char *k, char c)
-{
-    jw_key(w, k);
-    fputc(c, w->f);
-    w->depth++;
-    w->first[w->depth] = 1;
-}
-
-static void jw_close(jw *w, char c)
-{
-    w->depth--;
-    fputc(c, w->f);
-}
-
-static void jw_str(jw *w, const char *k, const char *v)
-{
-    jw_key(w, k);
-    jw_raw_str(w->f, v);
-}
-
-static void jw_num(jw *w, const char *k, double v)
-{
-    jw_key(w, k);
-    if (isfinite(v))
-        fprintf(w->f, "%.17g", v);
-    else
-        fputs("null", w->f);
-}
-
-static void jw_int(jw *w, const char *k, int64_t v)
-{
-    jw_key(w, k);
-    fprintf(w->f, "%" PRId64, v);
-}
-
-/* A step or layer index where -1 means none: null. */
-static void jw_opt_int(jw *w, const char *k, int64_t v)
-{
-    if (v < 0) {
-        jw_key(w, k);
-        fputs("null", w->f);
-    } else {
-        jw_int(w, k, v);
-    }
-}
-
-static void jw_u64(jw *w, const char *k, uint64_t v)
-{
-    jw_key(w, k);
-    fprintf(w->f, "%" PRIu64, v);
-}
-
-static void jw_bool(jw *w, const char *k, int v)
-{
-    jw_key(w, k);
-    fputs(v ? "true" : "false", w->f);
-}
-
 static void jw_strlist(jw *w, const char *k, const strlist *l)
 {
     jw_open(w, k, '[');
@@ -1086,11 +953,11 @@ int report_json(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
                 const report_opts *o)
 {
     jw w;
-    memset(&w, 0, sizeof w);
-    w.f = f;
+    jw_begin(&w, f);
     jw_open(&w, NULL, '{');
     jw_str(&w, "format", "ampdiag-compare");
-    jw_int(&w, "version", REPORT_JSON_VERSION);
+    jw_int(&w, "format_version", REPORT_JSON_VERSION);
+    jw_int(&w, "version", REPORT_JSON_VERSION); /* the name of format_version before 0.2 */
     jw_str(&w, "tool_version", ampdiag_version());
     jw_str(&w, "target", rec_target_name(R->target));
     jw_int(&w, "baseline", (int64_t)c->baseline);
@@ -1198,6 +1065,5 @@ int report_json(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     jw_close(&w, ']');
     jw_str(&w, "charts_note", o ? o->charts_note : NULL);
     jw_close(&w, '}');
-    fputc('\n', f);
-    return ferror(f) ? -1 : 0;
+    return jw_end(&w);
 }
