@@ -501,6 +501,68 @@ static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_s
     return 0;
 }
 
+/* Every root attribute, copied (the reader's strings live only as long as the reader). */
+static int copy_attrs(ampdiag_trace_reader *rd, an_run *r)
+{
+    size_t n = ampdiag_trace_nattrs(rd);
+    r->attrs = calloc(n ? n : 1, sizeof *r->attrs);
+    if (!r->attrs)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const ampdiag_trace_attr *a = ampdiag_trace_attr_at(rd, i);
+        an_attr *d = &r->attrs[r->nattrs++];
+        d->type = a->type;
+        d->i = a->i;
+        d->d = a->d;
+        if (!(d->name = strdup(a->name ? a->name : "")) || (a->s && !(d->s = strdup(a->s))))
+            return -1;
+    }
+    return 0;
+}
+
+/* The scaler's actions as its events record them: each scale_backoff event is one non-finite
+ * step the scaler answered (a backoff when its value, the new scale, is below the scale the
+ * step ran with; an overflow at the minimum scale otherwise), each scale_growth one growth.
+ * The minimum includes the scale the last backoff left, after the last step record. Traces
+ * without scale events keep the counts read off the step records (summarise_steps). */
+static void scale_from_events(an_run *r, const ampdiag_trace_step *st, size_t n,
+                              const ampdiag_trace_event *ev, size_t nev)
+{
+    size_t nb = 0, ng = 0, at_min = 0;
+    double smin = r->scale_min, sfinal = r->scale_final;
+    int64_t smin_step = r->scale_min_step;
+    int any = 0;
+    for (size_t i = 0; i < nev; i++) {
+        if (ev[i].code != AMPDIAG_EV_SCALE_BACKOFF && ev[i].code != AMPDIAG_EV_SCALE_GROWTH)
+            continue;
+        any = 1;
+        long k = step_index(r, ev[i].step);
+        double ran = k >= 0 ? st[k].loss_scale : NAN;
+        double v = ev[i].value;
+        if (ev[i].code == AMPDIAG_EV_SCALE_GROWTH) {
+            ng++;
+        } else if (isnan(ran) || v < ran) {
+            nb++;
+        } else {
+            at_min++;
+        }
+        if (!isnan(v) && (isnan(smin) || v < smin)) {
+            smin = v;
+            smin_step = ev[i].step;
+        }
+        if (n && ev[i].step >= st[n - 1].step && !isnan(v))
+            sfinal = v;
+    }
+    if (!any)
+        return;
+    r->backoffs = nb;
+    r->growths = ng;
+    r->overflows_at_min = at_min;
+    r->scale_min = smin;
+    r->scale_min_step = smin_step;
+    r->scale_final = sfinal;
+}
+
 static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, const an_options *o)
 {
     r->first_skip_step = -1;
@@ -773,12 +835,25 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
     snprintf(r->status_text, sizeof r->status_text, "%s", ampdiag_trace_status_text(rd));
     r->cut_off = ampdiag_trace_cut_off(rd);
     r->repaired = ampdiag_trace_was_repaired(rd);
+    r->format_version = ampdiag_trace_format_version(rd);
+    copy_attr(rd, AMPDIAG_ATTR_EVAL_METRIC, r->eval_metric, sizeof r->eval_metric);
+    copy_attr(rd, AMPDIAG_ATTR_DEVICE, r->device, sizeof r->device);
+    copy_attr(rd, AMPDIAG_ATTR_DEVICE_NAME, r->device_name, sizeof r->device_name);
+    copy_attr(rd, "tool_version", r->tool_version, sizeof r->tool_version);
+    copy_attr(rd, AMPDIAG_ATTR_START_TIME, r->start_time, sizeof r->start_time);
+    copy_attr(rd, "end_time", r->end_time, sizeof r->end_time);
+    if (copy_attrs(rd, r)) {
+        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "attributes");
+        ampdiag_trace_reader_close(rd);
+        return rc;
+    }
     /* the what-if lost-update counts: absent (read as 0) in traces of older writers */
     r->lost_if_fields = ampdiag_trace_has_field(rd, "/tensors", "lost_if_fp16") &&
                         ampdiag_trace_has_field(rd, "/tensors", "lost_if_bf16");
 
     ampdiag_trace_counts cnt;
     ampdiag_trace_get_counts(rd, &cnt);
+    r->counts = cnt;
     if ((rc = ampdiag_trace_read_layers(rd, &layers, &nl)) ||
         (rc = ampdiag_trace_read_steps(rd, &st, &ns)) ||
         (rc = ampdiag_trace_read_events(rd, &ev, &nev)) ||
@@ -798,6 +873,7 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
         an_layer *L = &r->layers[l];
         snprintf(L->name, sizeof L->name, "%s", layers[l].name);
         snprintf(L->op, sizeof L->op, "%s", layers[l].op);
+        snprintf(L->shape, sizeof L->shape, "%s", layers[l].shape);
         L->params = layers[l].params;
         L->fp32_op = is_fp32_op(L->op);
         L->island = in_list(r->fp32_layers, L->name);
@@ -819,12 +895,15 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
         }
     }
     summarise_steps(r, st, ns, opt);
+    scale_from_events(r, st, ns, ev, nev);
 
     /* events */
     for (size_t i = 0; i < nev; i++) {
         int c = ev[i].code;
-        if (c < 0 || c >= AMPDIAG_NEVENT_CODES)
+        if (c < 0 || c >= AMPDIAG_NEVENT_CODES) {
+            r->unknown_events++;
             continue;
+        }
         r->by_code[c]++;
         int nonfin = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD ||
                      c == AMPDIAG_EV_NAN_BACKWARD || c == AMPDIAG_EV_INF_BACKWARD;
@@ -888,8 +967,9 @@ out:
     free(tmp);
     free(spikes);
     free(layers);
-    free(st);
-    free(ev);
+    r->steps = st;     /* kept: an_free frees them */
+    r->events = ev;
+    r->nevents = nev;
     ampdiag_trace_reader_close(rd);
     return rc;
 }
@@ -906,6 +986,13 @@ void an_free(an_run *r)
     free(r->layers);
     free(r->st_step);
     free(r->st_loss);
+    free(r->steps);
+    free(r->events);
+    for (size_t i = 0; r->attrs && i < r->nattrs; i++) {
+        free(r->attrs[i].name);
+        free(r->attrs[i].s);
+    }
+    free(r->attrs);
     free(r->evals);
     free(r->path);
     memset(r, 0, sizeof *r);

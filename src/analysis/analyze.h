@@ -75,6 +75,7 @@ typedef struct an_series {
 typedef struct an_layer {
     char name[AMPDIAG_TRACE_NAME_LEN];
     char op[AMPDIAG_TRACE_OP_LEN];
+    char shape[AMPDIAG_TRACE_SHAPE_LEN];
     uint64_t params;
     int fp32_op;        /* an op autocast keeps in FP32 (the loss): excluded from range rules */
     int island;         /* named in the run's fp32_layers attribute */
@@ -109,6 +110,15 @@ typedef struct an_event_ref {
     char message[AMPDIAG_TRACE_MESSAGE_LEN];
 } an_event_ref;
 
+/* A root attribute as stored (every one, for info's listing). */
+typedef struct an_attr {
+    char *name;
+    int type;          /* ampdiag_attr_type */
+    char *s;           /* AMPDIAG_ATTR_STR */
+    int64_t i;
+    double d;
+} an_attr;
+
 typedef struct an_run {
     char *path;
     char label[96];          /* set by an_compare: "fp16", "fp16 lr 0.01", or the file name */
@@ -123,6 +133,12 @@ typedef struct an_run {
     double adam_eps;         /* "eps=" of hyperparameters; NaN when none */
     char optim_state[16];    /* "state=" of hyperparameters */
     int weights_16bit;       /* bf16-pure: weights stored in 16 bits, no FP32 master copy */
+    char eval_metric[32];    /* what /eval metric is ("accuracy"); "" when not said */
+    char device[32], device_name[96], tool_version[32], start_time[40], end_time[40];
+    int format_version;
+    an_attr *attrs;          /* every root attribute, in the file's order */
+    size_t nattrs;
+    ampdiag_trace_counts counts; /* rows of each table */
     int status;              /* ampdiag_trace_status */
     char status_text[32];
     int cut_off, repaired;
@@ -134,6 +150,7 @@ typedef struct an_run {
 
     /* steps */
     size_t nsteps;
+    ampdiag_trace_step *steps; /* [nsteps], as recorded (increasing step order) */
     int64_t *st_step;        /* [nsteps] */
     double *st_loss;         /* [nsteps] */
     int64_t first_step, last_step;
@@ -148,11 +165,14 @@ typedef struct an_run {
     ampdiag_trace_eval *evals;
     size_t nevals;
 
-    /* loss scale */
+    /* loss scale. With scale events in the trace (ampdiag's writer records one per scaler
+     * action), backoffs and growths count them and the minimum includes the scale the last
+     * backoff left; otherwise they are read off the step records' loss_scale. */
     int scaled;              /* some step had a loss scale other than 1 */
     double scale_init, scale_min, scale_final;
     int64_t scale_min_step;
     size_t backoffs, growths;
+    size_t overflows_at_min; /* non-finite steps at the scaler's minimum (no change possible) */
     size_t steps_at_min;     /* steps run at the scaler's minimum (scaler_min > 0) */
     int collapsed;           /* scale fell to <= 1 (from above) or sat at the scaler minimum */
 
@@ -163,6 +183,9 @@ typedef struct an_run {
     char first_skip_reason[AMPDIAG_TRACE_REASON_LEN];
 
     /* events */
+    ampdiag_trace_event *events; /* [nevents], as recorded */
+    size_t nevents;
+    size_t unknown_events;   /* events with a code this version does not know */
     size_t by_code[AMPDIAG_NEVENT_CODES];
     an_event_ref first_nonfinite;  /* first nan/inf event, forward or backward */
     an_event_ref first_forward;    /* first nan/inf event in the forward pass */
