@@ -18,7 +18,7 @@ out=$($AMPDIAG info "$T/v1-fp32-complete.h5"); rc=$?
 [ $rc -eq 0 ] ; t $? "fp32 trace: exit 0"
 echo "$out" | grep -q 'v1-fp32-complete.h5: complete, 60 steps (0..59), fp32$' ; t $? "fp32: status, steps, precision"
 echo "$out" | grep -Eq '^loss +2\.5 \(step 0\) -> 0\.41445 \(step 59\); min 0\.41445 at step 59$' ; t $? "fp32: loss first -> last, min"
-echo "$out" | grep -Eq '^eval +loss 1\.41, accuracy 0\.795 at step 59 \(3 evaluations\)$' ; t $? "fp32: last evaluation"
+echo "$out" | grep -Eq '^eval +loss 1\.41, accuracy 79\.5% at step 59 \(3 evaluations\)$' ; t $? "fp32: last evaluation"
 echo "$out" | grep -Eq '^loss scale +none' ; t $? "fp32: no loss scaling"
 echo "$out" | grep -Eq '^events +32: clipped 32$' ; t $? "fp32: 32 clipped-step events"
 echo "$out" | grep -A1 '^fp16 overflow headroom' | grep -Eq '^  fc1 +activation +-0\.6 +absmax +1e\+05 +at step 40  overflows$' ; t $? "fp32: fc1 activation has the least fp16 overflow headroom (-0.6, step 40)"

@@ -6,8 +6,10 @@
 noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_report.la
 libampdiag_analysis_la_SOURCES = \
 	src/analysis/analyze.h src/analysis/analyze.c \
-	src/analysis/recommend.h src/analysis/recommend.c
-libampdiag_report_la_SOURCES = src/report/report.h src/report/report.c
+	src/analysis/recommend.h src/analysis/recommend.c \
+	src/analysis/findings.h src/analysis/findings.c
+libampdiag_report_la_SOURCES = src/report/report.h src/report/report.c \
+	src/report/info.h src/report/info.c
 
 ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c
 

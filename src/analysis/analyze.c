@@ -213,7 +213,7 @@ static int in_list(const char *list, const char *name)
  * Loading
  * ------------------------------------------------------------------------------------------ */
 
-static void cell_init(an_cell *c)
+void an_cell_init(an_cell *c)
 {
     memset(c, 0, sizeof *c);
     c->absmax = -1;
@@ -879,7 +879,7 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
         L->island = in_list(r->fp32_layers, L->name);
         L->ratio_median = NAN;
         for (int k = 0; k < AMPDIAG_NKINDS; k++)
-            cell_init(&L->cell[k]);
+            an_cell_init(&L->cell[k]);
         r->params += L->params;
     }
     /* steps must be in increasing step order for the lookups; a writer appends them so */

@@ -65,6 +65,9 @@ typedef struct an_cell {
     uint64_t *hist;               /* [AMPDIAG_HIST_BINS] unscaled exponent histogram, or NULL */
 } an_cell;
 
+/* An empty cell: no records, extremes at their "none" values (-1, +inf), steps -1. */
+void an_cell_init(an_cell *c);
+
 /* A (step, value) series kept per layer for comparisons between runs. */
 typedef struct an_series {
     int64_t *step;

@@ -1,0 +1,37 @@
+/*
+ * info.h - render what one trace says (an_run + an_findings): `ampdiag info` as text for people
+ * and as JSON for programs (traces/FORMAT.md, "ampdiag info --format json"), and the summary
+ * `ampdiag run` prints when it ends. They print the findings; they count nothing themselves.
+ */
+#ifndef AMPDIAG_REPORT_INFO_H
+#define AMPDIAG_REPORT_INFO_H
+
+#include <stdio.h>
+
+#include "analysis/findings.h"
+
+/* Revision of info's JSON document ("format_version" in it). 2: lost updates as shares of the
+ * non-zero updates; backoffs from the scaler's events; trace_format_version. */
+#define INFO_JSON_VERSION 2
+
+/* Each returns 0, or -1 when writing failed. top: rows of the headroom and event lists. */
+int report_info_text(FILE *f, const an_run *r, const an_findings *fd, size_t top);
+int report_info_json(FILE *f, const an_run *r, const an_findings *fd);
+
+/* What only the running process knows, for the run summary. */
+typedef struct report_run_extra {
+    double wall_s;
+    long long trace_bytes;
+    int trace_threads;         /* statistics taken on a second thread */
+    double trace_wait_s;       /* time training waited for it */
+    int traced;                /* tensor records were asked for (--trace-every > 0) */
+} report_run_extra;
+
+int report_run_summary(FILE *f, const an_run *r, const an_findings *fd, const report_run_extra *x);
+
+/* Shared formatting: "%.*g" with NaN and infinities as "nan", "inf", "-inf" (never "-nan");
+ * an eval metric (an accuracy as a percentage). */
+const char *fmt_num(char *buf, size_t n, double v, int digits);
+const char *fmt_metric(char *buf, size_t n, const an_findings *fd, double v);
+
+#endif
