@@ -227,7 +227,7 @@ static void test_healthy(void)
     /* the summary's minimum loss scale includes the scale the last backoff left: 10 backoffs
      * from 2^16 end at 2^6 */
     ok(run("run --scenario fp16-forward-overflow --steps 10 --progress none --overwrite -o %s", p("i0.h5")) == 0 &&
-       file_has("out.txt", "loss scale 2^16 -> 2^6 (min 2^6), 10 backoffs"),
+       file_has("out.txt", "loss scale 2^16 -> 2^6 (min 2^6 at step 9), 10 backoffs"),
        "summary: loss scale 2^16 -> 2^6 (min 2^6) after 10 backoffs");
 }
 

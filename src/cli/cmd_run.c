@@ -2,7 +2,9 @@
  * cmd_run.c - `ampdiag run`: train a model in the instrumented loop and write a trace.
  */
 #include "ampdiag.h"
+#include "analysis/findings.h"
 #include "cli/cli.h"
+#include "report/info.h"
 #include "train/data.h"
 #include "train/train.h"
 
@@ -188,65 +190,31 @@ static char *join_args(int argc, char **argv)
     return s;
 }
 
-static void print_summary(const train_config *c, const train_result *r)
+/* The closing summary: the trace just written, read back through the one loader and findings
+ * that info and compare use, so that every figure agrees with them; plus what only this process
+ * knows (time, trace size, the tracer's waits). Returns 0 or EXIT_IO. */
+static int print_summary(const train_config *c, const train_result *r)
 {
-    char dur[32];
-    long t = (long)(r->wall_s + 0.5);
-    snprintf(dur, sizeof dur, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-    const char *st = r->status == 1 ? "complete" : r->status == 2 ? "diverged" : r->status == 3 ? "interrupted" : "running";
-    printf("run %s: %ld steps in %s -> %s (%.1f %s)\n", st, r->steps_done, dur, c->out,
-           r->trace_bytes >= 1048576 ? (double)r->trace_bytes / 1048576.0 : (double)r->trace_bytes / 1024.0,
-           r->trace_bytes >= 1048576 ? "MB" : "KB");
-    if (c->trace_every > 0 && r->trace_threads && r->wall_s > 0)
-        printf("  tensor statistics on a second thread; training waited %.2f s for it (%.1f%% of the run)\n",
-               r->trace_wait_s, 100.0 * r->trace_wait_s / r->wall_s);
-    printf("  model %s (%s), %s, seed %llu\n", c->mo.spec ? c->mo.spec : "mlp", r->model_desc,
-           precision_name(c->mo.precision), (unsigned long long)c->seed);
-    printf("  loss %.4g -> %.4g (min %.4g)", fabs(r->loss_first) * 0 == 0 ? r->loss_first : fabs(r->loss_first),
-           isnan(r->loss_last) ? fabs(r->loss_last) : r->loss_last, r->loss_min);
-    if (!isnan(r->eval_loss))
-        printf(", eval loss %.4g, %s %.1f%%", r->eval_loss, r->eval_metric_name, 100.0 * r->eval_metric);
-    printf("\n");
-    if (c->scaler.kind == SCALER_DYNAMIC)
-        printf("  loss scale 2^%g -> 2^%g (min 2^%g), %ld backoffs, %ld growths\n", log2(r->scale_first),
-               log2(r->scale_last), log2(r->scale_min), r->backoffs, r->growths);
-    if (r->skipped)
-        printf("  %ld skipped steps (%.1f%%): first at step %ld, %s\n", r->skipped,
-               100.0 * (double)r->skipped / (double)(r->steps_done ? r->steps_done : 1), r->first_skip_step,
-               r->first_skip_reason);
-    else
-        printf("  no skipped steps\n");
-    if (r->status == 2)
-        printf("  diverged: loss non-finite or exploded from step %ld on\n", r->diverged_at);
-    if (r->nonfinite_layer[0])
-        printf("  non-finite activations: %s holds %llu NaN/inf values over the traced steps, first at step %ld\n",
-               r->nonfinite_layer, (unsigned long long)r->nonfinite_count, r->nonfinite_step);
-    if (r->headroom_layer[0]) {
-        if (r->headroom_binades >= 0)
-            printf("  fp16 range: finite activations peak in %s at 2^%.1f (%.1f binades below 65504)\n",
-                   r->headroom_layer, log2(65504.0) - r->headroom_binades, r->headroom_binades);
-        else
-            printf("  fp16 range: %s activations reach 2^%.1f, above FP16's 65504: FP16 overflows there\n",
-                   r->headroom_layer, log2(65504.0) - r->headroom_binades);
+    an_run run;
+    an_options ao = {.warmup = -1, .quiet = 1};
+    char err[512] = "";
+    an_findings fd;
+    memset(&fd, 0, sizeof fd);
+    int rc = an_load(c->out, &ao, &run, err, sizeof err);
+    if (!rc && an_findings_of(&run, &fd))
+        snprintf(err, sizeof err, "out of memory reading '%s'", c->out), rc = -1;
+    if (rc) {
+        fprintf(stderr, "ampdiag run: the trace was written but cannot be read back: %s\n", err);
+        an_findings_free(&fd);
+        an_free(&run);
+        return EXIT_IO;
     }
-    if (r->nan_weight_layer[0])
-        printf("  non-finite weights: the update of step %ld made %s weights NaN/inf\n", r->nan_weight_step,
-               r->nan_weight_layer);
-    if (r->update_values) {
-        printf("  lost updates: %.3g%% of non-zero updates rounded away in %s weight storage", 100.0 * (double)r->lost_updates / (double)r->update_values,
-               c->mo.precision == PREC_BF16_PURE ? "BF16" : "FP32 master");
-        if (c->mo.precision != PREC_BF16_PURE)
-            printf("; with BF16 weights %.3g%%, with FP16 weights %.3g%%", 100.0 * (double)r->lost_if_bf16 / (double)r->update_values,
-                   100.0 * (double)r->lost_if_fp16 / (double)r->update_values);
-        printf("\n");
-    }
-    if (r->zero_grad_layer[0] && r->zero_grad_fraction >= 0.05)
-        printf("  zero gradients: %.3g%% of %s weight-gradient values are exactly 0\n", 100.0 * r->zero_grad_fraction,
-               r->zero_grad_layer);
-    if (r->flush_layer[0] && r->flush_fraction > 0)
-        printf("  fp16 underflow: %.2g%% of %s weight gradients (as held) flush to zero in FP16\n",
-               100.0 * r->flush_fraction, r->flush_layer);
-    printf("  next: ampdiag info %s\n", c->out);
+    report_run_extra x = {r->wall_s, r->trace_bytes, r->trace_threads, r->trace_wait_s,
+                          c->trace_every > 0};
+    report_run_summary(stdout, &run, &fd, &x);
+    an_findings_free(&fd);
+    an_free(&run);
+    return 0;
 }
 
 /* argv with a scenario's options inserted after argv[0]: a new array of pointers into the
@@ -474,6 +442,5 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
         fprintf(stderr, "ampdiag run: %s\n", err);
         return rc == TRAIN_EIO ? EXIT_IO : EXIT_USAGE;
     }
-    print_summary(&c, &r);
-    return 0;
+    return print_summary(&c, &r);
 }

@@ -125,14 +125,10 @@ static const ampdiag_tensor_kind kind_of[MT_COUNT] = {
     [MT_WEIGHT_GRAD] = AMPDIAG_KIND_WEIGHT_GRAD,
 };
 
-/* Per-layer FP16 findings for the closing summary. */
+/* Per layer: whether an update has made a weight NaN/inf (reported once, as an event). The run's
+ * findings are read back from the trace by the analysis (src/analysis/findings.c). */
 typedef struct layer_summary {
-    double act_absmax;           /* largest finite |activation| seen (traced steps) */
-    uint64_t act_nonfinite;      /* NaN and inf activation values (traced steps) */
-    long act_nonfinite_step;     /* first traced step with one (-1) */
-    uint64_t grad_nonzero, grad_flush16; /* gradient values that are non-zero / flush in FP16 */
-    uint64_t grad_values, grad_zero;     /* all finite gradient values / exact zeros */
-    int weights_nonfinite;               /* an update has made a weight NaN/inf */
+    int weights_nonfinite;
 } layer_summary;
 
 /* ------------------------------------------------------------------ the run */
@@ -311,22 +307,6 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
             if (!l->have[mk] || (mk == MT_WEIGHT_GRAD && m->layers[i].nparams == 0))
                 continue;
             const ampdiag_tstats *st = &l->st[mk];
-            layer_summary *ls = &R->ls[i];
-            if (mk == MT_ACTIVATION) {
-                if (st->absmax > ls->act_absmax)
-                    ls->act_absmax = st->absmax;
-                uint64_t nf = st->n_nan + st->n_posinf + st->n_neginf;
-                if (nf && ls->act_nonfinite == 0)
-                    ls->act_nonfinite_step = S->step;
-                ls->act_nonfinite += nf;
-            } else if (mk == MT_WEIGHT_GRAD) {
-                /* for the closing summary: zeros, and what FP16 would flush, of the gradients
-                 * as held */
-                ls->grad_nonzero += st->count - st->n_zero - st->n_nan - st->n_posinf - st->n_neginf;
-                ls->grad_flush16 += st->fp16_underflow;
-                ls->grad_values += st->count - st->n_nan - st->n_posinf - st->n_neginf;
-                ls->grad_zero += st->n_zero;
-            }
             if ((rc = record_tensor(R, S->step, i, kind_of[mk], st, S->hist ? &l->h[mk] : NULL, err, errlen)))
                 return rc;
         }
@@ -340,10 +320,6 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
             const optim_stats *st = &l->upd;
             w_ss += l->st[MT_WEIGHT].sumsq; /* finite values only */
             dw_ss += st->update.sumsq;
-            r->update_values += st->update.count - st->update.n_zero;
-            r->lost_updates += st->lost_updates;
-            r->lost_if_bf16 += st->lost_if_bf16;
-            r->lost_if_fp16 += st->lost_if_fp16;
             if ((rc = record_tensor(R, S->step, i, AMPDIAG_KIND_WEIGHT, &l->st[MT_WEIGHT],
                                     S->hist ? &l->h[MT_WEIGHT] : NULL, err, errlen)))
                 return rc;
@@ -724,10 +700,6 @@ static int step_once(run *R, long t, double t0, int *stop, char *err, size_t err
             size_t nf = bk->count_nonfinite(bk, L->p, L->nparams);
             if (nf) {
                 R->ls[i].weights_nonfinite = 1;
-                if (!r->nan_weight_layer[0]) {
-                    snprintf(r->nan_weight_layer, sizeof r->nan_weight_layer, "%s", L->name);
-                    r->nan_weight_step = t;
-                }
                 char msg[160];
                 snprintf(msg, sizeof msg, "the optimizer update made %zu of %zu %s weights non-finite", nf,
                          L->nparams, L->name);
@@ -855,49 +827,11 @@ static void tracing_free(run *R)
     }
 }
 
-static void summarize_ranges(run *R)
-{
-    train_result *r = R->r;
-    double best_head = INFINITY, worst_flush = 0;
-    for (int i = 0; i < R->m->nlayers; i++) {
-        const layer_summary *s = &R->ls[i];
-        if (s->act_nonfinite && !r->nonfinite_layer[0]) {
-            snprintf(r->nonfinite_layer, sizeof r->nonfinite_layer, "%s", R->m->layers[i].name);
-            r->nonfinite_count = s->act_nonfinite;
-            r->nonfinite_step = s->act_nonfinite_step;
-        }
-        if (s->act_absmax > 0 && R->m->layers[i].op != OP_SOFTMAX_CE) {
-            double hd = log2(65504.0 / s->act_absmax);
-            if (hd < best_head) {
-                best_head = hd;
-                snprintf(r->headroom_layer, sizeof r->headroom_layer, "%s", R->m->layers[i].name);
-            }
-        }
-        if (s->grad_values > 0) {
-            double zf = (double)s->grad_zero / (double)s->grad_values;
-            if (zf > r->zero_grad_fraction) {
-                r->zero_grad_fraction = zf;
-                snprintf(r->zero_grad_layer, sizeof r->zero_grad_layer, "%s", R->m->layers[i].name);
-            }
-        }
-        if (s->grad_nonzero > 0) {
-            double fr = (double)s->grad_flush16 / (double)s->grad_nonzero;
-            if (fr > worst_flush) {
-                worst_flush = fr;
-                snprintf(r->flush_layer, sizeof r->flush_layer, "%s", R->m->layers[i].name);
-            }
-        }
-    }
-    r->headroom_binades = best_head;
-    r->flush_fraction = worst_flush;
-}
-
 int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
     r->first_skip_step = -1;
     r->diverged_at = -1;
-    r->nan_weight_step = -1;
     r->loss_first = r->loss_last = r->loss_min = NAN;
     r->eval_loss = r->eval_metric = NAN;
     r->eval_metric_name = "accuracy";
@@ -1042,7 +976,6 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     r->wall_s = now_s() - t0;
     if (r->diverged_at >= 0 && r->status != AMPDIAG_STATUS_DIVERGED)
         r->diverged_at = -1;
-    summarize_ranges(&R);
 
 out:
     tracing_free(&R); /* first: the worker may still be reading the model */

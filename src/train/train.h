@@ -70,22 +70,6 @@ typedef struct train_result {
     size_t nparams;
     int nlayers;
     char model_desc[128];
-    /* FP16 range findings over the traced steps (layer names; "" when none) */
-    char headroom_layer[64];   /* least FP16 overflow headroom among activations */
-    double headroom_binades;   /* log2(65504 / absmax) there */
-    char flush_layer[64];      /* largest fraction of gradient values that FP16 flushes to 0 */
-    double flush_fraction;
-    uint64_t update_values;    /* non-zero parameter updates recorded (traced, non-skipped steps) */
-    uint64_t lost_updates;     /* ... that rounded away in the run's weight storage */
-    uint64_t lost_if_bf16;     /* ... that would round away with BF16 weights */
-    uint64_t lost_if_fp16;     /* ... with FP16 weights */
-    char zero_grad_layer[64];  /* largest fraction of weight-gradient values that are exactly 0 */
-    double zero_grad_fraction;
-    char nan_weight_layer[64]; /* first layer whose weights an update made non-finite */
-    long nan_weight_step;
-    char nonfinite_layer[64];  /* first layer, in forward order, whose activations held NaN/inf */
-    uint64_t nonfinite_count;  /* how many such values it held over the traced steps */
-    long nonfinite_step;       /* first traced step where it did */
 } train_result;
 
 /* Exit codes of the command line. */
