@@ -334,8 +334,34 @@ static double scale_at(const an_run *r, const ampdiag_trace_step *steps, int64_t
     return isfinite(s) && s > 0 ? s : 1.0;
 }
 
+static int keep_point(an_run *r, an_points *ps, const ampdiag_trace_tensor *t)
+{
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? 2 * ps->cap : 256;
+        an_point *q = realloc(ps->p, cap * sizeof *q);
+        if (!q)
+            return -1;
+        ps->p = q;
+        ps->cap = cap;
+    }
+    an_point *pt = &ps->p[ps->n++];
+    double n = (double)t->count;
+    uint64_t nf = t->n_nan + t->n_posinf + t->n_neginf;
+    pt->step = t->step;
+    pt->absmax = isfinite(t->absmax) && t->absmax > 0 ? (float)t->absmax : NAN;
+    pt->absmin_nz = isfinite(t->absmin_nz) && t->absmin_nz > 0 ? (float)t->absmin_nz : NAN;
+    pt->under = t->count ? (float)((double)t->fp16_underflow / n) : NAN;
+    pt->over = t->count ? (float)((double)(t->fp16_overflow + nf) / n) : NAN;
+    pt->nonfinite = t->count ? (float)((double)nf / n) : NAN;
+    if (t->step < r->rec_step_min)
+        r->rec_step_min = t->step;
+    if (t->step > r->rec_step_max)
+        r->rec_step_max = t->step;
+    return 0;
+}
+
 static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
-                        size_t ntensors, char *err, size_t errlen)
+                        size_t ntensors, unsigned keep, char *err, size_t errlen)
 {
     struct pending *pend = malloc((r->nlayers ? r->nlayers : 1) * sizeof *pend);
     struct ratios *rat = calloc(r->nlayers ? r->nlayers : 1, sizeof *rat);
@@ -361,6 +387,8 @@ static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace
             }
             an_layer *L = &r->layers[x->layer];
             an_cell *c = &L->cell[x->kind];
+            if ((keep & (1u << x->kind)) && keep_point(r, &L->pts[x->kind], x))
+                oom = 1;
             int grad = x->kind == AMPDIAG_KIND_ACTIVATION_GRAD || x->kind == AMPDIAG_KIND_WEIGHT_GRAD;
             double sc = grad ? scale_at(r, steps, x->step) : 1.0;
             uint64_t nonfin = x->n_nan + x->n_posinf + x->n_neginf;
@@ -499,6 +527,86 @@ static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_s
             break;
     }
     return 0;
+}
+
+/* The distinct steps that hold histograms, ascending (for the charts, which draw a few). */
+static int load_hist_steps(ampdiag_trace_reader *rd, an_run *r, size_t nh, char *err,
+                           size_t errlen)
+{
+    size_t cap = 0;
+    for (size_t first = 0; first < nh; first += HIST_BLOCK) {
+        ampdiag_trace_hist *h = NULL;
+        size_t n = 0;
+        int rc = ampdiag_trace_read_hists(rd, first, HIST_BLOCK, &h, &n);
+        if (rc)
+            return fail(err, errlen, rc, r->path, "histograms");
+        for (size_t i = 0; i < n; i++) {
+            int64_t s = h[i].step;
+            size_t k = r->nhist_steps, j = 0;
+            if (k && r->hist_steps[k - 1] == s)
+                continue;
+            if (k && r->hist_steps[k - 1] < s) /* usually appended in order */
+                j = k;
+            else
+                while (j < k && r->hist_steps[j] < s)
+                    j++;
+            if (j < k && r->hist_steps[j] == s)
+                continue;
+            if (k == cap) {
+                size_t nc = cap ? 2 * cap : 64;
+                int64_t *q = realloc(r->hist_steps, nc * sizeof *q);
+                if (!q) {
+                    free(h);
+                    return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "histograms");
+                }
+                r->hist_steps = q;
+                cap = nc;
+            }
+            memmove(r->hist_steps + j + 1, r->hist_steps + j, (k - j) * sizeof *r->hist_steps);
+            r->hist_steps[j] = s;
+            r->nhist_steps++;
+        }
+        free(h);
+        if (n == 0)
+            break;
+    }
+    return 0;
+}
+
+int an_read_hists(const an_run *r, int layer, const int *kinds, size_t nkinds, const int64_t *steps,
+                  size_t nsteps, ampdiag_trace_hist *out, int *have, char *err, size_t errlen)
+{
+    memset(have, 0, nkinds * nsteps * sizeof *have);
+    ampdiag_trace_reader *rd = NULL;
+    int rc = ampdiag_trace_open(r->path, AMPDIAG_TRACE_READ_QUIET, &rd);
+    if (rc)
+        return fail(err, errlen, rc, r->path, "open");
+    ampdiag_trace_counts cnt;
+    ampdiag_trace_get_counts(rd, &cnt);
+    for (size_t first = 0; first < cnt.hists; first += HIST_BLOCK) {
+        ampdiag_trace_hist *b = NULL;
+        size_t n = 0;
+        if ((rc = ampdiag_trace_read_hists(rd, first, HIST_BLOCK, &b, &n))) {
+            fail(err, errlen, rc, r->path, "histograms");
+            break;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (b[i].layer != layer)
+                continue;
+            for (size_t k = 0; k < nkinds; k++)
+                if (b[i].kind == kinds[k])
+                    for (size_t j = 0; j < nsteps; j++)
+                        if (steps[j] == b[i].step) {
+                            out[k * nsteps + j] = b[i];
+                            have[k * nsteps + j] = 1;
+                        }
+        }
+        free(b);
+        if (n == 0)
+            break;
+    }
+    ampdiag_trace_reader_close(rd);
+    return rc;
 }
 
 /* Every root attribute, copied (the reader's strings live only as long as the reader). */
@@ -789,6 +897,8 @@ static void init_run(an_run *r)
     r->first_nonfinite.step = r->first_forward.step = -1;
     r->divergence_step = -1;
     r->ratio_median = r->step_ratio_median = NAN;
+    r->rec_step_min = INT64_MAX;
+    r->rec_step_max = INT64_MIN;
 }
 
 int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_t errlen)
@@ -944,8 +1054,10 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
             tmp[k++] = st[i].update_ratio;
     r->step_ratio_median = an_median(tmp, k);
 
-    if ((rc = load_tensors(rd, r, st, cnt.tensors, err, errlen)) ||
-        (rc = load_hists(rd, r, st, cnt.hists, err, errlen)))
+    unsigned keep = opt ? opt->keep_points : 0;
+    if ((rc = load_tensors(rd, r, st, cnt.tensors, keep, err, errlen)) ||
+        (rc = load_hists(rd, r, st, cnt.hists, err, errlen)) ||
+        (keep && (rc = load_hist_steps(rd, r, cnt.hists, err, errlen))))
         goto out;
 
     k = 0;
@@ -982,12 +1094,15 @@ void an_free(an_run *r)
         for (int k = 0; k < AMPDIAG_NKINDS; k++)
             free(r->layers[l].cell[k].hist);
         series_free(&r->layers[l].act_rms);
+        for (int k = 0; k < AMPDIAG_NKINDS; k++)
+            free(r->layers[l].pts[k].p);
     }
     free(r->layers);
     free(r->st_step);
     free(r->st_loss);
     free(r->steps);
     free(r->events);
+    free(r->hist_steps);
     for (size_t i = 0; r->attrs && i < r->nattrs; i++) {
         free(r->attrs[i].name);
         free(r->attrs[i].s);
@@ -1008,7 +1123,7 @@ static const char *base_name(const char *path)
     return s ? s + 1 : path;
 }
 
-static void make_labels(an_run *runs, size_t n)
+void an_label_runs(an_run *runs, size_t n)
 {
     int lr_differs = 0, seed_differs = 0;
     for (size_t i = 1; i < n; i++) {
@@ -1104,7 +1219,7 @@ int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
     c->tail_noise_rel = NAN;
     an_run *b = &runs[base];
     c->baseline_is_fp32 = strcmp(b->precision, "fp32") == 0;
-    make_labels(runs, n);
+    an_label_runs(runs, n);
     c->gap = calloc(n, sizeof *c->gap);
     c->dev = calloc(n, sizeof *c->dev);
     c->ndev = calloc(n, sizeof *c->ndev);

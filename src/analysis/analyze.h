@@ -75,6 +75,20 @@ typedef struct an_series {
     size_t n, cap;
 } an_series;
 
+/* One tensor record reduced to what the charts draw (kept when an_options.keep_points asks). */
+typedef struct an_point {
+    int64_t step;
+    float absmax, absmin_nz; /* NaN when none */
+    float under;             /* fraction of count that would underflow in FP16 */
+    float over;              /* fraction that would overflow in FP16 or is already inf/NaN */
+    float nonfinite;         /* fraction that is inf or NaN */
+} an_point;
+
+typedef struct an_points {
+    an_point *p;
+    size_t n, cap;
+} an_points;
+
 typedef struct an_layer {
     char name[AMPDIAG_TRACE_NAME_LEN];
     char op[AMPDIAG_TRACE_OP_LEN];
@@ -84,6 +98,7 @@ typedef struct an_layer {
     int island;         /* named in the run's fp32_layers attribute */
     an_cell cell[AMPDIAG_NKINDS];
     an_series act_rms;  /* activation rms per traced step */
+    an_points pts[AMPDIAG_NKINDS]; /* per record, for the kinds an_options.keep_points names */
     double ratio_median;/* median over traced steps of rms(update)/rms(weight); NaN if none */
     size_t ratio_n;
 } an_layer;
@@ -214,17 +229,33 @@ typedef struct an_run {
     uint64_t lost_if16, lost_ifb16;/* totals over layers; 0 without the fields */
 
     uint64_t hist_rows, hist_rows_read; /* histograms in the trace / read (sampled when many) */
+    int64_t *hist_steps;           /* distinct steps holding histograms, ascending (keep_points) */
+    size_t nhist_steps;
+    int64_t rec_step_min, rec_step_max; /* range of the kept points' steps (INT64_MAX/MIN: none) */
 } an_run;
 
 typedef struct an_options {
     long warmup;      /* calibration and clip warm-up window; < 0 = min(100, steps / 5) */
     int quiet;        /* no notes on stderr */
+    unsigned keep_points; /* bit 1u << kind: keep that kind's records as points (charts), and
+                             the distinct histogram steps; 0: aggregates only */
 } an_options;
 
 /* Read and summarise one trace. Returns 0, or an ampdiag_trace error code (negative) with
  * the message (naming the file) in err. run is always left in a state an_free accepts. */
 int an_load(const char *path, const an_options *opt, an_run *run, char *err, size_t errlen);
 void an_free(an_run *run);
+
+/* Histograms of one layer at given steps, for the charts: out[k * nsteps + j] and have[same]
+ * receive the row of kinds[k] at steps[j] (have 0 where none). Reads the trace again. Returns 0
+ * or an ampdiag_trace error code (message in err). */
+int an_read_hists(const an_run *r, int layer, const int *kinds, size_t nkinds, const int64_t *steps,
+                  size_t nsteps, ampdiag_trace_hist *out, int *have, char *err, size_t errlen);
+
+/* Labels for runs shown together (compare's report and the charts alike): the precision, with
+ * " lr X" / " seed N" when those differ between the runs, or the file name where two would
+ * still read the same. */
+void an_label_runs(an_run *runs, size_t n);
 
 /* Helpers the rules and reports share. */
 double an_median(double *v, size_t n); /* reorders v; NaN when n == 0 */

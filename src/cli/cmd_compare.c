@@ -140,7 +140,7 @@ int compare_files(const char *const *paths, size_t n, const compare_opts *o)
 
     int rc = 0;
     size_t loaded = 0;
-    an_options ao = {o->warmup, 0};
+    an_options ao = {o->warmup, 0, 0};
     char err[1024];
     for (size_t i = 0; i < total; i++) {
         int e = an_load(all[i], &ao, &runs[i], err, sizeof err);

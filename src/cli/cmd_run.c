@@ -196,7 +196,7 @@ static char *join_args(int argc, char **argv)
 static int print_summary(const train_config *c, const train_result *r)
 {
     an_run run;
-    an_options ao = {.warmup = -1, .quiet = 1};
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
     char err[512] = "";
     an_findings fd;
     memset(&fd, 0, sizeof fd);

@@ -12,6 +12,7 @@
  * lighter shade), the label is the precision, or precision + file name where two runs share one.
  */
 #include "plot/plot.h"
+#include "analysis/analyze.h"
 
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
@@ -57,51 +58,33 @@ static const int ser_kind[NSER] = {AMPDIAG_KIND_ACTIVATION, AMPDIAG_KIND_ACTIVAT
 static const char *const ser_words[NSER] = {"activations", "activation gradients",
                                             "weight gradients"};
 
-static int ser_of_kind(int kind)
-{
-    for (int i = 0; i < NSER; i++)
-        if (ser_kind[i] == kind)
-            return i;
-    return -1;
-}
-
-/* One tensor record, reduced to what the charts draw. */
-struct tpoint {
-    int64_t step;
-    float absmax, absmin_nz; /* NaN when none */
-    float under;             /* fraction of count that would underflow in FP16 */
-    float over;              /* fraction that would overflow in FP16 or is already inf/NaN */
-    float nonfinite;         /* fraction that is inf or NaN */
-};
-
 struct tser {
-    struct tpoint *p;
-    size_t n, cap;
+    const an_point *p; /* the loader's points of one (layer, kind) */
+    size_t n;
     uint64_t count, under, over;
     double absmax, absmin_nz; /* over the trace: -1 / +inf while none */
 };
 
 struct run {
+    const an_run *a;   /* the trace, through the analysis loader (points of the drawn kinds kept) */
     const char *path;
-    ampdiag_trace_reader *r;
-    char precision[32];
-    char label[112];   /* shown on charts */
+    const char *precision;
+    const char *label; /* shown on charts: the same label compare's report gives the run */
     char tag[64];      /* in file names */
     char color[8];     /* #rrggbb */
     double clip;       /* the run's own clip value, 0 = off */
-    int scaled;        /* some loss scale other than 1 */
-    ampdiag_trace_layer *layers;
+    int scaled;        /* gradient records are loss-scaled: some loss scale other than 1 */
+    const an_layer *layers;
     size_t nlayers;
     int *lmap;         /* run layer index -> union index */
-    ampdiag_trace_step *steps;
+    const ampdiag_trace_step *steps;
     size_t nsteps;
-    ampdiag_trace_event *events;
+    const ampdiag_trace_event *events;
     size_t nevents;
-    ampdiag_trace_eval *evals;
+    const ampdiag_trace_eval *evals;
     size_t nevals;
     struct tser *ts;   /* [nunion * NSER] */
-    size_t ntensors;   /* records kept */
-    int64_t *hsteps;   /* distinct histogram steps, ascending */
+    const int64_t *hsteps; /* distinct histogram steps, ascending */
     size_t nhsteps;
 };
 
@@ -114,6 +97,7 @@ struct ctx {
     char *err;
     size_t errlen;
     struct run *runs;
+    an_run *an;        /* [nruns], loaded by the analysis */
     int nruns;
     char (*lname)[AMPDIAG_TRACE_NAME_LEN]; /* union of the runs' layer names */
     size_t nunion;
@@ -158,21 +142,6 @@ static void note(struct ctx *c, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->res->notes + len, sizeof c->res->notes - len, fmt, ap);
     va_end(ap);
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap : 16;
-    while (nc < need)
-        nc *= 2;
-    void *q = realloc(*p, nc * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
 }
 
 static int64_t gcd64(int64_t a, int64_t b)
@@ -439,14 +408,6 @@ static int script_end(struct ctx *c, struct out *o, const char *tname)
  * Loading the traces
  * ------------------------------------------------------------------------------------------ */
 
-static int trace_fail(struct ctx *c, int rc)
-{
-    if (rc == AMPDIAG_TRACE_ENOMEM)
-        return fail(c, PLOT_ENOMEM, "out of memory reading traces");
-    return fail(c, ampdiag_trace_err_is_io(rc) ? PLOT_EIO : PLOT_EINPUT, "%s",
-                ampdiag_trace_errmsg());
-}
-
 static int union_layer(struct ctx *c, const char *name)
 {
     for (size_t i = 0; i < c->nunion; i++)
@@ -455,26 +416,33 @@ static int union_layer(struct ctx *c, const char *name)
     return -1;
 }
 
-static int load_run(struct ctx *c, struct run *r)
+static int load_run(struct ctx *c, struct run *r, an_run *a)
 {
-    int rc = ampdiag_trace_open(r->path, 0, &r->r);
-    if (rc)
-        return trace_fail(c, rc);
-    if ((rc = ampdiag_trace_read_layers(r->r, &r->layers, &r->nlayers)) ||
-        (rc = ampdiag_trace_read_steps(r->r, &r->steps, &r->nsteps)) ||
-        (rc = ampdiag_trace_read_events(r->r, &r->events, &r->nevents)) ||
-        (rc = ampdiag_trace_read_evals(r->r, &r->evals, &r->nevals)))
-        return trace_fail(c, rc);
-    const char *p = ampdiag_trace_attr_str(r->r, AMPDIAG_ATTR_PRECISION);
-    snprintf(r->precision, sizeof r->precision, "%s", p && *p ? p : "unknown");
-    r->clip = ampdiag_trace_attr_double(r->r, AMPDIAG_ATTR_CLIP, 0);
-    if (!(r->clip > 0) || !isfinite(r->clip))
-        r->clip = 0;
-    /* gradient records hold loss-scaled values unless the writer says grad_stats = "unscaled" */
-    const char *gs = ampdiag_trace_attr_str(r->r, "grad_stats");
-    for (size_t i = 0; i < r->nsteps && !(gs && strcmp(gs, "unscaled") == 0); i++)
-        if (isfinite(r->steps[i].loss_scale) && r->steps[i].loss_scale != 1)
-            r->scaled = 1;
+    an_options ao = {.warmup = -1, .quiet = 0,
+                     .keep_points = 1u << AMPDIAG_KIND_ACTIVATION |
+                                    1u << AMPDIAG_KIND_ACTIVATION_GRAD |
+                                    1u << AMPDIAG_KIND_WEIGHT_GRAD};
+    char err[512] = "";
+    int rc = an_load(r->path, &ao, a, err, sizeof err);
+    if (rc) {
+        if (rc == AMPDIAG_TRACE_ENOMEM)
+            return fail(c, PLOT_ENOMEM, "%s", err);
+        return fail(c, ampdiag_trace_err_is_io(rc) ? PLOT_EIO : PLOT_EINPUT, "%s", err);
+    }
+    r->a = a;
+    r->precision = a->precision[0] ? a->precision : "unknown";
+    r->clip = isfinite(a->clip) && a->clip > 0 ? a->clip : 0;
+    r->scaled = a->scaled && !a->grads_unscaled;
+    r->layers = a->layers;
+    r->nlayers = a->nlayers;
+    r->steps = a->steps;
+    r->nsteps = a->nsteps;
+    r->events = a->events;
+    r->nevents = a->nevents;
+    r->evals = a->evals;
+    r->nevals = a->nevals;
+    r->hsteps = a->hist_steps;
+    r->nhsteps = a->nhist_steps;
     /* layers into the union */
     r->lmap = malloc((r->nlayers ? r->nlayers : 1) * sizeof *r->lmap);
     if (!r->lmap)
@@ -494,7 +462,7 @@ static int load_run(struct ctx *c, struct run *r)
     return 0;
 }
 
-/* Tensor records and histogram steps; after every run's layers are known. */
+/* The drawn kinds' points per union layer; after every run's layers are known. */
 static int load_tensors(struct ctx *c, struct run *r)
 {
     r->ts = calloc((c->nunion ? c->nunion : 1) * NSER, sizeof *r->ts);
@@ -504,96 +472,27 @@ static int load_tensors(struct ctx *c, struct run *r)
         r->ts[i].absmax = -1;
         r->ts[i].absmin_nz = INFINITY;
     }
-    ampdiag_trace_counts cnt;
-    ampdiag_trace_get_counts(r->r, &cnt);
-    enum { BATCH = 65536 };
-    int rc;
-    for (size_t first = 0; first < cnt.tensors; first += BATCH) {
-        ampdiag_trace_tensor *t = NULL;
-        size_t n = 0;
-        if ((rc = ampdiag_trace_read_tensors(r->r, first, BATCH, &t, &n)))
-            return trace_fail(c, rc);
-        for (size_t i = 0; i < n; i++) {
-            int s = ser_of_kind(t[i].kind);
-            if (s < 0 || t[i].layer < 0 || (size_t)t[i].layer >= r->nlayers)
-                continue;
-            struct tser *ts = &r->ts[(size_t)r->lmap[t[i].layer] * NSER + (size_t)s];
-            if (grow((void **)&ts->p, &ts->cap, ts->n + 1, sizeof *ts->p)) {
-                free(t);
-                return fail(c, PLOT_ENOMEM, "out of memory reading '%s'", r->path);
-            }
-            struct tpoint *pt = &ts->p[ts->n++];
-            pt->step = t[i].step;
-            pt->absmax = isfinite(t[i].absmax) && t[i].absmax > 0 ? t[i].absmax : NAN;
-            pt->absmin_nz = isfinite(t[i].absmin_nz) && t[i].absmin_nz > 0 ? t[i].absmin_nz : NAN;
-            double cnt_d = (double)t[i].count;
-            pt->under = t[i].count ? (float)((double)t[i].fp16_underflow / cnt_d) : NAN;
-            uint64_t nf = t[i].n_nan + t[i].n_posinf + t[i].n_neginf;
-            pt->over = t[i].count ? (float)((double)(t[i].fp16_overflow + nf) / cnt_d) : NAN;
-            pt->nonfinite = t[i].count ? (float)((double)nf / cnt_d) : NAN;
-            ts->count += t[i].count;
-            ts->under += t[i].fp16_underflow;
-            ts->over += t[i].fp16_overflow;
-            if (!isnan(pt->absmax) && pt->absmax > ts->absmax)
-                ts->absmax = pt->absmax;
-            if (!isnan(pt->absmin_nz) && pt->absmin_nz < ts->absmin_nz)
-                ts->absmin_nz = pt->absmin_nz;
-            r->ntensors++;
-            if (t[i].step < c->xmin) c->xmin = t[i].step;
-            if (t[i].step > c->xmax) c->xmax = t[i].step;
+    for (size_t l = 0; l < r->nlayers; l++)
+        for (int s = 0; s < NSER; s++) {
+            struct tser *ts = &r->ts[(size_t)r->lmap[l] * NSER + (size_t)s];
+            const an_cell *cell = &r->layers[l].cell[ser_kind[s]];
+            ts->p = r->layers[l].pts[ser_kind[s]].p;
+            ts->n = r->layers[l].pts[ser_kind[s]].n;
+            ts->count = cell->count;
+            ts->under = cell->f16u;
+            ts->over = cell->f16o;
+            ts->absmax = cell->absmax > 0 && isfinite(cell->absmax) ? cell->absmax : -1;
+            ts->absmin_nz = cell->absmin_nz;
         }
-        free(t);
-        if (n == 0)
-            break;
-    }
-    size_t cap = 0;
-    for (size_t first = 0; first < cnt.hists; first += 4096) {
-        ampdiag_trace_hist *h = NULL;
-        size_t n = 0;
-        if ((rc = ampdiag_trace_read_hists(r->r, first, 4096, &h, &n)))
-            return trace_fail(c, rc);
-        for (size_t i = 0; i < n; i++) {
-            int64_t s = h[i].step;
-            size_t k = r->nhsteps;
-            if (k && r->hsteps[k - 1] == s)
-                continue;
-            size_t j = 0; /* usually appended in order: check the end first */
-            if (k && r->hsteps[k - 1] < s)
-                j = k;
-            else
-                while (j < k && r->hsteps[j] < s)
-                    j++;
-            if (j < k && r->hsteps[j] == s)
-                continue;
-            if (grow((void **)&r->hsteps, &cap, k + 1, sizeof *r->hsteps)) {
-                free(h);
-                return fail(c, PLOT_ENOMEM, "out of memory reading '%s'", r->path);
-            }
-            memmove(r->hsteps + j + 1, r->hsteps + j, (k - j) * sizeof *r->hsteps);
-            r->hsteps[j] = s;
-            r->nhsteps++;
-        }
-        free(h);
-        if (n == 0)
-            break;
-    }
+    if (r->a->rec_step_min < c->xmin) c->xmin = r->a->rec_step_min;
+    if (r->a->rec_step_max > c->xmax) c->xmax = r->a->rec_step_max;
     return 0;
 }
 
-static void free_run(struct run *r, size_t nunion)
+static void free_run(struct run *r)
 {
-    free(r->layers);
     free(r->lmap);
-    free(r->steps);
-    free(r->events);
-    free(r->evals);
-    if (r->ts)
-        for (size_t i = 0; i < nunion * NSER; i++)
-            free(r->ts[i].p);
     free(r->ts);
-    free(r->hsteps);
-    if (r->r)
-        ampdiag_trace_reader_close(r->r);
 }
 
 /* File name part: [A-Za-z0-9._-], other runs of characters become one '-'. */
@@ -613,16 +512,6 @@ static void make_tag(char *dst, size_t n, const char *src)
     if (!k)
         dst[k++] = 'x';
     dst[k] = 0;
-}
-
-static void base_name(char *dst, size_t n, const char *path)
-{
-    const char *b = strrchr(path, '/');
-    b = b ? b + 1 : path;
-    snprintf(dst, n, "%s", b);
-    size_t len = strlen(dst);
-    if (len > 3 && strcmp(dst + len - 3, ".h5") == 0)
-        dst[len - 3] = 0;
 }
 
 /* Labels, file tags and colours. */
@@ -648,13 +537,8 @@ static void name_runs(struct ctx *c)
                 if (j < i)
                     same_before++;
             }
-        if (dup) {
-            char b[96];
-            base_name(b, sizeof b, r->path);
-            snprintf(r->label, sizeof r->label, "%s %s", r->precision, b);
-        } else {
-            snprintf(r->label, sizeof r->label, "%s", r->precision);
-        }
+        (void)dup;
+        r->label = r->a->label;
         const char *col = NULL;
         for (size_t p = 0; p < sizeof palette / sizeof palette[0]; p++)
             if (strcmp(palette[p].precision, r->precision) == 0 && same_before < 3)
@@ -691,10 +575,9 @@ static void run_list(const struct ctx *c, const int *idx, size_t n, char *dst, s
 /* "mlp on synthetic:blobs", from the first run. */
 static void run_context(const struct ctx *c, char *dst, size_t len)
 {
-    const char *model = ampdiag_trace_attr_str(c->runs[0].r, AMPDIAG_ATTR_MODEL);
-    const char *data = ampdiag_trace_attr_str(c->runs[0].r, AMPDIAG_ATTR_DATA);
-    snprintf(dst, len, "%s%s%s", model && *model ? model : "", model && *model && data && *data ?
-             " on " : "", data && *data ? data : "");
+    const char *model = c->runs[0].a->model;
+    const char *data = c->runs[0].a->data;
+    snprintf(dst, len, "%.100s%s%.120s", model, *model && *data ? " on " : "", data);
 }
 
 static const ampdiag_trace_step *find_step(const struct run *r, int64_t step)
@@ -1581,32 +1464,23 @@ static int chart_hist(struct ctx *c, const struct run *r, int u)
     memset(have, 0, sizeof have);
     if (!h)
         return fail(c, PLOT_ENOMEM, "out of memory");
-    ampdiag_trace_counts cnt;
-    ampdiag_trace_get_counts(r->r, &cnt);
     int rc = 0;
     struct out d = {0}, s = {0};
-    for (size_t first = 0; first < cnt.hists; first += 4096) {
-        ampdiag_trace_hist *b = NULL;
-        size_t n = 0;
-        if ((rc = ampdiag_trace_read_hists(r->r, first, 4096, &b, &n))) {
-            rc = trace_fail(c, rc);
+    {
+        ampdiag_trace_hist got[2 * MAX_HIST_STEPS];
+        int gh[2 * MAX_HIST_STEPS];
+        char err[512] = "";
+        if ((rc = an_read_hists(r->a, layer, hk, 2, steps, ns, got, gh, err, sizeof err))) {
+            rc = fail(c, rc == AMPDIAG_TRACE_ENOMEM ? PLOT_ENOMEM
+                         : ampdiag_trace_err_is_io(rc) ? PLOT_EIO : PLOT_EINPUT, "%s", err);
             goto done;
         }
-        for (size_t i = 0; i < n; i++) {
-            if (b[i].layer != layer)
-                continue;
-            int p = b[i].kind == hk[0] ? 0 : b[i].kind == hk[1] ? 1 : -1;
-            if (p < 0)
-                continue;
+        for (int p = 0; p < 2; p++)
             for (size_t k = 0; k < ns; k++)
-                if (steps[k] == b[i].step) {
-                    h[(size_t)p * MAX_HIST_STEPS + k] = b[i];
+                if (gh[(size_t)p * ns + k]) {
+                    h[(size_t)p * MAX_HIST_STEPS + k] = got[(size_t)p * ns + k];
                     have[p][k] = 1;
                 }
-        }
-        free(b);
-        if (n == 0)
-            break;
     }
     int panels[2];
     size_t np = 0;
@@ -2224,7 +2098,8 @@ int plot_traces(const char *const *paths, int n, const char *outdir, const plot_
         goto out;
     }
     c.runs = calloc((size_t)n, sizeof *c.runs);
-    if (!c.runs) {
+    c.an = calloc((size_t)n, sizeof *c.an);
+    if (!c.runs || !c.an) {
         rc = fail(&c, PLOT_ENOMEM, "out of memory");
         goto out;
     }
@@ -2237,7 +2112,7 @@ int plot_traces(const char *const *paths, int n, const char *outdir, const plot_
     for (int i = 0; i < n; i++) {
         c.all[i] = i;
         c.runs[i].path = paths[i];
-        if ((rc = load_run(&c, &c.runs[i])))
+        if ((rc = load_run(&c, &c.runs[i], &c.an[i])))
             goto out;
         for (size_t k = 0; k < c.runs[i].nsteps; k++) {
             int64_t s = c.runs[i].steps[k].step;
@@ -2257,6 +2132,7 @@ int plot_traces(const char *const *paths, int n, const char *outdir, const plot_
     }
     if (c.xmax == c.xmin)
         c.xmax = c.xmin + 1;
+    an_label_runs(c.an, (size_t)n);
     name_runs(&c);
     if ((rc = select_layers(&c)) || (rc = make_dirs(&c, outdir)))
         goto out;
@@ -2285,8 +2161,12 @@ int plot_traces(const char *const *paths, int n, const char *outdir, const plot_
 out:
     if (c.runs)
         for (int i = 0; i < c.nruns; i++)
-            free_run(&c.runs[i], c.nunion);
+            free_run(&c.runs[i]);
+    if (c.an)
+        for (int i = 0; i < c.nruns; i++)
+            an_free(&c.an[i]);
     free(c.runs);
+    free(c.an);
     free(c.all);
     free(c.lname);
     free(c.sel);
