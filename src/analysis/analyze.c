@@ -5,6 +5,7 @@
  * The quantities and their definitions are listed in docs/recommendations.md.
  */
 #include "analysis/analyze.h"
+#include "analysis/findings.h"
 #include "monitor/monitor.h"
 
 #include <fnmatch.h>
@@ -1074,6 +1075,10 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
     r->ratio_median = an_median(tmp, k);
     /* all-zero counts cannot be told from a writer that did not compute them */
     r->have_lost_if = r->lost_if_fields && r->lost_if16 + r->lost_ifb16 > 0;
+    if (an_findings_of(r, &r->find)) {
+        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "findings");
+        goto out;
+    }
     rc = 0;
 out:
     free(tmp);
@@ -1103,6 +1108,7 @@ void an_free(an_run *r)
     free(r->steps);
     free(r->events);
     free(r->hist_steps);
+    an_findings_free(&r->find);
     for (size_t i = 0; r->attrs && i < r->nattrs; i++) {
         free(r->attrs[i].name);
         free(r->attrs[i].s);

@@ -98,11 +98,6 @@ static void layer_findings(const an_run *r, an_findings *f)
         const an_cell *a = &L->cell[AMPDIAG_KIND_ACTIVATION];
         const an_cell *g = &L->cell[AMPDIAG_KIND_WEIGHT_GRAD];
         const an_cell *w = &L->cell[AMPDIAG_KIND_WEIGHT];
-        if (nonfinite(a) && f->nonfinite_act_layer < 0) {
-            f->nonfinite_act_layer = (int)l;
-            f->nonfinite_act_count = nonfinite(a);
-            f->nonfinite_act_step = a->first_nonfinite_step;
-        }
         if (nonfinite(w) && (f->nonfinite_weight_layer < 0 ||
                              w->first_nonfinite_step < f->nonfinite_weight_step)) {
             f->nonfinite_weight_layer = (int)l;
@@ -127,6 +122,13 @@ static void layer_findings(const an_run *r, an_findings *f)
         }
     }
     f->act_headroom = best;
+    /* the first NaN/inf in the forward pass: the first step with one, the first layer there */
+    if (r->fwd_nonfinite_layer >= 0 && (size_t)r->fwd_nonfinite_layer < r->nlayers) {
+        const an_cell *a = &r->layers[r->fwd_nonfinite_layer].cell[AMPDIAG_KIND_ACTIVATION];
+        f->nonfinite_act_layer = r->fwd_nonfinite_layer;
+        f->nonfinite_act_step = r->fwd_nonfinite_step;
+        f->nonfinite_act_count = nonfinite(a);
+    }
 }
 
 int an_findings_of(const an_run *r, an_findings *f)

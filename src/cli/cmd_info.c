@@ -116,18 +116,10 @@ int cmd_info(int argc, char **argv)
         an_free(&run);
         return exit_for(rc);
     }
-    an_findings fd;
-    if (an_findings_of(&run, &fd)) {
-        fprintf(stderr, "ampdiag info: out of memory reading '%s'\n", path);
-        an_findings_free(&fd);
-        an_free(&run);
-        return EXIT_IO;
-    }
     if (strcmp(format, "json") == 0)
-        report_info_json(stdout, &run, &fd);
+        report_info_json(stdout, &run, &run.find);
     else
-        report_info_text(stdout, &run, &fd, (size_t)top);
-    an_findings_free(&fd);
+        report_info_text(stdout, &run, &run.find, (size_t)top);
     an_free(&run);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf(stderr, "ampdiag info: cannot write the output: %s\n", strerror(errno));

@@ -198,21 +198,15 @@ static int print_summary(const train_config *c, const train_result *r)
     an_run run;
     an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
     char err[512] = "";
-    an_findings fd;
-    memset(&fd, 0, sizeof fd);
     int rc = an_load(c->out, &ao, &run, err, sizeof err);
-    if (!rc && an_findings_of(&run, &fd))
-        snprintf(err, sizeof err, "out of memory reading '%s'", c->out), rc = -1;
     if (rc) {
         fprintf(stderr, "ampdiag run: the trace was written but cannot be read back: %s\n", err);
-        an_findings_free(&fd);
         an_free(&run);
         return EXIT_IO;
     }
     report_run_extra x = {r->wall_s, r->trace_bytes, r->trace_threads, r->trace_wait_s,
                           c->trace_every > 0};
-    report_run_summary(stdout, &run, &fd, &x);
-    an_findings_free(&fd);
+    report_run_summary(stdout, &run, &run.find, &x);
     an_free(&run);
     return 0;
 }

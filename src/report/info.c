@@ -454,6 +454,85 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
 }
 
+static void json_layer_value(jw *w, const char *k, const an_run *r, int layer, const char *vk,
+                             double v)
+{
+    if (layer < 0) {
+        jw_null(w, k);
+        return;
+    }
+    jw_open(w, k, '{');
+    jw_str(w, "layer", lname(r, layer));
+    jw_num(w, vk, v);
+    jw_close(w, '}');
+}
+
+void report_json_findings(jw *w, const char *k, const an_run *r)
+{
+    const an_findings *fd = &r->find;
+    jw_open(w, k, '{');
+    jw_str(w, "status", r->status_text);
+    jw_u64(w, "steps", r->nsteps);
+    jw_open(w, "loss_scale", '{');
+    jw_bool(w, "scaled", r->scaled);
+    jw_num(w, "initial", r->scale_init);
+    jw_num(w, "min", r->scale_min);
+    jw_opt_int(w, "min_step", r->nsteps ? r->scale_min_step : -1);
+    jw_num(w, "final", r->scale_final);
+    jw_u64(w, "backoffs", r->backoffs);
+    jw_u64(w, "growths", r->growths);
+    jw_u64(w, "overflows_at_min", r->overflows_at_min);
+    jw_close(w, '}');
+    jw_open(w, "skipped", '{');
+    jw_u64(w, "count", r->skipped);
+    jw_opt_int(w, "first_step", r->skipped ? r->first_skip_step : -1);
+    jw_str(w, "first_reason", r->skipped ? r->first_skip_reason : NULL);
+    jw_close(w, '}');
+    jw_bool(w, "diverged", r->diverged);
+    jw_opt_int(w, "divergence_step", r->diverged ? r->divergence_step : -1);
+    if (fd->last_eval) {
+        jw_open(w, "eval", '{');
+        jw_int(w, "step", fd->last_eval->step);
+        jw_num(w, "loss", fd->last_eval->loss);
+        jw_num(w, "metric", fd->last_eval->metric);
+        jw_str(w, "metric_name", r->eval_metric[0] ? r->eval_metric : NULL);
+        jw_close(w, '}');
+    } else {
+        jw_null(w, "eval");
+    }
+    json_layer_value(w, "fp16_activation_headroom", r, fd->act_headroom_layer, "binades",
+                     fd->act_headroom);
+    if (fd->nonfinite_act_layer >= 0) {
+        jw_open(w, "first_nonfinite_forward", '{');
+        jw_int(w, "step", fd->nonfinite_act_step);
+        jw_str(w, "layer", lname(r, fd->nonfinite_act_layer));
+        jw_u64(w, "values", fd->nonfinite_act_count);
+        jw_close(w, '}');
+    } else {
+        jw_null(w, "first_nonfinite_forward");
+    }
+    if (fd->nonfinite_weight_layer >= 0) {
+        jw_open(w, "nonfinite_weights", '{');
+        jw_int(w, "step", fd->nonfinite_weight_step);
+        jw_str(w, "layer", lname(r, fd->nonfinite_weight_layer));
+        jw_close(w, '}');
+    } else {
+        jw_null(w, "nonfinite_weights");
+    }
+    json_layer_value(w, "zero_weight_gradients", r, fd->zero_grad_layer, "fraction",
+                     fd->zero_grad_fraction);
+    json_layer_value(w, "fp16_weight_gradient_flush", r, fd->flush_layer, "fraction",
+                     fd->flush_fraction);
+    jw_open(w, "updates", '{');
+    jw_u64(w, "nonzero", fd->update_nonzero);
+    jw_u64(w, "lost", r->lost);
+    jw_num(w, "lost_fraction", fd->lost_fraction);
+    jw_num(w, "lost_if_fp16_fraction", fd->lost_if_fp16);
+    jw_num(w, "lost_if_bf16_fraction", fd->lost_if_bf16);
+    jw_close(w, '}');
+    jw_close(w, '}');
+}
+
 int report_info_json(FILE *f, const an_run *r, const an_findings *fd)
 {
     jw w;
@@ -471,6 +550,7 @@ int report_info_json(FILE *f, const an_run *r, const an_findings *fd)
     json_events(&w, r);
     json_whatif(&w, r, fd);
     jw_u64(&w, "unknown_tensor_rows", r->bad_rows);
+    report_json_findings(&w, "findings", r);
     jw_close(&w, '}');
     return jw_end(&w);
 }

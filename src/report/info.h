@@ -18,6 +18,11 @@
 int report_info_text(FILE *f, const an_run *r, const an_findings *fd, size_t top);
 int report_info_json(FILE *f, const an_run *r, const an_findings *fd);
 
+/* The "findings" object of info's and compare's JSON (the same keys and values in both):
+ * the figures every command reports for one trace. k is its key. */
+struct jw;
+void report_json_findings(struct jw *w, const char *k, const an_run *r);
+
 /* What only the running process knows, for the run summary. */
 typedef struct report_run_extra {
     double wall_s;

@@ -5,6 +5,7 @@
  * comes from analyze.c / recommend.c; nothing here decides anything.
  */
 #include "report/report.h"
+#include "report/info.h"
 #include "util/json.h"
 
 #include <inttypes.h>
@@ -245,7 +246,7 @@ static void cell_text(char *buf, size_t n, const an_run *runs, size_t i, const a
         if (!r->update_nonzero)
             snprintf(buf, n, "-");
         else {
-            pct(a, sizeof a, (double)r->lost / (double)r->update_nonzero);
+            pct(a, sizeof a, r->find.lost_fraction);
             snprintf(buf, n, "%s", a);
         }
         break;
@@ -898,12 +899,10 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
     jw_num(w, "step_ratio_median", r->step_ratio_median);
     jw_u64(w, "lost", r->lost);
     jw_u64(w, "nonzero", r->update_nonzero);
-    jw_num(w, "lost_fraction", r->update_nonzero ? (double)r->lost / (double)r->update_nonzero : NAN);
+    jw_num(w, "lost_fraction", r->find.lost_fraction);
     /* what-if: null for traces without the lost_if_* fields */
-    jw_num(w, "lost_if_fp16_fraction", r->lost_if_fields && r->update_nonzero
-                                           ? (double)r->lost_if16 / (double)r->update_nonzero : NAN);
-    jw_num(w, "lost_if_bf16_fraction", r->lost_if_fields && r->update_nonzero
-                                           ? (double)r->lost_ifb16 / (double)r->update_nonzero : NAN);
+    jw_num(w, "lost_if_fp16_fraction", r->find.lost_if_fp16);
+    jw_num(w, "lost_if_bf16_fraction", r->find.lost_if_bf16);
     jw_bool(w, "weights_16bit", r->weights_16bit);
     jw_close(w, '}');
 
@@ -933,6 +932,7 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
         jw_close(w, '}');
     }
     jw_close(w, ']');
+    report_json_findings(w, "findings", r);
     jw_close(w, '}');
 }
 
