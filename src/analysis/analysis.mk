@@ -22,6 +22,9 @@ check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
 TESTS += tests/t_compare tests/t_compare_cli.sh tests/t_sweep.sh
+# t_consistency.sh: run's summary, info, compare and plot give every shared figure alike
+TESTS += tests/t_consistency.sh
+EXTRA_DIST += tests/t_consistency.sh
 EXTRA_DIST += tests/t_compare_cli.sh tests/t_sweep.sh docs/recommendations.md docs/compare-json.md
 
 # ---------------------------------------------------------------- benchmark

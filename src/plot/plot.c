@@ -902,6 +902,10 @@ static int chart_loss_scale(struct ctx *c)
                     double y = st ? st->loss_scale : NAN;
                     if (!(y > 0) || !isfinite(y))
                         continue;
+                    /* an overflow at the minimum scale changes nothing: not a backoff (the
+                     * analysis counts the same way) */
+                    if (!g && !(r->events[k].value < y))
+                        continue;
                     fprintf(m.f, "%" PRId64 " ", r->events[k].step);
                     put_num(m.f, y);
                     fputc('\n', m.f);
@@ -922,11 +926,10 @@ static int chart_loss_scale(struct ctx *c)
             if (!cnt)
                 fputs("NaN NaN\n", m.f);
             fputs("\n\n", m.f);
-            if (g)
-                ngrow += cnt;
-            else
-                nback += cnt;
         }
+        /* the counts of the findings: the same in run, info and compare */
+        nback += r->a->backoffs;
+        ngrow += r->a->growths;
     }
     if ((rc = out_close(c, &d)) || (rc = out_close(c, &m)))
         goto fail;
