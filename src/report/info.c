@@ -5,21 +5,11 @@
 #include "report/info.h"
 #include "analysis/recommend.h"
 #include "util/json.h"
+#include "util/util.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
-
-const char *fmt_num(char *buf, size_t n, double v, int digits)
-{
-    if (isnan(v))
-        snprintf(buf, n, "nan");
-    else if (isinf(v))
-        snprintf(buf, n, "%sinf", v < 0 ? "-" : "");
-    else
-        snprintf(buf, n, "%.*g", digits, v);
-    return buf;
-}
 
 const char *fmt_metric(char *buf, size_t n, const an_findings *fd, double v)
 {

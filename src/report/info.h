@@ -34,9 +34,7 @@ typedef struct report_run_extra {
 
 int report_run_summary(FILE *f, const an_run *r, const an_findings *fd, const report_run_extra *x);
 
-/* Shared formatting: "%.*g" with NaN and infinities as "nan", "inf", "-inf" (never "-nan");
- * an eval metric (an accuracy as a percentage). */
-const char *fmt_num(char *buf, size_t n, double v, int digits);
+/* An eval metric as text: an accuracy as a percentage, else %.6g (NaN as "nan"). */
 const char *fmt_metric(char *buf, size_t n, const an_findings *fd, double v);
 
 #endif

@@ -7,6 +7,7 @@
 #include "report/report.h"
 #include "report/info.h"
 #include "util/json.h"
+#include "util/util.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -155,11 +156,11 @@ static void cell_text(char *buf, size_t n, const an_run *runs, size_t i, const a
             }
         if (i == c->baseline) {
             if (g)
-                snprintf(buf, n, "%.4g", g->base);
+                fmt_num(buf, n, g->base, 4);
             else if (r->nevals)
-                snprintf(buf, n, "%.4g", r->evals[r->nevals - 1].loss);
+                fmt_num(buf, n, r->evals[r->nevals - 1].loss, 4);
             else
-                snprintf(buf, n, "%.4g", r->tail_mean);
+                fmt_num(buf, n, r->tail_mean, 4);
         } else if (c->gap[i].have) {
             const an_gap *gi = &c->gap[i];
             if (!isfinite(gi->value))

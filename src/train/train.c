@@ -9,6 +9,7 @@
 #include "train/data.h"
 #include "train/tracer.h"
 #include "train/weights.h"
+#include "util/util.h"
 
 #include <limits.h>
 #include <math.h>
@@ -96,6 +97,8 @@ static void progress(const train_config *c, long step, double loss, double scale
     char etas[32];
     fmt_duration(eta, etas, sizeof etas);
     char sc[32];
+    char ls[32];
+    fmt_num(ls, sizeof ls, loss, 4);
     if (scale > 0 && isfinite(scale))
         snprintf(sc, sizeof sc, "2^%g", log2(scale));
     else
@@ -106,12 +109,12 @@ static void progress(const train_config *c, long step, double loss, double scale
         for (int i = 0; i < width; i++)
             bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
         bar[width] = 0;
-        fprintf(stderr, "\rstep %6ld/%ld [%s] loss %.4g  scale %s  skipped %ld  %.1f step/s  ETA %s   ", step,
-                c->steps, bar, loss, sc, skipped, rate, etas);
+        fprintf(stderr, "\rstep %6ld/%ld [%s] loss %s  scale %s  skipped %ld  %.1f step/s  ETA %s   ", step,
+                c->steps, bar, ls, sc, skipped, rate, etas);
         if (final)
             fputc('\n', stderr);
     } else {
-        fprintf(stderr, "step %ld/%ld loss %.4g scale %s skipped %ld %.1f step/s ETA %s\n", step, c->steps, loss,
+        fprintf(stderr, "step %ld/%ld loss %s scale %s skipped %ld %.1f step/s ETA %s\n", step, c->steps, ls,
                 sc, skipped, rate, etas);
     }
     fflush(stderr);
@@ -294,7 +297,6 @@ static void post_update(run *R)
 static int drain(run *R, tslot *S, char *err, size_t errlen)
 {
     model *m = R->m;
-    train_result *r = R->r;
     int rc;
     if (R->upd_slot == S)
         post_update(R);
@@ -573,8 +575,9 @@ static int step_once(run *R, long t, double t0, int *stop, char *err, size_t err
             int nan = holds_nan(R, x, n);
             fwd_nan = nan;
             char msg[128];
-            snprintf(msg, sizeof msg, "%s in %s activation (first in forward order); loss %g", nan ? "NaN" : "inf",
-                     m->layers[li].name, (double)loss);
+            char lv[32];
+            snprintf(msg, sizeof msg, "%s in %s activation (first in forward order); loss %s", nan ? "NaN" : "inf",
+                     m->layers[li].name, fmt_num(lv, sizeof lv, (double)loss, 6));
             if ((rc = event(R, t, li, nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)loss, msg, err,
                             errlen)))
                 return rc;

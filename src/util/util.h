@@ -10,4 +10,8 @@
 __attribute__((format(printf, 3, 4)))
 void errf(char *err, size_t errlen, const char *fmt, ...);
 
+/* v as "%.*g" with NaN and infinities written "nan", "inf", "-inf" (printf may write "-nan"):
+ * every number a person reads goes through this. Returns buf. */
+const char *fmt_num(char *buf, size_t n, double v, int digits);
+
 #endif
