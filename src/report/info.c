@@ -344,27 +344,10 @@ static void json_loss_scale(jw *w, const an_run *r, const an_findings *fd)
     } else {
         jw_null(w, "loss");
     }
-    if (fd->last_eval) {
-        jw_open(w, "eval", '{');
-        jw_u64(w, "count", r->nevals);
-        jw_int(w, "last_step", fd->last_eval->step);
-        jw_num(w, "loss", fd->last_eval->loss);
-        jw_num(w, "metric", fd->last_eval->metric);
-        jw_str(w, "metric_name", r->eval_metric[0] ? r->eval_metric : NULL);
-        jw_close(w, '}');
-    } else {
-        jw_null(w, "eval");
-    }
+    json_eval(w, r, 1);
     if (r->nsteps) {
         jw_open(w, "loss_scale", '{');
-        jw_bool(w, "scaled", r->scaled);
-        jw_num(w, "initial", r->scale_init);
-        jw_num(w, "min", r->scale_min);
-        jw_int(w, "min_step", r->scale_min_step);
-        jw_num(w, "final", r->scale_final);
-        jw_u64(w, "backoffs", r->backoffs);
-        jw_u64(w, "growths", r->growths);
-        jw_u64(w, "overflows_at_min", r->overflows_at_min);
+        report_json_scale_keys(w, r);
         jw_close(w, '}');
     } else {
         jw_null(w, "loss_scale");
@@ -444,6 +427,24 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
 }
 
+/* The last evaluation: info's top level names its step last_step and adds the count. */
+static void json_eval(jw *w, const an_run *r, int info_keys)
+{
+    const ampdiag_trace_eval *e = r->find.last_eval;
+    if (!e) {
+        jw_null(w, "eval");
+        return;
+    }
+    jw_open(w, "eval", '{');
+    if (info_keys)
+        jw_u64(w, "count", r->nevals);
+    jw_int(w, info_keys ? "last_step" : "step", e->step);
+    jw_num(w, "loss", e->loss);
+    jw_num(w, "metric", e->metric);
+    jw_str(w, "metric_name", r->eval_metric[0] ? r->eval_metric : NULL);
+    jw_close(w, '}');
+}
+
 static void json_layer_value(jw *w, const char *k, const an_run *r, int layer, const char *vk,
                              double v)
 {
@@ -457,13 +458,8 @@ static void json_layer_value(jw *w, const char *k, const an_run *r, int layer, c
     jw_close(w, '}');
 }
 
-void report_json_findings(jw *w, const char *k, const an_run *r)
+void report_json_scale_keys(jw *w, const an_run *r)
 {
-    const an_findings *fd = &r->find;
-    jw_open(w, k, '{');
-    jw_str(w, "status", r->status_text);
-    jw_u64(w, "steps", r->nsteps);
-    jw_open(w, "loss_scale", '{');
     jw_bool(w, "scaled", r->scaled);
     jw_num(w, "initial", r->scale_init);
     jw_num(w, "min", r->scale_min);
@@ -472,6 +468,16 @@ void report_json_findings(jw *w, const char *k, const an_run *r)
     jw_u64(w, "backoffs", r->backoffs);
     jw_u64(w, "growths", r->growths);
     jw_u64(w, "overflows_at_min", r->overflows_at_min);
+}
+
+void report_json_findings(jw *w, const char *k, const an_run *r)
+{
+    const an_findings *fd = &r->find;
+    jw_open(w, k, '{');
+    jw_str(w, "status", r->status_text);
+    jw_u64(w, "steps", r->nsteps);
+    jw_open(w, "loss_scale", '{');
+    report_json_scale_keys(w, r);
     jw_close(w, '}');
     jw_open(w, "skipped", '{');
     jw_u64(w, "count", r->skipped);
@@ -480,16 +486,7 @@ void report_json_findings(jw *w, const char *k, const an_run *r)
     jw_close(w, '}');
     jw_bool(w, "diverged", r->diverged);
     jw_opt_int(w, "divergence_step", r->diverged ? r->divergence_step : -1);
-    if (fd->last_eval) {
-        jw_open(w, "eval", '{');
-        jw_int(w, "step", fd->last_eval->step);
-        jw_num(w, "loss", fd->last_eval->loss);
-        jw_num(w, "metric", fd->last_eval->metric);
-        jw_str(w, "metric_name", r->eval_metric[0] ? r->eval_metric : NULL);
-        jw_close(w, '}');
-    } else {
-        jw_null(w, "eval");
-    }
+    json_eval(w, r, 0);
     json_layer_value(w, "fp16_activation_headroom", r, fd->act_headroom_layer, "binades",
                      fd->act_headroom);
     if (fd->nonfinite_act_layer >= 0) {

@@ -22,6 +22,9 @@ int report_info_json(FILE *f, const an_run *r, const an_findings *fd);
  * the figures every command reports for one trace. k is its key. */
 struct jw;
 void report_json_findings(struct jw *w, const char *k, const an_run *r);
+/* The loss-scale keys every JSON document gives (scaled, initial, min, min_step, final,
+ * backoffs, growths, overflows_at_min), inside an object the caller opened. */
+void report_json_scale_keys(struct jw *w, const an_run *r);
 
 /* What only the running process knows, for the run summary. */
 typedef struct report_run_extra {

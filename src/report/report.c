@@ -857,13 +857,7 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
     jw_opt_int(w, "first_skip_step", r->first_skip_step);
     jw_str(w, "first_skip_reason", r->skipped ? r->first_skip_reason : NULL);
     jw_open(w, "loss_scale", '{');
-    jw_bool(w, "scaled", r->scaled);
-    jw_num(w, "initial", r->scale_init);
-    jw_num(w, "min", r->scale_min);
-    jw_opt_int(w, "min_step", r->nsteps ? r->scale_min_step : -1);
-    jw_num(w, "final", r->scale_final);
-    jw_int(w, "backoffs", (int64_t)r->backoffs);
-    jw_int(w, "growths", (int64_t)r->growths);
+    report_json_scale_keys(w, r);
     jw_num(w, "scaler_min", r->scaler_min > 0 ? r->scaler_min : NAN);
     jw_int(w, "steps_at_min", (int64_t)r->steps_at_min);
     jw_bool(w, "collapsed", r->collapsed);
