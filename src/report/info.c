@@ -257,6 +257,24 @@ int report_info_text(FILE *f, const an_run *r, const an_findings *fd, size_t top
  * info, JSON
  * ------------------------------------------------------------------------------------------ */
 
+/* The last evaluation: info's top level names its step last_step and adds the count. */
+static void json_eval(jw *w, const an_run *r, int info_keys)
+{
+    const ampdiag_trace_eval *e = r->find.last_eval;
+    if (!e) {
+        jw_null(w, "eval");
+        return;
+    }
+    jw_open(w, "eval", '{');
+    if (info_keys)
+        jw_u64(w, "count", r->nevals);
+    jw_int(w, info_keys ? "last_step" : "step", e->step);
+    jw_num(w, "loss", e->loss);
+    jw_num(w, "metric", e->metric);
+    jw_str(w, "metric_name", r->eval_metric[0] ? r->eval_metric : NULL);
+    jw_close(w, '}');
+}
+
 static void json_headroom(jw *w, const char *k, const an_run *r, const an_findings *fd, int fm,
                           int side)
 {
@@ -326,7 +344,7 @@ static void json_attrs(jw *w, const an_run *r)
     jw_u64(w, "params", r->params);
 }
 
-static void json_loss_scale(jw *w, const an_run *r, const an_findings *fd)
+static void json_loss_scale(jw *w, const an_run *r)
 {
     if (r->nsteps) {
         jw_open(w, "loss", '{');
@@ -427,24 +445,6 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
 }
 
-/* The last evaluation: info's top level names its step last_step and adds the count. */
-static void json_eval(jw *w, const an_run *r, int info_keys)
-{
-    const ampdiag_trace_eval *e = r->find.last_eval;
-    if (!e) {
-        jw_null(w, "eval");
-        return;
-    }
-    jw_open(w, "eval", '{');
-    if (info_keys)
-        jw_u64(w, "count", r->nevals);
-    jw_int(w, info_keys ? "last_step" : "step", e->step);
-    jw_num(w, "loss", e->loss);
-    jw_num(w, "metric", e->metric);
-    jw_str(w, "metric_name", r->eval_metric[0] ? r->eval_metric : NULL);
-    jw_close(w, '}');
-}
-
 static void json_layer_value(jw *w, const char *k, const an_run *r, int layer, const char *vk,
                              double v)
 {
@@ -533,7 +533,7 @@ int report_info_json(FILE *f, const an_run *r, const an_findings *fd)
     jw_bool(&w, "cut_off", r->cut_off);
     jw_bool(&w, "repaired", r->repaired);
     json_attrs(&w, r);
-    json_loss_scale(&w, r, fd);
+    json_loss_scale(&w, r);
     json_events(&w, r);
     json_whatif(&w, r, fd);
     jw_u64(&w, "unknown_tensor_rows", r->bad_rows);
