@@ -45,12 +45,11 @@ void train_config_default(train_config *c)
 
 /* ------------------------------------------------------------------ signals */
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested; /* the signal's number */
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    stop_requested = sig;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -1054,6 +1053,7 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     for (long t = 0; t < c->steps && !stop; t++) {
         if (stop_requested) {
             r->status = AMPDIAG_STATUS_INTERRUPTED;
+            r->stop_signal = stop_requested;
             event(&R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: interrupted by a signal", err, errlen);
             break;
         }
