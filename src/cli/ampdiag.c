@@ -17,8 +17,9 @@ static const struct cmd commands[] = {
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
-/* Read by help2man to make the man page (ampdiag.1): "Usage:", the description, then
- * sections ("Commands:", "Options:", "Exit status:") of two-space indented items. */
+/* Read by help2man to make the man page (ampdiag.1): "Usage:", the description with its
+ * subsections ("Commands:", "Exit status:": a line ending in ':', then indented items), then
+ * "Options:". scripts/man-commands.sh finds the commands under "Commands:". */
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -35,21 +36,21 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f,
             "\n"
-            "Options:\n"
-            "  -h, --help     print this help and exit; `ampdiag COMMAND --help` (or `ampdiag\n"
-            "                 help COMMAND`) prints a command's options\n"
-            "  --version      print the version and exit\n"
-            "\n"
-            "Every command takes --opt=VALUE or --opt VALUE, short options where listed (-o\n"
-            "FILE), arguments among the options, and -- to end the options (a file named -x.h5).\n"
+            "`ampdiag COMMAND --help` (or `ampdiag help COMMAND`) lists a command's options. Every\n"
+            "command takes --opt=VALUE or --opt VALUE, the short options it lists (-o FILE),\n"
+            "arguments among the options, and -- to end the options (for a file named -x.h5).\n"
             "\n"
             "Exit status:\n"
-            "  0     success (a run that diverged is data and exits 0)\n"
-            "  1     a --fail-on condition held\n"
-            "  2     bad usage or input\n"
-            "  3     I/O or resource failure\n"
-            "  130   run or sweep stopped by SIGINT (143: SIGTERM) after marking its traces\n"
-            "        interrupted\n");
+            "  0      success (a run that diverged is data and exits 0)\n"
+            "  1      a --fail-on condition held\n"
+            "  2      bad usage or input\n"
+            "  3      I/O or resource failure\n"
+            "  130    run or sweep stopped by SIGINT (143: by SIGTERM) after marking its traces\n"
+            "         interrupted\n"
+            "\n"
+            "Options:\n"
+            "  -h, --help     print this help and exit\n"
+            "  --version      print the version and exit\n");
 }
 
 static const struct cmd *find_cmd(const char *name)
