@@ -79,8 +79,8 @@ static void unknown_command(const char *who, const char *name)
 /* ampdiag help [COMMAND]: as COMMAND --help */
 static int help(int argc, char **argv)
 {
-    if (argc == 1 || (argc == 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
-                                    strcmp(argv[1], "-h") == 0))) {
+    if (argc == 1 || (argc == 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "version") == 0 ||
+                                    strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {
         usage(stdout);
         return 0;
     }

@@ -46,12 +46,16 @@ static void usage(FILE *f)
             "  --warmup N          as ampdiag compare\n"
             "  --plots             draw the charts into DIR/charts and link them from report.md\n"
             "  --dry-run           print the run commands and stop\n"
-            "Every other option goes to `ampdiag run` unchanged (--model, --data, --steps,\n"
+            "  -h, --help\n"
+            "Every option of `ampdiag run` goes to each run unchanged (--model, --data, -s/--steps,\n"
             "--scenario, --seed, --optimizer, --loss-scale, ...; see ampdiag run --help), except\n"
-            "--precision, --out/-o and (with --lrs) --lr, which the sweep sets.\n"
+            "--precision, --out/-o and (with --lrs) --lr, which the sweep sets; an option that\n"
+            "ampdiag run does not know is refused before any run starts.\n"
             "\n"
             "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or a run refused\n"
-            "its options, 3 I/O failure or a run that failed to write its trace\n");
+            "its options, 3 I/O failure or a run that failed to write its trace, 130 (143)\n"
+            "stopped by SIGINT (SIGTERM): passed on to the runs, whose traces are kept, marked\n"
+            "interrupted; no comparison\n");
 }
 
 typedef struct job {
