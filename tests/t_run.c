@@ -361,6 +361,8 @@ static void test_signal(void)
     kill(pid, SIGTERM);
     int st = 0;
     waitpid(pid, &st, 0);
+    ok(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM, "SIGTERM: exit 143 (128 + SIGTERM) once the trace is closed (%s %d)",
+       WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : -1);
     tr t;
     if (load(&t, p("sig.h5")) == 0) {
         ok(ampdiag_trace_status_of(t.r) == AMPDIAG_STATUS_INTERRUPTED && t.ns > 5 && count_events(&t, AMPDIAG_EV_STOP) == 1,

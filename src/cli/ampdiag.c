@@ -1,5 +1,5 @@
 /*
- * ampdiag.c - the command line: dispatch to one subcommand per src/cmd_*.c file.
+ * ampdiag.c - the command line: dispatch to one subcommand per src/cli/cmd_*.c file.
  */
 #include "ampdiag.h"
 #include "cli/cli.h"
@@ -17,40 +17,127 @@ static const struct cmd commands[] = {
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
+/* Read by help2man to make the man page (ampdiag.1): "Usage:", the description with its
+ * subsections ("Commands:", "Exit status:": a line ending in ':', then indented items), then
+ * "Options:". scripts/man-commands.sh finds the commands under "Commands:". */
 static void usage(FILE *f)
 {
     fprintf(f,
-            "ampdiag %s - numerical-stability diagnostics for mixed-precision training\n"
+            "Usage: ampdiag COMMAND [OPTION]... [ARGUMENT]...\n"
+            "  or:  ampdiag help [COMMAND]\n"
+            "  or:  ampdiag --version\n"
+            "Numerical-stability diagnostics for mixed-precision (FP16 / BF16) training: train a\n"
+            "model in an instrumented loop recording what the 16-bit formats do to it into an HDF5\n"
+            "trace, then compare traces and recommend a precision, a loss scale, a learning rate\n"
+            "and a clip value.\n"
             "\n"
-            "usage: ampdiag COMMAND [options]   (ampdiag COMMAND --help for its options)\n"
-            "\n"
-            "commands:\n",
-            ampdiag_version());
+            "Commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f,
             "\n"
-            "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or input,\n"
-            "3 I/O or resource failure\n");
+            "`ampdiag COMMAND --help` (or `ampdiag help COMMAND`) lists a command's options. Every\n"
+            "command takes --opt=VALUE or --opt VALUE, the short options it lists (-o FILE),\n"
+            "arguments among the options, and -- to end the options (for a file named -x.h5).\n"
+            "\n"
+            "Exit status:\n"
+            "  0      success (a run that diverged is data and exits 0)\n"
+            "  1      a --fail-on condition held\n"
+            "  2      bad usage or input\n"
+            "  3      I/O or resource failure\n"
+            "  130    run or sweep stopped by SIGINT (143: by SIGTERM) after marking its traces\n"
+            "         interrupted\n"
+            "\n"
+            "Options:\n"
+            "  -h, --help     print this help and exit\n"
+            "  --version      print the version and exit\n");
 }
 
-int main(int argc, char **argv)
+static const struct cmd *find_cmd(const char *name)
 {
-    if (argc < 2) {
-        usage(stderr);
-        return EXIT_USAGE;
-    }
-    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* "ampdiag[ CMD]: unknown command 'X'; did you mean 'Y'?" */
+static void unknown_command(const char *who, const char *name)
+{
+    const char *names[NCOMMANDS + 2];
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        names[i] = commands[i].name;
+    names[NCOMMANDS] = "help";
+    names[NCOMMANDS + 1] = "version";
+    const char *s = cli_suggest(name, names, (int)NCOMMANDS + 2);
+    if (s)
+        fprintf(stderr, "%s: unknown command '%s'; did you mean '%s'?\n", who, name, s);
+    else
+        fprintf(stderr, "%s: unknown command '%s' (see ampdiag --help)\n", who, name);
+}
+
+/* ampdiag help [COMMAND]: as COMMAND --help */
+static int help(int argc, char **argv)
+{
+    if (argc == 1 || (argc == 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "version") == 0 ||
+                                    strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {
         usage(stdout);
         return 0;
     }
-    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
-        printf("ampdiag %s\n", ampdiag_version());
-        return 0;
+    if (argc > 2) {
+        fprintf(stderr, "ampdiag help: one command at a time (usage: ampdiag help [COMMAND])\n");
+        return EXIT_USAGE;
     }
-    for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "ampdiag: unknown command '%s' (see ampdiag --help)\n", argv[1]);
-    return EXIT_USAGE;
+    const struct cmd *c = find_cmd(argv[1]);
+    if (!c) {
+        unknown_command("ampdiag help", argv[1]);
+        return EXIT_USAGE;
+    }
+    static char opt_help[] = "--help";
+    char *hv[] = {argv[1], opt_help, NULL};
+    return c->fn(2, hv);
+}
+
+enum { O_HELP = 1, O_VERSION };
+
+static const cli_opt options[] = {
+    {"--help", 'h', CLI_NOARG, O_HELP}, {"--version", 0, CLI_NOARG, O_VERSION}, CLI_OPT_END};
+
+int main(int argc, char **argv)
+{
+    cli_parser p;
+    if (cli_parser_init(&p, "", options, argc, argv, 0))
+        return EXIT_USAGE;
+    for (;;) {
+        switch (cli_next(&p)) {
+        case O_HELP:
+            usage(stdout);
+            return 0;
+        case O_VERSION:
+            printf("ampdiag %s\n", ampdiag_version());
+            return 0;
+        case CLI_DONE:
+            usage(stderr);
+            return EXIT_USAGE;
+        case CLI_POS: {
+            /* the command: it gets the arguments from its name on */
+            int k = p.ind - 1;
+            const char *name = argv[k];
+            if (strcmp(name, "help") == 0)
+                return help(argc - k, argv + k);
+            if (strcmp(name, "version") == 0) {
+                printf("ampdiag %s\n", ampdiag_version());
+                return 0;
+            }
+            const struct cmd *c = find_cmd(name);
+            if (!c) {
+                unknown_command("ampdiag", name);
+                return EXIT_USAGE;
+            }
+            return c->fn(argc - k, argv + k);
+        }
+        default:
+            return EXIT_USAGE;
+        }
+    }
 }

@@ -57,6 +57,7 @@ static void usage(FILE *f)
             "                      all = every one of them\n"
             "  --warmup N          steps left out as scaler calibration and clip warm-up\n"
             "                      (default: min(100, steps / 5))\n"
+            "  -h, --help\n"
             "\n"
             "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or a file that is\n"
             "not a readable trace (named), 3 I/O error\n");
@@ -259,6 +260,13 @@ out:
 
 
 
+enum { O_BASELINE = 1, O_FORMAT, O_PLOTS, O_TARGET, O_FAIL_ON, O_WARMUP, O_HELP };
+
+static const cli_opt options[] = {
+    {"--baseline", 0, CLI_ARG, O_BASELINE}, {"--format", 0, CLI_ARG, O_FORMAT}, {"--plots", 0, CLI_ARG, O_PLOTS},
+    {"--target", 0, CLI_ARG, O_TARGET}, {"--fail-on", 0, CLI_ARG, O_FAIL_ON}, {"--warmup", 0, CLI_ARG, O_WARMUP},
+    {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+
 int cmd_compare(int argc, char **argv)
 {
     compare_opts o;
@@ -270,64 +278,59 @@ int cmd_compare(int argc, char **argv)
     }
     size_t n = 0;
     int rc = 0;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i], *v;
+    cli_parser p;
+    if (cli_parser_init(&p, "compare", options, argc, argv, 0))
+        rc = EXIT_USAGE;
+    for (int id; !rc && (id = cli_next(&p)) != CLI_DONE;) {
+        const char *v = p.arg;
         char err[256];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        switch (id) {
+        case O_HELP:
             usage(stdout);
             free(paths);
             return 0;
-        } else if (cli_is_opt(a, "--baseline")) {
-            if (!(v = cli_opt_value("compare", argc, argv, &i, "--baseline")))
-                rc = EXIT_USAGE;
-            else
-                o.baseline = v;
-        } else if (cli_is_opt(a, "--format")) {
-            if (!(v = cli_opt_value("compare", argc, argv, &i, "--format")))
-                rc = EXIT_USAGE;
-            else if (compare_format_parse(v, &o.format)) {
+        case O_BASELINE:
+            o.baseline = v;
+            break;
+        case O_FORMAT:
+            if (compare_format_parse(v, &o.format)) {
                 fprintf(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
                 rc = EXIT_USAGE;
             }
-        } else if (cli_is_opt(a, "--plots")) {
-            if (!(v = cli_opt_value("compare", argc, argv, &i, "--plots")))
-                rc = EXIT_USAGE;
-            else
-                o.plots_dir = v;
-        } else if (cli_is_opt(a, "--target")) {
-            if (!(v = cli_opt_value("compare", argc, argv, &i, "--target")))
-                rc = EXIT_USAGE;
-            else if (rec_target_parse(v, &o.target) || o.target == TGT_ANY) {
+            break;
+        case O_PLOTS:
+            o.plots_dir = v;
+            break;
+        case O_TARGET:
+            if (rec_target_parse(v, &o.target) || o.target == TGT_ANY) {
                 fprintf(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
                         "sm89, sm90 or cpu)\n", v);
                 rc = EXIT_USAGE;
             }
-        } else if (cli_is_opt(a, "--fail-on")) {
-            if (!(v = cli_opt_value("compare", argc, argv, &i, "--fail-on")))
-                rc = EXIT_USAGE;
-            else if (rec_fail_parse(v, &o.fail_mask, err, sizeof err)) {
+            break;
+        case O_FAIL_ON:
+            if (rec_fail_parse(v, &o.fail_mask, err, sizeof err)) {
                 fprintf(stderr, "ampdiag compare: %s\n", err);
                 rc = EXIT_USAGE;
             }
-        } else if (cli_is_opt(a, "--warmup")) {
+            break;
+        case O_WARMUP: {
             char *end;
-            if (!(v = cli_opt_value("compare", argc, argv, &i, "--warmup"))) {
+            errno = 0;
+            long w = strtol(v, &end, 10);
+            if (end == v || *end || errno || w < 0 || w > 1000000000L) {
+                fprintf(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
                 rc = EXIT_USAGE;
             } else {
-                errno = 0;
-                long w = strtol(v, &end, 10);
-                if (end == v || *end || errno || w < 0 || w > 1000000000L) {
-                    fprintf(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
-                    rc = EXIT_USAGE;
-                } else {
-                    o.warmup = w;
-                }
+                o.warmup = w;
             }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "ampdiag compare: unknown option '%s' (see ampdiag compare --help)\n", a);
+            break;
+        }
+        case CLI_POS:
+            paths[n++] = v;
+            break;
+        default:
             rc = EXIT_USAGE;
-        } else {
-            paths[n++] = a;
         }
     }
     if (!rc && n == 0 && !o.baseline) {

@@ -46,6 +46,7 @@ static void usage(FILE *f)
             "  --format text|json  output format (default text; json is described in\n"
             "                      traces/FORMAT.md, section 'ampdiag info --format json')\n"
             "  --top N             rows of the headroom tables in text output (default 5)\n"
+            "  -h, --help\n"
             "\n"
             "exit status: 0 success, 2 bad usage or not a valid trace, 3 I/O error\n");
 }
@@ -56,41 +57,40 @@ static void usage(FILE *f)
 
 static int exit_for(int err) { return ampdiag_trace_err_is_io(err) ? EXIT_IO : EXIT_USAGE; }
 
+enum { O_FORMAT = 1, O_TOP, O_HELP };
+
+static const cli_opt options[] = {
+    {"--format", 0, CLI_ARG, O_FORMAT}, {"--top", 0, CLI_ARG, O_TOP}, {"--help", 'h', CLI_NOARG, O_HELP},
+    CLI_OPT_END};
+
 int cmd_info(int argc, char **argv)
 {
     const char *path = NULL, *format = "text";
     long top = 5;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    cli_parser p;
+    if (cli_parser_init(&p, "info", options, argc, argv, 0))
+        return EXIT_USAGE;
+    for (int id; (id = cli_next(&p)) != CLI_DONE;) {
+        const char *a = p.arg;
+        if (id == O_HELP) {
             usage(stdout);
             return 0;
-        } else if (strcmp(a, "--format") == 0 || strncmp(a, "--format=", 9) == 0) {
-            if (a[8] == '=')
-                format = a + 9;
-            else if (i + 1 < argc)
-                format = argv[++i];
-            else {
-                fprintf(stderr, "ampdiag info: --format needs a value (text or json)\n");
-                return EXIT_USAGE;
-            }
+        } else if (id == O_FORMAT) {
+            format = a;
             if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0) {
                 fprintf(stderr, "ampdiag info: unknown --format '%s' (expected text or json)\n",
                         format);
                 return EXIT_USAGE;
             }
-        } else if (strcmp(a, "--top") == 0 || strncmp(a, "--top=", 6) == 0) {
-            const char *v = a[5] == '=' ? a + 6 : (i + 1 < argc ? argv[++i] : NULL);
+        } else if (id == O_TOP) {
             char *end;
             errno = 0;
-            top = v ? strtol(v, &end, 10) : -1;
-            if (!v || end == v || *end || errno || top < 0 || top > 1000000) {
-                fprintf(stderr, "ampdiag info: --top needs a count (0..1000000), got '%s'\n",
-                        v ? v : "");
+            top = strtol(a, &end, 10);
+            if (end == a || *end || errno || top < 0 || top > 1000000) {
+                fprintf(stderr, "ampdiag info: --top needs a count (0..1000000), got '%s'\n", a);
                 return EXIT_USAGE;
             }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "ampdiag info: unknown option '%s' (see ampdiag info --help)\n", a);
+        } else if (id != CLI_POS) {
             return EXIT_USAGE;
         } else if (path) {
             fprintf(stderr, "ampdiag info: one trace at a time ('%s' and '%s'); to compare traces "

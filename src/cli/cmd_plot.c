@@ -76,6 +76,13 @@ static size_t split_list(char *s, char **items, size_t max)
 
 enum { MAX_LIST = 256 };
 
+enum { O_OUT = 1, O_FORMAT, O_CLIP, O_LAYERS, O_HIST_STEPS, O_NO_DRAW, O_HELP };
+
+static const cli_opt options[] = {
+    {"--out", 'o', CLI_ARG, O_OUT}, {"--format", 0, CLI_ARG, O_FORMAT}, {"--clip", 0, CLI_ARG, O_CLIP},
+    {"--layers", 0, CLI_ARG, O_LAYERS}, {"--hist-steps", 0, CLI_ARG, O_HIST_STEPS},
+    {"--no-draw", 0, CLI_NOARG, O_NO_DRAW}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+
 int cmd_plot(int argc, char **argv)
 {
     plot_options opt;
@@ -90,24 +97,24 @@ int cmd_plot(int argc, char **argv)
         fprintf(stderr, "ampdiag plot: out of memory\n");
         return EXIT_IO;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v;
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    cli_parser p;
+    if (cli_parser_init(&p, "plot", options, argc, argv, 0))
+        goto done;
+    for (int id; (id = cli_next(&p)) != CLI_DONE;) {
+        const char *v = p.arg;
+        switch (id) {
+        case O_HELP:
             usage(stdout);
             status = 0;
             goto done;
-        } else if (strcmp(a, "-o") == 0 || cli_is_opt(a, "--out")) {
-            if (!(v = cli_opt_value("plot", argc, argv, &i, strcmp(a, "-o") == 0 ? "-o" : "--out")))
-                goto done;
+        case O_OUT:
             if (!*v) {
                 fprintf(stderr, "ampdiag plot: -o needs a directory name\n");
                 goto done;
             }
             out = v;
-        } else if (cli_is_opt(a, "--format")) {
-            if (!(v = cli_opt_value("plot", argc, argv, &i, "--format")))
-                goto done;
+            break;
+        case O_FORMAT:
             if (strcmp(v, "png") == 0)
                 opt.format = PLOT_PNG;
             else if (strcmp(v, "svg") == 0)
@@ -116,9 +123,8 @@ int cmd_plot(int argc, char **argv)
                 fprintf(stderr, "ampdiag plot: unknown --format '%s' (expected png or svg)\n", v);
                 goto done;
             }
-        } else if (cli_is_opt(a, "--clip")) {
-            if (!(v = cli_opt_value("plot", argc, argv, &i, "--clip")))
-                goto done;
+            break;
+        case O_CLIP: {
             char *end;
             errno = 0;
             double x = strtod(v, &end);
@@ -127,9 +133,9 @@ int cmd_plot(int argc, char **argv)
                 goto done;
             }
             opt.clip = x;
-        } else if (cli_is_opt(a, "--layers")) {
-            if (!(v = cli_opt_value("plot", argc, argv, &i, "--layers")))
-                goto done;
+            break;
+        }
+        case O_LAYERS:
             free(layer_buf);
             layer_buf = strdup(v);
             if (!layer_buf) {
@@ -144,9 +150,8 @@ int cmd_plot(int argc, char **argv)
                 goto done;
             }
             opt.layers = (const char *const *)layers;
-        } else if (cli_is_opt(a, "--hist-steps")) {
-            if (!(v = cli_opt_value("plot", argc, argv, &i, "--hist-steps")))
-                goto done;
+            break;
+        case O_HIST_STEPS: {
             free(steps_buf);
             steps_buf = strdup(v);
             if (!steps_buf) {
@@ -174,13 +179,16 @@ int cmd_plot(int argc, char **argv)
             }
             opt.hist_steps = steps;
             opt.nhist_steps = n;
-        } else if (strcmp(a, "--no-draw") == 0) {
+            break;
+        }
+        case O_NO_DRAW:
             opt.draw = 0;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "ampdiag plot: unknown option '%s' (see ampdiag plot --help)\n", a);
+            break;
+        case CLI_POS:
+            paths[npaths++] = v;
+            break;
+        default:
             goto done;
-        } else {
-            paths[npaths++] = a;
         }
     }
     if (!npaths) {

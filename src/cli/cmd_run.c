@@ -2,6 +2,7 @@
  * cmd_run.c - `ampdiag run`: train a model in the instrumented loop and write a trace.
  */
 #include "ampdiag.h"
+#include "ampdiag_trace.h"
 #include "analysis/findings.h"
 #include "cli/cli.h"
 #include "report/info.h"
@@ -9,7 +10,6 @@
 #include "train/train.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,7 +58,7 @@ static void usage(FILE *f)
             "  --model M            mlp (default) | transformer | a model file (docs/model-spec.md)\n"
             "  --data D             synthetic:NAME or FILE.h5 (default: synthetic:blobs for an mlp,\n"
             "                       synthetic:tokens for a transformer)\n"
-            "  --steps N            optimizer steps (default 500)\n"
+            "  -s, --steps N        optimizer steps (default 500)\n"
             "  --batch N            examples per step (default 64)\n"
             "  --lr X               peak learning rate (default 1e-3)\n"
             "  --schedule S         constant | cosine[:WARMUP[:MIN_LR]] (default constant)\n"
@@ -94,49 +94,46 @@ static void usage(FILE *f)
             "Synthetic data sets:\n%s"
             "\n"
             "Exit status: 0 the run finished (a run that diverged is data and exits 0), 2 bad\n"
-            "option or input file, 3 I/O failure.\n",
+            "option or input file, 3 I/O failure, 130 (143) stopped by SIGINT (SIGTERM): the step\n"
+            "in progress is finished and the trace kept, marked interrupted.\n",
             data_synthetic_help());
     fprintf(f, "\nScenarios (--scenario NAME):\n");
     list_scenarios(f);
 }
 
 enum {
-    O_PRECISION = 256, O_MODEL, O_DATA, O_STEPS, O_BATCH, O_LR, O_SCHEDULE, O_OPTIMIZER, O_MOMENTUM,
+    O_PRECISION = 1, O_OUT, O_HELP, O_MODEL, O_DATA, O_STEPS, O_BATCH, O_LR, O_SCHEDULE, O_OPTIMIZER, O_MOMENTUM,
     O_WD, O_BETA1, O_BETA2, O_EPS, O_OSTATE, O_CLIP, O_LOSS_SCALE, O_SINIT, O_SGROWTH, O_SBACKOFF,
     O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY, O_TRACE_THREADS,
     O_HIST_EVERY, O_EVAL_EVERY, O_PATIENCE, O_FLUSH_EVERY, O_FLUSH_SECONDS, O_INIT, O_SAVE,
     O_PROGRESS, O_OVERWRITE, O_SCENARIO
 };
 
-static const struct option longopts[] = {
-    {"precision", required_argument, 0, O_PRECISION}, {"out", required_argument, 0, 'o'},
-    {"model", required_argument, 0, O_MODEL}, {"data", required_argument, 0, O_DATA},
-    {"steps", required_argument, 0, O_STEPS}, {"batch", required_argument, 0, O_BATCH},
-    {"lr", required_argument, 0, O_LR}, {"schedule", required_argument, 0, O_SCHEDULE},
-    {"optimizer", required_argument, 0, O_OPTIMIZER}, {"momentum", required_argument, 0, O_MOMENTUM},
-    {"weight-decay", required_argument, 0, O_WD}, {"beta1", required_argument, 0, O_BETA1},
-    {"beta2", required_argument, 0, O_BETA2}, {"eps", required_argument, 0, O_EPS},
-    {"optim-state", required_argument, 0, O_OSTATE}, {"clip", required_argument, 0, O_CLIP},
-    {"loss-scale", required_argument, 0, O_LOSS_SCALE}, {"scale-init", required_argument, 0, O_SINIT},
-    {"scale-growth", required_argument, 0, O_SGROWTH}, {"scale-backoff", required_argument, 0, O_SBACKOFF},
-    {"scale-growth-interval", required_argument, 0, O_SINTERVAL}, {"scale-min", required_argument, 0, O_SMIN},
-    {"scale-hysteresis", required_argument, 0, O_SHYST}, {"fp32-layers", required_argument, 0, O_FP32},
-    {"ftz", no_argument, 0, O_FTZ}, {"device", required_argument, 0, O_DEVICE},
-    {"seed", required_argument, 0, O_SEED}, {"shuffle", required_argument, 0, O_SHUFFLE},
-    {"trace-every", required_argument, 0, O_TRACE_EVERY}, {"trace-threads", required_argument, 0, O_TRACE_THREADS}, {"hist-every", required_argument, 0, O_HIST_EVERY},
-    {"eval-every", required_argument, 0, O_EVAL_EVERY}, {"patience", required_argument, 0, O_PATIENCE},
-    {"flush-every", required_argument, 0, O_FLUSH_EVERY}, {"flush-seconds", required_argument, 0, O_FLUSH_SECONDS},
-    {"init-from", required_argument, 0, O_INIT}, {"save-weights", required_argument, 0, O_SAVE},
-    {"progress", required_argument, 0, O_PROGRESS}, {"overwrite", no_argument, 0, O_OVERWRITE},
-    {"scenario", required_argument, 0, O_SCENARIO}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+/* Every option of `ampdiag run` (the sweep passes them on: see cmd_sweep.c). */
+const cli_opt run_options[] = {
+    {"--precision", 0, CLI_ARG, O_PRECISION}, {"--out", 'o', CLI_ARG, O_OUT},
+    {"--model", 0, CLI_ARG, O_MODEL}, {"--data", 0, CLI_ARG, O_DATA},
+    {"--steps", 's', CLI_ARG, O_STEPS}, {"--batch", 0, CLI_ARG, O_BATCH},
+    {"--lr", 0, CLI_ARG, O_LR}, {"--schedule", 0, CLI_ARG, O_SCHEDULE},
+    {"--optimizer", 0, CLI_ARG, O_OPTIMIZER}, {"--momentum", 0, CLI_ARG, O_MOMENTUM},
+    {"--weight-decay", 0, CLI_ARG, O_WD}, {"--beta1", 0, CLI_ARG, O_BETA1},
+    {"--beta2", 0, CLI_ARG, O_BETA2}, {"--eps", 0, CLI_ARG, O_EPS},
+    {"--optim-state", 0, CLI_ARG, O_OSTATE}, {"--clip", 0, CLI_ARG, O_CLIP},
+    {"--loss-scale", 0, CLI_ARG, O_LOSS_SCALE}, {"--scale-init", 0, CLI_ARG, O_SINIT},
+    {"--scale-growth", 0, CLI_ARG, O_SGROWTH}, {"--scale-backoff", 0, CLI_ARG, O_SBACKOFF},
+    {"--scale-growth-interval", 0, CLI_ARG, O_SINTERVAL}, {"--scale-min", 0, CLI_ARG, O_SMIN},
+    {"--scale-hysteresis", 0, CLI_ARG, O_SHYST}, {"--fp32-layers", 0, CLI_ARG, O_FP32},
+    {"--ftz", 0, CLI_NOARG, O_FTZ}, {"--device", 0, CLI_ARG, O_DEVICE},
+    {"--seed", 0, CLI_ARG, O_SEED}, {"--shuffle", 0, CLI_ARG, O_SHUFFLE},
+    {"--trace-every", 0, CLI_ARG, O_TRACE_EVERY}, {"--trace-threads", 0, CLI_ARG, O_TRACE_THREADS},
+    {"--hist-every", 0, CLI_ARG, O_HIST_EVERY},
+    {"--eval-every", 0, CLI_ARG, O_EVAL_EVERY}, {"--patience", 0, CLI_ARG, O_PATIENCE},
+    {"--flush-every", 0, CLI_ARG, O_FLUSH_EVERY}, {"--flush-seconds", 0, CLI_ARG, O_FLUSH_SECONDS},
+    {"--init-from", 0, CLI_ARG, O_INIT}, {"--save-weights", 0, CLI_ARG, O_SAVE},
+    {"--progress", 0, CLI_ARG, O_PROGRESS}, {"--overwrite", 0, CLI_NOARG, O_OVERWRITE},
+    {"--scenario", 0, CLI_ARG, O_SCENARIO}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
 
-static const char *optname(int code)
-{
-    for (const struct option *o = longopts; o->name; o++)
-        if (o->val == code)
-            return o->name;
-    return "?";
-}
+static const char *optname(int code) { return cli_opt_name(run_options, code); }
 
 /* Number parsers that name the option and the expected range. */
 static int num(int code, const char *s, double lo, double hi, double *out)
@@ -145,7 +142,7 @@ static int num(int code, const char *s, double lo, double hi, double *out)
     errno = 0;
     double v = strtod(s, &end);
     if (end == s || *end || errno || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "ampdiag run: --%s '%s': expected a number in [%g, %g]\n", optname(code), s, lo, hi);
+        fprintf(stderr, "ampdiag run: %s '%s': expected a number in [%g, %g]\n", optname(code), s, lo, hi);
         return -1;
     }
     *out = v;
@@ -158,7 +155,7 @@ static int integer(int code, const char *s, long lo, long hi, long *out)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (end == s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "ampdiag run: --%s '%s': expected an integer in [%ld, %ld]\n", optname(code), s, lo, hi);
+        fprintf(stderr, "ampdiag run: %s '%s': expected an integer in [%ld, %ld]\n", optname(code), s, lo, hi);
         return -1;
     }
     *out = v;
@@ -168,7 +165,7 @@ static int integer(int code, const char *s, long lo, long hi, long *out)
 static int parse_fmt(int code, const char *s, ampdiag_format *f)
 {
     if (ampdiag_format_parse(s, f) != 0) {
-        fprintf(stderr, "ampdiag run: --%s '%s': expected fp32, fp16 or bf16\n", optname(code), s);
+        fprintf(stderr, "ampdiag run: %s '%s': expected fp32, fp16 or bf16\n", optname(code), s);
         return -1;
     }
     return 0;
@@ -290,8 +287,6 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
     char defout[64];
     long v;
     double d;
-    optind = 1;
-    opterr = 0;
     int ch;
     optim_kind okind = OPT_ADAMW;
     optim_config ov;
@@ -300,102 +295,100 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
     scaler_config sv;
     scaler_config_default(&sv, SCALER_DYNAMIC);
     int s_init = 0, s_growth = 0, s_back = 0, s_int = 0, s_min = 0, s_hyst = 0;
-    while ((ch = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+    cli_parser p;
+    if (cli_parser_init(&p, "run", run_options, argc, argv, 0))
+        return EXIT_USAGE;
+    while ((ch = cli_next(&p)) != CLI_DONE) {
+        const char *arg = p.arg;
         switch (ch) {
-        case 'h': usage(stdout); return 0;
-        case 'o': out = optarg; break;
+        case O_HELP: usage(stdout); return 0;
+        case O_OUT: out = arg; break;
         case O_PRECISION:
-            if (precision_parse(optarg, &c.mo.precision) != 0) {
-                fprintf(stderr, "ampdiag run: --precision '%s': expected fp32, fp16, bf16 or bf16-pure\n", optarg);
+            if (precision_parse(arg, &c.mo.precision) != 0) {
+                fprintf(stderr, "ampdiag run: --precision '%s': expected fp32, fp16, bf16 or bf16-pure\n", arg);
                 return EXIT_USAGE;
             }
             break;
-        case O_MODEL: c.mo.spec = optarg; break;
-        case O_DATA: c.data = optarg; break;
-        case O_STEPS: if (integer(ch, optarg, 1, 100000000, &v)) return EXIT_USAGE; c.steps = v; break;
-        case O_BATCH: if (integer(ch, optarg, 1, 1 << 20, &v)) return EXIT_USAGE; c.batch = (int)v; break;
-        case O_LR: if (num(ch, optarg, 0, 1e6, &c.lr)) return EXIT_USAGE; break;
-        case O_SCHEDULE: c.schedule = optarg; break;
+        case O_MODEL: c.mo.spec = arg; break;
+        case O_DATA: c.data = arg; break;
+        case O_STEPS: if (integer(ch, arg, 1, 100000000, &v)) return EXIT_USAGE; c.steps = v; break;
+        case O_BATCH: if (integer(ch, arg, 1, 1 << 20, &v)) return EXIT_USAGE; c.batch = (int)v; break;
+        case O_LR: if (num(ch, arg, 0, 1e6, &c.lr)) return EXIT_USAGE; break;
+        case O_SCHEDULE: c.schedule = arg; break;
         case O_OPTIMIZER:
-            if (optim_kind_parse(optarg, &okind) != 0) {
-                fprintf(stderr, "ampdiag run: --optimizer '%s': expected adamw or sgd\n", optarg);
+            if (optim_kind_parse(arg, &okind) != 0) {
+                fprintf(stderr, "ampdiag run: --optimizer '%s': expected adamw or sgd\n", arg);
                 return EXIT_USAGE;
             }
             break;
-        case O_MOMENTUM: if (num(ch, optarg, 0, 1, &ov.momentum)) return EXIT_USAGE; set_mom = 1; break;
-        case O_WD: if (num(ch, optarg, 0, 1e3, &ov.weight_decay)) return EXIT_USAGE; set_wd = 1; break;
-        case O_BETA1: if (num(ch, optarg, 0, 0.999999, &ov.beta1)) return EXIT_USAGE; set_b1 = 1; break;
-        case O_BETA2: if (num(ch, optarg, 0, 0.99999999, &ov.beta2)) return EXIT_USAGE; set_b2 = 1; break;
-        case O_EPS: if (num(ch, optarg, 0, 1, &ov.eps)) return EXIT_USAGE; set_eps = 1; break;
-        case O_OSTATE: if (parse_fmt(ch, optarg, &ov.state_fmt)) return EXIT_USAGE; set_state = 1; break;
-        case O_CLIP: if (num(ch, optarg, 0, 1e30, &c.clip)) return EXIT_USAGE; break;
+        case O_MOMENTUM: if (num(ch, arg, 0, 1, &ov.momentum)) return EXIT_USAGE; set_mom = 1; break;
+        case O_WD: if (num(ch, arg, 0, 1e3, &ov.weight_decay)) return EXIT_USAGE; set_wd = 1; break;
+        case O_BETA1: if (num(ch, arg, 0, 0.999999, &ov.beta1)) return EXIT_USAGE; set_b1 = 1; break;
+        case O_BETA2: if (num(ch, arg, 0, 0.99999999, &ov.beta2)) return EXIT_USAGE; set_b2 = 1; break;
+        case O_EPS: if (num(ch, arg, 0, 1, &ov.eps)) return EXIT_USAGE; set_eps = 1; break;
+        case O_OSTATE: if (parse_fmt(ch, arg, &ov.state_fmt)) return EXIT_USAGE; set_state = 1; break;
+        case O_CLIP: if (num(ch, arg, 0, 1e30, &c.clip)) return EXIT_USAGE; break;
         case O_LOSS_SCALE:
             scale_given = 1;
-            c.loss_scale = optarg;
-            if (strcmp(optarg, "dynamic") == 0) {
+            c.loss_scale = arg;
+            if (strcmp(arg, "dynamic") == 0) {
                 sv.kind = SCALER_DYNAMIC;
-            } else if (strcmp(optarg, "none") == 0) {
+            } else if (strcmp(arg, "none") == 0) {
                 sv.kind = SCALER_NONE;
-            } else if (strncmp(optarg, "static:", 7) == 0) {
+            } else if (strncmp(arg, "static:", 7) == 0) {
                 sv.kind = SCALER_STATIC;
-                if (num(ch, optarg + 7, 1e-30, 1e30, &sv.init)) return EXIT_USAGE;
+                if (num(ch, arg + 7, 1e-30, 1e30, &sv.init)) return EXIT_USAGE;
                 s_init = 1;
             } else {
-                fprintf(stderr, "ampdiag run: --loss-scale '%s': expected dynamic, static:S or none\n", optarg);
+                fprintf(stderr, "ampdiag run: --loss-scale '%s': expected dynamic, static:S or none\n", arg);
                 return EXIT_USAGE;
             }
             break;
-        case O_SINIT: if (num(ch, optarg, 1e-30, 1e30, &sv.init)) return EXIT_USAGE; s_init = 1; break;
-        case O_SGROWTH: if (num(ch, optarg, 1, 1e6, &sv.growth_factor)) return EXIT_USAGE; s_growth = 1; break;
-        case O_SBACKOFF: if (num(ch, optarg, 1e-6, 1, &sv.backoff_factor)) return EXIT_USAGE; s_back = 1; break;
-        case O_SINTERVAL: if (integer(ch, optarg, 1, 1000000000, &v)) return EXIT_USAGE; sv.growth_interval = (int)v; s_int = 1; break;
-        case O_SMIN: if (num(ch, optarg, 0, 1e30, &sv.min_scale)) return EXIT_USAGE; s_min = 1; break;
-        case O_SHYST: if (integer(ch, optarg, 1, 1000000, &v)) return EXIT_USAGE; sv.hysteresis = (int)v; s_hyst = 1; break;
-        case O_FP32: c.mo.fp32_layers = optarg; break;
+        case O_SINIT: if (num(ch, arg, 1e-30, 1e30, &sv.init)) return EXIT_USAGE; s_init = 1; break;
+        case O_SGROWTH: if (num(ch, arg, 1, 1e6, &sv.growth_factor)) return EXIT_USAGE; s_growth = 1; break;
+        case O_SBACKOFF: if (num(ch, arg, 1e-6, 1, &sv.backoff_factor)) return EXIT_USAGE; s_back = 1; break;
+        case O_SINTERVAL: if (integer(ch, arg, 1, 1000000000, &v)) return EXIT_USAGE; sv.growth_interval = (int)v; s_int = 1; break;
+        case O_SMIN: if (num(ch, arg, 0, 1e30, &sv.min_scale)) return EXIT_USAGE; s_min = 1; break;
+        case O_SHYST: if (integer(ch, arg, 1, 1000000, &v)) return EXIT_USAGE; sv.hysteresis = (int)v; s_hyst = 1; break;
+        case O_FP32: c.mo.fp32_layers = arg; break;
         case O_FTZ: c.mo.round_flags |= AMPDIAG_ROUND_FTZ; break;
         case O_DEVICE:
-            if (strcmp(optarg, "cpu") != 0) {
+            if (strcmp(arg, "cpu") != 0) {
                 fprintf(stderr, "ampdiag run: --device '%s': this build trains on the cpu only "
-                                "(the CUDA training backend is not built yet)\n", optarg);
+                                "(the CUDA training backend is not built yet)\n", arg);
                 return EXIT_USAGE;
             }
             break;
-        case O_SEED: if (integer(ch, optarg, 0, 0x7fffffffffffffffL, &v)) return EXIT_USAGE; c.seed = (uint64_t)v; break;
+        case O_SEED: if (integer(ch, arg, 0, 0x7fffffffffffffffL, &v)) return EXIT_USAGE; c.seed = (uint64_t)v; break;
         case O_SHUFFLE:
-            if (strcmp(optarg, "on") == 0) c.shuffle = 1;
-            else if (strcmp(optarg, "off") == 0) c.shuffle = 0;
-            else { fprintf(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", optarg); return EXIT_USAGE; }
+            if (strcmp(arg, "on") == 0) c.shuffle = 1;
+            else if (strcmp(arg, "off") == 0) c.shuffle = 0;
+            else { fprintf(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", arg); return EXIT_USAGE; }
             break;
-        case O_TRACE_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.trace_every = (int)v; break;
-        case O_TRACE_THREADS: if (integer(ch, optarg, 0, 1, &v)) return EXIT_USAGE; c.trace_threads = (int)v; break;
-        case O_HIST_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.hist_every = (int)v; break;
-        case O_EVAL_EVERY: if (integer(ch, optarg, 0, 1000000000, &v)) return EXIT_USAGE; c.eval_every = (int)v; break;
-        case O_PATIENCE: if (integer(ch, optarg, 1, 1000000000, &v)) return EXIT_USAGE; c.patience = (int)v; break;
-        case O_FLUSH_EVERY: if (integer(ch, optarg, 1, 1000000, &v)) return EXIT_USAGE; c.flush_every = (unsigned)v; break;
-        case O_FLUSH_SECONDS: if (num(ch, optarg, 0.01, 3600, &d)) return EXIT_USAGE; c.flush_seconds = d; break;
-        case O_INIT: c.init_from = optarg; break;
-        case O_SAVE: c.save_weights = optarg; break;
+        case O_TRACE_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c.trace_every = (int)v; break;
+        case O_TRACE_THREADS: if (integer(ch, arg, 0, 1, &v)) return EXIT_USAGE; c.trace_threads = (int)v; break;
+        case O_HIST_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c.hist_every = (int)v; break;
+        case O_EVAL_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c.eval_every = (int)v; break;
+        case O_PATIENCE: if (integer(ch, arg, 1, 1000000000, &v)) return EXIT_USAGE; c.patience = (int)v; break;
+        case O_FLUSH_EVERY: if (integer(ch, arg, 1, 1000000, &v)) return EXIT_USAGE; c.flush_every = (unsigned)v; break;
+        case O_FLUSH_SECONDS: if (num(ch, arg, 0.01, 3600, &d)) return EXIT_USAGE; c.flush_seconds = d; break;
+        case O_INIT: c.init_from = arg; break;
+        case O_SAVE: c.save_weights = arg; break;
         case O_OVERWRITE: c.overwrite = 1; break;
         case O_SCENARIO: break; /* applied before parsing */
         case O_PROGRESS:
-            if (strcmp(optarg, "auto") == 0) progress_mode = -1;
-            else if (strcmp(optarg, "bar") == 0) progress_mode = 2;
-            else if (strcmp(optarg, "lines") == 0) progress_mode = 1;
-            else if (strcmp(optarg, "none") == 0) progress_mode = 0;
-            else { fprintf(stderr, "ampdiag run: --progress '%s': expected auto, bar, lines or none\n", optarg); return EXIT_USAGE; }
+            if (strcmp(arg, "auto") == 0) progress_mode = -1;
+            else if (strcmp(arg, "bar") == 0) progress_mode = 2;
+            else if (strcmp(arg, "lines") == 0) progress_mode = 1;
+            else if (strcmp(arg, "none") == 0) progress_mode = 0;
+            else { fprintf(stderr, "ampdiag run: --progress '%s': expected auto, bar, lines or none\n", arg); return EXIT_USAGE; }
             break;
-        case '?':
+        case CLI_POS:
+            fprintf(stderr, "ampdiag run: unexpected argument '%s' (see ampdiag run --help)\n", arg);
+            return EXIT_USAGE;
         default:
-            if (optopt)
-                fprintf(stderr, "ampdiag run: option --%s needs a value (see ampdiag run --help)\n", optname(optopt));
-            else
-                fprintf(stderr, "ampdiag run: unknown option '%s' (see ampdiag run --help)\n", argv[optind - 1]);
             return EXIT_USAGE;
         }
-    }
-    if (optind < argc) {
-        fprintf(stderr, "ampdiag run: unexpected argument '%s' (see ampdiag run --help)\n", argv[optind]);
-        return EXIT_USAGE;
     }
     /* optimizer: defaults of the chosen kind, then what was given */
     optim_config_default(&c.opt, okind);
@@ -420,6 +413,16 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
         out = defout;
     }
     c.out = out;
+    /* refused before training, naming the option that would replace them */
+    if (!c.overwrite && access(out, F_OK) == 0) {
+        fprintf(stderr, "ampdiag run: '%s' exists (use --overwrite to replace it)\n", out);
+        return EXIT_USAGE;
+    }
+    if (!c.overwrite && c.save_weights && access(c.save_weights, F_OK) == 0) {
+        fprintf(stderr, "ampdiag run: --save-weights '%s' exists (use --overwrite to replace it)\n",
+                c.save_weights);
+        return EXIT_USAGE;
+    }
     c.progress = progress_mode >= 0 ? progress_mode : (isatty(2) ? 2 : 1);
     c.command_line = cmdline;
     c.scenario = scenario;
@@ -436,5 +439,10 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
         fprintf(stderr, "ampdiag run: %s\n", err);
         return rc == TRAIN_EIO ? EXIT_IO : EXIT_USAGE;
     }
-    return print_summary(&c, &r);
+    int st = print_summary(&c, &r);
+    /* stopped by SIGINT/SIGTERM: the trace is closed and marked interrupted; exit as a shell
+     * reports a process killed by that signal (130, 143) */
+    if (st == 0 && r.status == AMPDIAG_STATUS_INTERRUPTED && r.stop_signal > 0)
+        return EXIT_SIGNAL + r.stop_signal;
+    return st;
 }

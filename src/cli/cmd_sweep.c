@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,12 +46,16 @@ static void usage(FILE *f)
             "  --warmup N          as ampdiag compare\n"
             "  --plots             draw the charts into DIR/charts and link them from report.md\n"
             "  --dry-run           print the run commands and stop\n"
-            "Every other option goes to `ampdiag run` unchanged (--model, --data, --steps,\n"
+            "  -h, --help\n"
+            "Every option of `ampdiag run` goes to each run unchanged (--model, --data, -s/--steps,\n"
             "--scenario, --seed, --optimizer, --loss-scale, ...; see ampdiag run --help), except\n"
-            "--precision, --out/-o and (with --lrs) --lr, which the sweep sets.\n"
+            "--precision, --out/-o and (with --lrs) --lr, which the sweep sets; an option that\n"
+            "ampdiag run does not know is refused before any run starts.\n"
             "\n"
             "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or a run refused\n"
-            "its options, 3 I/O failure or a run that failed to write its trace\n");
+            "its options, 3 I/O failure or a run that failed to write its trace, 130 (143)\n"
+            "stopped by SIGINT (SIGTERM): passed on to the runs, whose traces are kept, marked\n"
+            "interrupted; no comparison\n");
 }
 
 typedef struct job {
@@ -158,11 +163,50 @@ static void print_log_tail(const char *path)
         fputc('\n', stderr);
 }
 
+/* SIGINT/SIGTERM: passed on to the running runs (each finishes its step and marks its trace
+ * interrupted), no new run is started, and the sweep exits 128 + the signal once they are done.
+ * The signals and SIGCHLD stay blocked but while waiting (sigsuspend), so none is missed. */
+static volatile sig_atomic_t stop_signal;
+static struct sigaction old_int, old_term, old_chld;
+static sigset_t old_mask;
+
+static void on_stop(int sig) { stop_signal = sig; }
+static void on_child(int sig) { (void)sig; }
+
+static void signals_catch(void)
+{
+    sigset_t block;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_stop;
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sa.sa_handler = on_child;
+    sa.sa_flags = SA_NOCLDSTOP;
+    sigaction(SIGCHLD, &sa, &old_chld);
+}
+
+static void signals_restore(void)
+{
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGCHLD, &old_chld, NULL);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+}
+
 static pid_t start(job *j, const char *exe, char **argv, int jobs)
 {
     pid_t pid = fork();
     if (pid != 0)
         return pid; /* parent, or -1 */
+    signals_restore();
     int fd = open(j->log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (fd < 0) {
         fprintf(stderr, "%s: cannot write '%s': %s\n", PROG, j->log, strerror(errno));
@@ -187,115 +231,135 @@ static pid_t start(job *j, const char *exe, char **argv, int jobs)
 }
 
 
+/* The sweep's own options; every option of `ampdiag run` is accepted too and passed on. */
+enum {
+    S_PRECISIONS = 1, S_LRS, S_OUT, S_JOBS, S_FORMAT, S_TARGET, S_FAIL_ON, S_WARMUP, S_PLOTS, S_DRY,
+    S_HELP, S_PRECISION, S_SET, S_PASS
+};
+
+static const cli_opt own_options[] = {
+    {"--precisions", 0, CLI_ARG, S_PRECISIONS}, {"--lrs", 0, CLI_ARG, S_LRS}, {"--out", 'o', CLI_ARG, S_OUT},
+    {"--jobs", 'j', CLI_ARG, S_JOBS}, {"--format", 0, CLI_ARG, S_FORMAT}, {"--target", 0, CLI_ARG, S_TARGET},
+    {"--fail-on", 0, CLI_ARG, S_FAIL_ON}, {"--warmup", 0, CLI_ARG, S_WARMUP}, {"--plots", 0, CLI_NOARG, S_PLOTS},
+    {"--dry-run", 0, CLI_NOARG, S_DRY}, {"--help", 'h', CLI_NOARG, S_HELP}, CLI_OPT_END};
+
+/* own_options, then run's options not among them: --precision refused, --overwrite and
+ * --progress set by the sweep, the others passed on. 0, or -1 if the table is too long. */
+static int sweep_options(cli_opt *t)
+{
+    int n = 0;
+    for (const cli_opt *o = own_options; o->name; o++)
+        t[n++] = *o;
+    for (const cli_opt *r = run_options; r->name; r++) {
+        int taken = 0;
+        for (int i = 0; i < n; i++)
+            taken |= strcmp(t[i].name, r->name) == 0 || (r->shortopt && r->shortopt == t[i].shortopt);
+        if (taken)
+            continue;
+        if (n == CLI_MAX_OPTS)
+            return -1;
+        t[n] = *r;
+        t[n++].id = strcmp(r->name, "--precision") == 0 ? S_PRECISION
+                    : strcmp(r->name, "--overwrite") == 0 || strcmp(r->name, "--progress") == 0 ? S_SET
+                    : S_PASS;
+    }
+    t[n] = (cli_opt)CLI_OPT_END;
+    return 0;
+}
+
 int cmd_sweep(int argc, char **argv)
 {
     const char *precisions = "fp32,fp16,bf16", *lrs = NULL, *dir = NULL;
     long jobs = 1;
-    int dry = 0, plots = 0;
+    int dry = 0, plots = 0, lr_given = 0;
     compare_opts co;
     compare_opts_init(&co);
     co.prog = PROG;
-    char **pass = malloc((size_t)(argc + 1) * sizeof *pass);
+    /* the run options as given ("-s5" becomes "--steps" "5") */
+    char **pass = malloc((size_t)(2 * argc + 1) * sizeof *pass);
     if (!pass) {
         fprintf(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
     }
-    int npass = 0, rc = 0;
+    int npass = 0, rc = 0, caught = 0;
     char err[256];
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        const char *v = NULL;
-        int takes = 0;
-#define VALUE(name)                                                                               \
-    do {                                                                                          \
-        size_t len_ = strlen(name);                                                               \
-        if (a[len_] == '=')                                                                       \
-            v = a + len_ + 1;                                                                     \
-        else if (i + 1 < argc)                                                                    \
-            v = argv[++i];                                                                        \
-        else {                                                                                    \
-            fprintf(stderr, "%s: %s needs a value (see ampdiag sweep --help)\n", PROG, name);    \
-            rc = EXIT_USAGE;                                                                      \
-        }                                                                                         \
-        takes = 1;                                                                                \
-    } while (0)
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+    cli_opt table[CLI_MAX_OPTS + 1];
+    cli_parser cp;
+    if (sweep_options(table) || cli_parser_init(&cp, "sweep", table, argc, argv, 0))
+        rc = EXIT_USAGE;
+    for (int id; !rc && (id = cli_next(&cp)) != CLI_DONE;) {
+        const char *v = cp.arg;
+        switch (id) {
+        case S_HELP:
             usage(stdout);
             free(pass);
             return 0;
-        } else if (cli_is_opt(a, "--precisions")) {
-            VALUE("--precisions");
-            if (v)
-                precisions = v;
-        } else if (cli_is_opt(a, "--lrs")) {
-            VALUE("--lrs");
-            if (v)
-                lrs = v;
-        } else if (strcmp(a, "-o") == 0 || cli_is_opt(a, "--out")) {
-            VALUE(a[1] == 'o' ? "-o" : "--out");
-            if (v)
-                dir = v;
-        } else if (strcmp(a, "-j") == 0 || cli_is_opt(a, "--jobs")) {
-            VALUE(a[1] == 'j' ? "-j" : "--jobs");
-            if (v) {
-                char *end;
-                errno = 0;
-                jobs = strtol(v, &end, 10);
-                if (end == v || *end || errno || jobs < 1 || jobs > 256) {
-                    fprintf(stderr, "%s: -j needs a number of jobs in 1..256, got '%s'\n", PROG, v);
-                    rc = EXIT_USAGE;
-                }
+        case S_PRECISIONS: precisions = v; break;
+        case S_LRS: lrs = v; break;
+        case S_OUT: dir = v; break;
+        case S_JOBS: {
+            char *end;
+            errno = 0;
+            jobs = strtol(v, &end, 10);
+            if (end == v || *end || errno || jobs < 1 || jobs > 256) {
+                fprintf(stderr, "%s: -j needs a number of jobs in 1..256, got '%s'\n", PROG, v);
+                rc = EXIT_USAGE;
             }
-        } else if (cli_is_opt(a, "--format")) {
-            VALUE("--format");
-            if (v && compare_format_parse(v, &co.format)) {
+            break;
+        }
+        case S_FORMAT:
+            if (compare_format_parse(v, &co.format)) {
                 fprintf(stderr, "%s: unknown --format '%s' (expected text, md or json)\n", PROG, v);
                 rc = EXIT_USAGE;
             }
-        } else if (cli_is_opt(a, "--target")) {
-            VALUE("--target");
-            if (v && (rec_target_parse(v, &co.target) || co.target == TGT_ANY)) {
+            break;
+        case S_TARGET:
+            if (rec_target_parse(v, &co.target) || co.target == TGT_ANY) {
                 fprintf(stderr, "%s: unknown --target '%s' (expected sm70, sm75, sm80, sm89, sm90 or "
                         "cpu)\n", PROG, v);
                 rc = EXIT_USAGE;
             }
-        } else if (cli_is_opt(a, "--fail-on")) {
-            VALUE("--fail-on");
-            if (v && rec_fail_parse(v, &co.fail_mask, err, sizeof err)) {
+            break;
+        case S_FAIL_ON:
+            if (rec_fail_parse(v, &co.fail_mask, err, sizeof err)) {
                 fprintf(stderr, "%s: %s\n", PROG, err);
                 rc = EXIT_USAGE;
             }
-        } else if (cli_is_opt(a, "--warmup")) {
-            VALUE("--warmup");
-            if (v) {
-                char *end;
-                errno = 0;
-                co.warmup = strtol(v, &end, 10);
-                if (end == v || *end || errno || co.warmup < 0) {
-                    fprintf(stderr, "%s: --warmup needs a step count >= 0, got '%s'\n", PROG, v);
-                    rc = EXIT_USAGE;
-                }
-            }
-        } else if (strcmp(a, "--dry-run") == 0) {
-            dry = 1;
-        } else if (strcmp(a, "--plots") == 0) {
-            plots = 1;
-        } else if (cli_is_opt(a, "--precision")) {
-            fprintf(stderr, "%s: use --precisions LIST (the sweep sets each run's --precision)\n", PROG);
-            rc = EXIT_USAGE;
-        } else if (cli_is_opt(a, "--overwrite") || cli_is_opt(a, "--progress")) {
-            /* the sweep sets these */
-            if (cli_is_opt(a, "--progress") && a[10] != '=' && i + 1 < argc)
-                i++;
-        } else {
-            if (lrs && cli_is_opt(a, "--lr")) {
-                fprintf(stderr, "%s: --lr and --lrs together: give the learning rates in --lrs\n", PROG);
+            break;
+        case S_WARMUP: {
+            char *end;
+            errno = 0;
+            co.warmup = strtol(v, &end, 10);
+            if (end == v || *end || errno || co.warmup < 0) {
+                fprintf(stderr, "%s: --warmup needs a step count >= 0, got '%s'\n", PROG, v);
                 rc = EXIT_USAGE;
             }
-            pass[npass++] = argv[i];
+            break;
         }
-        (void)takes;
-#undef VALUE
+        case S_DRY: dry = 1; break;
+        case S_PLOTS: plots = 1; break;
+        case S_PRECISION:
+            fprintf(stderr, "%s: use --precisions LIST (the sweep sets each run's --precision)\n", PROG);
+            rc = EXIT_USAGE;
+            break;
+        case S_SET: break; /* the sweep sets these */
+        case S_PASS:
+            lr_given |= strcmp(cp.opt->name, "--lr") == 0;
+            pass[npass++] = (char *)cp.opt->name;
+            if (v)
+                pass[npass++] = (char *)v;
+            break;
+        case CLI_POS:
+            fprintf(stderr, "%s: unexpected argument '%s' (see ampdiag sweep --help)\n", PROG, v);
+            rc = EXIT_USAGE;
+            break;
+        default:
+            rc = EXIT_USAGE;
+        }
+    }
+    if (!rc && lrs && lr_given) {
+        fprintf(stderr, "%s: --lr and --lrs together: give the learning rates in --lrs\n", PROG);
+        rc = EXIT_USAGE;
     }
     if (!rc && !dir) {
         fprintf(stderr, "%s: no output directory (-o DIR)\n", PROG);
@@ -391,10 +455,27 @@ int cmd_sweep(int argc, char **argv)
     else
         exe[el] = 0;
 
-    int next = 0, running = 0, done = 0, failed = 0, worst = 0;
+    int next = 0, running = 0, done = 0, failed = 0, worst = 0, passed_on = 0;
     double t_all = now();
+    sigset_t wait_mask;
+    if (!dry) {
+        signals_catch();
+        caught = 1;
+        wait_mask = old_mask;
+        sigdelset(&wait_mask, SIGINT);
+        sigdelset(&wait_mask, SIGTERM);
+        sigdelset(&wait_mask, SIGCHLD);
+    }
     while (done < nj) {
-        while (running < jobs && next < nj) {
+        if (stop_signal && !passed_on) {
+            fprintf(stderr, "%s: signal %d: stopping the runs (each finishes its step and marks its trace "
+                    "interrupted)\n", PROG, (int)stop_signal);
+            for (int q = 0; q < next; q++)
+                if (js[q].pid > 0 && js[q].status < 0)
+                    kill(js[q].pid, (int)stop_signal);
+            passed_on = 1;
+        }
+        while (!stop_signal && running < jobs && next < nj) {
             job *j = &js[next++];
             int c = 0;
             cargv[c++] = (char *)"ampdiag";
@@ -438,7 +519,11 @@ int cmd_sweep(int argc, char **argv)
         if (running == 0)
             break;
         int st;
-        pid_t pid = waitpid(-1, &st, 0);
+        pid_t pid = waitpid(-1, &st, WNOHANG);
+        if (pid == 0) {
+            sigsuspend(&wait_mask); /* a run ended, or a signal came */
+            continue;
+        }
         if (pid < 0) {
             if (errno == EINTR)
                 continue;
@@ -456,6 +541,8 @@ int cmd_sweep(int argc, char **argv)
             done++;
             if (j->status == 0) {
                 fprintf(stderr, "%s: [%d/%d] %s done in %.1f s\n", PROG, done, nj, j->name, j->secs);
+            } else if (stop_signal) {
+                fprintf(stderr, "%s: %s stopped (exit %d); its log is %s\n", PROG, j->name, j->status, j->log);
             } else {
                 failed++;
                 int code = j->status == EXIT_USAGE ? EXIT_USAGE : EXIT_IO;
@@ -471,8 +558,18 @@ int cmd_sweep(int argc, char **argv)
             }
         }
     }
+    if (caught) {
+        signals_restore();
+        caught = 0;
+    }
     if (dry)
         goto out;
+    if (stop_signal) {
+        fprintf(stderr, "%s: interrupted by signal %d: %d of %d runs started, no comparison\n", PROG,
+                (int)stop_signal, next, nj);
+        rc = EXIT_SIGNAL + stop_signal;
+        goto out;
+    }
     fprintf(stderr, "%s: %d runs in %.1f s\n", PROG, nj, now() - t_all);
     if (failed) {
         fprintf(stderr, "%s: %d of %d runs failed: no comparison\n", PROG, failed, nj);
@@ -508,6 +605,8 @@ int cmd_sweep(int argc, char **argv)
     free(md);
     free(json);
 out:
+    if (caught)
+        signals_restore();
     if (js)
         for (int q = 0; q < nj; q++) {
             free(js[q].trace);

@@ -47,12 +47,11 @@ void train_config_default(train_config *c)
 
 /* ------------------------------------------------------------------ signals */
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested; /* the signal's number */
 
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_requested = 1;
+    stop_requested = sig;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -851,6 +850,10 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     R.r = r;
     int rc = TRAIN_OK;
     char merr[512];
+    /* SIGINT/SIGTERM stop the loop; caught until the trace is closed, so that a second one
+     * cannot cut the closing off */
+    struct sigaction sa, old_int, old_term;
+    int caught = 0;
 
     /* the model first (it says whether it reads tokens), then data that fits it */
     model_spec spec;
@@ -941,13 +944,13 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     if ((rc = write_header(&R, err, errlen)))
         goto out;
 
-    struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     stop_requested = 0;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    caught = 1;
 
     double t0 = now_s();
     int stop = 0;
@@ -957,6 +960,7 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     for (long t = 0; t < c->steps && !stop; t++) {
         if (stop_requested) {
             r->status = AMPDIAG_STATUS_INTERRUPTED;
+            r->stop_signal = stop_requested;
             event(&R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: interrupted by a signal", err, errlen);
             break;
         }
@@ -972,8 +976,6 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     tracer_drain(R.tr);
     if (!rc && r->status != AMPDIAG_STATUS_INTERRUPTED && r->steps_done > 0)
         rc = evaluate(&R, r->steps_done - 1, err, errlen);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     if (c->progress == 2 || (c->progress == 1 && r->steps_done % (c->steps >= 10 ? c->steps / 10 : 1) != 0))
         progress(c, r->steps_done, r->loss_last, r->scale_last, r->skipped, t0, 1);
     r->wall_s = now_s() - t0;
@@ -989,6 +991,10 @@ out:
         struct stat stt;
         if (stat(c->out, &stt) == 0)
             r->trace_bytes = (long long)stt.st_size;
+    }
+    if (caught) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
     }
     if (!rc && c->save_weights) {
         int wrc = weights_save(R.m, c->save_weights, c->overwrite, merr, sizeof merr);

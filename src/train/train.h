@@ -54,6 +54,7 @@ void train_config_default(train_config *c);
 typedef struct train_result {
     long steps_done;
     int status;                /* ampdiag_trace_status */
+    int stop_signal;           /* SIGINT or SIGTERM when that stopped the run (status interrupted), else 0 */
     double loss_first, loss_last, loss_min;
     double eval_loss, eval_metric;   /* last evaluation (NaN if none) */
     const char *eval_metric_name;
