@@ -21,6 +21,12 @@
 #define AMPDIAG_HD static inline
 #endif
 
+/* The largest finite FP16 value, (2 - 2^-10) * 2^15 = 65504 (bit pattern 0x7bff; docs/numerics.md,
+ * "The formats"): what headroom is measured against. A double, so that an expression such as
+ * log2(AMPDIAG_FP16_MAX / absmax) is computed in double whatever absmax's type. The format table
+ * (ampdiag_format_get) holds the same value as max_finite. */
+#define AMPDIAG_FP16_MAX 65504.0
+
 /* |x| bit patterns (sign cleared) at which FP16/BF16 rounding changes class. */
 #define AMPDIAG_F32_INF          0x7f800000u /* +inf; larger |x| patterns are NaN */
 #define AMPDIAG_FP16_OVF_BITS    0x477ff000u /* 65520 = 65504 + half ulp: |x| >= this -> inf */
