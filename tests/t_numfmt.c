@@ -179,7 +179,7 @@ static void test_float32_sweep(void)
 
 static void test_thresholds(void)
 {
-    /* FP16 (NUMERICS.md 1.2) */
+    /* FP16 (docs/numerics.md, "Rounding to FP16 and BF16") */
     ok(R16(65504.0f) == 65504.0f, "fp16: 65504 is the largest finite value");
     ok(R16(nextafterf(65520.0f, 0.0f)) == 65504.0f, "fp16: just below 65520 rounds to 65504");
     ok(isinf(R16(65520.0f)) && R16(65520.0f) > 0, "fp16: 65520 overflows to +inf");

@@ -4,7 +4,7 @@
 #ifndef AMPDIAG_CLI_H
 #define AMPDIAG_CLI_H
 
-/* Exit status (DESIGN.md section 1). */
+/* Exit status (README.md, "Exit status" under "Commands"): only src/cli/ knows these. */
 enum {
     EXIT_OK_ = 0,
     EXIT_FAIL_ON = 1, /* a --fail-on condition held */
@@ -26,7 +26,7 @@ int cli_is_opt(const char *a, const char *name);
  * stderr ("ampdiag CMD: --opt needs a value") when it has none. */
 const char *cli_opt_value(const char *cmd, int argc, char **argv, int *i, const char *name);
 
-/* Subcommands (src/cmd_*.c). argv[0] is the subcommand name. */
+/* Subcommands (src/cli/cmd_*.c). argv[0] is the subcommand name. */
 int cmd_formats(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -7,7 +7,8 @@
  * stays a quiet NaN with its sign and top payload bits, and subnormals are kept.
  *
  * The thresholds below are the exact float32 bit patterns at which the rounded result changes
- * class (see NUMERICS.md 1.2); tests/t_numfmt.c checks each one against the converters.
+ * class (docs/numerics.md, "Rounding to FP16 and BF16"); tests/t_numfmt.c checks each one
+ * against the converters.
  */
 #ifndef AMPDIAG_NUMFMT_H
 #define AMPDIAG_NUMFMT_H
