@@ -1,5 +1,5 @@
 /*
- * t_compare.c - the analysis (src/analyze.c) and the rules (src/recommend.c) on synthetic
+ * t_compare.c - the analysis (src/analysis/analyze.c) and the rules (src/analysis/recommend.c) on synthetic
  * traces whose contents are known (tests/compare_synth.h): gradient-norm percentiles and the
  * clip value, the loss scale at its exact boundary, unscaling of loss-scaled gradient records
  * and histograms, skip rates, divergence, loss spikes, the noise band from seeds, the learning

@@ -8,6 +8,7 @@
  * plus neighbourhoods of every threshold); AMPDIAG_EXHAUSTIVE=1 checks all 2^32 patterns.
  */
 #include "ampdiag.h"
+#include "numerics/numfmt.h"
 #include "tap.h"
 
 #include <float.h>
@@ -178,7 +179,7 @@ static void test_float32_sweep(void)
 
 static void test_thresholds(void)
 {
-    /* FP16 (NUMERICS.md 1.2) */
+    /* FP16 (docs/numerics.md, "Rounding to FP16 and BF16") */
     ok(R16(65504.0f) == 65504.0f, "fp16: 65504 is the largest finite value");
     ok(R16(nextafterf(65520.0f, 0.0f)) == 65504.0f, "fp16: just below 65520 rounds to 65504");
     ok(isinf(R16(65520.0f)) && R16(65520.0f) > 0, "fp16: 65520 overflows to +inf");
@@ -227,6 +228,9 @@ static void test_limits(void)
     const ampdiag_format_info *f = ampdiag_format_get(AMPDIAG_FP32);
     ok(h && b && f && ampdiag_format_get((ampdiag_format)9) == NULL, "format_get: known formats, NULL otherwise");
     ok(h->max_finite == ampdiag_fp16_decode(0x7bff) && h->max_finite == 65504.0f, "fp16 max_finite = 0x7bff = 65504");
+    ok(AMPDIAG_FP16_MAX == 65504.0 && AMPDIAG_FP16_MAX == (double)ampdiag_fp16_decode(0x7bff)
+       && h->max_finite == (float)AMPDIAG_FP16_MAX && R16((float)AMPDIAG_FP16_MAX) == h->max_finite,
+       "AMPDIAG_FP16_MAX (numfmt.h) = 0x7bff = 65504 = max_finite");
     ok(h->min_normal == ampdiag_fp16_decode(0x0400), "fp16 min_normal = 0x0400 = 2^-14");
     ok(h->min_subnormal == ampdiag_fp16_decode(0x0001), "fp16 min_subnormal = 0x0001 = 2^-24");
     ok(h->epsilon == ampdiag_fp16_decode(0x3c01) - 1.0f && h->unit_roundoff == h->epsilon / 2, "fp16 eps 2^-10, u 2^-11");

@@ -8,7 +8,7 @@
  * traces/FORMAT.md alone (h5py-like: default file format, variable-length string attributes,
  * NUL-padded strings, other field order, an extra field, integer kind/code columns, an enum
  * name this version does not know) and checks that they read with the right values.
- * (This test includes hdf5.h to build those files; the library proper keeps it to src/trace*.c.)
+ * (This test includes hdf5.h to build those files; libampdiag keeps it to src/trace/.)
  */
 #include "ampdiag.h"
 #include "ampdiag_trace.h"

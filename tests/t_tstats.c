@@ -98,7 +98,7 @@ static void test_cases(void)
     for (size_t i = 0; i < n; i++) x[i] = (i & 1 ? -1 : 1) * FLT_MAX * (float)(0.5 + 0.5 * rnd_unit());
     check_case("huge values near FLT_MAX (float sums would overflow)", x, n);
 
-    /* every boundary of NUMERICS.md, its neighbours, both signs */
+    /* every boundary of docs/numerics.md ("Rounding to FP16 and BF16"), its neighbours, both signs */
     static const uint32_t edges[] = {0x00008000u, 0x007f8000u, 0x00800000u, 0x33000000u, 0x387fe000u,
                                      0x38800000u, 0x477ff000u, 0x7f7f8000u, 0x7f7fffffu, 0x7f800000u};
     size_t m = 0;

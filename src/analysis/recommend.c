@@ -1,9 +1,9 @@
 /*
- * recommend.c - the recommendation rules of docs/recommendations.md (NUMERICS.md rules (b),
- * (c), (d)). Each rule reads the run summaries of analyze.c and adds lines of evidence that
- * name the numbers, steps and layers it rests on. The precision rules run in the documented
- * order; the first decisive one sets the verdict and every other finding stays as a reason
- * or a warning.
+ * recommend.c - the recommendation rules of docs/recommendations.md ("(b) Precision", "(c) Clip
+ * value", "(d) Learning rate"; the facts they rest on: docs/numerics.md). Each rule reads the
+ * run summaries of analyze.c and adds lines of evidence that name the numbers, steps and
+ * layers it rests on. The precision rules run in the documented order; the first decisive one
+ * sets the verdict and every other finding stays as a reason or a warning.
  */
 #include "analysis/recommend.h"
 

@@ -2,8 +2,8 @@
  * recommend.h - the rules that turn run summaries into a recommended precision, loss scale,
  * learning rate and clip value, each with the numbers, steps and layers behind it, and the
  * --fail-on conditions. The rules, their thresholds and their sources are in
- * docs/recommendations.md (from NUMERICS.md, "Rules for classification and recommendations"
- * (b), (c) and (d)).
+ * docs/recommendations.md ("(b) Precision", "(c) Clip value", "(d) Learning rate"), the facts
+ * they rest on in docs/numerics.md.
  */
 #ifndef AMPDIAG_RECOMMEND_H
 #define AMPDIAG_RECOMMEND_H

@@ -13,12 +13,13 @@
  * Rounding. Every operation that produces a tensor takes a bk_rnd saying which format the
  * result is held in: AMPDIAG_FP32 (no rounding) or FP16/BF16, emulated exactly by rounding
  * each float32 result to the format (round to nearest even, overflow to +-inf, subnormals kept
- * unless flags has AMPDIAG_ROUND_FTZ). The rounding is fused into the operation's own output
- * loop. Arithmetic is always FP32 (reductions such as the loss mean and sum of squares in
- * double), as on a GPU with FP32 accumulation. Operands are NOT rounded by the operations:
- * the caller holds each operand in the right format already (layers.c rounds an FP32 operand
- * into a copy once, and model.c rounds the FP32 master weights into a compute copy once per
- * step), because one rounded copy serves the forward and both backward GEMMs.
+ * unless flags has AMPDIAG_ROUND_FTZ). The rounding is done as the operation writes its output:
+ * fused into its output loop, or by a vector pass over the output right after its FP32 loop
+ * (backend_cpu.c). Arithmetic is always FP32 (reductions such as the loss mean and sum of
+ * squares in double), as on a GPU with FP32 accumulation. Operands are NOT rounded by the
+ * operations: the caller holds each operand in the right format already (layers.c rounds an
+ * FP32 operand into a copy once, and model.c rounds the FP32 master weights into a compute copy
+ * once per step), because one rounded copy serves the forward and both backward GEMMs.
  *
  * "beta" arguments of gradient operations: 0 overwrites the destination, 1 accumulates into
  * it (a tensor used twice, as the residual stream is, receives the sum of two gradients). With

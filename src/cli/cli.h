@@ -6,8 +6,9 @@
 
 #include <getopt.h>
 
-/* Exit status (DESIGN.md section 1). A run or sweep stopped by SIGINT/SIGTERM exits 128 + the
- * signal's number (130, 143), as shells report a process killed by it. */
+/* Exit status (README.md, "Exit status" under "Commands"): only src/cli/ knows these. A run or
+ * sweep stopped by SIGINT/SIGTERM exits 128 + the signal's number (130, 143), as shells report
+ * a process killed by it. */
 enum {
     EXIT_OK_ = 0,
     EXIT_FAIL_ON = 1, /* a --fail-on condition held */

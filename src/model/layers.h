@@ -7,7 +7,8 @@
  * owned by the model (and one gradient buffer, and one compute copy), llm.c style, so that
  * rounding, clipping, statistics and saving work over a single buffer.
  *
- * Precision (DESIGN.md section 3). The policy's format F is FP16 or BF16 (FP32 for the fp32
+ * Precision (docs/model-spec.md, "What the precision policies do to each layer"). The policy's
+ * format F is FP16 or BF16 (FP32 for the fp32
  * policy). A layer computes in F unless it is an FP32 island (--fp32-layers) or the policy is
  * fp32; its compute format is cfmt. What each layer holds:
  *   linear, attention: GEMM operands in cfmt (an FP32-held input is rounded into a copy once;

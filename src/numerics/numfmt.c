@@ -20,7 +20,7 @@ const char *ampdiag_version(void) { return AMPDIAG_VERSION_STRING; }
 static const ampdiag_format_info format_table[AMPDIAG_NFORMATS] = {
     [AMPDIAG_FP32] = {"fp32", 32, 8, 23, 127, -126, 127, 3.40282347e38f, 0x1p-126f, 0x1p-149f,
                       0x1p-23f, 0x1p-24f, INFINITY, 0.0f},
-    [AMPDIAG_FP16] = {"fp16", 16, 5, 10, 15, -14, 15, 65504.0f, 0x1p-14f, 0x1p-24f,
+    [AMPDIAG_FP16] = {"fp16", 16, 5, 10, 15, -14, 15, (float)AMPDIAG_FP16_MAX, 0x1p-14f, 0x1p-24f,
                       0x1p-10f, 0x1p-11f, 65520.0f, 0x1p-25f},
     [AMPDIAG_BF16] = {"bf16", 16, 8, 7, 127, -126, 127, 0x1.fep127f, 0x1p-126f, 0x1p-133f,
                       0x1p-7f, 0x1p-8f, 0x1.ffp127f, 0x1p-134f},

@@ -7,7 +7,8 @@
  * stays a quiet NaN with its sign and top payload bits, and subnormals are kept.
  *
  * The thresholds below are the exact float32 bit patterns at which the rounded result changes
- * class (see NUMERICS.md 1.2); tests/t_numfmt.c checks each one against the converters.
+ * class (docs/numerics.md, "Rounding to FP16 and BF16"); tests/t_numfmt.c checks each one
+ * against the converters.
  */
 #ifndef AMPDIAG_NUMFMT_H
 #define AMPDIAG_NUMFMT_H
@@ -20,6 +21,12 @@
 #else
 #define AMPDIAG_HD static inline
 #endif
+
+/* The largest finite FP16 value, (2 - 2^-10) * 2^15 = 65504 (bit pattern 0x7bff; docs/numerics.md,
+ * "The formats"): what headroom is measured against. A double, so that an expression such as
+ * log2(AMPDIAG_FP16_MAX / absmax) is computed in double whatever absmax's type. The format table
+ * (ampdiag_format_get) holds the same value as max_finite. */
+#define AMPDIAG_FP16_MAX 65504.0
 
 /* |x| bit patterns (sign cleared) at which FP16/BF16 rounding changes class. */
 #define AMPDIAG_F32_INF          0x7f800000u /* +inf; larger |x| patterns are NaN */

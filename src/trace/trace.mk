@@ -1,5 +1,6 @@
 # trace.mk - the HDF5 trace format v1 (traces/FORMAT.md): writer, reader and validation
-# (src/trace*.c, the only sources that include hdf5.h), `ampdiag info`, their tests, the
+# (src/trace/*.c: libampdiag's only HDF5 users; src/train/data.c and weights.c read data sets
+# and weights files with HDF5 too), `ampdiag info`, their tests, the
 # reference traces and the trace benchmark. Included from Makefile.am.
 
 libampdiag_base_la_SOURCES += \

@@ -1,7 +1,8 @@
 /*
  * trace_internal.h - what the trace writer (trace.c) and reader (trace_read.c) share: the table
- * schema as data, HDF5 type construction, and error reporting. Only src/trace*.c include it
- * (it is the one place, with them, that includes hdf5.h).
+ * schema as data, HDF5 type construction, and error reporting. Only the sources of src/trace/
+ * include it; with them, it is all of libampdiag that includes hdf5.h (elsewhere in src/, only
+ * the data and weights files, src/train/data.c and src/train/weights.c, use HDF5).
  */
 #ifndef AMPDIAG_TRACE_INTERNAL_H
 #define AMPDIAG_TRACE_INTERNAL_H

@@ -2,9 +2,11 @@
  * optim.h - optimizers (SGD with momentum, AdamW), gradient unscaling and clipping, learning
  * rate schedules: everything between a backward pass and the next forward.
  *
- * The passes over the parameter buffer are cache-blocked: each block of parameters is updated
- * and, on traced steps, its statistics (weights, updates, lost updates) are taken while the
- * block is still in cache, so tracing adds no extra pass over memory.
+ * The update goes over the parameter buffer in cache-sized blocks. On traced steps it copies,
+ * block by block as the values pass through, the weights it starts from and the changes it
+ * intends (optim_update's w_keep and dw_keep); the weight and update statistics and the lost
+ * updates are taken from those copies later, by optim_update_stats on the tracer's thread
+ * (src/train/train.c), not while the block is in cache.
  */
 #ifndef AMPDIAG_OPTIM_H
 #define AMPDIAG_OPTIM_H

@@ -1,12 +1,16 @@
 /*
  * train.h - the instrumented training loop behind `ampdiag run`.
  *
- * One step: forward (loss in FP32), backward of loss * scale, one pass over the gradients that
- * takes their statistics as the format held them (scaled), unscales them and sums their
- * squares, the loss-scaler update (skipping the step on non-finite gradients, naming the first
- * layer and tensor that held one, in execution order), clipping by the global norm, and the
- * optimizer pass, which takes weight and update statistics (and counts lost updates) block by
- * block while the block is in cache. Every record goes to the trace (trace.c).
+ * One step: forward (loss in FP32), backward of loss * scale, a pass over the gradients that
+ * sums the squares of their unscaled values and counts the non-finite ones (the gradients stay
+ * scaled in memory; the optimizer unscales them as it reads them), the loss-scaler update
+ * (skipping the step on non-finite gradients, naming the first layer and tensor that held one,
+ * in execution order), clipping by the global norm, and the optimizer pass. On traced steps the
+ * statistics are taken by the tracer thread while training goes on (tracer.h; on the training
+ * thread itself with --trace-threads 0): activations and gradients as the format held them
+ * (gradients scaled), and weights, updates and lost updates from the copies the optimizer pass
+ * keeps (optim.h). A traced step's records go to the trace (src/trace/) a step or two later,
+ * in step order.
  */
 #ifndef AMPDIAG_TRAIN_H
 #define AMPDIAG_TRAIN_H

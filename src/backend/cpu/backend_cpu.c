@@ -9,7 +9,8 @@
  * them, FP16 rounding uses the F16C conversion instructions and BF16 rounding AVX2 integer
  * code, 8 values at a time (both bit-identical to numfmt.h for all 2^32 inputs, with and
  * without FTZ: tests/t_layers.c, AMPDIAG_EXHAUSTIVE=1). Then WITH_RND_OUT runs the kernel's
- * FP32 loop and rounds its output right after, while it is still in cache; a kernel that
+ * FP32 loop and then rounds its output in a second, vector pass (from cache where the output
+ * fits in it); a kernel that
  * accumulates (y = R(y + R(g))) keeps the scalar fused rounding, since its two roundings
  * cannot be moved after the loop. AMPDIAG_ROUND_IMPL=generic (or backend_cpu_force_generic)
  * selects the portable code everywhere.

@@ -1,5 +1,5 @@
 /*
- * cuda_check.h - C entry points of the CUDA self-checks (kernels/numfmt_check.cu).
+ * cuda_check.h - C entry points of the CUDA self-checks (numfmt_check.cu).
  */
 #ifndef AMPDIAG_CUDA_CHECK_H
 #define AMPDIAG_CUDA_CHECK_H
