@@ -103,7 +103,7 @@ typedef struct an_layer {
     size_t ratio_n;
 } an_layer;
 
-/* Gradient-norm statistics for the clip rule (NUMERICS.md rules (c)). */
+/* Gradient-norm statistics for the clip rule (docs/recommendations.md, "(c) Clip value"). */
 typedef struct an_clip {
     size_t n;                 /* finite, unskipped norms after the warm-up */
     size_t warmup;            /* steps left out at the start */

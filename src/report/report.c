@@ -5,6 +5,7 @@
  * comes from analyze.c / recommend.c; nothing here decides anything.
  */
 #include "report/report.h"
+#include "numerics/numfmt.h"
 #include "report/info.h"
 #include "util/json.h"
 #include "util/util.h"
@@ -97,7 +98,7 @@ static int min_headroom(const an_run *r, int *layer, int *kind, double *bin, int
             }
             if (*inf || !(c->absmax > 0))
                 continue;
-            double h = log2(65504.0 / c->absmax);
+            double h = log2(AMPDIAG_FP16_MAX / c->absmax);
             if (!found || h < *bin) {
                 *layer = (int)l;
                 *kind = k;
@@ -560,7 +561,7 @@ static void md_ranges(FILE *f, const an_run *r)
             md(f, r->layers[l].name);
             fprintf(f, " | %s | ", kind_abbrev(kinds[k]));
             if (c->absmax >= 0)
-                fprintf(f, "%.3g (%" PRId64 ") | %+.1f | ", c->absmax, c->absmax_step, log2(65504.0 / c->absmax));
+                fprintf(f, "%.3g (%" PRId64 ") | %+.1f | ", c->absmax, c->absmax_step, log2(AMPDIAG_FP16_MAX / c->absmax));
             else
                 fprintf(f, "- | - | ");
             if (isfinite(c->absmin_nz))
@@ -732,7 +733,7 @@ static void json_cell(jw *w, const an_cell *c, int kind)
     jw_opt_int(w, "absmax_step", c->absmax >= 0 ? c->absmax_step : -1);
     jw_num(w, "absmin_nz", c->absmin_nz);
     jw_num(w, "absmax_unscaled", c->absmax_u >= 0 ? c->absmax_u : NAN);
-    jw_num(w, "fp16_headroom_over", c->absmax > 0 ? log2(65504.0 / c->absmax) : NAN);
+    jw_num(w, "fp16_headroom_over", c->absmax > 0 ? log2(AMPDIAG_FP16_MAX / c->absmax) : NAN);
     jw_num(w, "fp16_headroom_under", isfinite(c->absmin_nz) ? log2(c->absmin_nz / 0x1p-14) : NAN);
     jw_num(w, "bf16_headroom_over", c->absmax > 0 ? log2(3.3895313892515355e38 / c->absmax) : NAN);
     jw_num(w, "bf16_headroom_under", isfinite(c->absmin_nz) ? log2(c->absmin_nz / 0x1p-126) : NAN);
