@@ -1003,7 +1003,7 @@ static void rule_bf16_range(prec_ctx *x)
     rec_format *b16 = &x->R->bf16;
     if (!src)
         return;
-    fwd_hit bh[8];
+    fwd_hit bh[1]; /* the first layer is the one named */
     size_t nb = forward_overflow(src, BF16_OVERFLOW_AT, bh, NELEM(bh));
     if (nb && !x->undecided) {
         strlist_addf(&b16->issues, "%s %s reach %.4g at step %" PRId64 " in %s: beyond BF16's "
@@ -1118,11 +1118,9 @@ static void verdict_undecided(prec_ctx *x)
 {
     recommendation *R = x->R;
     R->precision = REC_UNDECIDED;
-    set_verdict(R, "undecided: the FP32 baseline does not train; fix the "
-             "learning rate first");
+    set_verdict(R, "undecided: the FP32 baseline does not train; fix the learning rate first");
     if (!x->have_fp32)
-        set_verdict(R, "undecided: every run fails; run FP32 or lower the "
-                 "learning rate first");
+        set_verdict(R, "undecided: every run fails; run FP32 or lower the learning rate first");
 }
 
 /* BF16 viable: bf16 (no scaler to tune, no skipped steps, FP32's exponent range); with FP32
@@ -1150,8 +1148,8 @@ static void verdict_bf16(prec_ctx *x)
                                      : "; no bf16 run given: confirm with one";
     set_verdict(R, "bf16 (autocast with FP32 master weights)%s", pred);
     if (R->master_weights)
-        set_verdict(R, "bf16 with FP32 master weights (not bf16-pure: its "
-                 "updates are lost)%s", pred);
+        set_verdict(R, "bf16 with FP32 master weights (not bf16-pure: its updates are lost)%s",
+                    pred);
 }
 
 /* FP16 viable: fp16 + dynamic loss scaling with initial scale S (2^SCALE_INIT_LOG2 without
@@ -1173,11 +1171,14 @@ static void verdict_fp16(prec_ctx *x)
         pct(s1, sizeof s1, S->flushed1);
         snprintf(b, sizeof b, "; without it %s of %s", s1, x->runs[S->run].layers[S->flushed1_layer].name);
     }
-    set_verdict(R, "fp16 + dynamic loss scaling, initial scale %s%s%s%s", a,
-             b[0] ? b : "", b[0] ? (S->flushed1_kind == AMPDIAG_KIND_WEIGHT_GRAD ? "'s weight "
-                                    "gradients flush to zero" : "'s activation gradients flush to zero") : "",
-             R->predicted ? " (predicted: confirm with an fp16 run)"
-             : (f16->needs_scaling & 2) ? " (the fp16 run had none: confirm with one)" : "");
+    const char *what = !b[0] ? ""
+                       : S->flushed1_kind == AMPDIAG_KIND_WEIGHT_GRAD
+                           ? "'s weight gradients flush to zero"
+                           : "'s activation gradients flush to zero";
+    set_verdict(R, "fp16 + dynamic loss scaling, initial scale %s%s%s%s", a, b, what,
+                R->predicted                ? " (predicted: confirm with an fp16 run)"
+                : (f16->needs_scaling & 2) ? " (the fp16 run had none: confirm with one)"
+                                           : "");
 }
 
 /* islands_ok (rule_viability): fp16 + dynamic loss scaling with the FP32 islands, predicted
@@ -1195,9 +1196,9 @@ static void verdict_fp16_islands(prec_ctx *x)
     R->predicted = 1;
     snprintf(R->fp32_layers, sizeof R->fp32_layers, "%s", x->islands);
     rec_fmt_scale(a, sizeof a, ldexp(1.0, S->have ? S->log2 : SCALE_INIT_LOG2));
-    set_verdict(R, "fp16 + dynamic loss scaling (initial %s) with FP32 "
-             "layers %s (--fp32-layers %s: %.0f%% of the parameters); confirm with a run",
-             a, x->islands, x->islands, 100 * x->share);
+    set_verdict(R, "fp16 + dynamic loss scaling (initial %s) with FP32 layers %s (--fp32-layers "
+                "%s: %.0f%% of the parameters); confirm with a run",
+                a, x->islands, x->islands, 100 * x->share);
 }
 
 /* (b)6(iii) BF16 supported and ruled out only by its loss gap: bf16 with FP32 layers, the
@@ -1231,12 +1232,10 @@ static void verdict_bf16_islands(prec_ctx *x)
         R->precision = REC_BF16;
         R->predicted = 1;
         snprintf(R->fp32_layers, sizeof R->fp32_layers, "%s", dl);
-        set_verdict(R, "bf16 with FP32 layers %s (--fp32-layers %s); "
-                 "confirm with a run", dl, dl);
+        set_verdict(R, "bf16 with FP32 layers %s (--fp32-layers %s); confirm with a run", dl, dl);
     } else {
         R->precision = REC_FP32;
-        set_verdict(R, "fp32: bf16 misses the FP32 loss and fp16 is ruled "
-                 "out");
+        set_verdict(R, "fp32: bf16 misses the FP32 loss and fp16 is ruled out");
     }
 }
 
@@ -1248,15 +1247,14 @@ static void verdict_fp32(prec_ctx *x)
     const char *tgt = rec_target_name(R->target);
     R->precision = REC_FP32;
     if (!R->bf16.supported && x->fp16_fwd && x->islands[0] && x->islands_partial)
-        set_verdict(R, "fp32 (target %s has no BF16 and FP16 overflows in "
-                 "the forward pass from %s; an FP32 trace would show whether FP32 islands can "
-                 "rescue it)", tgt, x->islands);
+        set_verdict(R, "fp32 (target %s has no BF16 and FP16 overflows in the forward pass from "
+                    "%s; an FP32 trace would show whether FP32 islands can rescue it)",
+                    tgt, x->islands);
     else if (!R->bf16.supported && x->fp16_fwd && x->islands[0])
-        set_verdict(R, "fp32 (target %s has no BF16, and FP32 islands for "
-                 "FP16 would cover %.0f%% of the parameters: %s)", tgt, 100 * x->share, x->islands);
+        set_verdict(R, "fp32 (target %s has no BF16, and FP32 islands for FP16 would cover "
+                    "%.0f%% of the parameters: %s)", tgt, 100 * x->share, x->islands);
     else if (!R->bf16.supported)
-        set_verdict(R, "fp32 (target %s has no BF16 and FP16 is ruled out)",
-                 tgt);
+        set_verdict(R, "fp32 (target %s has no BF16 and FP16 is ruled out)", tgt);
     else
         set_verdict(R, "fp32 (both 16-bit formats are ruled out)");
 }
