@@ -1,9 +1,8 @@
 /*
  * recommend.h - the rules that turn run summaries into a recommended precision, loss scale,
  * learning rate and clip value, each with the numbers, steps and layers behind it, and the
- * --fail-on conditions. The rules, their thresholds and their sources are in
- * docs/recommendations.md ("(b) Precision", "(c) Clip value", "(d) Learning rate"), the facts
- * they rest on in docs/numerics.md.
+ * --fail-on conditions. The rules (one function each in recommend.c), their thresholds and
+ * their sources are in docs/recommendations.md.
  */
 #ifndef AMPDIAG_RECOMMEND_H
 #define AMPDIAG_RECOMMEND_H
