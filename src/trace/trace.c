@@ -479,12 +479,7 @@ static int write_rows(ampdiag_trace_writer *w, int t, const char *rows, hsize_t 
              H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
              (ms = H5Screate_simple(1, &count, NULL)) >= 0 &&
              H5Dwrite(dset, w->mtype[t], ms, fs, H5P_DEFAULT, rows) >= 0;
-    if (!ok)
-        trace_h5err_capture();
-    if (ms >= 0)
-        H5Sclose(ms);
-    if (fs >= 0)
-        H5Sclose(fs);
+    trace_h5_io_end(ok, ms, fs);
     return ok ? 0 : -1;
 }
 

@@ -377,6 +377,16 @@ void trace_h5err_capture(void)
     have_captured = 1;
 }
 
+void trace_h5_io_end(int ok, hid_t ms, hid_t fs)
+{
+    if (!ok)
+        trace_h5err_capture();
+    if (ms >= 0)
+        H5Sclose(ms);
+    if (fs >= 0)
+        H5Sclose(fs);
+}
+
 void trace_h5err_take(trace_h5err *e)
 {
     if (have_captured)

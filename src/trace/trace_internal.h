@@ -76,6 +76,9 @@ void trace_h5err_get(trace_h5err *e);
  * trace_quiet_begin forgets a capture. */
 void trace_h5err_capture(void);
 void trace_h5err_take(trace_h5err *e);
+/* The end of a hyperslab read or write: capture the error stack when it failed (!ok), then close
+ * the memory and file dataspaces (each when >= 0). */
+void trace_h5_io_end(int ok, hid_t ms, hid_t fs);
 
 /* Silence HDF5's automatic error printing for the duration of a public call. */
 typedef struct trace_quiet {

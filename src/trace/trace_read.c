@@ -559,12 +559,7 @@ static int count_rows(ampdiag_trace_reader *r, int t)
         int ok = fs >= 0 && ms >= 0 &&
                  H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &n, NULL) >= 0 &&
                  H5Dread(r->dset[t], kt, ms, fs, H5P_DEFAULT, buf) >= 0;
-        if (!ok)
-            trace_h5err_capture();
-        if (ms >= 0)
-            H5Sclose(ms);
-        if (fs >= 0)
-            H5Sclose(fs);
+        trace_h5_io_end(ok, ms, fs);
         if (!ok) {
             trace_h5err e;
             trace_h5err_take(&e);
@@ -862,12 +857,7 @@ static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, 
     int ok = fs >= 0 && ms >= 0 &&
              H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL) >= 0 &&
              H5Dread(r->dset[t], r->mtype[t], ms, fs, H5P_DEFAULT, buf) >= 0;
-    if (!ok)
-        trace_h5err_capture();
-    if (ms >= 0)
-        H5Sclose(ms);
-    if (fs >= 0)
-        H5Sclose(fs);
+    trace_h5_io_end(ok, ms, fs);
     int rc = 0;
     if (!ok) {
         trace_h5err e;
