@@ -795,16 +795,19 @@ static void test_round_impls(void)
 }
 
 /* Non-finite values through the elementwise ops, as PyTorch: relu(NaN) = NaN, relu(-inf) = 0,
- * relu(inf) = inf; the backward passes no gradient through a NaN input. */
+ * relu(inf) = inf; the backward (threshold_backward: grad where !(x <= 0)) passes the gradient
+ * through a NaN input, so a NaN in the forward is not turned into a zero gradient. */
 static void test_relu_nonfinite(void)
 {
     const backend *bk = backend_cpu();
-    float in[4] = {NAN, -INFINITY, INFINITY, -1.0f}, out[4], dout[4] = {1, 1, 1, 1}, din[4];
+    float in[4] = {NAN, -INFINITY, INFINITY, -1.0f}, out[4], dout[4] = {2, 3, 5, 7}, din[4];
     bk->relu_fwd(bk, out, in, 4, BK_NO_RND);
     ok(isnan(out[0]) && out[1] == 0.0f && isinf(out[2]) && out[2] > 0 && out[3] == 0.0f,
        "relu: NaN -> NaN, -inf -> 0, inf -> inf, -1 -> 0");
     bk->relu_bwd(bk, din, in, dout, 4, 0.0f, BK_NO_RND);
-    ok(din[0] == 0.0f && din[1] == 0.0f && din[2] == 1.0f && din[3] == 0.0f, "relu backward: gradient only where x > 0");
+    ok(din[0] == dout[0] && din[1] == 0.0f && din[2] == dout[2] && din[3] == 0.0f,
+       "relu backward as PyTorch's threshold_backward: no gradient where x <= 0 (-inf, -1), the "
+       "gradient passes where x is NaN or > 0");
 }
 
 int main(void)

@@ -207,6 +207,22 @@ static void test_unscale_clip(void)
     grads_norm(g, 6, 1.0f / 65536, &ss, &nf);
     ok(g[0] == 65536.0f && g[1] == -131072.0f && g[5] == 2.0f, "the norm leaves the gradients as they were (scaled)");
     ok(nf == 2 && fabs(ss - (1 + 4 + 0x1p-30)) < 1e-15, "norm: 2 non-finite, sum of squares of the finite unscaled values");
+    /* GradScaler's order: the non-finite check is on the values as held (scaled), before they are
+     * unscaled; a finite value whose unscaling overflows (a scale below 1) is not flagged, and the
+     * norm of the unscaled gradients is then inf (over 40 values: the vector lanes and the tail) */
+    float h[41];
+    for (int i = 0; i < 41; i++)
+        h[i] = i == 17 || i == 40 ? 1e30f : 1.0f;
+    double ss2 = 0;
+    uint64_t nf2 = 0;
+    grads_norm(h, 41, 1e10f, &ss2, &nf2);
+    ok(nf2 == 0 && isinf(ss2), "scale 1e-10: finite scaled values overflow when unscaled: not counted as "
+       "non-finite (as GradScaler), the norm's sum of squares is inf (%llu, %g)", (unsigned long long)nf2, ss2);
+    h[3] = NAN;
+    nf2 = 0;
+    ss2 = 0;
+    grads_norm(h, 41, 1.0f, &ss2, &nf2);
+    ok(nf2 == 1 && isfinite(ss2), "a NaN as held is counted; the rest summed (%llu, %g)", (unsigned long long)nf2, ss2);
     /* the optimizer unscales as it reads: (g * 1/scale) * clip, as if unscaled first */
     optim_config c;
     optim_config_default(&c, OPT_SGD);

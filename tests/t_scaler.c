@@ -71,10 +71,20 @@ int main(void)
         ok(run_seq(&s, seq, want, NULL), "growth capped at max_scale");
     }
     c.max_scale = __builtin_inf();
-    c.init = 0x1p1023;
+    c.init = 0x1p127;
     scaler_init(&s, &c);
     for (int i = 0; i < 3; i++) e = scaler_update(&s, 0);
-    ok(scaler_scale(&s) == 0x1p1023 && e == SCALER_KEPT, "growth that would overflow to inf is not applied");
+    ok(scaler_scale(&s) == 0x1p127 && e == SCALER_KEPT,
+       "growth that would overflow a float32 scale to inf is not applied (2^127 stays)");
+    /* the scale is a float32, as GradScaler's: 165 backoffs from 2^16 reach 2^-149, the smallest
+     * float32 subnormal; the 166th gives 2^-150, which rounds (to even) to 0 */
+    c.init = 65536;
+    scaler_init(&s, &c);
+    for (int i = 0; i < 165; i++) scaler_update(&s, 1);
+    double at165 = scaler_scale(&s);
+    scaler_update(&s, 1);
+    ok(at165 == 0x1p-149 && scaler_scale(&s) == 0.0,
+       "float32 scale: 2^-149 after 165 backoffs, 0 after 166 (got %g, %g)", at165, scaler_scale(&s));
 
     /* static and none never change */
     scaler_config_default(&c, SCALER_STATIC);

@@ -89,6 +89,24 @@ static inline float rnd(ampdiag_format f, unsigned flags, float x)
 #define OPTIM_CLONES
 #endif
 
+/* AdamW's scalars for step t, computed in double as PyTorch computes them from Python floats,
+ * then held as the float scalars the element loop uses. */
+typedef struct adamw_coef {
+    float b1, b2, omb1, omb2; /* beta1, beta2, 1 - beta1, 1 - beta2 */
+    float bc1, bc2, sqrt_bc2; /* bias corrections 1 - beta^t and sqrt(1 - beta2^t) */
+    float step;               /* -lr / bc1 */
+    float lrwd;               /* lr * weight_decay */
+} adamw_coef;
+
+static adamw_coef adamw_coefficients(const optim_config *c, long t, float lr)
+{
+    double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+    adamw_coef k = {(float)c->beta1, (float)c->beta2, (float)(1.0 - c->beta1),
+                    (float)(1.0 - c->beta2), (float)bc1, (float)bc2, (float)sqrt(bc2),
+                    (float)(-(double)lr / bc1), (float)(c->weight_decay * (double)lr)};
+    return k;
+}
+
 /* Intended changes dw[0..k) for parameters w[0..k) with gradients (g * ginv) * gscale and state
  * m, v (updated in place). */
 OPTIM_CLONES
@@ -109,26 +127,30 @@ static void compute_dw(const optim *o, const float *w, const float *g, float *m,
         }
         return;
     }
-    float b1 = (float)c->beta1, b2 = (float)c->beta2;
-    float bc1 = (float)(1.0 - pow(c->beta1, (double)o->t));
-    float bc2 = (float)(1.0 - pow(c->beta2, (double)o->t));
-    float wd = (float)(c->weight_decay * lr);
+    /* The coefficients are computed in double and then used as float scalars, as PyTorch does
+     * with its Python-float hyperparameters (1 - beta2 is 0.001f, not 1 - 0.999f = 0.00099998713;
+     * the bias corrections and the step size -lr / bc1 likewise). */
+    const adamw_coef k_ = adamw_coefficients(c, o->t, lr);
+    const float b1 = k_.b1, b2 = k_.b2, omb1 = k_.omb1, omb2 = k_.omb2;
+    const float bc1 = k_.bc1, bc2 = k_.bc2, wd = k_.lrwd;
     float eps = rnd(sf, fl, (float)c->eps);
     if (sf == AMPDIAG_FP32) {
-        float sbc2 = sqrtf(bc2);
+        /* torch.optim.AdamW (foreach, CPU): m.lerp_(g, 1 - b1); v = v * b2 + (1 - b2) g g;
+         * denom = sqrt(v) / sqrt(bc2) + eps; w += (-lr / bc1) * (m / denom) after w *= 1 - lr wd */
+        const float sbc2 = k_.sqrt_bc2, step = k_.step;
         for (size_t i = 0; i < k; i++) {
             float gi = (g[i] * ginv) * gscale;
-            m[i] = b1 * m[i] + (1.0f - b1) * gi;
-            v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+            m[i] = m[i] + omb1 * (gi - m[i]);
+            v[i] = b2 * v[i] + omb2 * gi * gi;
             float denom = sqrtf(v[i]) / sbc2 + eps;
-            dw[i] = -lr * (m[i] / bc1) / denom - wd * w[i];
+            dw[i] = step * (m[i] / denom) - wd * w[i];
         }
         return;
     }
     for (size_t i = 0; i < k; i++) {
         float gi = rnd(sf, fl, (g[i] * ginv) * gscale);
-        m[i] = rnd(sf, fl, rnd(sf, fl, b1 * m[i]) + rnd(sf, fl, (1.0f - b1) * gi));
-        v[i] = rnd(sf, fl, rnd(sf, fl, b2 * v[i]) + rnd(sf, fl, (1.0f - b2) * rnd(sf, fl, gi * gi)));
+        m[i] = rnd(sf, fl, rnd(sf, fl, b1 * m[i]) + rnd(sf, fl, omb1 * gi));
+        v[i] = rnd(sf, fl, rnd(sf, fl, b2 * v[i]) + rnd(sf, fl, omb2 * rnd(sf, fl, gi * gi)));
         float mhat = rnd(sf, fl, m[i] / bc1);
         float vhat = rnd(sf, fl, v[i] / bc2);
         float denom = rnd(sf, fl, rnd(sf, fl, sqrtf(vhat)) + eps);
@@ -330,18 +352,19 @@ void grads_norm(const float *g, size_t n, float inv_scale, double *sumsq, uint64
         size_t kv = k - k % 8;
         for (size_t i = 0; i < kv; i += 8)
             for (int l = 0; l < 8; l++) {
-                float x = gb[i + l] * inv_scale;
-                uint32_t fin = (ampdiag_f32_bits(x) & 0x7fffffffu) < AMPDIAG_F32_INF;
+                /* GradScaler checks the values as held (scaled), then unscales */
+                uint32_t fin = (ampdiag_f32_bits(gb[i + l]) & 0x7fffffffu) < AMPDIAG_F32_INF;
                 badl[l] += !fin;
-                float xf = ampdiag_f32_from_bits(ampdiag_f32_bits(x) & (0u - fin));
-                ssl[l] += (double)xf * xf;
+                float x = ampdiag_f32_from_bits(ampdiag_f32_bits(gb[i + l]) & (0u - fin)) * inv_scale;
+                ssl[l] += (double)x * x; /* inf when unscaling overflowed: the norm is inf */
             }
         for (size_t i = kv; i < k; i++) {
-            float x = gb[i] * inv_scale;
-            if (isfinite(x))
+            if (isfinite(gb[i])) {
+                float x = gb[i] * inv_scale;
                 ssl[0] += (double)x * x;
-            else
+            } else {
                 nf++;
+            }
         }
         for (int l = 0; l < 8; l++) {
             nf += badl[l];

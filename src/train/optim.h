@@ -81,9 +81,10 @@ void optim_update_stats(const optim *o, const float *w_old, const float *dw, siz
                         ampdiag_hist *hu);
 
 /*
- * Gradient norm without touching the gradients: the sum of squares (double) of the unscaled
- * values g[i] * inv_scale and the number of those that are not finite are added to *sumsq and
- * *nonfinite.
+ * Gradient norm without touching the gradients: the number of non-finite values as held
+ * (scaled: GradScaler checks before it unscales) is added to *nonfinite, and the sum of squares
+ * (double) of the unscaled finite ones, g[i] * inv_scale, to *sumsq (+inf where unscaling a
+ * finite value overflows, as the norm of the unscaled gradients then is).
  */
 void grads_norm(const float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite);
 

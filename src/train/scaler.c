@@ -6,7 +6,9 @@
  * counts up and, when it reaches growth_interval, the scale is multiplied by growth_factor
  * (only if the result is finite) and the tracker reset. Two DeepSpeed options are added:
  * min_scale (a backoff never goes below it) and hysteresis (the first hysteresis-1 overflows
- * since the last growth leave the scale unchanged; the step is still skipped).
+ * since the last growth leave the scale unchanged; the step is still skipped). The scale is held
+ * as a float32, as GradScaler's is (its _amp_update_scale_ multiplies the float scale by the
+ * double factor and stores the result as float).
  */
 #include "train/scaler.h"
 
@@ -27,7 +29,7 @@ void scaler_config_default(scaler_config *c, scaler_kind kind)
 void scaler_init(scaler *s, const scaler_config *c)
 {
     s->cfg = *c;
-    s->scale = c->kind == SCALER_NONE ? 1.0 : c->init;
+    s->scale = c->kind == SCALER_NONE ? 1.0f : (float)c->init;
     s->growth_tracker = 0;
     s->hysteresis_left = c->hysteresis > 0 ? c->hysteresis : 1;
 }
@@ -46,15 +48,15 @@ scaler_event scaler_update(scaler *s, int found_nonfinite)
         }
         if (s->cfg.min_scale > 0 && s->scale <= s->cfg.min_scale)
             return SCALER_AT_MIN;
-        double next = s->scale * s->cfg.backoff_factor;
+        double next = (double)s->scale * s->cfg.backoff_factor;
         if (s->cfg.min_scale > 0 && next < s->cfg.min_scale)
             next = s->cfg.min_scale;
-        s->scale = next;
+        s->scale = (float)next;
         return SCALER_BACKED_OFF;
     }
     if (++s->growth_tracker >= s->cfg.growth_interval) {
         s->growth_tracker = 0;
-        double next = s->scale * s->cfg.growth_factor;
+        float next = (float)((double)s->scale * s->cfg.growth_factor);
         if (isfinite(next) && next <= s->cfg.max_scale) {
             s->scale = next;
             s->hysteresis_left = s->cfg.hysteresis > 0 ? s->cfg.hysteresis : 1;

@@ -25,7 +25,8 @@ void scaler_config_default(scaler_config *c, scaler_kind kind);
 
 typedef struct scaler {
     scaler_config cfg;
-    double scale;
+    float scale;          /* a float32, as GradScaler's _scale tensor: updates are computed in
+                             double and rounded to float (halving ends at 2^-149, then 0) */
     int growth_tracker;   /* consecutive finite steps since the last growth or overflow */
     int hysteresis_left;
 } scaler;

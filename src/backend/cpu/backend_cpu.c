@@ -380,7 +380,9 @@ KERNEL void relu_bwd_k(float *dinp, const float *inp, const float *dout, size_t 
 {
     for (size_t i = 0; i < n; i++) {
         float d = dout[i]; /* loaded unconditionally: the loop then vectorises */
-        dinp[i] = R(inp[i] > 0.0f ? d : 0.0f);
+        /* as PyTorch's threshold_backward: no gradient where the input is <= 0; a NaN input
+         * passes the gradient through (NaN <= 0 is false), so NaN propagates */
+        dinp[i] = R(!(inp[i] <= 0.0f) ? d : 0.0f);
     }
 }
 
