@@ -2,20 +2,47 @@
 # Install what ampdiag needs to build, test, draw charts and make its man page (help2man) on
 # Debian/Ubuntu (run as root, or with sudo available). Non-interactive; does nothing when every
 # package is already there.
+#
+#   scripts/install-deps.sh                 the Debian packages
+#   scripts/install-deps.sh --with-torch    also a Python virtual environment .venv (or $VENV)
+#                                           with PyTorch (CPU use; its Linux wheel pulls NVIDIA
+#                                           libraries, several GB), numpy and h5py, for the tests
+#                                           that check ampdiag against PyTorch (tests/t_pytorch.sh)
 set -eu
+with_torch=0
+for a in "$@"; do
+    case $a in
+    --with-torch) with_torch=1 ;;
+    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    *) echo "install-deps: unknown option '$a' (see --help)" >&2; exit 2 ;;
+    esac
+done
 PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev hdf5-tools libopenblas-dev gnuplot-nox time help2man"
+[ $with_torch -eq 0 ] || PKGS="$PKGS python3 python3-venv"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
 if [ -z "$missing" ]; then
     echo "install-deps: all packages present"
-    exit 0
+else
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "install-deps: installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "install-deps: installing$missing"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+if [ $with_torch -eq 1 ]; then
+    venv=${VENV:-.venv}
+    if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import torch, numpy, h5py' 2>/dev/null; then
+        echo "install-deps: $venv has torch, numpy and h5py"
+    else
+        echo "install-deps: installing torch, numpy and h5py into $venv (several GB)"
+        python3 -m venv "$venv"
+        "$venv/bin/python" -m pip install -q --upgrade pip
+        "$venv/bin/python" -m pip install -q torch numpy h5py
+        "$venv/bin/python" -c 'import torch, numpy, h5py; print("install-deps: torch", torch.__version__)'
+    fi
+fi

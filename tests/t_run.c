@@ -287,6 +287,21 @@ static void test_scenarios(void)
         ok(at_min >= 8, "overflow at the minimum scale is recorded (%d events)", at_min);
         unload(&t);
     } else ok(0, "sc.h5 readable");
+    /* ... and, with every step skipped there, the run diverges after --patience skipped steps at
+     * the floor (16 backoffs to 1, then 20 steps: steps 16..35) instead of running on */
+    ok(run("run --scenario fp16-scale-collapse --steps 200 --progress none -o %s", p("sc2.h5")) == 0,
+       "scenario fp16-scale-collapse, 200 steps asked");
+    if (load(&t, p("sc2.h5")) == 0) {
+        const ampdiag_trace_event *dv = NULL;
+        for (size_t i = 0; i < t.ne; i++)
+            if (t.events[i].code == AMPDIAG_EV_DIVERGENCE)
+                dv = &t.events[i];
+        ok(ampdiag_trace_status_of(t.r) == AMPDIAG_STATUS_DIVERGED && t.ns == 36 && dv && dv->step == 16 &&
+               strstr(dv->message, "floor") != NULL,
+           "every step skipped at the scale's floor: diverged after 36 steps, the divergence from step 16 (%zu "
+           "steps, %s)", t.ns, dv ? dv->message : "no divergence event");
+        unload(&t);
+    } else ok(0, "sc2.h5 readable");
 
     /* bf16-pure: updates round away; bf16 with FP32 master weights keeps them */
     ok(run("run --scenario bf16-pure-lost-updates --steps 20 --progress none -o %s", p("lp.h5")) == 0 &&

@@ -788,17 +788,27 @@ static void find_divergence(an_run *r, const ampdiag_trace_step *st, size_t n,
         if (ev[i].code == AMPDIAG_EV_DIVERGENCE) {
             r->diverged = 1;
             r->divergence_step = ev[i].step;
+            snprintf(r->divergence_why, sizeof r->divergence_why, "%s", ev[i].message);
             return;
         }
     if (n == 0)
         return;
     mon_diverge d;
     mon_diverge_init(&d);
-    for (size_t i = 0; i < n; i++)
-        mon_diverge_push(&d, st[i].step, st[i].loss, st[i].skipped != 0);
-    if (d.streak >= MON_DIVERGE_PATIENCE || (d.streak > 0 && r->status == AMPDIAG_STATUS_DIVERGED)) {
+    int dynamic = strcmp(r->loss_scale_mode, "dynamic") == 0;
+    int is_static = strncmp(r->loss_scale_mode, "static", 6) == 0;
+    long streak = 0;
+    int why = 0;
+    for (size_t i = 0; i < n; i++) {
+        int at_floor = mon_scale_at_floor(dynamic, is_static, st[i].loss_scale, r->scaler_min);
+        streak = mon_diverge_push(&d, st[i].step, st[i].loss, st[i].skipped != 0, at_floor, &why);
+    }
+    if (streak >= MON_DIVERGE_PATIENCE || (streak > 0 && r->status == AMPDIAG_STATUS_DIVERGED)) {
         r->diverged = 1;
-        r->divergence_step = d.since;
+        r->divergence_step = why ? d.floor_since : d.since;
+        snprintf(r->divergence_why, sizeof r->divergence_why, "%s",
+                 why ? "steps skipped in a row with the loss scale at its floor"
+                     : "loss non-finite or exploded");
     } else if (r->status == AMPDIAG_STATUS_DIVERGED) {
         r->diverged = 1;
         r->divergence_step = st[n - 1].step;

@@ -259,6 +259,8 @@ typedef struct an_run {
     /* divergence and spikes */
     int diverged;
     int64_t divergence_step;       /* -1 */
+    char divergence_why[AMPDIAG_TRACE_MESSAGE_LEN]; /* the divergence event's message, or the
+                                                       rule that found it ("" when none) */
     size_t loss_spikes;
     int64_t spike_steps[6];
     size_t n_spike_listed;

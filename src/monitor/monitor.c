@@ -96,8 +96,8 @@ void mon_diverge_init(mon_diverge *d)
 {
     d->first = NAN;
     d->have_first = 0;
-    d->streak = 0;
-    d->since = -1;
+    d->streak = d->floor_streak = 0;
+    d->since = d->floor_since = -1;
 }
 
 int mon_exploded(const mon_diverge *d, double loss)
@@ -108,7 +108,14 @@ int mon_exploded(const mon_diverge *d, double loss)
            loss > MON_DIVERGE_FACTOR * fmax(d->first, MON_DIVERGE_FLOOR);
 }
 
-long mon_diverge_push(mon_diverge *d, int64_t step, double loss, int skipped)
+int mon_scale_at_floor(int dynamic, int is_static, double scale, double min_scale)
+{
+    if (is_static)
+        return 1;
+    return dynamic && scale <= fmax(min_scale, 1.0);
+}
+
+long mon_diverge_push(mon_diverge *d, int64_t step, double loss, int skipped, int at_floor, int *why)
 {
     if (!d->have_first) {
         d->first = loss;
@@ -124,5 +131,14 @@ long mon_diverge_push(mon_diverge *d, int64_t step, double loss, int skipped)
         d->streak = 0;
         d->since = -1;
     }
-    return d->streak;
+    if (!skipped) {
+        d->floor_streak = 0;
+        d->floor_since = -1;
+    } else if (at_floor) {
+        if (d->floor_streak++ == 0)
+            d->floor_since = step;
+    }
+    if (why)
+        *why = d->floor_streak > d->streak;
+    return d->floor_streak > d->streak ? d->floor_streak : d->streak;
 }

@@ -53,8 +53,12 @@ int mon_spike_push(mon_spike *s, double loss);
  * Divergence: a loss that is non-finite or above MON_DIVERGE_FACTOR times the first loss
  * (floored at MON_DIVERGE_FLOOR) has "exploded". A run diverges after `patience` updated steps
  * in a row whose loss exploded (default MON_DIVERGE_PATIENCE). A skipped step (the loss scaler
- * refused the update: the weights did not change) neither extends nor breaks the streak: that
- * is a format problem the scaler is handling, not divergence.
+ * refused the update: the weights did not change) neither extends nor breaks that streak: a
+ * format problem the scaler is handling is not divergence, as long as the scaler can still
+ * handle it. It cannot once the scale is at its floor: a static scale, or a dynamic one at or
+ * below max(its minimum, 1), where the gradients overflow even unscaled. So a run also diverges
+ * after `patience` skipped steps in a row at the floor (any updated step breaks that streak):
+ * a run that skips every step ends diverged instead of running on with a scale falling to 0.
  * ------------------------------------------------------------------------------------------ */
 
 #define MON_DIVERGE_FACTOR 100.0
@@ -66,12 +70,19 @@ typedef struct mon_diverge {
     int have_first;
     long streak;    /* exploded updated steps in a row */
     int64_t since;  /* step the streak began; -1 when streak == 0 */
+    long floor_streak;    /* skipped steps in a row at the scale's floor */
+    int64_t floor_since;  /* step that streak began; -1 when 0 */
 } mon_diverge;
 
 void mon_diverge_init(mon_diverge *d);
 /* 1 when this loss counts as exploded against the first loss. */
 int mon_exploded(const mon_diverge *d, double loss);
-/* Feed one step; returns the streak after it. */
-long mon_diverge_push(mon_diverge *d, int64_t step, double loss, int skipped);
+/* 1 when a step that ran with this loss scale was at the floor of its scaler: static (any
+ * scale), or dynamic at or below max(min_scale, 1). */
+int mon_scale_at_floor(int dynamic, int is_static, double scale, double min_scale);
+/* Feed one step (skipped: the scaler refused the update; at_floor: mon_scale_at_floor of the
+ * step's scale). Returns the longer of the two streaks after it; *why (may be NULL) says which:
+ * 0 exploded losses, 1 skipped steps at the floor. d->since / d->floor_since say where each began. */
+long mon_diverge_push(mon_diverge *d, int64_t step, double loss, int skipped, int at_floor, int *why);
 
 #endif

@@ -593,8 +593,8 @@ static void summary_loss(FILE *f, const an_run *r, const an_findings *fd)
     else
         fprintf(f, "  no skipped steps\n");
     if (r->diverged)
-        fprintf(f, "  diverged: loss non-finite or exploded from step %" PRId64 " on\n",
-                r->divergence_step);
+        fprintf(f, "  diverged from step %" PRId64 ": %s\n", r->divergence_step,
+                str_or(r->divergence_why, "the trace's status says so"));
 }
 
 static void summary_layers(FILE *f, const an_run *r, const an_findings *fd)

@@ -719,8 +719,11 @@ static int step_once(run *R, long t, double t0, int *stop, char *err, size_t err
     r->loss_last = loss;
     if (isfinite(loss) && !(loss >= r->loss_min))
         r->loss_min = loss;
-    long streak = mon_diverge_push(&R->div, t, loss, skip);
-    r->diverged_at = streak > 0 ? (long)R->div.since : -1;
+    int at_floor = mon_scale_at_floor(c->scaler.kind == SCALER_DYNAMIC, c->scaler.kind == SCALER_STATIC,
+                                      scale, c->scaler.min_scale);
+    int floor_why = 0;
+    long streak = mon_diverge_push(&R->div, t, loss, skip, at_floor, &floor_why);
+    r->diverged_at = streak > 0 ? (long)(floor_why ? R->div.floor_since : R->div.since) : -1;
     size_t window_n = R->spike.w.n;
     if (mon_spike_push(&R->spike, loss)) {
         char msg[96];
@@ -752,9 +755,13 @@ static int step_once(run *R, long t, double t0, int *stop, char *err, size_t err
     r->steps_done = t + 1;
 
     if (streak >= c->patience) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "loss non-finite or above %gx its first value for %ld steps since step %ld",
-                 MON_DIVERGE_FACTOR, streak, r->diverged_at);
+        char msg[192];
+        if (floor_why)
+            snprintf(msg, sizeof msg, "%ld steps in a row skipped with the loss scale at its floor (%g) since step %ld: "
+                     "the gradients overflow even unscaled", streak, scale, r->diverged_at);
+        else
+            snprintf(msg, sizeof msg, "loss non-finite or above %gx its first value for %ld steps since step %ld",
+                     MON_DIVERGE_FACTOR, streak, r->diverged_at);
         if ((rc = event(R, r->diverged_at, -1, AMPDIAG_EV_DIVERGENCE, loss, msg, err, errlen)) ||
             (rc = event(R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: diverged", err, errlen)))
             return rc;
