@@ -70,7 +70,10 @@ wait
 run ld-fp32 --scenario lr-diverge --precision fp32 &
 run ld-fp16 --scenario lr-diverge --precision fp16 &
 wait
-run ld-bf16 --scenario lr-diverge --precision bf16
+run ld-bf16 --scenario lr-diverge --precision bf16 &
+run tu-fp32 --scenario fp16-tail-underflow --precision fp32 &
+wait
+run tu-fp16 --scenario fp16-tail-underflow
 if [ -s "$T/failed-runs" ]; then
     for r in $(cat "$T/failed-runs"); do echo "# run $r failed:"; diag "$T/$r.log"; done
     echo "Bail out! ampdiag run failed"
@@ -84,6 +87,19 @@ cmp() { # out-name args... (JSON to $T/out-name.json, exit status to $T/out-name
     echo $? >"$T/$out.rc"
 }
 rc() { cat "$T/$1.rc"; }
+
+# ---------------------------------------------------------------- observed beats predicted
+# fp16-tail-underflow: a fifth of fc4's activation gradients would flush to zero in FP16 (values
+# of confidently classified examples) but they carry none of the gradient's squared norm, and
+# the FP16 run was healthy: FP16 stays viable, the prediction is a warning that says why
+cmp tu "$T/tu-fp32.h5" "$T/tu-fp16.h5"
+jcheck "$T/tu.json" 'P["fp16"]["viable"] and not P["fp16"]["ruled_out"] and d["runs"][1]["stability"]["skipped"] == 0' \
+    "tail underflow: the healthy fp16 run keeps fp16 viable"
+jcheck "$T/tu.json" 'any("predicted from fp32" in w and "flush to zero" in w and "not decisive" in w and "an FP16 run was run and is healthy" in w for w in R["warnings"])' \
+    "tail underflow: the what-if flush is a warning: the observed run decides"
+cmp tu1 "$T/tu-fp32.h5"
+jcheck "$T/tu1.json" 'P["fp16"]["viable"] and any("squared norm" in w and "not decisive" in w for w in R["warnings"])' \
+    "tail underflow, FP32 trace alone: the flushed values carry no weight, fp16 is not ruled out"
 
 # ---------------------------------------------------------------- healthy
 cmp healthy "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" --fail-on all

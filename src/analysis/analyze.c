@@ -91,6 +91,28 @@ static double quantile_sorted(const double *v, size_t n, double p)
     return v[i] + f * (v[i + 1] - v[i]);
 }
 
+double an_hist_fp16_flushed_norm(const uint64_t *hist, int shift)
+{
+    /* each bin's values weighed by the square of its geometric centre, 2^(e + 1/2); relative
+     * to the largest bin so that no power of two overflows */
+    int top = -1;
+    for (int b = AMPDIAG_HIST_NEXP - 1; b >= 0 && top < 0; b--)
+        if (hist[b])
+            top = b;
+    if (top < 0)
+        return 0;
+    double all = 0, fl = 0;
+    for (int b = 0; b <= top; b++) {
+        if (!hist[b])
+            continue;
+        double w = (double)hist[b] * ldexp(1.0, 2 * (b - top));
+        all += w;
+        if (b + AMPDIAG_HIST_EMIN + shift <= -26)
+            fl += w;
+    }
+    return all > 0 ? fl / all : 0;
+}
+
 void an_hist_fp16_at_scale(const uint64_t *hist, int shift, double *flushed, double *subnormal,
                            uint64_t *nonzero)
 {

@@ -311,6 +311,10 @@ double an_median(double *v, size_t n); /* reorders v; NaN when n == 0 */
  * flushed to zero in FP16 (|x| * 2^shift <= 2^-25), and would be FP16 subnormals. */
 void an_hist_fp16_at_scale(const uint64_t *hist, int shift, double *flushed, double *subnormal,
                            uint64_t *nonzero);
+/* The share of the squared norm of a histogram's non-zero finite values (each bin weighed by
+ * the square of its centre) that times 2^shift would flush to zero in FP16: the weight of the
+ * flushed values in the gradient, where the share of values counts each alike. */
+double an_hist_fp16_flushed_norm(const uint64_t *hist, int shift);
 /* log2 of the p-quantile (0..1) of the non-zero finite magnitudes (bin lower edge); NaN if
  * none. */
 double an_hist_quantile_log2(const uint64_t *hist, double p);

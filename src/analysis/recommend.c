@@ -50,6 +50,8 @@
 #define SKIP_RATE_MAX (1.0 / 500.0) /* skipped steps after calibration (PyTorch GradScaler docs) */
 #define SKIP_MIN_COUNT 2            /* ... and at least this many (one skip is no rate) */
 #define FLUSH_MAX 0.01              /* fraction of a layer's gradients flushed at a loss scale */
+#define FLUSH_NORM_MAX 0.01         /* ... and the share of its squared norm they carry: a
+                                       prediction rules FP16 out only when both are reached */
 #define SUBNORMAL_WARN 0.01         /* fraction of a layer's gradients FP16 subnormal at it */
 #define GRAD_RANGE_QUANTILE 0.01    /* gradient range: largest / this quantile (1st percentile) */
 #define SCALE_INIT_LOG2 16          /* GradScaler's initial 2^16 when no gradient was traced */
@@ -381,10 +383,11 @@ static int scale_log2(double g)
 static int scale_cell(const an_run *r, size_t l, int kind, rec_scale *s, uint64_t *all)
 {
     const an_cell *c = &r->layers[l].cell[kind];
-    double fl, sub;
+    double fl, sub, fln = NAN;
     uint64_t nz;
     if (c->hist) {
         an_hist_fp16_at_scale(c->hist, s->log2, &fl, &sub, &nz);
+        fln = an_hist_fp16_flushed_norm(c->hist, s->log2);
         if (all)
             for (int b = 0; b < AMPDIAG_HIST_BINS; b++)
                 all[b] += c->hist[b];
@@ -397,6 +400,7 @@ static int scale_cell(const an_run *r, size_t l, int kind, rec_scale *s, uint64_
         s->flushed = fl;
         s->flushed_layer = (int)l;
         s->flushed_kind = kind;
+        s->flushed_norm = fln;
     }
     if (sub > s->subnormal) {
         s->subnormal = sub;
@@ -425,6 +429,7 @@ static void scale_rule(const an_run *r, size_t ri, rec_scale *s)
     memset(s, 0, sizeof *s);
     s->max_grad = -1;
     s->flushed = s->subnormal = s->flushed1 = 0;
+    s->flushed_norm = NAN;
     s->flushed_layer = s->subnormal_layer = s->flushed1_layer = -1;
     s->range_log2 = NAN;
     scale_largest_gradient(r, s);
@@ -466,6 +471,11 @@ typedef struct prec_ctx {
     const an_run *fwd_src;  /* (b)3: the run the range what-ifs read, or NULL */
     int fp16_fwd;           /* (b)3/(b)4: FP16 overflows in the forward pass */
     int islands_partial;    /* islands known only from an FP16 run's first overflowing layer */
+    int range_decisive;     /* (b)5: the gradient range ruled FP16 out (scale_check_flush/span) */
+    const an_run *fp16_healthy; /* (b)4: an FP16 run that was run and is healthy (no NaN/inf,
+                                   skips within the limit, loss within the band), or NULL: what
+                                   it did outweighs what-if predictions (observed beats
+                                   predicted) */
     uint64_t island_params; /* parameters of the islands */
     char islands[256];      /* FP32 islands that would let FP16 run: "fc1,fc2" */
     int bf16_bad;           /* (b)6: a decisive rule rules BF16 out */
@@ -762,8 +772,12 @@ static void rule_fp16_runs(prec_ctx *x)
             fp16_note_clean(x, r);
         if (!r->scaled && strcmp(r->loss_scale_mode, "none") == 0)
             f16->needs_scaling |= 2; /* ran without scaling: say what scaling would change */
-        if (!bad)
+        if (!bad) {
+            int before = f16->decisive;
             fp16_check_gap(x, r, i);
+            if (!f16->decisive && !before && !x->fp16_healthy)
+                x->fp16_healthy = r;
+        }
     }
 }
 
@@ -776,10 +790,25 @@ static void scale_check_flush(prec_ctx *x, const an_run *sr, const char *a)
 {
     const rec_scale *S = &x->R->scale;
     rec_format *f16 = &x->R->fp16;
-    char b[192];
+    char b[192], nb[64] = "";
     if (!(S->flushed_layer >= 0 && S->flushed >= FLUSH_MAX))
         return;
     pct(b, sizeof b, S->flushed);
+    if (!isnan(S->flushed_norm))
+        pct(nb, sizeof nb, S->flushed_norm);
+    if (x->fp16_healthy || (!isnan(S->flushed_norm) && S->flushed_norm < FLUSH_NORM_MAX)) {
+        /* observed beats predicted; and flushed values that carry almost none of the
+         * gradient's norm do not decide */
+        strlist_addf(&x->R->warnings,
+                     "predicted from %s: at loss scale %s, %s of %s %s flush to zero in FP16%s%s%s; "
+                     "not decisive: %s",
+                     sr->label, a, b, sr->layers[S->flushed_layer].name, kind_short(S->flushed_kind),
+                     *nb ? " (" : "", nb, *nb ? " of their squared norm)" : "",
+                     x->fp16_healthy ? "an FP16 run was run and is healthy, and what it did decides"
+                                     : "the flushed values carry less than 1% of the gradient's "
+                                       "squared norm");
+        return;
+    }
     strlist_addf(&f16->issues,
                  "gradient range: even at the best loss scale %s (largest gradient %.3g in %s "
                  "%s, step %" PRId64 ", kept under 65504/2) %s of %s %s flush to zero in FP16 "
@@ -790,6 +819,7 @@ static void scale_check_flush(prec_ctx *x, const an_run *sr, const char *a)
     summary(f16, "%s of %s %s flush to zero even at loss scale %s", b,
             sr->layers[S->flushed_layer].name, kind_short(S->flushed_kind), a);
     f16->decisive = 1;
+    x->range_decisive = 1;
 }
 
 /* The gradients span more than FP16_SPAN_LOG2 (2^40, max / 1st percentile): FP16 decisively
@@ -800,11 +830,30 @@ static void scale_check_span(prec_ctx *x, const an_run *sr, const char *a)
     (void)a;
     if (!(isfinite(S->range_log2) && S->range_log2 > FP16_SPAN_LOG2))
         return;
+    int harmless = S->flushed_layer < 0 || S->flushed < FLUSH_MAX ||
+                   (!isnan(S->flushed_norm) && S->flushed_norm < FLUSH_NORM_MAX);
+    if (x->fp16_healthy || harmless) {
+        char b[64];
+        pct(b, sizeof b, isnan(S->flushed_norm) ? 0 : S->flushed_norm);
+        if (x->fp16_healthy)
+            strlist_addf(&x->R->warnings,
+                         "predicted from %s: the gradients span 2^%.1f (largest / 1st percentile), "
+                         "more than FP16's 2^40; not decisive: %s was run and is healthy, and what "
+                         "it did decides", sr->label, S->range_log2, x->fp16_healthy->label);
+        else
+            strlist_addf(&x->R->warnings,
+                         "predicted from %s: the gradients span 2^%.1f (largest / 1st percentile), "
+                         "more than FP16's 2^40; not decisive: at the suggested loss scale the "
+                         "values that flush carry %s of the worst layer's squared gradient norm "
+                         "(under 1%% does not rule FP16 out)", sr->label, S->range_log2, b);
+        return;
+    }
     strlist_addf(&x->R->fp16.issues,
                  "gradient range: the gradients span 2^%.1f (largest / 1st percentile), more "
                  "than FP16's 2^40 (from %s)", S->range_log2, sr->label);
     summary(&x->R->fp16, "the gradients span 2^%.0f, more than FP16's 2^40", S->range_log2);
     x->R->fp16.decisive = 1;
+    x->range_decisive = 1;
 }
 
 /* Without scaling (a run that ran unscaled), some layer flushes >= FLUSH_MAX: FP16 needs loss
@@ -1103,8 +1152,7 @@ static void rule_viability(prec_ctx *x)
     x->share = base->params ? (double)x->island_params / (double)base->params : 1;
     if (x->fwd_src && x->fwd_src->params)
         x->share = (double)x->island_params / (double)x->fwd_src->params;
-    int other_fp16 = S->have && (S->flushed >= FLUSH_MAX ||
-                                 (isfinite(S->range_log2) && S->range_log2 > FP16_SPAN_LOG2));
+    int other_fp16 = S->have && x->range_decisive;
     x->islands_ok = x->fp16_fwd && !x->islands_partial && !other_fp16 && x->islands[0] &&
                     x->share <= ISLAND_SHARE_MAX && f16->supported;
 }

@@ -57,6 +57,8 @@ typedef struct rec_scale {
     int from_hist;        /* fractions below come from histograms (else from bounds) */
     double flushed;       /* largest per-layer fraction of non-zero gradients flushed at 2^log2 */
     int flushed_layer, flushed_kind;
+    double flushed_norm;  /* that layer's share of its gradients' squared norm flushed at 2^log2
+                             (from the histogram; NaN from bounds) */
     double subnormal;     /* largest per-layer fraction that are FP16 subnormals at 2^log2 */
     int subnormal_layer, subnormal_kind;
     double flushed1;      /* largest per-layer fraction flushed without scaling (scale 1) */

@@ -35,6 +35,10 @@ static const struct scenario {
      "a learning rate so large that training diverges in every precision"},
     {"fp16-adam-eps", "--precision fp16 --optim-state fp16 --steps 200",
      "AdamW state held in FP16: eps 1e-8 rounds to 0, zero gradients give 0/0 = NaN weights"},
+    {"fp16-tail-underflow", "--precision fp16 --lr 3e-3 --steps 1500",
+     "long training: confidently classified examples' gradients are tiny and a fifth of fc4's "
+     "activation gradients would flush in FP16, but they carry none of the gradient's norm: "
+     "FP16 trains fine"},
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 
