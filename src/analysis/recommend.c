@@ -71,6 +71,11 @@
 #define SPIKE_RATE_MAX (1.0 / 1000) /* loss spikes per step */
 #define SPIKE_MIN_COUNT 2           /* ... and at least this many */
 #define LR_SWEEP_MAX 64             /* learning rates a sweep compares */
+#define LEARNED_FRACTION 0.9        /* final-window loss below this share of the first: it learns */
+#define DEAD_SHARE 0.5              /* a layer's weight gradients exactly 0: its units died */
+#define LR_DEAD_FACTOR 0.1          /* dead units at the run's lr: lower it a decade */
+#define RATIO_STRONG 0.1            /* a healthy run's ratio above this still means "lower" */
+#define LR_DIVERGE_MIN 1e-3         /* divergence: lr x at least this (the evidence may ask a lot) */
 
 /* clip (c) */
 #define CLIP_MIN_NORMS 20           /* gradient norms needed for a clip value */
@@ -1389,6 +1394,14 @@ static void run_precision_rules(const an_run *runs, size_t n, const an_compariso
  * Learning rate (d). The rules run in order until one returns 1 (the lr is settled).
  * ------------------------------------------------------------------------------------------ */
 
+/* The run learned: its final-window training loss is finite and below LEARNED_FRACTION of its
+ * first loss (a network that predicts the class prior sits at ln K, its first loss). */
+static int learned(const an_run *r)
+{
+    return isfinite(r->tail_mean) && isfinite(r->loss_first) &&
+           r->tail_mean < LEARNED_FRACTION * r->loss_first;
+}
+
 typedef struct lr_ctx {
     const an_run *runs;
     size_t n;
@@ -1486,6 +1499,15 @@ static int lr_rule_sweep(lr_ctx *x)
 }
 
 /* The step a failed run fails from, and how ("diverges" / "has a non-finite loss"). */
+/* Index in r->steps of step (or the last before it); -1 when none. */
+static long lr_step_index(const an_run *r, int64_t step)
+{
+    long k = -1;
+    for (size_t i = 0; i < r->nsteps && r->steps[i].step <= step; i++)
+        k = (long)i;
+    return k;
+}
+
 static int64_t fail_step(const an_run *r) { return r->diverged ? r->divergence_step : r->first_nonfinite_loss_step; }
 static const char *fail_how(const an_run *r) { return r->diverged ? "diverges" : "has a non-finite loss"; }
 
@@ -1506,13 +1528,23 @@ static int lr_rule_divergence(lr_ctx *x)
                          fail_how(&x->runs[i]), fail_step(&x->runs[i]));
     R->lr = LR_LOWER;
     if (isfinite(r) && r > RATIO_HIGH) {
-        R->lr_factor = fmax(LR_LOWER_MIN, RATIO_TARGET / r);
+        /* below where the instability began, by as much as the ratio says: not capped at 10x */
+        R->lr_factor = fmax(LR_DIVERGE_MIN, fmin(LR_STEP, RATIO_TARGET / r));
         strlist_addf(&R->lr_why, "median update/weight ratio %.3g in %s (target ~1e-3): lr x "
-                     "max(0.1, 1e-3 / %.3g) = x%.3g", r, base->label, r, R->lr_factor);
+                     "min(0.5, 1e-3 / %.3g) = x%.3g", r, base->label, r, R->lr_factor);
     } else {
         R->lr_factor = LR_STEP;
         strlist_addf(&R->lr_why, "the same in every precision, so not a format limit: lr x 0.5 "
                      "and a longer warm-up (>= 2k steps for large models), a heuristic step");
+    }
+    /* a schedule that was still warming up when the run broke: below the lr it had reached */
+    int64_t at = fail_step(base);
+    long k = at >= 0 ? lr_step_index(base, at) : -1;
+    if (k >= 0 && isfinite(base->steps[k].lr) && base->steps[k].lr > 0 &&
+        base->steps[k].lr * LR_STEP < base->lr * R->lr_factor) {
+        R->lr_factor = base->steps[k].lr * LR_STEP / base->lr;
+        strlist_addf(&R->lr_why, "the instability began at step %" PRId64 " with lr %.3g (warm-up): "
+                     "lr x 0.5 of that = x%.3g of the peak", at, base->steps[k].lr, R->lr_factor);
     }
     R->lr_suggested = base->lr * R->lr_factor;
     snprintf(R->lr_line, sizeof R->lr_line, "lower to %.3g (x%.3g): training diverges in %s",
@@ -1539,6 +1571,35 @@ static int lr_rule_format_caused(lr_ctx *x)
                          x->base->label);
     }
     return 0;
+}
+
+/* (d)2b Dead units. Reads: the baseline's final-window loss against its first, and the largest
+ * share of a layer's weight-gradient values that are exactly 0 (findings). Decides: a run that
+ * does not learn (LEARNED_FRACTION) while some layer's weight gradients are >= DEAD_SHARE
+ * exactly zero has dead units (ReLUs pushed below zero for every example by too large a step):
+ * the lr is too high, LR_LOWER x LR_DEAD_FACTOR, never "raise" (the tiny update/weight ratio
+ * there is zero gradients, not a small lr). */
+static int lr_rule_dead_units(lr_ctx *x)
+{
+    recommendation *R = x->R;
+    const an_run *b = x->base;
+    const an_findings *f = &b->find;
+    if (learned(b) || run_failed(b) || f->zero_grad_layer < 0 || f->zero_grad_fraction < DEAD_SHARE)
+        return 0;
+    char a[32];
+    pct(a, sizeof a, f->zero_grad_fraction);
+    R->lr = LR_LOWER;
+    R->lr_factor = LR_DEAD_FACTOR;
+    R->lr_suggested = b->lr * R->lr_factor;
+    strlist_addf(&R->lr_why, "%s does not learn: its final training loss %.4g is not below %.0f%% "
+                 "of its first, %.4g (the loss of predicting the class prior), and %s of %s's "
+                 "weight-gradient values are exactly 0: units died (too large a step pushed them "
+                 "below zero for every example): the lr is too high, never too low; lr x %.1f",
+                 b->label, b->tail_mean, 100 * LEARNED_FRACTION, b->loss_first, a,
+                 b->layers[f->zero_grad_layer].name, LR_DEAD_FACTOR);
+    snprintf(R->lr_line, sizeof R->lr_line, "lower to %.3g (x%.3g): units died and the loss stays "
+             "at its first value", R->lr_suggested, R->lr_factor);
+    return 1;
 }
 
 /* No update/weight ratio in the baseline: LR_UNKNOWN. */
@@ -1568,7 +1629,19 @@ static int lr_rule_ratio(lr_ctx *x)
     double steps = (double)base->nsteps;
     int spiky = base->loss_spikes >= SPIKE_MIN_COUNT && steps > 0 &&
                 (double)base->loss_spikes / steps > SPIKE_RATE_MAX;
-    if (r > RATIO_HIGH) {
+    int healthy = learned(base) && !run_failed(base) && !spiky;
+    if (healthy && (r <= RATIO_STRONG && (r >= RATIO_LOW || x->pure))) {
+        /* one healthy run: keep unless the evidence is strong; the 1e-4..1e-2 band is a rule
+         * of thumb that a run which trains without spikes outweighs */
+        R->lr = LR_KEEP;
+        strlist_addf(&R->lr_why, "%s trains (final loss %.4g from %.4g) without loss spikes: keep "
+                     "the lr; its update/weight ratio %.3g (%s; target ~1e-3)%s", base->label, base->tail_mean,
+                     base->loss_first, r, a,
+                     r > RATIO_HIGH ? " is above the 1e-2 rule of thumb, not enough to change a "
+                                      "run that trains (a sweep, ampdiag sweep --lrs, would show a "
+                                      "better one)"
+                                    : " is within 1e-4..1e-2");
+    } else if (r > RATIO_HIGH) {
         R->lr = LR_LOWER;
         R->lr_factor = fmax(LR_LOWER_MIN, RATIO_TARGET / r);
         strlist_addf(&R->lr_why, "update/weight ratio %.3g (%s) in %s is above 1e-2 (target ~1e-3): "
@@ -1639,8 +1712,8 @@ static int lr_rule_line(lr_ctx *x)
 
 typedef int (*lr_rule)(lr_ctx *);
 static const lr_rule lr_rules[] = {
-    lr_rule_sweep, lr_rule_divergence, lr_rule_format_caused, lr_rule_no_ratio,
-    lr_rule_ratio, lr_rule_master_weights, lr_rule_line,
+    lr_rule_sweep, lr_rule_divergence, lr_rule_format_caused, lr_rule_dead_units,
+    lr_rule_no_ratio, lr_rule_ratio, lr_rule_master_weights, lr_rule_line,
 };
 
 static void run_lr_rules(const an_run *runs, size_t n, const an_comparison *c, recommendation *R)
