@@ -7,9 +7,11 @@
 # Run by `make check` on a staged install (make install DESTDIR=tests/stage, see Makefile.am)
 # and by `make installcheck` (so by `make distcheck`) on the real one. The environment says
 # where: AMPDIAG_INSTALL_DESTDIR (may be empty), AMPDIAG_INSTALL_LIBDIR, _INCLUDEDIR and _BINDIR
-# (the configured $(libdir), $(includedir), $(bindir)), CC.
+# (the configured $(libdir), $(includedir), $(bindir)), CC and LDFLAGS (the library's own link
+# flags: a library built with -fsanitize=... needs the sanitizer runtime in the program too).
 srcdir=${srcdir:-.}
 CC=${CC:-cc}
+LDFLAGS=${LDFLAGS:-}
 PKG_CONFIG=${PKG_CONFIG:-pkg-config}
 D=${AMPDIAG_INSTALL_DESTDIR:-}
 libdir=$D${AMPDIAG_INSTALL_LIBDIR:?AMPDIAG_INSTALL_LIBDIR is not set}
@@ -55,7 +57,7 @@ warn="-std=c11 -Wall -Wextra -Werror"
 if [ -n "$shared" ]; then
     so=$libdir/$shared
     # shellcheck disable=SC2086
-    $CC $warn -o "$tmp/ex_dyn" "$srcdir/tests/install/example.c" $cflags $libs > "$tmp/cc.log" 2>&1
+    $CC $warn -o "$tmp/ex_dyn" "$srcdir/tests/install/example.c" $cflags $LDFLAGS $libs > "$tmp/cc.log" 2>&1
     rc=$?; diag < "$tmp/cc.log"; [ $rc -eq 0 ] ; t $? "example.c compiles (-Werror) and links with pkg-config --cflags --libs"
     LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$tmp/ex_dyn" "$tmp/dyn.h5" 2>&1 | diag
     [ -s "$tmp/dyn.h5" ] && LD_LIBRARY_PATH=$libdir "$tmp/ex_dyn" "$tmp/dyn.h5" > /dev/null 2>&1 ; t $? "the dynamic example writes a trace and reads every value back"
@@ -100,12 +102,13 @@ if [ -n "$static" ]; then
     # the link line of pkg-config --static, with libampdiag.a itself instead of the .so
     slibs_a=$(echo " $slibs " | sed 's/ -lampdiag / -l:libampdiag.a /')
     # shellcheck disable=SC2086
-    $CC $warn -o "$tmp/ex_static" "$srcdir/tests/install/example.c" $cflags $slibs_a > "$tmp/cc.log" 2>&1
+    $CC $warn -o "$tmp/ex_static" "$srcdir/tests/install/example.c" $cflags $LDFLAGS $slibs_a > "$tmp/cc.log" 2>&1
     rc=$?; diag < "$tmp/cc.log"; [ $rc -eq 0 ] ; t $? "example.c links against libampdiag.a with pkg-config --static --libs"
     readelf -d "$tmp/ex_static" > "$tmp/readelf-static.txt" 2>&1 && ! grep NEEDED "$tmp/readelf-static.txt" | grep -q libampdiag ; t $? "... and needs no libampdiag.so"
     "$tmp/ex_static" "$tmp/static.h5" 2>&1 | diag
     [ -s "$tmp/static.h5" ] && "$tmp/ex_static" "$tmp/static.h5" > /dev/null 2>&1 ; t $? "the static example writes a trace and reads every value back"
-    # without the private libraries the same link fails (what Libs.private/Requires.private are for)
+    # without the private libraries the same link fails (what Libs.private/Requires.private are for);
+    # no $LDFLAGS here: with a sanitizer runtime, ld would stop at libm before the HDF5 symbols
     libs_a=$(echo " $libs " | sed 's/ -lampdiag / -l:libampdiag.a /')
     # shellcheck disable=SC2086
     $CC $warn -o "$tmp/ex_bad" "$srcdir/tests/install/example.c" $cflags $libs_a > "$tmp/cc-bad.log" 2>&1
