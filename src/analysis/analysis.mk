@@ -11,7 +11,7 @@ libampdiag_analysis_la_SOURCES = \
 libampdiag_report_la_SOURCES = src/report/report.h src/report/report.c \
 	src/report/info.h src/report/info.c
 
-ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c
+ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c src/cli/cmd_tune.c
 
 # ---------------------------------------------------------------- tests
 # t_compare: the analysis and the rules on synthetic traces with known values (percentiles,
@@ -25,6 +25,9 @@ TESTS += tests/t_compare tests/t_compare_cli.sh tests/t_sweep.sh
 # t_consistency.sh: run's summary, info, compare and plot give every shared figure alike
 TESTS += tests/t_consistency.sh
 EXTRA_DIST += tests/t_consistency.sh
+# t_tune.sh: ampdiag tune, the advice followed and the resulting run checked
+TESTS += tests/t_tune.sh
+EXTRA_DIST += tests/t_tune.sh
 EXTRA_DIST += tests/t_compare_cli.sh tests/t_sweep.sh docs/recommendations.md docs/compare-json.md
 
 # ---------------------------------------------------------------- benchmark

@@ -14,6 +14,7 @@ static const struct cmd commands[] = {
     {"plot", cmd_plot, "gnuplot charts of one or more traces (loss, scale, layer ranges, ...)"},
     {"compare", cmd_compare, "compare traces; recommend a precision, loss scale, lr and clip"},
     {"sweep", cmd_sweep, "run several precisions / learning rates, then compare them"},
+    {"tune", cmd_tune, "the closed loop: run, compare, re-run at the advised lr, verify the advice"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
