@@ -73,7 +73,12 @@ wait
 run ld-bf16 --scenario lr-diverge --precision bf16 &
 run tu-fp32 --scenario fp16-tail-underflow --precision fp32 &
 wait
-run tu-fp16 --scenario fp16-tail-underflow
+run tu-fp16 --scenario fp16-tail-underflow &
+run ae-fp16 --scenario fp16-adam-eps --steps 60 &
+wait
+run ae-fp32s --scenario fp16-adam-eps --precision fp32 --steps 60 &
+run ae-fixed --scenario fp16-adam-eps --optim-state fp32 --steps 60 &
+wait
 if [ -s "$T/failed-runs" ]; then
     for r in $(cat "$T/failed-runs"); do echo "# run $r failed:"; diag "$T/$r.log"; done
     echo "Bail out! ampdiag run failed"
@@ -100,6 +105,21 @@ jcheck "$T/tu.json" 'any("predicted from fp32" in w and "flush to zero" in w and
 cmp tu1 "$T/tu-fp32.h5"
 jcheck "$T/tu1.json" 'P["fp16"]["viable"] and any("squared norm" in w and "not decisive" in w for w in R["warnings"])' \
     "tail underflow, FP32 trace alone: the flushed values carry no weight, fp16 is not ruled out"
+
+# ---------------------------------------------------------------- causes ranked: Adam eps in FP16 state
+# a baseline whose AdamW state is FP16 fails by the format (eps = 0, 0/0 = NaN): the cause comes
+# first and no lr change is advised
+cmp ae1 "$T/ae-fp32s.h5" "$T/ae-fp16.h5"
+jcheck "$T/ae1.json" 'P["verdict"] == "undecided" and "AdamW state is FP16" in P["text"] and R["lr"]["verdict"] != "lower" and "optim-state fp32" in R["lr"]["text"]' \
+    "adam eps, FP16 state in the baseline: undecided by the format cause, no lr advice"
+# with a proper FP32 baseline the fp16 run's NaN is named by its first cause, not "fc1"
+cmp ae2 "$T/h-fp32.h5" "$T/ae-fp16.h5"
+jcheck "$T/ae2.json" '"first cause of" in P["text"] and "--optim-state fp32" in P["text"] and any("eps" in i and "rounds to 0" in i for i in P["fp16"]["issues"][:1])' \
+    "adam eps: the verdict names the first cause and its remedy; the fp16 section starts with it"
+# following that advice (--optim-state fp32) gives a healthy fp16 run
+"$AMPDIAG" info --format json "$T/ae-fixed.h5" >"$T/ae-fixed.json" 2>/dev/null
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["status"] == "complete" and d["findings"]["first_nonfinite_forward"] is None and d["nonfinite"]["nan"] == 0 and d["loss"]["last"] < 0.9 * d["loss"]["first"] else 1)' "$T/ae-fixed.json"
+ok $? "adam eps: the advice followed (FP32 optimizer state) trains without NaN"
 
 # ---------------------------------------------------------------- healthy
 cmp healthy "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" --fail-on all

@@ -203,6 +203,17 @@ static uint64_t nonzero(const an_cell *c)
 /* A run failed on its own: diverged or non-finite loss. */
 static int run_failed(const an_run *r) { return r->diverged || r->loss_nonfinite > 0; }
 
+/* A format cause of NaN that no learning rate fixes: AdamW with its state held in FP16 and an
+ * eps that FP16 flushes to zero (|eps| <= 2^-25), so a zero gradient gives 0/0 = NaN. */
+static int adam_eps_zero(const an_run *r)
+{
+    return strcmp(r->optim_state, "fp16") == 0 && strcmp(r->optimizer, "adamw") == 0 &&
+           isfinite(r->adam_eps) && r->adam_eps <= FP16_UNDERFLOW_AT;
+}
+
+/* The run failed, and by a format cause (adam_eps_zero) rather than the lr. */
+static int failed_by_format(const an_run *r) { return run_failed(r) && adam_eps_zero(r); }
+
 /* NaN/inf in the forward pass of the very first step, before any update: not the learning
  * rate's doing (the format, or the data). */
 static int failed_from_start(const an_run *r)
@@ -515,7 +526,16 @@ static void rule_baseline_trains(prec_ctx *x)
     recommendation *R = x->R;
     if (baseline_fails(x)) {
         x->undecided = 1;
-        if (base->diverged)
+        if (failed_by_format(base))
+            /* cause before remedy: the format, not the lr */
+            strlist_addf(&R->why, "the FP32 baseline %s fails (from step %" PRId64 ") because its "
+                         "AdamW state is held in FP16, where eps %g rounds to 0 (FP16 flushes |x| <= "
+                         "2^-25) and a zero gradient gives 0/0 = NaN: a format cause no learning rate "
+                         "fixes; keep the optimizer state in FP32 (--optim-state fp32) or use eps >= "
+                         "1e-7, then compare again", base->label,
+                         base->diverged ? base->divergence_step : base->first_nonfinite_loss_step,
+                         base->adam_eps);
+        else if (base->diverged)
             strlist_addf(&R->why, "the FP32 baseline %s diverges too (from step %" PRId64
                          "): the learning rate, not the format, is the problem; fix it first (see LR)",
                          base->label, base->divergence_step);
@@ -767,6 +787,15 @@ static void rule_fp16_runs(prec_ctx *x)
         const an_run *r = &x->runs[i];
         if (!is_prec(r, "fp16") || !lr_eq(r->lr, x->base->lr))
             continue;
+        if (adam_eps_zero(r) && (run_failed(r) || r->nan_values)) {
+            /* cause before remedy: this run's NaN comes from its optimizer state's format, not
+             * from FP16 autocast; it is no evidence either way about the activations' format */
+            strlist_addf(&f16->issues, "%s fails because its AdamW state is held in FP16, where eps "
+                         "%g rounds to 0 and zero gradients give 0/0 = NaN (the first cause: the NaN "
+                         "in its layers follows from it); re-run with --optim-state fp32 to judge "
+                         "FP16 autocast itself", r->label, r->adam_eps);
+            continue;
+        }
         f16->observed = 1;
         int bad = 0;
         for (size_t k = 0; k < NELEM(fp16_run_checks); k++)
@@ -1133,8 +1162,7 @@ static void rule_adam_eps(prec_ctx *x)
 {
     for (size_t i = 0; i < x->n; i++) {
         const an_run *r = &x->runs[i];
-        if (strcmp(r->optim_state, "fp16") == 0 && strcmp(r->optimizer, "adamw") == 0 &&
-            isfinite(r->adam_eps) && r->adam_eps <= FP16_UNDERFLOW_AT)
+        if (adam_eps_zero(r))
             strlist_addf(&x->R->warnings,
                          "%s: AdamW eps %g with FP16 optimizer state rounds to 0 (FP16 flushes |x| <= "
                          "2^-25): zero-gradient steps give 0/0 = NaN%s; use eps >= 1e-7 or FP32 state",
@@ -1171,7 +1199,11 @@ static void verdict_undecided(prec_ctx *x)
 {
     recommendation *R = x->R;
     R->precision = REC_UNDECIDED;
-    set_verdict(R, "undecided: the FP32 baseline does not train; fix the learning rate first");
+    if (failed_by_format(x->base))
+        set_verdict(R, "undecided: the FP32 baseline does not train because its AdamW state is FP16 "
+                    "(eps rounds to 0); keep the optimizer state in FP32 (--optim-state fp32) first");
+    else
+        set_verdict(R, "undecided: the FP32 baseline does not train; fix the learning rate first");
     if (!x->have_fp32)
         set_verdict(R, "undecided: every run fails; run FP32 or lower the learning rate first");
 }
@@ -1356,6 +1388,25 @@ static void rule_island_warning(prec_ctx *x)
                      x->share > ISLAND_SHARE_MAX ? ": most of the model, no rescue" : "");
 }
 
+/* Causes ranked: a run that failed by a format cause no lr or island fixes (AdamW eps 0 in FP16
+ * state) is named in the verdict line itself, with its remedy, unless the baseline's failure
+ * already made it the verdict. */
+static void rule_cause_first(prec_ctx *x)
+{
+    if (failed_by_format(x->base))
+        return;
+    for (size_t i = 0; i < x->n; i++) {
+        const an_run *r = &x->runs[i];
+        if (!adam_eps_zero(r) || !(run_failed(r) || r->nan_values))
+            continue;
+        size_t len = strlen(x->R->verdict);
+        snprintf(x->R->verdict + len, sizeof x->R->verdict - len, "; first cause of %s's NaN: its "
+                 "AdamW state is FP16, where eps %g is 0 (use --optim-state fp32)", r->label,
+                 r->adam_eps);
+        return;
+    }
+}
+
 typedef void (*prec_rule)(prec_ctx *);
 
 /* The precision rules (b), in the order they run; each reads what the ones before found. */
@@ -1373,6 +1424,7 @@ static const prec_rule precision_rules[] = {
     rule_viability,           /* (b)7 */
     rule_verdict,             /* (b)7 */
     rule_island_warning,      /* (b)8 */
+    rule_cause_first,         /* causes ranked: a format cause names itself in the verdict */
 };
 
 static void run_precision_rules(const an_run *runs, size_t n, const an_comparison *c,
@@ -1515,6 +1567,22 @@ static const char *fail_how(const an_run *r) { return r->diverged ? "diverges" :
  * (every_run_fails). Decides: LR_LOWER by max(LR_LOWER_MIN, RATIO_TARGET / r) when the ratio r
  * is above RATIO_HIGH (1e-2), else by LR_STEP (0.5) with a longer warm-up; lists each failing
  * run. */
+/* (d)2a A baseline (or every run) that fails by a format cause (Adam eps in FP16 state): no lr
+ * advice, the format first. Decides LR_UNKNOWN and stops the lr rules. */
+static int lr_rule_format_first(lr_ctx *x)
+{
+    const an_run *b = x->base;
+    if (!failed_by_format(b))
+        return 0;
+    x->R->lr = LR_UNKNOWN;
+    strlist_addf(&x->R->lr_why, "%s fails because AdamW's eps %g is 0 in its FP16 optimizer state "
+                 "(0/0 = NaN on zero gradients), not because of the lr: no lr advice until the "
+                 "state is FP32 (--optim-state fp32)", b->label, b->adam_eps);
+    snprintf(x->R->lr_line, sizeof x->R->lr_line, "no advice: fix the optimizer state's format "
+             "first (--optim-state fp32)");
+    return 1;
+}
+
 static int lr_rule_divergence(lr_ctx *x)
 {
     recommendation *R = x->R;
@@ -1712,7 +1780,7 @@ static int lr_rule_line(lr_ctx *x)
 
 typedef int (*lr_rule)(lr_ctx *);
 static const lr_rule lr_rules[] = {
-    lr_rule_sweep, lr_rule_divergence, lr_rule_format_caused, lr_rule_dead_units,
+    lr_rule_sweep, lr_rule_format_first, lr_rule_divergence, lr_rule_format_caused, lr_rule_dead_units,
     lr_rule_no_ratio, lr_rule_ratio, lr_rule_master_weights, lr_rule_line,
 };
 
