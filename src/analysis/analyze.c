@@ -934,24 +934,24 @@ static void init_run(an_run *r)
     r->rec_step_max = INT64_MIN;
 }
 
-int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_t errlen)
-{
-    init_run(r);
-    r->path = strdup(path);
-    if (!r->path)
-        return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "path");
-    ampdiag_trace_reader *rd = NULL;
-    ampdiag_trace_layer *layers = NULL;
-    ampdiag_trace_step *st = NULL;
-    ampdiag_trace_event *ev = NULL;
-    int64_t *spikes = NULL;
-    double *tmp = NULL;
-    size_t nl = 0, ns = 0, nev = 0;
-    int rc = ampdiag_trace_open(path, opt && opt->quiet ? AMPDIAG_TRACE_READ_QUIET : 0, &rd);
-    if (rc)
-        return fail(err, errlen, rc, path, "open");
+/* What an_load has read from the trace and not yet handed to the run. */
+typedef struct load_ctx {
+    const char *path;
+    char *err;
+    size_t errlen;
+    ampdiag_trace_reader *rd;
+    ampdiag_trace_layer *layers; /* [nl]: freed at the end */
+    ampdiag_trace_step *st;      /* [ns]: kept as r->steps */
+    ampdiag_trace_event *ev;     /* [nev]: kept as r->events */
+    size_t nl, ns, nev;
+    ampdiag_trace_counts cnt;
+    double *tmp;                 /* room for max(ns, nl, 1) values: freed at the end */
+} load_ctx;
 
-    /* attributes */
+/* The run's configuration from the root attributes: precision, model, data, optimizer and
+ * its hyperparameters, loss scaling, schedule, FP32 layers, scenario, seed, sizes. */
+static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
+{
     copy_attr(rd, AMPDIAG_ATTR_PRECISION, r->precision, sizeof r->precision);
     copy_attr(rd, AMPDIAG_ATTR_MODEL, r->model, sizeof r->model);
     copy_attr(rd, AMPDIAG_ATTR_DATA, r->data, sizeof r->data);
@@ -974,6 +974,12 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
     r->adam_eps = kv_double(r->hyper, "eps", NAN);
     kv_str(r->hyper, "state", r->optim_state, sizeof r->optim_state);
     r->weights_16bit = strcmp(r->precision, "bf16-pure") == 0;
+}
+
+/* The trace's own state: status, cut off, repaired, format, device, tool, times; then every
+ * root attribute copied. 0, or -1 when out of memory. */
+static int read_trace_attrs(ampdiag_trace_reader *rd, an_run *r)
+{
     r->status = ampdiag_trace_status_of(rd);
     snprintf(r->status_text, sizeof r->status_text, "%s", ampdiag_trace_status_text(rd));
     r->cut_off = ampdiag_trace_cut_off(rd);
@@ -985,33 +991,37 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
     copy_attr(rd, "tool_version", r->tool_version, sizeof r->tool_version);
     copy_attr(rd, AMPDIAG_ATTR_START_TIME, r->start_time, sizeof r->start_time);
     copy_attr(rd, "end_time", r->end_time, sizeof r->end_time);
-    if (copy_attrs(rd, r)) {
-        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "attributes");
-        ampdiag_trace_reader_close(rd);
-        return rc;
-    }
-    /* the what-if lost-update counts: absent (read as 0) in traces of older writers */
-    r->lost_if_fields = ampdiag_trace_has_field(rd, "/tensors", "lost_if_fp16") &&
-                        ampdiag_trace_has_field(rd, "/tensors", "lost_if_bf16");
+    return copy_attrs(rd, r);
+}
 
-    ampdiag_trace_counts cnt;
-    ampdiag_trace_get_counts(rd, &cnt);
-    r->counts = cnt;
-    if ((rc = ampdiag_trace_read_layers(rd, &layers, &nl)) ||
-        (rc = ampdiag_trace_read_steps(rd, &st, &ns)) ||
-        (rc = ampdiag_trace_read_events(rd, &ev, &nev)) ||
-        (rc = ampdiag_trace_read_evals(rd, &r->evals, &r->nevals))) {
-        fail(err, errlen, rc, path, "tables");
-        goto out;
-    }
+/* The tables: layers, steps, events and evaluations (and the counts of the others), and room
+ * for the run's layers and step index. 0 or an AMPDIAG_TRACE_ error (message in L->err). */
+static int read_tables(load_ctx *L, an_run *r)
+{
+    int rc;
+    /* the what-if lost-update counts: absent (read as 0) in traces of older writers */
+    r->lost_if_fields = ampdiag_trace_has_field(L->rd, "/tensors", "lost_if_fp16") &&
+                        ampdiag_trace_has_field(L->rd, "/tensors", "lost_if_bf16");
+    ampdiag_trace_get_counts(L->rd, &L->cnt);
+    r->counts = L->cnt;
+    if ((rc = ampdiag_trace_read_layers(L->rd, &L->layers, &L->nl)) ||
+        (rc = ampdiag_trace_read_steps(L->rd, &L->st, &L->ns)) ||
+        (rc = ampdiag_trace_read_events(L->rd, &L->ev, &L->nev)) ||
+        (rc = ampdiag_trace_read_evals(L->rd, &r->evals, &r->nevals)))
+        return fail(L->err, L->errlen, rc, L->path, "tables");
+    size_t nl = L->nl, ns = L->ns;
     r->nlayers = nl;
     r->layers = calloc(nl ? nl : 1, sizeof *r->layers);
     r->st_step = malloc((ns ? ns : 1) * sizeof *r->st_step);
     r->st_loss = malloc((ns ? ns : 1) * sizeof *r->st_loss);
-    if (!r->layers || !r->st_step || !r->st_loss) {
-        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "steps");
-        goto out;
-    }
+    if (!r->layers || !r->st_step || !r->st_loss)
+        return fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "steps");
+    return 0;
+}
+
+/* The run's layers from the trace's table, their cells empty; the parameter count. */
+static void init_layers(an_run *r, const ampdiag_trace_layer *layers, size_t nl)
+{
     for (size_t l = 0; l < nl; l++) {
         an_layer *L = &r->layers[l];
         snprintf(L->name, sizeof L->name, "%s", layers[l].name);
@@ -1025,22 +1035,30 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
             an_cell_init(&L->cell[k]);
         r->params += L->params;
     }
-    /* steps must be in increasing step order for the lookups; a writer appends them so */
-    r->nsteps = ns;
-    for (size_t i = 0; i < ns; i++) {
+}
+
+/* The step index (st_step, st_loss). The steps must be in increasing step order for the
+ * lookups (a writer appends them so). 0 or AMPDIAG_TRACE_ESCHEMA (message in L->err). */
+static int index_steps(load_ctx *L, an_run *r)
+{
+    const ampdiag_trace_step *st = L->st;
+    r->nsteps = L->ns;
+    for (size_t i = 0; i < L->ns; i++) {
         r->st_step[i] = st[i].step;
         r->st_loss[i] = st[i].loss;
         if (i && st[i].step <= st[i - 1].step) {
-            snprintf(err, errlen, "'%s': /steps is not in increasing step order (step %" PRId64
-                     " after %" PRId64 ")", path, st[i].step, st[i - 1].step);
-            rc = AMPDIAG_TRACE_ESCHEMA;
-            goto out;
+            snprintf(L->err, L->errlen, "'%s': /steps is not in increasing step order (step %" PRId64
+                     " after %" PRId64 ")", L->path, st[i].step, st[i - 1].step);
+            return AMPDIAG_TRACE_ESCHEMA;
         }
     }
-    summarise_steps(r, st, ns, opt);
-    scale_from_events(r, st, ns, ev, nev);
+    return 0;
+}
 
-    /* events */
+/* The events counted by code (unknown codes apart), and the first non-finite event and the
+ * first non-finite forward event (the earliest step; the first recorded at that step). */
+static void scan_events(an_run *r, const ampdiag_trace_event *ev, size_t nev)
+{
     for (size_t i = 0; i < nev; i++) {
         int c = ev[i].code;
         if (c < 0 || c >= AMPDIAG_NEVENT_CODES) {
@@ -1063,63 +1081,118 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
             snprintf(e->message, sizeof e->message, "%s", ev[i].message);
         }
     }
-    find_divergence(r, st, ns, ev, nev);
+}
+
+/* The loss spikes (at most 4096), then the clip statistics, which leave them out. 0 or
+ * AMPDIAG_TRACE_ENOMEM (message in L->err). */
+static int spikes_and_clip(load_ctx *L, an_run *r)
+{
     enum { MAXSPIKES = 4096 };
-    spikes = malloc(MAXSPIKES * sizeof *spikes);
-    if (!spikes) {
-        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "steps");
-        goto out;
-    }
+    int64_t *spikes = malloc(MAXSPIKES * sizeof *spikes);
+    if (!spikes)
+        return fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "steps");
     size_t nspikes = 0;
-    find_spikes(r, st, ns, spikes, &nspikes, MAXSPIKES);
-    if (clip_stats(r, st, ns, spikes, nspikes)) {
-        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "steps");
-        goto out;
-    }
-    tmp = malloc((ns > nl ? ns : nl ? nl : 1) * sizeof *tmp);
-    if (!tmp) {
-        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "steps");
-        goto out;
-    }
+    find_spikes(r, L->st, L->ns, spikes, &nspikes, MAXSPIKES);
+    int e = clip_stats(r, L->st, L->ns, spikes, nspikes);
+    free(spikes);
+    return e ? fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "steps") : 0;
+}
+
+/* The median of the steps' finite update ratios, in L->tmp (allocated here, kept for
+ * summarise_layers). 0 or AMPDIAG_TRACE_ENOMEM (message in L->err). */
+static int step_ratio_median(load_ctx *L, an_run *r)
+{
+    size_t ns = L->ns, nl = L->nl;
+    L->tmp = malloc((ns > nl ? ns : nl ? nl : 1) * sizeof *L->tmp);
+    if (!L->tmp)
+        return fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "steps");
     size_t k = 0;
     for (size_t i = 0; i < ns; i++)
-        if (isfinite(st[i].update_ratio))
-            tmp[k++] = st[i].update_ratio;
-    r->step_ratio_median = an_median(tmp, k);
+        if (isfinite(L->st[i].update_ratio))
+            L->tmp[k++] = L->st[i].update_ratio;
+    r->step_ratio_median = an_median(L->tmp, k);
+    return 0;
+}
 
+/* The per-layer records: tensors, histograms, and the histograms' steps when points are kept.
+ * 0 or an AMPDIAG_TRACE_ error (message in L->err). */
+static int load_records(load_ctx *L, an_run *r, const an_options *opt)
+{
     unsigned keep = opt ? opt->keep_points : 0;
-    if ((rc = load_tensors(rd, r, st, cnt.tensors, keep, err, errlen)) ||
-        (rc = load_hists(rd, r, st, cnt.hists, err, errlen)) ||
-        (keep && (rc = load_hist_steps(rd, r, cnt.hists, err, errlen))))
-        goto out;
+    int rc;
+    if ((rc = load_tensors(L->rd, r, L->st, L->cnt.tensors, keep, L->err, L->errlen)) ||
+        (rc = load_hists(L->rd, r, L->st, L->cnt.hists, L->err, L->errlen)) ||
+        (keep && (rc = load_hist_steps(L->rd, r, L->cnt.hists, L->err, L->errlen))))
+        return rc;
+    return 0;
+}
 
-    k = 0;
-    for (size_t l = 0; l < nl; l++) {
-        an_layer *L = &r->layers[l];
-        const an_cell *u = &L->cell[AMPDIAG_KIND_UPDATE];
+/* The run's totals over its layers (lost updates, non-zero updates, the median of the layers'
+ * update ratios, norms apart), then its findings. 0 or AMPDIAG_TRACE_ENOMEM (message in
+ * L->err). */
+static int summarise_layers(load_ctx *L, an_run *r)
+{
+    size_t k = 0;
+    for (size_t l = 0; l < L->nl; l++) {
+        an_layer *ly = &r->layers[l];
+        const an_cell *u = &ly->cell[AMPDIAG_KIND_UPDATE];
         r->lost += u->lost;
         r->lost_if16 += u->lost_if16;
         r->lost_ifb16 += u->lost_ifb16;
         r->update_nonzero += u->count - u->zero - u->nan - u->posinf - u->neginf;
-        if (L->ratio_n && !strstr(L->op, "norm") && isfinite(L->ratio_median))
-            tmp[k++] = L->ratio_median;
+        if (ly->ratio_n && !strstr(ly->op, "norm") && isfinite(ly->ratio_median))
+            L->tmp[k++] = ly->ratio_median;
     }
-    r->ratio_median = an_median(tmp, k);
+    r->ratio_median = an_median(L->tmp, k);
     /* all-zero counts cannot be told from a writer that did not compute them */
     r->have_lost_if = r->lost_if_fields && r->lost_if16 + r->lost_ifb16 > 0;
-    if (an_findings_of(r, &r->find)) {
-        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "findings");
-        goto out;
+    if (an_findings_of(r, &r->find))
+        return fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "findings");
+    return 0;
+}
+
+int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_t errlen)
+{
+    init_run(r);
+    r->path = strdup(path);
+    if (!r->path)
+        return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "path");
+    load_ctx L;
+    memset(&L, 0, sizeof L);
+    L.path = path;
+    L.err = err;
+    L.errlen = errlen;
+    int rc = ampdiag_trace_open(path, opt && opt->quiet ? AMPDIAG_TRACE_READ_QUIET : 0, &L.rd);
+    if (rc)
+        return fail(err, errlen, rc, path, "open");
+    read_config_attrs(L.rd, r);
+    if (read_trace_attrs(L.rd, r)) {
+        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "attributes");
+        ampdiag_trace_reader_close(L.rd);
+        return rc;
     }
+    if ((rc = read_tables(&L, r)))
+        goto out;
+    init_layers(r, L.layers, L.nl);
+    if ((rc = index_steps(&L, r)))
+        goto out;
+    summarise_steps(r, L.st, L.ns, opt);
+    scale_from_events(r, L.st, L.ns, L.ev, L.nev);
+    scan_events(r, L.ev, L.nev);
+    find_divergence(r, L.st, L.ns, L.ev, L.nev);
+    if ((rc = spikes_and_clip(&L, r)) ||
+        (rc = step_ratio_median(&L, r)) ||
+        (rc = load_records(&L, r, opt)) ||
+        (rc = summarise_layers(&L, r)))
+        goto out;
     rc = 0;
 out:
-    free(tmp);
-    free(spikes);
-    free(layers);
-    r->steps = st;     /* kept: an_free frees them */
-    r->events = ev;
-    r->nevents = nev;
-    ampdiag_trace_reader_close(rd);
+    free(L.tmp);
+    free(L.layers);
+    r->steps = L.st;   /* kept: an_free frees them */
+    r->events = L.ev;
+    r->nevents = L.nev;
+    ampdiag_trace_reader_close(L.rd);
     return rc;
 }
 
@@ -1248,24 +1321,11 @@ static int same_config_but_seed(const an_run *a, const an_run *b)
            a->seed != b->seed;
 }
 
-int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
+/* c->layer_map: each run's layers matched to the baseline's by name (-1: none), with a note
+ * for a run whose layers do not all match. 0, or -1 when out of memory. */
+static int match_layers(an_run *runs, size_t n, size_t base, an_comparison *c)
 {
-    memset(c, 0, sizeof *c);
-    c->nruns = n;
-    c->baseline = base;
-    c->band = NAN;
-    c->tail_noise_rel = NAN;
-    an_run *b = &runs[base];
-    c->baseline_is_fp32 = strcmp(b->precision, "fp32") == 0;
-    an_label_runs(runs, n);
-    c->gap = calloc(n, sizeof *c->gap);
-    c->dev = calloc(n, sizeof *c->dev);
-    c->ndev = calloc(n, sizeof *c->ndev);
-    c->layer_map = calloc(n, sizeof *c->layer_map);
-    if (!c->gap || !c->dev || !c->ndev || !c->layer_map)
-        return -1;
-
-    /* layers matched by name */
+    const an_run *b = &runs[base];
     for (size_t i = 0; i < n; i++) {
         an_run *r = &runs[i];
         c->layer_map[i] = malloc((r->nlayers ? r->nlayers : 1) * sizeof(int));
@@ -1287,48 +1347,65 @@ int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
                          "reported but not compared",
                          r->label, matched, r->nlayers, b->nlayers);
     }
+    return 0;
+}
 
-    /* comparability */
+/* A note on a run that did not finish: cut off (still 'running') or interrupted. */
+static void note_status(an_comparison *c, const an_run *r)
+{
+    if (r->cut_off)
+        strlist_addf(&c->notes,
+                     "%s: cut off (status still 'running'): %zu steps up to its last flush",
+                     r->label, r->nsteps);
+    else if (r->status == AMPDIAG_STATUS_INTERRUPTED)
+        strlist_addf(&c->notes, "%s: interrupted after %zu steps", r->label, r->nsteps);
+}
+
+/* A note for each way run r's configuration differs from the baseline b's, saying what it
+ * means for the comparison. */
+static void note_config(an_comparison *c, const an_run *r, const an_run *b)
+{
+    if (strcmp(r->model, b->model))
+        strlist_addf(&c->notes,
+                     "%s: model '%s' differs from the baseline's '%s': layers are matched by name "
+                     "and the loss gap mixes model and precision",
+                     r->label, r->model, b->model);
+    if (strcmp(r->data, b->data))
+        strlist_addf(&c->notes,
+                     "%s: data '%s' differs from the baseline's '%s': losses are not comparable",
+                     r->label, r->data, b->data);
+    if (r->seed != b->seed)
+        strlist_addf(&c->notes,
+                     "%s: seed %" PRId64 " differs from the baseline's %" PRId64
+                     ": the gap includes seed-to-seed noise",
+                     r->label, r->seed, b->seed);
+    if (r->nsteps != b->nsteps)
+        strlist_addf(&c->notes,
+                     "%s: %zu steps recorded, the baseline %zu: curves are compared over the "
+                     "steps both have",
+                     r->label, r->nsteps, b->nsteps);
+    if (!(r->lr == b->lr) && !(isnan(r->lr) && isnan(b->lr)))
+        strlist_addf(&c->notes,
+                     "%s: lr %g differs from the baseline's %g: its gap measures the learning "
+                     "rate as well as the precision",
+                     r->label, r->lr, b->lr);
+    if (strcmp(r->optimizer, b->optimizer))
+        strlist_addf(&c->notes, "%s: optimizer %s differs from the baseline's %s", r->label,
+                     r->optimizer, b->optimizer);
+    if (r->batch != b->batch)
+        strlist_addf(&c->notes, "%s: batch %" PRId64 " differs from the baseline's %" PRId64,
+                     r->label, r->batch, b->batch);
+}
+
+/* Comparability: a note on each run that did not finish, on each difference from the
+ * baseline's configuration, and on a baseline that is not an FP32 trace. */
+static void note_differences(const an_run *runs, size_t n, size_t base, an_comparison *c)
+{
+    const an_run *b = &runs[base];
     for (size_t i = 0; i < n; i++) {
-        an_run *r = &runs[i];
-        if (r->cut_off)
-            strlist_addf(&c->notes,
-                         "%s: cut off (status still 'running'): %zu steps up to its last flush",
-                         r->label, r->nsteps);
-        else if (r->status == AMPDIAG_STATUS_INTERRUPTED)
-            strlist_addf(&c->notes, "%s: interrupted after %zu steps", r->label, r->nsteps);
-        if (i == base)
-            continue;
-        if (strcmp(r->model, b->model))
-            strlist_addf(&c->notes,
-                         "%s: model '%s' differs from the baseline's '%s': layers are matched by name "
-                         "and the loss gap mixes model and precision",
-                         r->label, r->model, b->model);
-        if (strcmp(r->data, b->data))
-            strlist_addf(&c->notes,
-                         "%s: data '%s' differs from the baseline's '%s': losses are not comparable",
-                         r->label, r->data, b->data);
-        if (r->seed != b->seed)
-            strlist_addf(&c->notes,
-                         "%s: seed %" PRId64 " differs from the baseline's %" PRId64
-                         ": the gap includes seed-to-seed noise",
-                         r->label, r->seed, b->seed);
-        if (r->nsteps != b->nsteps)
-            strlist_addf(&c->notes,
-                         "%s: %zu steps recorded, the baseline %zu: curves are compared over the "
-                         "steps both have",
-                         r->label, r->nsteps, b->nsteps);
-        if (!(r->lr == b->lr) && !(isnan(r->lr) && isnan(b->lr)))
-            strlist_addf(&c->notes,
-                         "%s: lr %g differs from the baseline's %g: its gap measures the learning "
-                         "rate as well as the precision",
-                         r->label, r->lr, b->lr);
-        if (strcmp(r->optimizer, b->optimizer))
-            strlist_addf(&c->notes, "%s: optimizer %s differs from the baseline's %s", r->label,
-                         r->optimizer, b->optimizer);
-        if (r->batch != b->batch)
-            strlist_addf(&c->notes, "%s: batch %" PRId64 " differs from the baseline's %" PRId64,
-                         r->label, r->batch, b->batch);
+        note_status(c, &runs[i]);
+        if (i != base)
+            note_config(c, &runs[i], b);
     }
     if (!c->baseline_is_fp32) {
         int any_fp32 = 0;
@@ -1342,136 +1419,183 @@ int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
                          "no FP32 trace given: the baseline is %s (%s); gaps are measured against it",
                          b->label, b->path);
     }
+}
 
-    /* which metric: the final eval loss at a step every run has, else the training loss */
-    int64_t L = b->last_step;
-    for (size_t i = 0; i < n; i++)
-        if (runs[i].nsteps && runs[i].last_step < L)
-            L = runs[i].last_step;
-    for (size_t i = 0; i < n; i++) {
-        an_gap *g = &c->gap[i];
-        g->rel = g->base = g->value = g->curve_max_rel = NAN;
-        g->step = -1;
-        g->curve_max_from = g->curve_max_to = -1;
-        if (i == base || b->nsteps == 0 || runs[i].nsteps == 0)
+/* The curves' gap: of 10 segments of the steps both runs have (span steps from `first`), the
+ * one where run r's mean loss is furthest from the baseline b's (relative), into g. */
+static void curve_gap(an_gap *g, const an_run *b, const an_run *r, int64_t first, int64_t span)
+{
+    double worst = 0;
+    int have_seg = 0;
+    for (int s = 0; s < 10 && span >= 10; s++) {
+        int64_t from = first - 1 + span * s / 10, to = first - 1 + span * (s + 1) / 10;
+        double mb = mean_loss(b, from, to, NULL, NULL), mr = mean_loss(r, from, to, NULL, NULL);
+        if (!isfinite(mb) || isnan(mr) || mb == 0)
             continue;
-        an_run *r = &runs[i];
-        int64_t es = last_common_eval(b, r);
-        int64_t lend = r->last_step < b->last_step ? r->last_step : b->last_step;
-        int64_t first = b->first_step > r->first_step ? b->first_step : r->first_step;
-        int64_t span = lend - first + 1;
-        int64_t w = span / 10 < 10 ? 10 : span / 10;
-        if (es >= 0 && es >= lend - w) {
-            g->eval = 1;
-            g->step = es;
-        } else {
-            g->eval = 0;
-            g->step = lend;
+        double rel = isinf(mr) ? INFINITY : (mr - mb) / fabs(mb);
+        if (!have_seg || fabs(rel) > fabs(worst)) {
+            worst = rel;
+            g->curve_max_from = from + 1;
+            g->curve_max_to = to;
         }
-        g->base = metric_of(b, g->eval, g->step, lend - w, lend);
-        g->value = metric_of(r, g->eval, g->step, lend - w, lend);
-        g->have = !isnan(g->base) && !isnan(g->value);
-        if (g->have)
-            g->rel = isinf(g->value) ? INFINITY
-                     : isinf(g->base) ? -INFINITY
-                                      : (g->value - g->base) / fabs(g->base);
-        /* curves: 10 segments over the common steps */
-        double worst = 0;
-        int have_seg = 0;
-        for (int s = 0; s < 10 && span >= 10; s++) {
-            int64_t from = first - 1 + span * s / 10, to = first - 1 + span * (s + 1) / 10;
-            double mb = mean_loss(b, from, to, NULL, NULL), mr = mean_loss(r, from, to, NULL, NULL);
-            if (!isfinite(mb) || isnan(mr) || mb == 0)
-                continue;
-            double rel = isinf(mr) ? INFINITY : (mr - mb) / fabs(mb);
-            if (!have_seg || fabs(rel) > fabs(worst)) {
-                worst = rel;
-                g->curve_max_from = from + 1;
-                g->curve_max_to = to;
-            }
-            have_seg = 1;
-        }
-        if (have_seg)
-            g->curve_max_rel = worst;
+        have_seg = 1;
     }
-    (void)L;
+    if (have_seg)
+        g->curve_max_rel = worst;
+}
 
-    /* noise band: 2 sigma over runs of the baseline's configuration with other seeds, else
-     * max(1 %, 2 * standard error of the baseline's final-window training loss) */
+/* Run r's loss gap to the baseline b (g left unknown for the baseline itself, is_base, or a
+ * run without steps): the metric is the final eval loss at a step both have in the final
+ * window, else the training loss's mean over that window; then the curves' gap. */
+static void loss_gap(an_gap *g, const an_run *b, const an_run *r, int is_base)
+{
+    g->rel = g->base = g->value = g->curve_max_rel = NAN;
+    g->step = -1;
+    g->curve_max_from = g->curve_max_to = -1;
+    if (is_base || b->nsteps == 0 || r->nsteps == 0)
+        return;
+    int64_t es = last_common_eval(b, r);
+    int64_t lend = r->last_step < b->last_step ? r->last_step : b->last_step;
+    int64_t first = b->first_step > r->first_step ? b->first_step : r->first_step;
+    int64_t span = lend - first + 1;
+    int64_t w = span / 10 < 10 ? 10 : span / 10;
+    if (es >= 0 && es >= lend - w) {
+        g->eval = 1;
+        g->step = es;
+    } else {
+        g->eval = 0;
+        g->step = lend;
+    }
+    g->base = metric_of(b, g->eval, g->step, lend - w, lend);
+    g->value = metric_of(r, g->eval, g->step, lend - w, lend);
+    g->have = !isnan(g->base) && !isnan(g->value);
+    if (g->have)
+        g->rel = isinf(g->value) ? INFINITY
+                 : isinf(g->base) ? -INFINITY
+                                  : (g->value - g->base) / fabs(g->base);
+    curve_gap(g, b, r, first, span);
+}
+
+/* The noise band: 2 sigma over runs of the baseline's configuration with other seeds (their
+ * final eval loss, or final-window training loss if one has no evaluation), else max(1 %,
+ * 2 * standard error of the baseline's final-window training loss). */
+static void noise_band(const an_run *runs, size_t n, size_t base, an_comparison *c)
+{
+    const an_run *b = &runs[base];
     if (isfinite(b->tail_mean) && b->tail_mean != 0 && b->tail_w > 1)
         c->tail_noise_rel = 2 * b->tail_sd / sqrt((double)b->tail_w) / fabs(b->tail_mean);
-    {
-        double vals[64];
-        size_t k = 0;
-        int use_eval = 1;
-        for (size_t i = 0; i < n && k < 64; i++)
-            if (i == base || same_config_but_seed(&runs[i], b))
-                if (runs[i].nevals == 0)
-                    use_eval = 0;
-        for (size_t i = 0; i < n && k < 64; i++) {
-            if (i != base && !same_config_but_seed(&runs[i], b))
-                continue;
-            const an_run *r = &runs[i];
-            double v = use_eval ? r->evals[r->nevals - 1].loss : r->tail_mean;
-            if (isfinite(v))
-                vals[k++] = v;
-        }
-        if (k >= 2) {
-            double m = 0, ss = 0;
-            for (size_t i = 0; i < k; i++)
-                m += vals[i];
-            m /= (double)k;
-            for (size_t i = 0; i < k; i++)
-                ss += (vals[i] - m) * (vals[i] - m);
-            c->band = 2 * sqrt(ss / (double)(k - 1)) / fabs(m);
-            c->band_from_seeds = 1;
-            c->band_seeds = k;
-        } else {
-            c->band = isfinite(c->tail_noise_rel) ? fmax(0.01, c->tail_noise_rel) : 0.01;
-        }
-    }
-
-    /* per-layer deviation of activation rms from the baseline at common steps */
-    for (size_t i = 0; i < n; i++) {
-        if (i == base)
+    double vals[64];
+    size_t k = 0;
+    int use_eval = 1;
+    for (size_t i = 0; i < n && k < 64; i++)
+        if (i == base || same_config_but_seed(&runs[i], b))
+            if (runs[i].nevals == 0)
+                use_eval = 0;
+    for (size_t i = 0; i < n && k < 64; i++) {
+        if (i != base && !same_config_but_seed(&runs[i], b))
             continue;
-        an_run *r = &runs[i];
-        c->dev[i] = calloc(r->nlayers ? r->nlayers : 1, sizeof **c->dev);
-        if (!c->dev[i])
-            return -1;
-        size_t nd = 0;
-        for (size_t l = 0; l < r->nlayers; l++) {
-            int m = c->layer_map[i][l];
-            if (m < 0)
-                continue;
-            const an_series *x = &r->layers[l].act_rms, *y = &b->layers[m].act_rms;
-            double *rel = malloc((x->n < y->n ? x->n : y->n) * sizeof *rel + sizeof *rel);
-            if (!rel)
-                return -1;
-            size_t p = 0, q = 0, k = 0;
-            while (p < x->n && q < y->n) {
-                if (x->step[p] < y->step[q])
-                    p++;
-                else if (x->step[p] > y->step[q])
-                    q++;
-                else {
-                    if (y->v[q] > 0)
-                        rel[k++] = fabs(x->v[p] - y->v[q]) / y->v[q];
-                    p++;
-                    q++;
-                }
-            }
-            if (k) {
-                c->dev[i][nd].layer = (int)l;
-                c->dev[i][nd].n = k;
-                c->dev[i][nd].rel = an_median(rel, k);
-                nd++;
-            }
-            free(rel);
-        }
-        qsort(c->dev[i], nd, sizeof **c->dev, cmp_dev);
-        c->ndev[i] = nd;
+        const an_run *r = &runs[i];
+        double v = use_eval ? r->evals[r->nevals - 1].loss : r->tail_mean;
+        if (isfinite(v))
+            vals[k++] = v;
     }
+    if (k >= 2) {
+        double m = 0, ss = 0;
+        for (size_t i = 0; i < k; i++)
+            m += vals[i];
+        m /= (double)k;
+        for (size_t i = 0; i < k; i++)
+            ss += (vals[i] - m) * (vals[i] - m);
+        c->band = 2 * sqrt(ss / (double)(k - 1)) / fabs(m);
+        c->band_from_seeds = 1;
+        c->band_seeds = k;
+    } else {
+        c->band = isfinite(c->tail_noise_rel) ? fmax(0.01, c->tail_noise_rel) : 0.01;
+    }
+}
+
+/* The median, over the steps both series have, of |x - y| / y where y > 0, into *med, and
+ * the number of such steps into *k (*med untouched when there is none). 0, or -1 when out of
+ * memory. */
+static int rms_deviation(const an_series *x, const an_series *y, size_t *k, double *med)
+{
+    double *rel = malloc((x->n < y->n ? x->n : y->n) * sizeof *rel + sizeof *rel);
+    if (!rel)
+        return -1;
+    size_t p = 0, q = 0, nk = 0;
+    while (p < x->n && q < y->n) {
+        if (x->step[p] < y->step[q])
+            p++;
+        else if (x->step[p] > y->step[q])
+            q++;
+        else {
+            if (y->v[q] > 0)
+                rel[nk++] = fabs(x->v[p] - y->v[q]) / y->v[q];
+            p++;
+            q++;
+        }
+    }
+    if (nk)
+        *med = an_median(rel, nk);
+    *k = nk;
+    free(rel);
+    return 0;
+}
+
+/* c->dev[i]: run i's layers (those matched) by the median deviation of their activation rms
+ * from the baseline's at common steps, largest first. 0, or -1 when out of memory. */
+static int layer_deviation(an_run *runs, size_t i, size_t base, an_comparison *c)
+{
+    const an_run *r = &runs[i], *b = &runs[base];
+    c->dev[i] = calloc(r->nlayers ? r->nlayers : 1, sizeof **c->dev);
+    if (!c->dev[i])
+        return -1;
+    size_t nd = 0;
+    for (size_t l = 0; l < r->nlayers; l++) {
+        int m = c->layer_map[i][l];
+        if (m < 0)
+            continue;
+        size_t k;
+        double med = NAN;
+        if (rms_deviation(&r->layers[l].act_rms, &b->layers[m].act_rms, &k, &med))
+            return -1;
+        if (k) {
+            c->dev[i][nd].layer = (int)l;
+            c->dev[i][nd].n = k;
+            c->dev[i][nd].rel = med;
+            nd++;
+        }
+    }
+    qsort(c->dev[i], nd, sizeof **c->dev, cmp_dev);
+    c->ndev[i] = nd;
+    return 0;
+}
+
+int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
+{
+    memset(c, 0, sizeof *c);
+    c->nruns = n;
+    c->baseline = base;
+    c->band = NAN;
+    c->tail_noise_rel = NAN;
+    an_run *b = &runs[base];
+    c->baseline_is_fp32 = strcmp(b->precision, "fp32") == 0;
+    an_label_runs(runs, n);
+    c->gap = calloc(n, sizeof *c->gap);
+    c->dev = calloc(n, sizeof *c->dev);
+    c->ndev = calloc(n, sizeof *c->ndev);
+    c->layer_map = calloc(n, sizeof *c->layer_map);
+    if (!c->gap || !c->dev || !c->ndev || !c->layer_map)
+        return -1;
+    if (match_layers(runs, n, base, c))
+        return -1;
+    note_differences(runs, n, base, c);
+    for (size_t i = 0; i < n; i++)
+        loss_gap(&c->gap[i], b, &runs[i], i == base);
+    noise_band(runs, n, base, c);
+    for (size_t i = 0; i < n; i++)
+        if (i != base && layer_deviation(runs, i, base, c))
+            return -1;
     return c->notes.oom ? -1 : 0;
 }
 

@@ -111,150 +111,216 @@ static int write_file(const char *prog, const char *path, compare_format fmt, co
     return 0;
 }
 
-int compare_files(const char *const *paths, size_t n, const compare_opts *o)
+/* One comparison's inputs as compare_files goes through them. */
+typedef struct cmp_inputs {
+    const char *prog;
+    const char **all;            /* the traces: the baseline first where it is not an input */
+    an_run *runs;                /* [total], the first `loaded` loaded */
+    size_t total, loaded;
+    size_t bidx;                 /* the baseline's index; (size_t)-1 until known */
+} cmp_inputs;
+
+/* The traces to read: the inputs, after the baseline where it is an extra trace; room for
+ * their runs. 0 or EXIT_IO after a message; free_inputs frees them. */
+static int list_inputs(cmp_inputs *in, const char *const *paths, size_t n, const compare_opts *o)
 {
-    const char *prog = o->prog ? o->prog : "ampdiag compare";
-    /* the baseline may be one of the inputs or an extra trace (it goes first) */
-    size_t total = n, bidx = (size_t)-1;
+    in->total = n;
+    in->bidx = (size_t)-1;
     if (o->baseline) {
         for (size_t i = 0; i < n; i++)
             if (strcmp(paths[i], o->baseline) == 0)
-                bidx = i;
-        if (bidx == (size_t)-1)
-            total = n + 1;
+                in->bidx = i;
+        if (in->bidx == (size_t)-1)
+            in->total = n + 1;
     }
-    const char **all = malloc((total ? total : 1) * sizeof *all);
-    an_run *runs = calloc(total ? total : 1, sizeof *runs);
-    if (!all || !runs) {
-        free(all);
-        free(runs);
-        fprintf(stderr, "%s: out of memory\n", prog);
+    size_t total = in->total;
+    in->all = malloc((total ? total : 1) * sizeof *in->all);
+    in->runs = calloc(total ? total : 1, sizeof *in->runs);
+    if (!in->all || !in->runs) {
+        fprintf(stderr, "%s: out of memory\n", in->prog);
         return EXIT_IO;
     }
     size_t k = 0;
-    if (o->baseline && bidx == (size_t)-1) {
-        all[k++] = o->baseline;
-        bidx = 0;
+    if (o->baseline && in->bidx == (size_t)-1) {
+        in->all[k++] = o->baseline;
+        in->bidx = 0;
     }
     for (size_t i = 0; i < n; i++)
-        all[k++] = paths[i];
+        in->all[k++] = paths[i];
+    return 0;
+}
 
-    int rc = 0;
-    size_t loaded = 0;
+/* Read every trace through an_load, stopping at the first that fails (its message names the
+ * file). 0, EXIT_USAGE (not a readable trace) or EXIT_IO. */
+static int load_inputs(cmp_inputs *in, const compare_opts *o)
+{
     an_options ao = {o->warmup, 0, 0};
     char err[1024];
-    for (size_t i = 0; i < total; i++) {
-        int e = an_load(all[i], &ao, &runs[i], err, sizeof err);
-        loaded = i + 1;
+    for (size_t i = 0; i < in->total; i++) {
+        int e = an_load(in->all[i], &ao, &in->runs[i], err, sizeof err);
+        in->loaded = i + 1;
         if (e) {
-            if (strstr(err, all[i]))
-                fprintf(stderr, "%s: %s\n", prog, err);
+            if (strstr(err, in->all[i]))
+                fprintf(stderr, "%s: %s\n", in->prog, err);
             else
-                fprintf(stderr, "%s: '%s': %s\n", prog, all[i], err);
-            rc = ampdiag_trace_err_is_io(e) ? EXIT_IO : EXIT_USAGE;
-            goto out;
+                fprintf(stderr, "%s: '%s': %s\n", in->prog, in->all[i], err);
+            return ampdiag_trace_err_is_io(e) ? EXIT_IO : EXIT_USAGE;
         }
     }
-    if (bidx == (size_t)-1) {
-        bidx = 0;
-        for (size_t i = 0; i < total; i++)
-            if (strcmp(runs[i].precision, "fp32") == 0) {
-                bidx = i;
+    /* no --baseline: the first FP32 trace, else the first */
+    if (in->bidx == (size_t)-1) {
+        in->bidx = 0;
+        for (size_t i = 0; i < in->total; i++)
+            if (strcmp(in->runs[i].precision, "fp32") == 0) {
+                in->bidx = i;
                 break;
             }
     }
+    return 0;
+}
 
+/* The runs loaded and the lists of list_inputs. */
+static void free_inputs(cmp_inputs *in)
+{
+    for (size_t i = 0; i < in->loaded; i++)
+        an_free(&in->runs[i]);
+    free(in->runs);
+    free(in->all);
+}
+
+/* The charts a report links (--plots DIR). */
+typedef struct cmp_charts {
+    plot_result pres;
+    report_chart *charts;        /* [pres.n] */
+    char note[768];
+} cmp_charts;
+
+/* Draw the charts into o->plots_dir, the recommended clip value on the gradient norms, and
+ * point the report options at them (with a note on what could not be drawn). Returns 0, or
+ * the exit status a failure to plot gives (the report is written all the same); the caller
+ * frees ch->charts and ch->pres. */
+static int draw_charts(const cmp_inputs *in, const compare_opts *o, const recommendation *R, cmp_charts *ch,
+                       report_opts *ro)
+{
+    plot_options po;
+    plot_options_init(&po);
+    char clip_label[96];
+    char err[1024];
+    int plot_rc = 0;
+    if (R->clip_have) {
+        po.clip = R->clip_value;
+        snprintf(clip_label, sizeof clip_label, "recommended clip %.3g", R->clip_value);
+        po.clip_label = clip_label;
+    }
+    int prc = plot_traces(in->all, (int)in->total, o->plots_dir, &po, &ch->pres, err, sizeof err);
+    if (prc == PLOT_ENOGNUPLOT)
+        snprintf(ch->note, sizeof ch->note, "gnuplot could not be run: the chart data and scripts are in %s "
+                 "(cd there and run gnuplot NAME.gp)", o->plots_dir);
+    else if (prc == PLOT_EGNUPLOT)
+        snprintf(ch->note, sizeof ch->note, "gnuplot failed on some charts: %.600s", err);
+    else if (prc != PLOT_OK) {
+        snprintf(ch->note, sizeof ch->note, "no charts: %.600s", err);
+        fprintf(stderr, "%s: --plots %s: %s\n", in->prog, o->plots_dir, err);
+        plot_rc = plot_exit_status(prc);
+    }
+    if (ch->pres.n && !(ch->charts = calloc(ch->pres.n, sizeof *ch->charts))) {
+        fprintf(stderr, "%s: out of memory\n", in->prog);
+        plot_rc = EXIT_IO;
+    }
+    for (size_t i = 0; ch->charts && i < ch->pres.n; i++) {
+        ch->charts[i].file = ch->pres.charts[i].file;
+        ch->charts[i].desc = ch->pres.charts[i].desc;
+        ch->charts[i].drawn = ch->pres.charts[i].drawn;
+    }
+    ro->plots_dir = o->plots_dir;
+    ro->charts = ch->charts;
+    ro->ncharts = ch->charts ? ch->pres.n : 0;
+    if (ch->pres.notes[0] && !ch->note[0])
+        snprintf(ch->note, sizeof ch->note, "%s", ch->pres.notes);
+    ro->charts_note = ch->note[0] ? ch->note : NULL;
+    return plot_rc;
+}
+
+/* The report on stdout in the chosen format, then the Markdown and JSON files asked for. 0 or
+ * EXIT_IO after a message. */
+static int write_reports(const cmp_inputs *in, const compare_opts *o, const an_comparison *c,
+                         const recommendation *R, const report_opts *ro)
+{
+    int rc = 0;
+    if (render(stdout, o->format, in->runs, in->total, c, R, ro) || fflush(stdout) != 0) {
+        fprintf(stderr, "%s: cannot write the report: %s\n", in->prog, strerror(errno));
+        rc = EXIT_IO;
+    }
+    if (!rc && o->md_path) {
+        report_opts rm = *ro;
+        rm.md_plots_dir = o->md_plots_dir;
+        rc = write_file(in->prog, o->md_path, CMP_MARKDOWN, in->runs, in->total, c, R, &rm);
+    }
+    if (!rc && o->json_path)
+        rc = write_file(in->prog, o->json_path, CMP_JSON, in->runs, in->total, c, R, ro);
+    return rc;
+}
+
+/* --fail-on: the conditions asked for that held, one line each on stderr (the recommendation's
+ * lines start with the condition's name). EXIT_FAIL_ON when one held, else 0. */
+static int fail_on(const recommendation *R, const char *prog)
+{
+    if (!(R->fail_held & R->fail_mask))
+        return 0;
+    for (size_t i = 0; i < R->fail_why.n; i++) {
+        for (unsigned b = 1; b <= FAIL_OVERFLOW; b <<= 1) {
+            const char *nm = rec_fail_name(b);
+            size_t len = strlen(nm);
+            if ((R->fail_mask & b) && strncmp(R->fail_why.s[i], nm, len) == 0 && R->fail_why.s[i][len] == ':')
+                fprintf(stderr, "%s: --fail-on %s\n", prog, R->fail_why.s[i]);
+        }
+    }
+    return EXIT_FAIL_ON;
+}
+
+/* The loaded runs compared and the recommendations made, the charts drawn (--plots), the
+ * reports written, --fail-on checked. Returns the exit status. */
+static int compare_and_report(const cmp_inputs *in, const compare_opts *o)
+{
     an_comparison c;
     recommendation R;
     memset(&R, 0, sizeof R);
-    if (an_compare(runs, total, bidx, &c) ||
-        recommend(runs, total, &c, o->target, o->fail_mask, &R)) {
-        fprintf(stderr, "%s: out of memory\n", prog);
+    if (an_compare(in->runs, in->total, in->bidx, &c) ||
+        recommend(in->runs, in->total, &c, o->target, o->fail_mask, &R)) {
+        fprintf(stderr, "%s: out of memory\n", in->prog);
         an_comparison_free(&c);
         rec_free(&R);
-        rc = EXIT_IO;
-        goto out;
+        return EXIT_IO;
     }
     report_opts ro;
     memset(&ro, 0, sizeof ro);
     ro.width = 100;
-    plot_result pres;
-    memset(&pres, 0, sizeof pres);
-    report_chart *charts = NULL;
-    char note[768] = "";
-    int plot_rc = 0;
-    if (o->plots_dir) {
-        /* the charts, with the recommended clip value drawn on the gradient norms */
-        plot_options po;
-        plot_options_init(&po);
-        char clip_label[96];
-        if (R.clip_have) {
-            po.clip = R.clip_value;
-            snprintf(clip_label, sizeof clip_label, "recommended clip %.3g", R.clip_value);
-            po.clip_label = clip_label;
-        }
-        int prc = plot_traces(all, (int)total, o->plots_dir, &po, &pres, err, sizeof err);
-        if (prc == PLOT_ENOGNUPLOT)
-            snprintf(note, sizeof note, "gnuplot could not be run: the chart data and scripts are in %s "
-                     "(cd there and run gnuplot NAME.gp)", o->plots_dir);
-        else if (prc == PLOT_EGNUPLOT)
-            snprintf(note, sizeof note, "gnuplot failed on some charts: %.600s", err);
-        else if (prc != PLOT_OK) {
-            snprintf(note, sizeof note, "no charts: %.600s", err);
-            fprintf(stderr, "%s: --plots %s: %s\n", prog, o->plots_dir, err);
-            plot_rc = plot_exit_status(prc);
-        }
-        if (pres.n && !(charts = calloc(pres.n, sizeof *charts))) {
-            fprintf(stderr, "%s: out of memory\n", prog);
-            plot_rc = EXIT_IO;
-        }
-        for (size_t i = 0; charts && i < pres.n; i++) {
-            charts[i].file = pres.charts[i].file;
-            charts[i].desc = pres.charts[i].desc;
-            charts[i].drawn = pres.charts[i].drawn;
-        }
-        ro.plots_dir = o->plots_dir;
-        ro.charts = charts;
-        ro.ncharts = charts ? pres.n : 0;
-        if (pres.notes[0] && !note[0])
-            snprintf(note, sizeof note, "%s", pres.notes);
-        ro.charts_note = note[0] ? note : NULL;
-    }
-    if (render(stdout, o->format, runs, total, &c, &R, &ro) || fflush(stdout) != 0) {
-        fprintf(stderr, "%s: cannot write the report: %s\n", prog, strerror(errno));
-        rc = EXIT_IO;
-    }
-    if (!rc && o->md_path) {
-        report_opts rm = ro;
-        rm.md_plots_dir = o->md_plots_dir;
-        rc = write_file(prog, o->md_path, CMP_MARKDOWN, runs, total, &c, &R, &rm);
-    }
-    if (!rc && o->json_path)
-        rc = write_file(prog, o->json_path, CMP_JSON, runs, total, &c, &R, &ro);
-    if (!rc && (R.fail_held & R.fail_mask)) {
-        for (size_t i = 0; i < R.fail_why.n; i++) {
-            /* the lines start with the condition's name */
-            for (unsigned b = 1; b <= FAIL_OVERFLOW; b <<= 1) {
-                const char *nm = rec_fail_name(b);
-                size_t len = strlen(nm);
-                if ((R.fail_mask & b) && strncmp(R.fail_why.s[i], nm, len) == 0 &&
-                    R.fail_why.s[i][len] == ':')
-                    fprintf(stderr, "%s: --fail-on %s\n", prog, R.fail_why.s[i]);
-            }
-        }
-        rc = EXIT_FAIL_ON;
-    }
+    cmp_charts ch;
+    memset(&ch, 0, sizeof ch);
+    int plot_rc = o->plots_dir ? draw_charts(in, o, &R, &ch, &ro) : 0;
+    int rc = write_reports(in, o, &c, &R, &ro);
+    if (!rc)
+        rc = fail_on(&R, in->prog);
     if (!rc && plot_rc)
         rc = plot_rc;
-    free(charts);
-    plot_result_free(&pres);
+    free(ch.charts);
+    plot_result_free(&ch.pres);
     an_comparison_free(&c);
     rec_free(&R);
-out:
-    for (size_t i = 0; i < loaded; i++)
-        an_free(&runs[i]);
-    free(runs);
-    free(all);
+    return rc;
+}
+
+int compare_files(const char *const *paths, size_t n, const compare_opts *o)
+{
+    cmp_inputs in;
+    memset(&in, 0, sizeof in);
+    in.prog = o->prog ? o->prog : "ampdiag compare";
+    int rc = list_inputs(&in, paths, n, o);
+    if (!rc)
+        rc = load_inputs(&in, o);
+    if (!rc)
+        rc = compare_and_report(&in, o);
+    free_inputs(&in);
     return rc;
 }
 

@@ -284,171 +284,288 @@ int cmd_run(int argc, char **argv)
     return rc;
 }
 
-static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
-{
+/* What the command line says, before it becomes a train_config: the optimizer and scaler
+ * options given (the set_* and s_* flags) apply on top of the defaults of the kind chosen. */
+typedef struct run_args {
     train_config c;
-    train_config_default(&c);
-    int scale_given = 0, progress_mode = -1;
-    const char *out = NULL;
+    const char *out;             /* -o, or NULL: run-PRECISION.h5 */
     char defout[64];
+    int scale_given, progress_mode; /* progress_mode -1: auto */
+    optim_kind okind;
+    optim_config ov;
+    int set_mom, set_wd, set_b1, set_b2, set_eps, set_state;
+    scaler_config sv;
+    int s_init, s_growth, s_back, s_int, s_min, s_hyst;
+} run_args;
+
+enum { NOT_MINE = -1 }; /* an option another group of *_option parses */
+
+/* The defaults: train_config_default's, AdamW, dynamic scaling, automatic progress. */
+static void run_args_init(run_args *a)
+{
+    memset(a, 0, sizeof *a);
+    train_config_default(&a->c);
+    a->progress_mode = -1;
+    a->okind = OPT_ADAMW;
+    optim_config_default(&a->ov, OPT_ADAMW);
+    scaler_config_default(&a->sv, SCALER_DYNAMIC);
+}
+
+/* What is trained, on what, how: precision, model, data, steps, batch, layers, seed, order.
+ * 0, EXIT_USAGE after a message, or NOT_MINE. */
+static int model_option(run_args *a, int ch, const char *arg)
+{
+    train_config *c = &a->c;
+    long v;
+    switch (ch) {
+    case O_PRECISION:
+        if (precision_parse(arg, &c->mo.precision) != 0) {
+            fprintf(stderr, "ampdiag run: --precision '%s': expected fp32, fp16, bf16 or bf16-pure\n", arg);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_MODEL: c->mo.spec = arg; return 0;
+    case O_DATA: c->data = arg; return 0;
+    case O_STEPS: if (integer(ch, arg, 1, 100000000, &v)) return EXIT_USAGE; c->steps = v; return 0;
+    case O_BATCH: if (integer(ch, arg, 1, 1 << 20, &v)) return EXIT_USAGE; c->batch = (int)v; return 0;
+    case O_FP32: c->mo.fp32_layers = arg; return 0;
+    case O_FTZ: c->mo.round_flags |= AMPDIAG_ROUND_FTZ; return 0;
+    case O_DEVICE:
+        if (strcmp(arg, "cpu") != 0) {
+            fprintf(stderr, "ampdiag run: --device '%s': this build trains on the cpu only "
+                            "(the CUDA training backend is not built yet)\n", arg);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_SEED: if (integer(ch, arg, 0, 0x7fffffffffffffffL, &v)) return EXIT_USAGE; c->seed = (uint64_t)v; return 0;
+    case O_SHUFFLE:
+        if (strcmp(arg, "on") == 0) c->shuffle = 1;
+        else if (strcmp(arg, "off") == 0) c->shuffle = 0;
+        else { fprintf(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", arg); return EXIT_USAGE; }
+        return 0;
+    default: return NOT_MINE;
+    }
+}
+
+/* The learning rate, its schedule, the optimizer and its options, clipping. 0, EXIT_USAGE
+ * after a message, or NOT_MINE. */
+static int optim_option(run_args *a, int ch, const char *arg)
+{
+    train_config *c = &a->c;
+    optim_config *ov = &a->ov;
+    switch (ch) {
+    case O_LR: if (num(ch, arg, 0, 1e6, &c->lr)) return EXIT_USAGE; return 0;
+    case O_SCHEDULE: c->schedule = arg; return 0;
+    case O_OPTIMIZER:
+        if (optim_kind_parse(arg, &a->okind) != 0) {
+            fprintf(stderr, "ampdiag run: --optimizer '%s': expected adamw or sgd\n", arg);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_MOMENTUM: if (num(ch, arg, 0, 1, &ov->momentum)) return EXIT_USAGE; a->set_mom = 1; return 0;
+    case O_WD: if (num(ch, arg, 0, 1e3, &ov->weight_decay)) return EXIT_USAGE; a->set_wd = 1; return 0;
+    case O_BETA1: if (num(ch, arg, 0, 0.999999, &ov->beta1)) return EXIT_USAGE; a->set_b1 = 1; return 0;
+    case O_BETA2: if (num(ch, arg, 0, 0.99999999, &ov->beta2)) return EXIT_USAGE; a->set_b2 = 1; return 0;
+    case O_EPS: if (num(ch, arg, 0, 1, &ov->eps)) return EXIT_USAGE; a->set_eps = 1; return 0;
+    case O_OSTATE: if (parse_fmt(ch, arg, &ov->state_fmt)) return EXIT_USAGE; a->set_state = 1; return 0;
+    case O_CLIP: if (num(ch, arg, 0, 1e30, &c->clip)) return EXIT_USAGE; return 0;
+    default: return NOT_MINE;
+    }
+}
+
+/* --loss-scale dynamic | static:S | none. 0 or EXIT_USAGE after a message. */
+static int loss_scale_option(run_args *a, int ch, const char *arg)
+{
+    a->scale_given = 1;
+    a->c.loss_scale = arg;
+    if (strcmp(arg, "dynamic") == 0) {
+        a->sv.kind = SCALER_DYNAMIC;
+    } else if (strcmp(arg, "none") == 0) {
+        a->sv.kind = SCALER_NONE;
+    } else if (strncmp(arg, "static:", 7) == 0) {
+        a->sv.kind = SCALER_STATIC;
+        if (num(ch, arg + 7, 1e-30, 1e30, &a->sv.init)) return EXIT_USAGE;
+        a->s_init = 1;
+    } else {
+        fprintf(stderr, "ampdiag run: --loss-scale '%s': expected dynamic, static:S or none\n", arg);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The loss scaler's options. 0, EXIT_USAGE after a message, or NOT_MINE. */
+static int scaler_option(run_args *a, int ch, const char *arg)
+{
+    scaler_config *sv = &a->sv;
+    long v;
+    switch (ch) {
+    case O_LOSS_SCALE: return loss_scale_option(a, ch, arg);
+    case O_SINIT: if (num(ch, arg, 1e-30, 1e30, &sv->init)) return EXIT_USAGE; a->s_init = 1; return 0;
+    case O_SGROWTH: if (num(ch, arg, 1, 1e6, &sv->growth_factor)) return EXIT_USAGE; a->s_growth = 1; return 0;
+    case O_SBACKOFF: if (num(ch, arg, 1e-6, 1, &sv->backoff_factor)) return EXIT_USAGE; a->s_back = 1; return 0;
+    case O_SINTERVAL: if (integer(ch, arg, 1, 1000000000, &v)) return EXIT_USAGE; sv->growth_interval = (int)v; a->s_int = 1; return 0;
+    case O_SMIN: if (num(ch, arg, 0, 1e30, &sv->min_scale)) return EXIT_USAGE; a->s_min = 1; return 0;
+    case O_SHYST: if (integer(ch, arg, 1, 1000000, &v)) return EXIT_USAGE; sv->hysteresis = (int)v; a->s_hyst = 1; return 0;
+    default: return NOT_MINE;
+    }
+}
+
+/* --progress auto | bar | lines | none. 0 or EXIT_USAGE after a message. */
+static int progress_option(run_args *a, const char *arg)
+{
+    if (strcmp(arg, "auto") == 0) a->progress_mode = -1;
+    else if (strcmp(arg, "bar") == 0) a->progress_mode = 2;
+    else if (strcmp(arg, "lines") == 0) a->progress_mode = 1;
+    else if (strcmp(arg, "none") == 0) a->progress_mode = 0;
+    else { fprintf(stderr, "ampdiag run: --progress '%s': expected auto, bar, lines or none\n", arg); return EXIT_USAGE; }
+    return 0;
+}
+
+/* What is recorded and written where: the trace, tracing, evaluation, patience, flushes,
+ * weights files, progress. 0, EXIT_USAGE after a message, or NOT_MINE. */
+static int output_option(run_args *a, int ch, const char *arg)
+{
+    train_config *c = &a->c;
     long v;
     double d;
-    int ch;
-    optim_kind okind = OPT_ADAMW;
-    optim_config ov;
-    optim_config_default(&ov, OPT_ADAMW);
-    int set_mom = 0, set_wd = 0, set_b1 = 0, set_b2 = 0, set_eps = 0, set_state = 0;
-    scaler_config sv;
-    scaler_config_default(&sv, SCALER_DYNAMIC);
-    int s_init = 0, s_growth = 0, s_back = 0, s_int = 0, s_min = 0, s_hyst = 0;
+    switch (ch) {
+    case O_OUT: a->out = arg; return 0;
+    case O_TRACE_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->trace_every = (int)v; return 0;
+    case O_TRACE_THREADS: if (integer(ch, arg, 0, 1, &v)) return EXIT_USAGE; c->trace_threads = (int)v; return 0;
+    case O_HIST_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->hist_every = (int)v; return 0;
+    case O_EVAL_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->eval_every = (int)v; return 0;
+    case O_PATIENCE: if (integer(ch, arg, 1, 1000000000, &v)) return EXIT_USAGE; c->patience = (int)v; return 0;
+    case O_FLUSH_EVERY: if (integer(ch, arg, 1, 1000000, &v)) return EXIT_USAGE; c->flush_every = (unsigned)v; return 0;
+    case O_FLUSH_SECONDS: if (num(ch, arg, 0.01, 3600, &d)) return EXIT_USAGE; c->flush_seconds = d; return 0;
+    case O_INIT: c->init_from = arg; return 0;
+    case O_SAVE: c->save_weights = arg; return 0;
+    case O_OVERWRITE: c->overwrite = 1; return 0;
+    case O_PROGRESS: return progress_option(a, arg);
+    default: return NOT_MINE;
+    }
+}
+
+/* Parse the options into *a; --help prints the usage and sets *help. 0 or EXIT_USAGE (the
+ * message printed). */
+static int parse_args(run_args *a, int argc, char **argv, int *help)
+{
     cli_parser p;
+    int ch;
+    *help = 0;
     if (cli_parser_init(&p, "run", run_options, argc, argv, 0))
         return EXIT_USAGE;
     while ((ch = cli_next(&p)) != CLI_DONE) {
         const char *arg = p.arg;
-        switch (ch) {
-        case O_HELP: usage(stdout); return 0;
-        case O_OUT: out = arg; break;
-        case O_PRECISION:
-            if (precision_parse(arg, &c.mo.precision) != 0) {
-                fprintf(stderr, "ampdiag run: --precision '%s': expected fp32, fp16, bf16 or bf16-pure\n", arg);
-                return EXIT_USAGE;
-            }
-            break;
-        case O_MODEL: c.mo.spec = arg; break;
-        case O_DATA: c.data = arg; break;
-        case O_STEPS: if (integer(ch, arg, 1, 100000000, &v)) return EXIT_USAGE; c.steps = v; break;
-        case O_BATCH: if (integer(ch, arg, 1, 1 << 20, &v)) return EXIT_USAGE; c.batch = (int)v; break;
-        case O_LR: if (num(ch, arg, 0, 1e6, &c.lr)) return EXIT_USAGE; break;
-        case O_SCHEDULE: c.schedule = arg; break;
-        case O_OPTIMIZER:
-            if (optim_kind_parse(arg, &okind) != 0) {
-                fprintf(stderr, "ampdiag run: --optimizer '%s': expected adamw or sgd\n", arg);
-                return EXIT_USAGE;
-            }
-            break;
-        case O_MOMENTUM: if (num(ch, arg, 0, 1, &ov.momentum)) return EXIT_USAGE; set_mom = 1; break;
-        case O_WD: if (num(ch, arg, 0, 1e3, &ov.weight_decay)) return EXIT_USAGE; set_wd = 1; break;
-        case O_BETA1: if (num(ch, arg, 0, 0.999999, &ov.beta1)) return EXIT_USAGE; set_b1 = 1; break;
-        case O_BETA2: if (num(ch, arg, 0, 0.99999999, &ov.beta2)) return EXIT_USAGE; set_b2 = 1; break;
-        case O_EPS: if (num(ch, arg, 0, 1, &ov.eps)) return EXIT_USAGE; set_eps = 1; break;
-        case O_OSTATE: if (parse_fmt(ch, arg, &ov.state_fmt)) return EXIT_USAGE; set_state = 1; break;
-        case O_CLIP: if (num(ch, arg, 0, 1e30, &c.clip)) return EXIT_USAGE; break;
-        case O_LOSS_SCALE:
-            scale_given = 1;
-            c.loss_scale = arg;
-            if (strcmp(arg, "dynamic") == 0) {
-                sv.kind = SCALER_DYNAMIC;
-            } else if (strcmp(arg, "none") == 0) {
-                sv.kind = SCALER_NONE;
-            } else if (strncmp(arg, "static:", 7) == 0) {
-                sv.kind = SCALER_STATIC;
-                if (num(ch, arg + 7, 1e-30, 1e30, &sv.init)) return EXIT_USAGE;
-                s_init = 1;
-            } else {
-                fprintf(stderr, "ampdiag run: --loss-scale '%s': expected dynamic, static:S or none\n", arg);
-                return EXIT_USAGE;
-            }
-            break;
-        case O_SINIT: if (num(ch, arg, 1e-30, 1e30, &sv.init)) return EXIT_USAGE; s_init = 1; break;
-        case O_SGROWTH: if (num(ch, arg, 1, 1e6, &sv.growth_factor)) return EXIT_USAGE; s_growth = 1; break;
-        case O_SBACKOFF: if (num(ch, arg, 1e-6, 1, &sv.backoff_factor)) return EXIT_USAGE; s_back = 1; break;
-        case O_SINTERVAL: if (integer(ch, arg, 1, 1000000000, &v)) return EXIT_USAGE; sv.growth_interval = (int)v; s_int = 1; break;
-        case O_SMIN: if (num(ch, arg, 0, 1e30, &sv.min_scale)) return EXIT_USAGE; s_min = 1; break;
-        case O_SHYST: if (integer(ch, arg, 1, 1000000, &v)) return EXIT_USAGE; sv.hysteresis = (int)v; s_hyst = 1; break;
-        case O_FP32: c.mo.fp32_layers = arg; break;
-        case O_FTZ: c.mo.round_flags |= AMPDIAG_ROUND_FTZ; break;
-        case O_DEVICE:
-            if (strcmp(arg, "cpu") != 0) {
-                fprintf(stderr, "ampdiag run: --device '%s': this build trains on the cpu only "
-                                "(the CUDA training backend is not built yet)\n", arg);
-                return EXIT_USAGE;
-            }
-            break;
-        case O_SEED: if (integer(ch, arg, 0, 0x7fffffffffffffffL, &v)) return EXIT_USAGE; c.seed = (uint64_t)v; break;
-        case O_SHUFFLE:
-            if (strcmp(arg, "on") == 0) c.shuffle = 1;
-            else if (strcmp(arg, "off") == 0) c.shuffle = 0;
-            else { fprintf(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", arg); return EXIT_USAGE; }
-            break;
-        case O_TRACE_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c.trace_every = (int)v; break;
-        case O_TRACE_THREADS: if (integer(ch, arg, 0, 1, &v)) return EXIT_USAGE; c.trace_threads = (int)v; break;
-        case O_HIST_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c.hist_every = (int)v; break;
-        case O_EVAL_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c.eval_every = (int)v; break;
-        case O_PATIENCE: if (integer(ch, arg, 1, 1000000000, &v)) return EXIT_USAGE; c.patience = (int)v; break;
-        case O_FLUSH_EVERY: if (integer(ch, arg, 1, 1000000, &v)) return EXIT_USAGE; c.flush_every = (unsigned)v; break;
-        case O_FLUSH_SECONDS: if (num(ch, arg, 0.01, 3600, &d)) return EXIT_USAGE; c.flush_seconds = d; break;
-        case O_INIT: c.init_from = arg; break;
-        case O_SAVE: c.save_weights = arg; break;
-        case O_OVERWRITE: c.overwrite = 1; break;
-        case O_SCENARIO: break; /* applied before parsing */
-        case O_PROGRESS:
-            if (strcmp(arg, "auto") == 0) progress_mode = -1;
-            else if (strcmp(arg, "bar") == 0) progress_mode = 2;
-            else if (strcmp(arg, "lines") == 0) progress_mode = 1;
-            else if (strcmp(arg, "none") == 0) progress_mode = 0;
-            else { fprintf(stderr, "ampdiag run: --progress '%s': expected auto, bar, lines or none\n", arg); return EXIT_USAGE; }
-            break;
-        case CLI_POS:
+        if (ch == O_HELP) {
+            usage(stdout);
+            *help = 1;
+            return 0;
+        }
+        if (ch == O_SCENARIO)
+            continue; /* applied before parsing */
+        if (ch == CLI_POS) {
             fprintf(stderr, "ampdiag run: unexpected argument '%s' (see ampdiag run --help)\n", arg);
             return EXIT_USAGE;
-        default:
-            return EXIT_USAGE;
         }
+        int rc = model_option(a, ch, arg);
+        if (rc == NOT_MINE) rc = optim_option(a, ch, arg);
+        if (rc == NOT_MINE) rc = scaler_option(a, ch, arg);
+        if (rc == NOT_MINE) rc = output_option(a, ch, arg);
+        if (rc)
+            return EXIT_USAGE; /* a bad value, or CLI_ERR (which no group knows) */
     }
-    /* optimizer: defaults of the chosen kind, then what was given */
-    optim_config_default(&c.opt, okind);
-    if (set_mom) c.opt.momentum = ov.momentum;
-    if (set_wd) c.opt.weight_decay = ov.weight_decay;
-    if (set_b1) c.opt.beta1 = ov.beta1;
-    if (set_b2) c.opt.beta2 = ov.beta2;
-    if (set_eps) c.opt.eps = ov.eps;
-    if (set_state) c.opt.state_fmt = ov.state_fmt;
-    /* loss scaling: dynamic for fp16, none otherwise, unless given */
-    scaler_kind kind = scale_given ? sv.kind : (c.mo.precision == PREC_FP16 ? SCALER_DYNAMIC : SCALER_NONE);
-    scaler_config_default(&c.scaler, kind);
-    if (!scale_given) c.loss_scale = kind == SCALER_DYNAMIC ? "dynamic" : "none";
-    if (s_init) c.scaler.init = sv.init;
-    if (s_growth) c.scaler.growth_factor = sv.growth_factor;
-    if (s_back) c.scaler.backoff_factor = sv.backoff_factor;
-    if (s_int) c.scaler.growth_interval = sv.growth_interval;
-    if (s_min) c.scaler.min_scale = sv.min_scale;
-    if (s_hyst) c.scaler.hysteresis = sv.hysteresis;
-    if (!out) {
-        snprintf(defout, sizeof defout, "run-%s.h5", precision_name(c.mo.precision));
-        out = defout;
-    }
-    c.out = out;
-    /* refused before training, naming the option that would replace them */
-    if (!c.overwrite && access(out, F_OK) == 0) {
-        fprintf(stderr, "ampdiag run: '%s' exists (use --overwrite to replace it)\n", out);
-        return EXIT_USAGE;
-    }
-    if (!c.overwrite && c.save_weights && access(c.save_weights, F_OK) == 0) {
-        fprintf(stderr, "ampdiag run: --save-weights '%s' exists (use --overwrite to replace it)\n",
-                c.save_weights);
-        return EXIT_USAGE;
-    }
-    c.progress = progress_mode >= 0 ? progress_mode : (isatty(2) ? 2 : 1);
-    c.command_line = cmdline;
-    c.scenario = scenario;
+    return 0;
+}
 
+/* The train_config from the options: the optimizer's and the scaler's defaults for the kinds
+ * chosen (loss scaling dynamic for fp16, none otherwise, unless given), then what was given;
+ * the trace's default name. */
+static void resolve_config(run_args *a)
+{
+    train_config *c = &a->c;
+    optim_config_default(&c->opt, a->okind);
+    if (a->set_mom) c->opt.momentum = a->ov.momentum;
+    if (a->set_wd) c->opt.weight_decay = a->ov.weight_decay;
+    if (a->set_b1) c->opt.beta1 = a->ov.beta1;
+    if (a->set_b2) c->opt.beta2 = a->ov.beta2;
+    if (a->set_eps) c->opt.eps = a->ov.eps;
+    if (a->set_state) c->opt.state_fmt = a->ov.state_fmt;
+    scaler_kind kind = a->scale_given ? a->sv.kind : (c->mo.precision == PREC_FP16 ? SCALER_DYNAMIC : SCALER_NONE);
+    scaler_config_default(&c->scaler, kind);
+    if (!a->scale_given) c->loss_scale = kind == SCALER_DYNAMIC ? "dynamic" : "none";
+    if (a->s_init) c->scaler.init = a->sv.init;
+    if (a->s_growth) c->scaler.growth_factor = a->sv.growth_factor;
+    if (a->s_back) c->scaler.backoff_factor = a->sv.backoff_factor;
+    if (a->s_int) c->scaler.growth_interval = a->sv.growth_interval;
+    if (a->s_min) c->scaler.min_scale = a->sv.min_scale;
+    if (a->s_hyst) c->scaler.hysteresis = a->sv.hysteresis;
+    if (!a->out) {
+        snprintf(a->defout, sizeof a->defout, "run-%s.h5", precision_name(c->mo.precision));
+        a->out = a->defout;
+    }
+    c->out = a->out;
+}
+
+/* Files the run would replace, refused before training without --overwrite, naming the option.
+ * 0 or EXIT_USAGE after a message. */
+static int refuse_existing(const train_config *c)
+{
+    if (!c->overwrite && access(c->out, F_OK) == 0) {
+        fprintf(stderr, "ampdiag run: '%s' exists (use --overwrite to replace it)\n", c->out);
+        return EXIT_USAGE;
+    }
+    if (!c->overwrite && c->save_weights && access(c->save_weights, F_OK) == 0) {
+        fprintf(stderr, "ampdiag run: --save-weights '%s' exists (use --overwrite to replace it)\n",
+                c->save_weights);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* With progress shown: one line on stderr saying what is trained. */
+static void announce(const train_config *c)
+{
+    if (c->progress)
+        fprintf(stderr, "ampdiag run: model %s, data %s, %s%s, %ld steps of %d\n", c->mo.spec ? c->mo.spec : "mlp",
+                c->data ? c->data : "(default synthetic)", precision_name(c->mo.precision),
+                c->scaler.kind == SCALER_DYNAMIC ? " + dynamic loss scale" : c->scaler.kind == SCALER_STATIC ? " + static loss scale" : "",
+                c->steps, c->batch);
+}
+
+/* Train as configured and print the summary. The exit status: 0, EXIT_USAGE or EXIT_IO (the
+ * message printed), or EXIT_SIGNAL + the signal that stopped the run. */
+static int train_and_report(const train_config *c)
+{
     train_result r;
     char err[1024] = "";
-    if (c.progress)
-        fprintf(stderr, "ampdiag run: model %s, data %s, %s%s, %ld steps of %d\n", c.mo.spec ? c.mo.spec : "mlp",
-                c.data ? c.data : "(default synthetic)", precision_name(c.mo.precision),
-                c.scaler.kind == SCALER_DYNAMIC ? " + dynamic loss scale" : c.scaler.kind == SCALER_STATIC ? " + static loss scale" : "",
-                c.steps, c.batch);
-    int rc = train_run(&c, &r, err, sizeof err);
+    int rc = train_run(c, &r, err, sizeof err);
     if (rc != TRAIN_OK) {
         fprintf(stderr, "ampdiag run: %s\n", err);
         return rc == TRAIN_EIO ? EXIT_IO : EXIT_USAGE;
     }
-    int st = print_summary(&c, &r);
+    int st = print_summary(c, &r);
     /* stopped by SIGINT/SIGTERM: the trace is closed and marked interrupted; exit as a shell
      * reports a process killed by that signal (130, 143) */
     if (st == 0 && r.status == AMPDIAG_STATUS_INTERRUPTED && r.stop_signal > 0)
         return EXIT_SIGNAL + r.stop_signal;
     return st;
+}
+
+/* `ampdiag run` after the scenario's options were put in front: parse, configure, refuse what
+ * would be replaced, train, report. Returns the exit status. */
+static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
+{
+    run_args a;
+    int help, rc;
+    run_args_init(&a);
+    if ((rc = parse_args(&a, argc, argv, &help)) || help)
+        return rc;
+    resolve_config(&a);
+    if ((rc = refuse_existing(&a.c)))
+        return rc;
+    a.c.progress = a.progress_mode >= 0 ? a.progress_mode : (isatty(2) ? 2 : 1);
+    a.c.command_line = cmdline;
+    a.c.scenario = scenario;
+    announce(&a.c);
+    return train_and_report(&a.c);
 }

@@ -267,356 +267,489 @@ static int sweep_options(cli_opt *t)
     return 0;
 }
 
-int cmd_sweep(int argc, char **argv)
-{
-    const char *precisions = "fp32,fp16,bf16", *lrs = NULL, *dir = NULL;
-    long jobs = 1;
-    int dry = 0, plots = 0, lr_given = 0;
+/* A sweep as cmd_sweep goes through it: its options, the runs and their progress. */
+typedef struct sweep {
+    const char *precisions, *lrs, *dir;
+    long jobs;                   /* runs at once */
+    int dry, plots, lr_given;
     compare_opts co;
-    compare_opts_init(&co);
-    co.prog = PROG;
-    /* the run options as given ("-s5" becomes "--steps" "5") */
-    char **pass = malloc((size_t)(2 * argc + 1) * sizeof *pass);
-    if (!pass) {
+    char **pass;                 /* the run options as given ("-s5" becomes "--steps" "5") */
+    int npass;
+    char *pcopy, *lcopy;         /* the lists, split: plist and llist point into them */
+    const char *plist[16], *llist[32];
+    int np, nl;
+    job *js;                     /* [nj]: the FP32 runs first */
+    int nj;
+    const char **paths;          /* [nj]: their traces, for the comparison */
+    char **cargv;                /* one run's argv */
+    char exe[4096];              /* this program */
+    int next, running, done, failed, worst, passed_on;
+    sigset_t wait_mask;          /* while waiting: the signals and SIGCHLD let through */
+    int caught;                  /* signals_catch was called */
+} sweep;
+
+/* The defaults, and room for the run options to pass on. 0 or EXIT_IO after a message. */
+static int sweep_init(sweep *sw, int argc)
+{
+    memset(sw, 0, sizeof *sw);
+    sw->precisions = "fp32,fp16,bf16";
+    sw->jobs = 1;
+    compare_opts_init(&sw->co);
+    sw->co.prog = PROG;
+    sw->pass = malloc((size_t)(2 * argc + 1) * sizeof *sw->pass);
+    if (!sw->pass) {
         fprintf(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
     }
-    int npass = 0, rc = 0, caught = 0;
+    return 0;
+}
+
+/* Everything the sweep allocated. */
+static void sweep_free(sweep *sw)
+{
+    if (sw->js)
+        for (int q = 0; q < sw->nj; q++) {
+            free(sw->js[q].trace);
+            free(sw->js[q].log);
+        }
+    free(sw->js);
+    free(sw->paths);
+    free(sw->cargv);
+    free(sw->pass);
+    free(sw->pcopy);
+    free(sw->lcopy);
+}
+
+/* -j N. 0 or EXIT_USAGE after a message. */
+static int parse_jobs(sweep *sw, const char *v)
+{
+    char *end;
+    errno = 0;
+    sw->jobs = strtol(v, &end, 10);
+    if (end == v || *end || errno || sw->jobs < 1 || sw->jobs > 256) {
+        fprintf(stderr, "%s: -j needs a number of jobs in 1..256, got '%s'\n", PROG, v);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* --warmup N. 0 or EXIT_USAGE after a message. */
+static int parse_warmup(sweep *sw, const char *v)
+{
+    char *end;
+    errno = 0;
+    sw->co.warmup = strtol(v, &end, 10);
+    if (end == v || *end || errno || sw->co.warmup < 0) {
+        fprintf(stderr, "%s: --warmup needs a step count >= 0, got '%s'\n", PROG, v);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The comparison's options (as ampdiag compare's). 0, EXIT_USAGE after a message, or -1: not
+ * one of them. */
+static int compare_option(sweep *sw, int id, const char *v)
+{
     char err[256];
+    switch (id) {
+    case S_FORMAT:
+        if (compare_format_parse(v, &sw->co.format)) {
+            fprintf(stderr, "%s: unknown --format '%s' (expected text, md or json)\n", PROG, v);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case S_TARGET:
+        if (rec_target_parse(v, &sw->co.target) || sw->co.target == TGT_ANY) {
+            fprintf(stderr, "%s: unknown --target '%s' (expected sm70, sm75, sm80, sm89, sm90 or "
+                    "cpu)\n", PROG, v);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case S_FAIL_ON:
+        if (rec_fail_parse(v, &sw->co.fail_mask, err, sizeof err)) {
+            fprintf(stderr, "%s: %s\n", PROG, err);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case S_WARMUP: return parse_warmup(sw, v);
+    default: return -1;
+    }
+}
+
+/* One option (opt the table entry, v its value or the argument): the sweep's own, the
+ * comparison's, or a run option to pass on. 0 or EXIT_USAGE after a message. */
+static int sweep_option(sweep *sw, int id, const cli_opt *opt, const char *v)
+{
+    switch (id) {
+    case S_PRECISIONS: sw->precisions = v; return 0;
+    case S_LRS: sw->lrs = v; return 0;
+    case S_OUT: sw->dir = v; return 0;
+    case S_JOBS: return parse_jobs(sw, v);
+    case S_DRY: sw->dry = 1; return 0;
+    case S_PLOTS: sw->plots = 1; return 0;
+    case S_PRECISION:
+        fprintf(stderr, "%s: use --precisions LIST (the sweep sets each run's --precision)\n", PROG);
+        return EXIT_USAGE;
+    case S_SET: return 0; /* the sweep sets these */
+    case S_PASS:
+        sw->lr_given |= strcmp(opt->name, "--lr") == 0;
+        sw->pass[sw->npass++] = (char *)opt->name;
+        if (v)
+            sw->pass[sw->npass++] = (char *)v;
+        return 0;
+    case CLI_POS:
+        fprintf(stderr, "%s: unexpected argument '%s' (see ampdiag sweep --help)\n", PROG, v);
+        return EXIT_USAGE;
+    default: {
+        int rc = compare_option(sw, id, v);
+        return rc < 0 ? EXIT_USAGE : rc; /* CLI_ERR: the message is printed */
+    }
+    }
+}
+
+/* Parse the command line into *sw; --help prints the usage and sets *help. 0 or EXIT_USAGE
+ * (the message printed). */
+static int parse_sweep_args(sweep *sw, int argc, char **argv, int *help)
+{
     cli_opt table[CLI_MAX_OPTS + 1];
     cli_parser cp;
+    int rc = 0;
+    *help = 0;
     if (sweep_options(table) || cli_parser_init(&cp, "sweep", table, argc, argv, 0))
         rc = EXIT_USAGE;
     for (int id; !rc && (id = cli_next(&cp)) != CLI_DONE;) {
-        const char *v = cp.arg;
-        switch (id) {
-        case S_HELP:
+        if (id == S_HELP) {
             usage(stdout);
-            free(pass);
+            *help = 1;
             return 0;
-        case S_PRECISIONS: precisions = v; break;
-        case S_LRS: lrs = v; break;
-        case S_OUT: dir = v; break;
-        case S_JOBS: {
-            char *end;
-            errno = 0;
-            jobs = strtol(v, &end, 10);
-            if (end == v || *end || errno || jobs < 1 || jobs > 256) {
-                fprintf(stderr, "%s: -j needs a number of jobs in 1..256, got '%s'\n", PROG, v);
-                rc = EXIT_USAGE;
-            }
-            break;
         }
-        case S_FORMAT:
-            if (compare_format_parse(v, &co.format)) {
-                fprintf(stderr, "%s: unknown --format '%s' (expected text, md or json)\n", PROG, v);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case S_TARGET:
-            if (rec_target_parse(v, &co.target) || co.target == TGT_ANY) {
-                fprintf(stderr, "%s: unknown --target '%s' (expected sm70, sm75, sm80, sm89, sm90 or "
-                        "cpu)\n", PROG, v);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case S_FAIL_ON:
-            if (rec_fail_parse(v, &co.fail_mask, err, sizeof err)) {
-                fprintf(stderr, "%s: %s\n", PROG, err);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case S_WARMUP: {
-            char *end;
-            errno = 0;
-            co.warmup = strtol(v, &end, 10);
-            if (end == v || *end || errno || co.warmup < 0) {
-                fprintf(stderr, "%s: --warmup needs a step count >= 0, got '%s'\n", PROG, v);
-                rc = EXIT_USAGE;
-            }
-            break;
-        }
-        case S_DRY: dry = 1; break;
-        case S_PLOTS: plots = 1; break;
-        case S_PRECISION:
-            fprintf(stderr, "%s: use --precisions LIST (the sweep sets each run's --precision)\n", PROG);
-            rc = EXIT_USAGE;
-            break;
-        case S_SET: break; /* the sweep sets these */
-        case S_PASS:
-            lr_given |= strcmp(cp.opt->name, "--lr") == 0;
-            pass[npass++] = (char *)cp.opt->name;
-            if (v)
-                pass[npass++] = (char *)v;
-            break;
-        case CLI_POS:
-            fprintf(stderr, "%s: unexpected argument '%s' (see ampdiag sweep --help)\n", PROG, v);
-            rc = EXIT_USAGE;
-            break;
-        default:
-            rc = EXIT_USAGE;
-        }
+        rc = sweep_option(sw, id, cp.opt, cp.arg);
     }
-    if (!rc && lrs && lr_given) {
-        fprintf(stderr, "%s: --lr and --lrs together: give the learning rates in --lrs\n", PROG);
-        rc = EXIT_USAGE;
+    return rc;
+}
+
+/* --precisions and --lrs split into plist and llist. 0, EXIT_IO or EXIT_USAGE after a
+ * message. */
+static int split_lists(sweep *sw)
+{
+    sw->np = split(sw->precisions, &sw->pcopy, sw->plist, 16);
+    sw->nl = sw->lrs ? split(sw->lrs, &sw->lcopy, sw->llist, 32) : 0;
+    if (sw->np == -1 || sw->nl == -1) {
+        fprintf(stderr, "%s: out of memory\n", PROG);
+        return EXIT_IO;
     }
-    if (!rc && !dir) {
-        fprintf(stderr, "%s: no output directory (-o DIR)\n", PROG);
-        rc = EXIT_USAGE;
+    if (sw->np <= 0 || sw->np == -2 || sw->nl == -2 || (sw->lrs && sw->nl <= 0)) {
+        fprintf(stderr, "%s: --precisions takes 1..16 and --lrs 1..32 comma-separated values\n", PROG);
+        return EXIT_USAGE;
     }
-    char *pcopy = NULL, *lcopy = NULL;
-    const char *plist[16], *llist[32];
-    int np = 0, nl = 0;
-    if (!rc) {
-        np = split(precisions, &pcopy, plist, 16);
-        nl = lrs ? split(lrs, &lcopy, llist, 32) : 0;
-        if (np == -1 || nl == -1) {
-            fprintf(stderr, "%s: out of memory\n", PROG);
-            rc = EXIT_IO;
-        } else if (np <= 0 || np == -2 || nl == -2 || (lrs && nl <= 0)) {
-            fprintf(stderr, "%s: --precisions takes 1..16 and --lrs 1..32 comma-separated values\n", PROG);
-            rc = EXIT_USAGE;
-        }
-    }
-    for (int p = 0; !rc && p < np; p++) {
-        static const char *const ok[] = {"fp32", "fp16", "bf16", "bf16-pure"};
+    return 0;
+}
+
+/* Each precision known and given once, each learning rate a positive number. 0 or EXIT_USAGE
+ * after a message (about the first that is not). */
+static int check_values(const sweep *sw)
+{
+    static const char *const ok[] = {"fp32", "fp16", "bf16", "bf16-pure"};
+    for (int p = 0; p < sw->np; p++) {
         int good = 0;
         for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
-            good |= strcmp(plist[p], ok[k]) == 0;
+            good |= strcmp(sw->plist[p], ok[k]) == 0;
         for (int q = 0; q < p; q++)
-            if (strcmp(plist[p], plist[q]) == 0)
+            if (strcmp(sw->plist[p], sw->plist[q]) == 0)
                 good = 0;
         if (!good) {
             fprintf(stderr, "%s: --precisions: '%s' is not one of fp32, fp16, bf16, bf16-pure (or is "
-                    "repeated)\n", PROG, plist[p]);
-            rc = EXIT_USAGE;
+                    "repeated)\n", PROG, sw->plist[p]);
+            return EXIT_USAGE;
         }
     }
-    for (int l = 0; !rc && l < nl; l++) {
+    for (int l = 0; l < sw->nl; l++) {
         char *end;
         errno = 0;
-        double x = strtod(llist[l], &end);
-        if (end == llist[l] || *end || errno || !(x > 0)) {
-            fprintf(stderr, "%s: --lrs: '%s' is not a positive number\n", PROG, llist[l]);
-            rc = EXIT_USAGE;
+        double x = strtod(sw->llist[l], &end);
+        if (end == sw->llist[l] || *end || errno || !(x > 0)) {
+            fprintf(stderr, "%s: --lrs: '%s' is not a positive number\n", PROG, sw->llist[l]);
+            return EXIT_USAGE;
         }
     }
-    if (rc) {
-        free(pass);
-        free(pcopy);
-        free(lcopy);
-        return rc;
-    }
+    return 0;
+}
 
-    /* the FP32 runs first: the first FP32 trace is the baseline */
-    int nj = np * (nl ? nl : 1);
-    job *js = calloc((size_t)nj, sizeof *js);
-    const char **paths = calloc((size_t)nj, sizeof *paths);
-    char **cargv = malloc((size_t)(npass + 16) * sizeof *cargv);
-    if (!js || !paths || !cargv) {
+/* What the options say together: --lr with --lrs, -o, the lists. 0, EXIT_USAGE or EXIT_IO
+ * after a message. */
+static int check_sweep(sweep *sw)
+{
+    int rc;
+    if (sw->lrs && sw->lr_given) {
+        fprintf(stderr, "%s: --lr and --lrs together: give the learning rates in --lrs\n", PROG);
+        return EXIT_USAGE;
+    }
+    if (!sw->dir) {
+        fprintf(stderr, "%s: no output directory (-o DIR)\n", PROG);
+        return EXIT_USAGE;
+    }
+    if ((rc = split_lists(sw)))
+        return rc;
+    return check_values(sw);
+}
+
+/* Job j: precision plist[p] (and learning rate llist[l] with --lrs), its name, trace and log.
+ * 0 or EXIT_IO after a message. */
+static int name_job(sweep *sw, job *j, int p, int l)
+{
+    snprintf(j->prec, sizeof j->prec, "%s", sw->plist[p]);
+    if (sw->nl)
+        snprintf(j->lr, sizeof j->lr, "%s", sw->llist[l]);
+    char lrname[40];
+    snprintf(lrname, sizeof lrname, "%s", j->lr);
+    sanitize(lrname);
+    snprintf(j->name, sizeof j->name, "run-%s%s%s", j->prec, sw->nl ? "-lr" : "", sw->nl ? lrname : "");
+    j->trace = join(sw->dir, j->name, ".h5");
+    j->log = join(sw->dir, j->name, ".log");
+    j->status = -1;
+    if (!j->trace || !j->log) {
         fprintf(stderr, "%s: out of memory\n", PROG);
-        rc = EXIT_IO;
-        goto out;
+        return EXIT_IO;
+    }
+    return 0;
+}
+
+/* The jobs, one per (precision, learning rate), the FP32 runs first: the first FP32 trace is
+ * the baseline. 0 or EXIT_IO after a message. */
+static int make_jobs(sweep *sw)
+{
+    int rc;
+    sw->nj = sw->np * (sw->nl ? sw->nl : 1);
+    sw->js = calloc((size_t)sw->nj, sizeof *sw->js);
+    sw->paths = calloc((size_t)sw->nj, sizeof *sw->paths);
+    sw->cargv = malloc((size_t)(sw->npass + 16) * sizeof *sw->cargv);
+    if (!sw->js || !sw->paths || !sw->cargv) {
+        fprintf(stderr, "%s: out of memory\n", PROG);
+        return EXIT_IO;
     }
     int k = 0;
     for (int pass_fp32 = 1; pass_fp32 >= 0; pass_fp32--)
-        for (int p = 0; p < np; p++) {
-            if ((strcmp(plist[p], "fp32") == 0) != pass_fp32)
+        for (int p = 0; p < sw->np; p++) {
+            if ((strcmp(sw->plist[p], "fp32") == 0) != pass_fp32)
                 continue;
-            for (int l = 0; l < (nl ? nl : 1); l++) {
-                job *j = &js[k++];
-                snprintf(j->prec, sizeof j->prec, "%s", plist[p]);
-                if (nl)
-                    snprintf(j->lr, sizeof j->lr, "%s", llist[l]);
-                char lrname[40];
-                snprintf(lrname, sizeof lrname, "%s", j->lr);
-                sanitize(lrname);
-                snprintf(j->name, sizeof j->name, "run-%s%s%s", j->prec, nl ? "-lr" : "", nl ? lrname : "");
-                j->trace = join(dir, j->name, ".h5");
-                j->log = join(dir, j->name, ".log");
-                j->status = -1;
-                if (!j->trace || !j->log) {
-                    fprintf(stderr, "%s: out of memory\n", PROG);
-                    rc = EXIT_IO;
-                    goto out;
-                }
-            }
+            for (int l = 0; l < (sw->nl ? sw->nl : 1); l++)
+                if ((rc = name_job(sw, &sw->js[k++], p, l)))
+                    return rc;
         }
-    if (!dry && make_dir(dir) != 0) {
-        fprintf(stderr, "%s: cannot create the output directory '%s': %s\n", PROG, dir, strerror(errno));
-        rc = EXIT_IO;
-        goto out;
-    }
-    char exe[4096];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (el <= 0)
-        snprintf(exe, sizeof exe, "ampdiag");
-    else
-        exe[el] = 0;
+    return 0;
+}
 
-    int next = 0, running = 0, done = 0, failed = 0, worst = 0, passed_on = 0;
-    double t_all = now();
-    sigset_t wait_mask;
-    if (!dry) {
-        signals_catch();
-        caught = 1;
-        wait_mask = old_mask;
-        sigdelset(&wait_mask, SIGINT);
-        sigdelset(&wait_mask, SIGTERM);
-        sigdelset(&wait_mask, SIGCHLD);
+/* The output directory (not for a dry run), and this program's path for the runs. 0 or
+ * EXIT_IO after a message. */
+static int prepare_runs(sweep *sw)
+{
+    if (!sw->dry && make_dir(sw->dir) != 0) {
+        fprintf(stderr, "%s: cannot create the output directory '%s': %s\n", PROG, sw->dir, strerror(errno));
+        return EXIT_IO;
     }
-    while (done < nj) {
-        if (stop_signal && !passed_on) {
-            fprintf(stderr, "%s: signal %d: stopping the runs (each finishes its step and marks its trace "
-                    "interrupted)\n", PROG, (int)stop_signal);
-            for (int q = 0; q < next; q++)
-                if (js[q].pid > 0 && js[q].status < 0)
-                    kill(js[q].pid, (int)stop_signal);
-            passed_on = 1;
+    ssize_t el = readlink("/proc/self/exe", sw->exe, sizeof sw->exe - 1);
+    if (el <= 0)
+        snprintf(sw->exe, sizeof sw->exe, "ampdiag");
+    else
+        sw->exe[el] = 0;
+    return 0;
+}
+
+/* Job j's command line into sw->cargv: ampdiag run, the options passed on, then what the sweep
+ * sets. Returns its length. */
+static int run_argv(sweep *sw, job *j)
+{
+    char **cargv = sw->cargv;
+    int c = 0;
+    cargv[c++] = (char *)"ampdiag";
+    cargv[c++] = (char *)"run";
+    for (int q = 0; q < sw->npass; q++)
+        cargv[c++] = sw->pass[q];
+    cargv[c++] = (char *)"--precision";
+    cargv[c++] = j->prec;
+    if (j->lr[0]) {
+        cargv[c++] = (char *)"--lr";
+        cargv[c++] = j->lr;
+    }
+    cargv[c++] = (char *)"-o";
+    cargv[c++] = j->trace;
+    cargv[c++] = (char *)"--overwrite";
+    cargv[c++] = (char *)"--progress";
+    cargv[c++] = (char *)"none";
+    cargv[c] = NULL;
+    return c;
+}
+
+/* Start runs while fewer than -j run and no signal came (a dry run prints each command line
+ * instead). A run that cannot be started counts as failed. */
+static void start_runs(sweep *sw)
+{
+    while (!stop_signal && sw->running < sw->jobs && sw->next < sw->nj) {
+        job *j = &sw->js[sw->next++];
+        int c = run_argv(sw, j);
+        if (sw->dry) {
+            for (int q = 0; q < c; q++)
+                printf("%s%s", q ? " " : "", sw->cargv[q]);
+            printf("\n");
+            j->status = 0;
+            sw->done++;
+            continue;
         }
-        while (!stop_signal && running < jobs && next < nj) {
-            job *j = &js[next++];
-            int c = 0;
-            cargv[c++] = (char *)"ampdiag";
-            cargv[c++] = (char *)"run";
-            for (int q = 0; q < npass; q++)
-                cargv[c++] = pass[q];
-            cargv[c++] = (char *)"--precision";
-            cargv[c++] = j->prec;
-            if (j->lr[0]) {
-                cargv[c++] = (char *)"--lr";
-                cargv[c++] = j->lr;
-            }
-            cargv[c++] = (char *)"-o";
-            cargv[c++] = j->trace;
-            cargv[c++] = (char *)"--overwrite";
-            cargv[c++] = (char *)"--progress";
-            cargv[c++] = (char *)"none";
-            cargv[c] = NULL;
-            if (dry) {
-                for (int q = 0; q < c; q++)
-                    printf("%s%s", q ? " " : "", cargv[q]);
-                printf("\n");
-                j->status = 0;
-                done++;
-                continue;
-            }
-            fflush(NULL);
-            j->t0 = now();
-            j->pid = start(j, exe, cargv, (int)jobs);
-            if (j->pid < 0) {
-                fprintf(stderr, "%s: cannot start a run: %s\n", PROG, strerror(errno));
-                j->status = EXIT_IO;
-                done++;
-                failed++;
-                worst = EXIT_IO;
-                continue;
-            }
-            running++;
-            fprintf(stderr, "%s: started %s -> %s\n", PROG, j->name, j->trace);
+        fflush(NULL);
+        j->t0 = now();
+        j->pid = start(j, sw->exe, sw->cargv, (int)sw->jobs);
+        if (j->pid < 0) {
+            fprintf(stderr, "%s: cannot start a run: %s\n", PROG, strerror(errno));
+            j->status = EXIT_IO;
+            sw->done++;
+            sw->failed++;
+            sw->worst = EXIT_IO;
+            continue;
         }
-        if (running == 0)
+        sw->running++;
+        fprintf(stderr, "%s: started %s -> %s\n", PROG, j->name, j->trace);
+    }
+}
+
+/* The signal the sweep caught, passed on to the runs still running (once). */
+static void pass_on_signal(sweep *sw)
+{
+    fprintf(stderr, "%s: signal %d: stopping the runs (each finishes its step and marks its trace "
+            "interrupted)\n", PROG, (int)stop_signal);
+    for (int q = 0; q < sw->next; q++)
+        if (sw->js[q].pid > 0 && sw->js[q].status < 0)
+            kill(sw->js[q].pid, (int)stop_signal);
+    sw->passed_on = 1;
+}
+
+/* Process pid ended with wait status st: its job's exit status and time, and a line saying so
+ * (for a failure, the end of its log; the worst failure's exit status kept). */
+static void run_ended(sweep *sw, pid_t pid, int st)
+{
+    for (int q = 0; q < sw->nj; q++) {
+        job *j = &sw->js[q];
+        if (j->pid != pid || j->status >= 0)
+            continue;
+        j->secs = now() - j->t0;
+        j->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        sw->running--;
+        sw->done++;
+        if (j->status == 0) {
+            fprintf(stderr, "%s: [%d/%d] %s done in %.1f s\n", PROG, sw->done, sw->nj, j->name, j->secs);
+        } else if (stop_signal) {
+            fprintf(stderr, "%s: %s stopped (exit %d); its log is %s\n", PROG, j->name, j->status, j->log);
+        } else {
+            sw->failed++;
+            int code = j->status == EXIT_USAGE ? EXIT_USAGE : EXIT_IO;
+            if (code > sw->worst)
+                sw->worst = code;
+            if (WIFSIGNALED(st))
+                fprintf(stderr, "%s: %s was killed by signal %d; its log %s ends:\n", PROG, j->name,
+                        WTERMSIG(st), j->log);
+            else
+                fprintf(stderr, "%s: %s failed (exit %d); its log %s ends:\n", PROG, j->name,
+                        j->status, j->log);
+            print_log_tail(j->log);
+        }
+    }
+}
+
+/* Run the jobs, -j at a time, until all are done or a signal stopped them (passed on to the
+ * runs). 0 or EXIT_IO after a message (waiting failed). */
+static int run_all(sweep *sw)
+{
+    while (sw->done < sw->nj) {
+        if (stop_signal && !sw->passed_on)
+            pass_on_signal(sw);
+        start_runs(sw);
+        if (sw->running == 0)
             break;
         int st;
         pid_t pid = waitpid(-1, &st, WNOHANG);
         if (pid == 0) {
-            sigsuspend(&wait_mask); /* a run ended, or a signal came */
+            sigsuspend(&sw->wait_mask); /* a run ended, or a signal came */
             continue;
         }
         if (pid < 0) {
             if (errno == EINTR)
                 continue;
             fprintf(stderr, "%s: waiting for the runs: %s\n", PROG, strerror(errno));
-            rc = EXIT_IO;
-            goto out;
+            return EXIT_IO;
         }
-        for (int q = 0; q < nj; q++) {
-            job *j = &js[q];
-            if (j->pid != pid || j->status >= 0)
-                continue;
-            j->secs = now() - j->t0;
-            j->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-            running--;
-            done++;
-            if (j->status == 0) {
-                fprintf(stderr, "%s: [%d/%d] %s done in %.1f s\n", PROG, done, nj, j->name, j->secs);
-            } else if (stop_signal) {
-                fprintf(stderr, "%s: %s stopped (exit %d); its log is %s\n", PROG, j->name, j->status, j->log);
-            } else {
-                failed++;
-                int code = j->status == EXIT_USAGE ? EXIT_USAGE : EXIT_IO;
-                if (code > worst)
-                    worst = code;
-                if (WIFSIGNALED(st))
-                    fprintf(stderr, "%s: %s was killed by signal %d; its log %s ends:\n", PROG, j->name,
-                            WTERMSIG(st), j->log);
-                else
-                    fprintf(stderr, "%s: %s failed (exit %d); its log %s ends:\n", PROG, j->name,
-                            j->status, j->log);
-                print_log_tail(j->log);
-            }
-        }
+        run_ended(sw, pid, st);
     }
-    if (caught) {
-        signals_restore();
-        caught = 0;
-    }
-    if (dry)
-        goto out;
-    if (stop_signal) {
-        fprintf(stderr, "%s: interrupted by signal %d: %d of %d runs started, no comparison\n", PROG,
-                (int)stop_signal, next, nj);
-        rc = EXIT_SIGNAL + stop_signal;
-        goto out;
-    }
-    fprintf(stderr, "%s: %d runs in %.1f s\n", PROG, nj, now() - t_all);
-    if (failed) {
-        fprintf(stderr, "%s: %d of %d runs failed: no comparison\n", PROG, failed, nj);
-        rc = worst ? worst : EXIT_IO;
-        goto out;
-    }
-    for (int q = 0; q < nj; q++)
-        paths[q] = js[q].trace;
-    char *md = join(dir, "report", ".md"), *json = join(dir, "report", ".json");
-    if (!md || !json) {
+    return 0;
+}
+
+/* Compare the traces: the report on stdout, DIR/report.md and DIR/report.json, the charts in
+ * DIR/charts with --plots. Returns compare_files's exit status, or EXIT_IO after a message. */
+static int compare_runs(sweep *sw)
+{
+    for (int q = 0; q < sw->nj; q++)
+        sw->paths[q] = sw->js[q].trace;
+    char *md = join(sw->dir, "report", ".md"), *json = join(sw->dir, "report", ".json");
+    char *charts = sw->plots ? join(sw->dir, "charts", "") : NULL;
+    if (!md || !json || (sw->plots && !charts)) {
         free(md);
         free(json);
+        free(charts);
         fprintf(stderr, "%s: out of memory\n", PROG);
-        rc = EXIT_IO;
-        goto out;
+        return EXIT_IO;
     }
-    co.md_path = md;
-    co.json_path = json;
-    char *charts = plots ? join(dir, "charts", "") : NULL;
-    if (plots && !charts) {
-        free(md);
-        free(json);
-        fprintf(stderr, "%s: out of memory\n", PROG);
-        rc = EXIT_IO;
-        goto out;
-    }
-    co.plots_dir = charts;
-    co.md_plots_dir = plots ? "charts" : NULL;
-    rc = compare_files(paths, (size_t)nj, &co);
+    sw->co.md_path = md;
+    sw->co.json_path = json;
+    sw->co.plots_dir = charts;
+    sw->co.md_plots_dir = sw->plots ? "charts" : NULL;
+    int rc = compare_files(sw->paths, (size_t)sw->nj, &sw->co);
     free(charts);
     if (rc == 0 || rc == EXIT_FAIL_ON)
         fprintf(stderr, "%s: reports in %s and %s\n", PROG, md, json);
     free(md);
     free(json);
-out:
-    if (caught)
+    return rc;
+}
+
+/* Run the jobs (signals caught meanwhile, unless a dry run), then compare them: not after a
+ * signal (EXIT_SIGNAL + it) or a failed run (the worst failure's exit status). Returns the
+ * exit status. */
+static int run_and_compare(sweep *sw)
+{
+    double t_all = now();
+    if (!sw->dry) {
+        signals_catch();
+        sw->caught = 1;
+        sw->wait_mask = old_mask;
+        sigdelset(&sw->wait_mask, SIGINT);
+        sigdelset(&sw->wait_mask, SIGTERM);
+        sigdelset(&sw->wait_mask, SIGCHLD);
+    }
+    int rc = run_all(sw);
+    if (sw->caught)
         signals_restore();
-    if (js)
-        for (int q = 0; q < nj; q++) {
-            free(js[q].trace);
-            free(js[q].log);
-        }
-    free(js);
-    free(paths);
-    free(cargv);
-    free(pass);
-    free(pcopy);
-    free(lcopy);
+    if (rc || sw->dry)
+        return rc;
+    if (stop_signal) {
+        fprintf(stderr, "%s: interrupted by signal %d: %d of %d runs started, no comparison\n", PROG,
+                (int)stop_signal, sw->next, sw->nj);
+        return EXIT_SIGNAL + stop_signal;
+    }
+    fprintf(stderr, "%s: %d runs in %.1f s\n", PROG, sw->nj, now() - t_all);
+    if (sw->failed) {
+        fprintf(stderr, "%s: %d of %d runs failed: no comparison\n", PROG, sw->failed, sw->nj);
+        return sw->worst ? sw->worst : EXIT_IO;
+    }
+    return compare_runs(sw);
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+    sweep sw;
+    int rc, help;
+    if ((rc = sweep_init(&sw, argc)))
+        return rc;
+    if (!(rc = parse_sweep_args(&sw, argc, argv, &help)) && !help &&
+        !(rc = check_sweep(&sw)) && !(rc = make_jobs(&sw)) && !(rc = prepare_runs(&sw)))
+        rc = run_and_compare(&sw);
+    sweep_free(&sw);
     return rc;
 }

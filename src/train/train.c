@@ -512,268 +512,434 @@ static int write_header(run *R, char *err, size_t errlen)
     return 0;
 }
 
-/* One training step. Sets *stop when the run must end (divergence). */
-static int step_once(run *R, long t, double t0, int *stop, char *err, size_t errlen)
+/* ------------------------------------------------------------------ one step */
+
+/* What a step has found so far, handed from each part of step_once to the next. */
+typedef struct step_state {
+    long t;
+    double ts;                   /* when the step began */
+    int traced;
+    tslot *S;                    /* its slot when traced, else NULL */
+    float loss;
+    int fwd_li, fwd_nan;         /* where a non-finite forward began (fwd_li -1: it did not) */
+    double scale;                /* the loss scale the step ran with */
+    float inv;                   /* 1 / scale */
+    uint64_t nonfinite;          /* non-finite values among the gradients */
+    double norm;                 /* their global norm, unscaled (inf if any is non-finite) */
+    int found, skip;             /* non-finite gradients found; the update skipped for them */
+    float coef;                  /* the clip coefficient */
+    double lr;
+    long streak;                 /* steps in a row towards divergence (monitor.h) */
+    int floor_why;               /* 1: the streak is of skipped steps at the scale's floor */
+    ampdiag_trace_step rec;      /* the step record being filled */
+} step_state;
+
+/* Start step t: its time, whether it is traced and, if so, the slot it takes (the one NSLOTS
+ * traced steps back, whose records are written out first). 0 or a TRAIN_ error. */
+static int step_begin(run *R, step_state *s, long t, char *err, size_t errlen)
 {
     const train_config *c = R->c;
-    train_result *r = R->r;
-    model *m = R->m;
-    const backend *bk = m->bk;
-    double ts = now_s();
-    int traced = c->trace_every > 0 && (t % c->trace_every == 0 || t == c->steps - 1);
-    int hist = traced && c->hist_every > 0 && t % c->hist_every == 0;
+    s->t = t;
+    s->ts = now_s();
+    s->traced = c->trace_every > 0 && (t % c->trace_every == 0 || t == c->steps - 1);
+    s->S = NULL;
+    if (!s->traced)
+        return 0;
+    int hist = c->hist_every > 0 && t % c->hist_every == 0;
+    tslot *S = &R->slots[R->ntraced % NSLOTS];
     int rc;
-    tslot *S = NULL;
-    if (traced) {
-        /* the slot NSLOTS traced steps back: written out by now (flush_records below) */
-        S = &R->slots[R->ntraced % NSLOTS];
-        for (int k = 0; k < R->qn; k++)
-            if (R->q[(R->qhead + k) % QCAP].S == S && (rc = flush_records(R, S->step, err, errlen)))
-                return rc;
-        S->buf = (int)(R->ntraced++ & 1);
-        S->step = t;
-        S->hist = hist;
-        S->skip = 0;
-    }
+    for (int k = 0; k < R->qn; k++)
+        if (R->q[(R->qhead + k) % QCAP].S == S && (rc = flush_records(R, S->step, err, errlen)))
+            return rc;
+    S->buf = (int)(R->ntraced++ & 1);
+    S->step = t;
+    S->hist = hist;
+    S->skip = 0;
+    s->S = S;
+    return 0;
+}
 
-    /* forward (once the tracer has read the last traced step's activations) */
-    tracer_wait(R->tr, R->tk_acts);
+/* Once the tracer has read the last traced step's activations: learn whether that job fitted
+ * between the kick after the backward and this forward (ts) (smoothed times in R). */
+static void learn_acts_room(run *R, double ts)
+{
     if (R->acts_slot && R->kick_at > 0) {
-        /* does the activations' job fit between the kick and the next forward? */
         double job = R->acts_slot->acts_s, room = ts - R->kick_at;
         R->acts_job_s = R->acts_job_s > 0 ? 0.75 * R->acts_job_s + 0.25 * job : job;
         R->acts_room_s = R->acts_room_s > 0 ? 0.75 * R->acts_room_s + 0.25 * room : room;
     }
     R->acts_slot = NULL;
+}
+
+/* A traced step's activations to the tracer: queued, not woken for (the worker takes them with
+ * the gradients' job, one wake-up a step instead of two, and has until the next forward),
+ * except where the job takes more than half of that time (the transformer's activations). */
+static void post_activations(run *R, tslot *S)
+{
+    hand_over(S, MT_ACTIVATION);
+    R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
+    R->acts_slot = S;
+    if (R->acts_job_s > 0.5 * R->acts_room_s)
+        tracer_kick(R->tr);
+}
+
+/* The forward pass of the next batch (once the tracer has read the last traced step's
+ * activations) into s->loss. 0, or TRAIN_EBADINPUT with the model's message. */
+static int forward_step(run *R, step_state *s, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    model *m = R->m;
+    tracer_wait(R->tr, R->tk_acts);
+    learn_acts_room(R, s->ts);
     batcher_next(&R->tb, R->rows, c->batch);
     data_gather(&R->ds, 0, R->rows, c->batch, R->xb, R->yb, R->inb, R->tgb);
-    float loss;
     if (model_forward(m, R->ds.kind == DATA_CLASSIFICATION ? R->xb : NULL, R->ds.kind == DATA_TOKENS ? R->inb : NULL,
-                      R->ds.kind == DATA_TOKENS ? R->tgb : R->yb, c->batch, &loss) != 0) {
-        say(err, errlen, "step %ld: %s", t, model_error(m));
+                      R->ds.kind == DATA_TOKENS ? R->tgb : R->yb, c->batch, &s->loss) != 0) {
+        say(err, errlen, "step %ld: %s", s->t, model_error(m));
         return TRAIN_EBADINPUT;
     }
-    if (traced) {
-        /* queued, not woken for: the worker takes it with the gradients' job (one wake-up a
-         * step instead of two), and has until the next forward */
-        hand_over(S, MT_ACTIVATION);
-        R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
-        R->acts_slot = S;
-        /* except where the job takes more than half of the time it would have (the
-         * transformer's activations): then it is worth a wake-up of its own */
-        if (R->acts_job_s > 0.5 * R->acts_room_s)
-            tracer_kick(R->tr);
-    }
-    int fwd_li = -1, fwd_nan = 0; /* where a non-finite forward began */
-    if (!isfinite(loss)) {
-        int li = model_first_nonfinite_activation(m);
-        fwd_li = li;
-        if (li >= 0) {
-            size_t n;
-            float *x = model_tensor(m, li, MT_ACTIVATION, &n);
-            int nan = holds_nan(R, x, n);
-            fwd_nan = nan;
-            char msg[128];
-            char lv[32];
-            snprintf(msg, sizeof msg, "%s in %s activation (first in forward order); loss %s", nan ? "NaN" : "inf",
-                     m->layers[li].name, fmt_num(lv, sizeof lv, (double)loss, 6));
-            if ((rc = event(R, t, li, nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)loss, msg, err,
-                            errlen)))
-                return rc;
-        }
-    }
+    if (s->traced)
+        post_activations(R, s->S);
+    return 0;
+}
 
-    /* backward of loss * scale */
-    double scale = scaler_scale(&R->sc);
+/* A non-finite loss: the first layer (in forward order) whose activations are non-finite into
+ * s->fwd_li and s->fwd_nan (NaN or inf), with an event. 0 or a TRAIN_ error. */
+static int find_forward_origin(run *R, step_state *s, char *err, size_t errlen)
+{
+    model *m = R->m;
+    s->fwd_li = -1;
+    s->fwd_nan = 0;
+    if (isfinite(s->loss))
+        return 0;
+    int li = model_first_nonfinite_activation(m);
+    s->fwd_li = li;
+    if (li < 0)
+        return 0;
+    size_t n;
+    float *x = model_tensor(m, li, MT_ACTIVATION, &n);
+    int nan = holds_nan(R, x, n);
+    s->fwd_nan = nan;
+    char msg[128];
+    char lv[32];
+    snprintf(msg, sizeof msg, "%s in %s activation (first in forward order); loss %s", nan ? "NaN" : "inf",
+             m->layers[li].name, fmt_num(lv, sizeof lv, (double)s->loss, 6));
+    return event(R, s->t, li, nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)s->loss, msg, err,
+                 errlen);
+}
+
+/* The backward pass of loss * scale (once the tracer has read the last traced step's
+ * gradients); a traced step hands its gradients over, then the last traced step's update job
+ * is posted behind them and the tracer woken. 0, or TRAIN_EBADINPUT with the model's message. */
+static int backward_step(run *R, step_state *s, char *err, size_t errlen)
+{
+    model *m = R->m;
+    s->scale = scaler_scale(&R->sc);
     tracer_wait(R->tr, R->tk_grads);
-    if (model_backward(m, (float)scale) != 0) {
-        say(err, errlen, "step %ld: %s", t, model_error(m));
+    if (model_backward(m, (float)s->scale) != 0) {
+        say(err, errlen, "step %ld: %s", s->t, model_error(m));
         return TRAIN_EBADINPUT;
     }
-    if (traced) {
-        hand_over(S, MT_ACTIVATION_GRAD);
-        hand_over(S, MT_WEIGHT_GRAD);
-        R->tk_grads = S->last = tracer_post(R->tr, job_gradients, S);
+    if (s->traced) {
+        hand_over(s->S, MT_ACTIVATION_GRAD);
+        hand_over(s->S, MT_WEIGHT_GRAD);
+        R->tk_grads = s->S->last = tracer_post(R->tr, job_gradients, s->S);
     }
     post_update(R); /* the last traced step's, behind this step's activations and gradients */
     tracer_kick(R->tr);
     R->kick_at = now_s();
+    return 0;
+}
 
-    /* gradients: norm and non-finite count of the unscaled values; they stay scaled in memory
-     * (the tracer reads them as the format held them; the optimizer unscales as it reads) */
+/* The gradients' norm and non-finite count, of the unscaled values; they stay scaled in memory
+ * (the tracer reads them as the format held them; the optimizer unscales as it reads). Sets
+ * s->inv, s->nonfinite, s->norm, s->found and s->skip. */
+static void measure_gradients(run *R, step_state *s)
+{
+    model *m = R->m;
     double sumsq = 0;
     uint64_t nonfinite = 0;
-    float inv = (float)(1.0 / scale);
+    s->inv = (float)(1.0 / s->scale);
     for (int i = 0; i < m->nlayers; i++) {
         layer *L = &m->layers[i];
         if (L->nparams > 0)
-            grads_norm(L->g, L->nparams, inv, &sumsq, &nonfinite);
+            grads_norm(L->g, L->nparams, s->inv, &sumsq, &nonfinite);
     }
-    /* the records of the traced step two back (its update analysis was posted a step ago), and
-     * any later ones whose statistics are ready */
-    if ((rc = flush_records(R, t - 2, err, errlen)))
-        return rc;
-    double norm = nonfinite ? INFINITY : sqrt(sumsq);
-    int found = nonfinite > 0;
-    int skip = found && c->scaler.kind != SCALER_NONE;
-    ampdiag_trace_step rec;
-    memset(&rec, 0, sizeof rec);
-    if (found && fwd_li >= 0) {
+    s->nonfinite = nonfinite;
+    s->norm = nonfinite ? INFINITY : sqrt(sumsq);
+    s->found = nonfinite > 0;
+    s->skip = s->found && R->c->scaler.kind != SCALER_NONE;
+}
+
+/* Non-finite gradients after a finite forward: the first layer and tensor (in backward order)
+ * that holds one, as the skip reason and an event. 0 or a TRAIN_ error. */
+static int find_backward_origin(run *R, step_state *s, char *err, size_t errlen)
+{
+    model *m = R->m;
+    ampdiag_trace_step *rec = &s->rec;
+    model_tensor_kind k = MT_WEIGHT_GRAD;
+    int li = model_first_nonfinite_gradient(m, &k);
+    const char *what = k == MT_ACTIVATION_GRAD ? "activation_grad" : "weight_grad";
+    int nan = 0;
+    if (li >= 0) {
+        size_t n;
+        float *x = model_tensor(m, li, k, &n);
+        nan = x ? holds_nan(R, x, n) : 0;
+        snprintf(rec->skip_reason, sizeof rec->skip_reason, "%s in %s %s", nan ? "nan" : "inf", m->layers[li].name,
+                 what);
+    } else {
+        snprintf(rec->skip_reason, sizeof rec->skip_reason, "non-finite gradients");
+    }
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s (first in backward order); %llu non-finite gradient values at scale %g",
+             rec->skip_reason, (unsigned long long)s->nonfinite, s->scale);
+    return event(R, s->t, li, nan ? AMPDIAG_EV_NAN_BACKWARD : AMPDIAG_EV_INF_BACKWARD, (double)s->nonfinite, msg,
+                 err, errlen);
+}
+
+/* Starts the step record (zeroed) with the reason for non-finite gradients: the forward
+ * pass's origin when it was already non-finite, else the backward's (kept only when the step
+ * is skipped). 0 or a TRAIN_ error. */
+static int explain_nonfinite(run *R, step_state *s, char *err, size_t errlen)
+{
+    ampdiag_trace_step *rec = &s->rec;
+    memset(rec, 0, sizeof *rec);
+    if (s->found && s->fwd_li >= 0) {
         /* the forward was already non-finite: that is the origin, not the backward */
-        snprintf(rec.skip_reason, sizeof rec.skip_reason, "%s in %s activation (forward)", fwd_nan ? "nan" : "inf",
-                 m->layers[fwd_li].name);
-        if (!skip)
-            rec.skip_reason[0] = 0;
-    } else if (found) {
-        model_tensor_kind k = MT_WEIGHT_GRAD;
-        int li = model_first_nonfinite_gradient(m, &k);
-        const char *what = k == MT_ACTIVATION_GRAD ? "activation_grad" : "weight_grad";
-        int nan = 0;
-        if (li >= 0) {
-            size_t n;
-            float *x = model_tensor(m, li, k, &n);
-            nan = x ? holds_nan(R, x, n) : 0;
-            snprintf(rec.skip_reason, sizeof rec.skip_reason, "%s in %s %s", nan ? "nan" : "inf", m->layers[li].name,
-                     what);
-        } else {
-            snprintf(rec.skip_reason, sizeof rec.skip_reason, "non-finite gradients");
-        }
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s (first in backward order); %llu non-finite gradient values at scale %g",
-                 rec.skip_reason, (unsigned long long)nonfinite, scale);
-        if ((rc = event(R, t, li, nan ? AMPDIAG_EV_NAN_BACKWARD : AMPDIAG_EV_INF_BACKWARD, (double)nonfinite, msg,
-                        err, errlen)))
+        snprintf(rec->skip_reason, sizeof rec->skip_reason, "%s in %s activation (forward)",
+                 s->fwd_nan ? "nan" : "inf", R->m->layers[s->fwd_li].name);
+    } else if (s->found) {
+        int rc = find_backward_origin(R, s, err, errlen);
+        if (rc)
             return rc;
-        if (!skip)
-            rec.skip_reason[0] = 0;
     }
-    scaler_event se = scaler_update(&R->sc, found);
+    if (s->found && !s->skip)
+        rec->skip_reason[0] = 0;
+    return 0;
+}
+
+/* The loss scaler's answer to the step (an event for a backoff, a growth or an overflow at the
+ * minimum scale; the counts in the result). 0 or a TRAIN_ error. */
+static int update_scaler(run *R, step_state *s, char *err, size_t errlen)
+{
+    train_result *r = R->r;
+    scaler_event se = scaler_update(&R->sc, s->found);
     if (se == SCALER_BACKED_OFF || se == SCALER_GREW || se == SCALER_AT_MIN) {
         char msg[96];
-        snprintf(msg, sizeof msg, "loss scale %g -> %g", scale, scaler_scale(&R->sc));
-        if ((rc = event(R, t, -1, se == SCALER_GREW ? AMPDIAG_EV_SCALE_GROWTH : AMPDIAG_EV_SCALE_BACKOFF,
-                        scaler_scale(&R->sc), se == SCALER_AT_MIN ? "overflow at the minimum loss scale" : msg, err,
-                        errlen)))
+        snprintf(msg, sizeof msg, "loss scale %g -> %g", s->scale, scaler_scale(&R->sc));
+        int rc = event(R, s->t, -1, se == SCALER_GREW ? AMPDIAG_EV_SCALE_GROWTH : AMPDIAG_EV_SCALE_BACKOFF,
+                       scaler_scale(&R->sc), se == SCALER_AT_MIN ? "overflow at the minimum loss scale" : msg, err,
+                       errlen);
+        if (rc)
             return rc;
     }
     if (se == SCALER_BACKED_OFF) r->backoffs++;
     if (se == SCALER_GREW) r->growths++;
+    return 0;
+}
 
-    /* clip and update */
-    float coef = skip ? 1.0f : clip_coefficient(norm, c->clip);
-    double lr = schedule_lr(&R->sched, t);
-    if (skip) {
-        if (S)
-            S->skip = 1;
-        r->skipped++;
-        if (r->first_skip_step < 0) {
-            r->first_skip_step = t;
-            snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", rec.skip_reason);
-        }
-        if ((rc = event(R, t, -1, AMPDIAG_EV_SKIPPED, scale, rec.skip_reason, err, errlen)))
-            return rc;
-    } else {
-        if (coef < 1.0f) {
-            char msg[96];
-            snprintf(msg, sizeof msg, "gradient norm %.4g clipped to %g", norm, c->clip);
-            if ((rc = event(R, t, -1, AMPDIAG_EV_CLIPPED, norm, msg, err, errlen)))
+/* A skipped step: counted, the first one's reason kept, an event. 0 or a TRAIN_ error. */
+static int skip_update(run *R, step_state *s, char *err, size_t errlen)
+{
+    train_result *r = R->r;
+    if (s->S)
+        s->S->skip = 1;
+    r->skipped++;
+    if (r->first_skip_step < 0) {
+        r->first_skip_step = s->t;
+        snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", s->rec.skip_reason);
+    }
+    return event(R, s->t, -1, AMPDIAG_EV_SKIPPED, s->scale, s->rec.skip_reason, err, errlen);
+}
+
+/* An update that made weights non-finite (Adam's 0/0 with FP16 state, an exploding step) is
+ * reported once per layer, where it happened. 0 or a TRAIN_ error. */
+static int check_weights(run *R, long t, char *err, size_t errlen)
+{
+    model *m = R->m;
+    const backend *bk = m->bk;
+    for (int i = 0; i < m->nlayers; i++) {
+        layer *L = &m->layers[i];
+        if (L->nparams == 0 || R->ls[i].weights_nonfinite)
+            continue;
+        size_t nf = bk->count_nonfinite(bk, L->p, L->nparams);
+        if (nf) {
+            R->ls[i].weights_nonfinite = 1;
+            char msg[160];
+            snprintf(msg, sizeof msg, "the optimizer update made %zu of %zu %s weights non-finite", nf,
+                     L->nparams, L->name);
+            int nan = holds_nan(R, L->p, L->nparams);
+            int rc = event(R, t, i, nan ? AMPDIAG_EV_NAN_BACKWARD : AMPDIAG_EV_INF_BACKWARD, (double)nf, msg,
+                           err, errlen);
+            if (rc)
                 return rc;
         }
-        optim_begin(&R->opt);
-        if (traced)
-            tracer_wait(R->tr, R->tk_buf[S->buf]); /* the last analysis that read these copies */
-        for (int i = 0; i < m->nlayers; i++) {
-            layer *L = &m->layers[i];
-            if (L->nparams == 0)
-                continue;
-            size_t off = (size_t)(L->p - m->params);
-            optim_update(&R->opt, m->params, m->grads, off, L->nparams, lr, inv, coef,
-                         traced ? R->dw[S->buf] + off : NULL, traced ? R->w_old[S->buf] + off : NULL);
-        }
-        if (traced)
-            R->upd_slot = S; /* posted with the next step's gradients */
-        model_hold_params(m);
-        /* an update that makes weights non-finite (Adam's 0/0 with FP16 state, an exploding
-         * step) is reported once per layer, where it happened */
-        for (int i = 0; i < m->nlayers; i++) {
-            layer *L = &m->layers[i];
-            if (L->nparams == 0 || R->ls[i].weights_nonfinite)
-                continue;
-            size_t nf = bk->count_nonfinite(bk, L->p, L->nparams);
-            if (nf) {
-                R->ls[i].weights_nonfinite = 1;
-                char msg[160];
-                snprintf(msg, sizeof msg, "the optimizer update made %zu of %zu %s weights non-finite", nf,
-                         L->nparams, L->name);
-                int nan = holds_nan(R, L->p, L->nparams);
-                if ((rc = event(R, t, i, nan ? AMPDIAG_EV_NAN_BACKWARD : AMPDIAG_EV_INF_BACKWARD, (double)nf, msg,
-                                err, errlen)))
-                    return rc;
-            }
-        }
     }
+    return 0;
+}
 
-    /* loss bookkeeping: spikes and divergence */
-    if (t == 0)
+/* The optimizer update, clipped (with an event) and unscaled as it reads the gradients; a
+ * traced step's update keeps the weights it started from and its changes for the tracer (its
+ * job is posted with the next step's gradients). 0 or a TRAIN_ error. */
+static int apply_update(run *R, step_state *s, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    model *m = R->m;
+    tslot *S = s->S;
+    int rc;
+    if (s->coef < 1.0f) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "gradient norm %.4g clipped to %g", s->norm, c->clip);
+        if ((rc = event(R, s->t, -1, AMPDIAG_EV_CLIPPED, s->norm, msg, err, errlen)))
+            return rc;
+    }
+    optim_begin(&R->opt);
+    if (s->traced)
+        tracer_wait(R->tr, R->tk_buf[S->buf]); /* the last analysis that read these copies */
+    for (int i = 0; i < m->nlayers; i++) {
+        layer *L = &m->layers[i];
+        if (L->nparams == 0)
+            continue;
+        size_t off = (size_t)(L->p - m->params);
+        optim_update(&R->opt, m->params, m->grads, off, L->nparams, s->lr, s->inv, s->coef,
+                     s->traced ? R->dw[S->buf] + off : NULL, s->traced ? R->w_old[S->buf] + off : NULL);
+    }
+    if (s->traced)
+        R->upd_slot = S; /* posted with the next step's gradients */
+    model_hold_params(m);
+    return check_weights(R, s->t, err, errlen);
+}
+
+/* The loss's bookkeeping: first, last and least loss, the divergence streak (s->streak), and
+ * a loss spike as an event. 0 or a TRAIN_ error. */
+static int watch_loss(run *R, step_state *s, char *err, size_t errlen)
+{
+    train_result *r = R->r;
+    float loss = s->loss;
+    if (s->t == 0)
         r->loss_first = loss;
     r->loss_last = loss;
     if (isfinite(loss) && !(loss >= r->loss_min))
         r->loss_min = loss;
+    const train_config *c = R->c;
     int at_floor = mon_scale_at_floor(c->scaler.kind == SCALER_DYNAMIC, c->scaler.kind == SCALER_STATIC,
-                                      scale, c->scaler.min_scale);
-    int floor_why = 0;
-    long streak = mon_diverge_push(&R->div, t, loss, skip, at_floor, &floor_why);
-    r->diverged_at = streak > 0 ? (long)(floor_why ? R->div.floor_since : R->div.since) : -1;
+                                      s->scale, c->scaler.min_scale);
+    s->streak = mon_diverge_push(&R->div, s->t, loss, s->skip, at_floor, &s->floor_why);
+    r->diverged_at = s->streak > 0 ? (long)(s->floor_why ? R->div.floor_since : R->div.since) : -1;
     size_t window_n = R->spike.w.n;
     if (mon_spike_push(&R->spike, loss)) {
         char msg[96];
         snprintf(msg, sizeof msg, "loss %.4g above the median %.4g of the last %zu by %.1f MADs", (double)loss,
                  R->spike.med, window_n, ((double)loss - R->spike.med) / (MON_MAD_TO_SD * R->spike.mad));
-        if ((rc = event(R, t, -1, AMPDIAG_EV_LOSS_SPIKE, loss, msg, err, errlen)))
-            return rc;
+        return event(R, s->t, -1, AMPDIAG_EV_LOSS_SPIKE, loss, msg, err, errlen);
     }
+    return 0;
+}
 
-    rec.step = t;
-    rec.loss = loss;
-    rec.loss_scale = scale;
-    rec.grad_norm = norm;
-    rec.clip_coef = coef;
-    rec.skipped = skip;
-    rec.lr = lr;
-    rec.update_ratio = NAN;
-    rec.nonfinite_grads = nonfinite;
-    rec.wall_ms = (now_s() - ts) * 1e3;
-    if (traced)
-        S->rec = rec; /* written with the step's tensor records */
-    if ((rc = queue_record(R, S, traced ? NULL : &rec, err, errlen)))
-        return rc;
+/* The step record, completed: written now, or held back behind a traced step (a traced step's
+ * own record waits in its slot for its tensor records). 0 or a TRAIN_ error. */
+static int record_step(run *R, step_state *s, char *err, size_t errlen)
+{
+    ampdiag_trace_step *rec = &s->rec;
+    rec->step = s->t;
+    rec->loss = s->loss;
+    rec->loss_scale = s->scale;
+    rec->grad_norm = s->norm;
+    rec->clip_coef = s->coef;
+    rec->skipped = s->skip;
+    rec->lr = s->lr;
+    rec->update_ratio = NAN;
+    rec->nonfinite_grads = s->nonfinite;
+    rec->wall_ms = (now_s() - s->ts) * 1e3;
+    if (s->traced)
+        s->S->rec = *rec; /* written with the step's tensor records */
+    return queue_record(R, s->S, s->traced ? NULL : rec, err, errlen);
+}
 
+/* The result's scale figures and steps done, after the step. */
+static void step_totals(run *R, const step_state *s)
+{
+    train_result *r = R->r;
     r->scale_last = scaler_scale(&R->sc);
     /* the smallest scale reached, the one the last backoff left included */
-    if (scale < r->scale_min) r->scale_min = scale;
+    if (s->scale < r->scale_min) r->scale_min = s->scale;
     if (r->scale_last < r->scale_min) r->scale_min = r->scale_last;
-    r->steps_done = t + 1;
+    r->steps_done = s->t + 1;
+}
 
-    if (streak >= c->patience) {
-        char msg[192];
-        if (floor_why)
-            snprintf(msg, sizeof msg, "%ld steps in a row skipped with the loss scale at its floor (%g) since step %ld: "
-                     "the gradients overflow even unscaled", streak, scale, r->diverged_at);
-        else
-            snprintf(msg, sizeof msg, "loss non-finite or above %gx its first value for %ld steps since step %ld",
-                     MON_DIVERGE_FACTOR, streak, r->diverged_at);
-        if ((rc = event(R, r->diverged_at, -1, AMPDIAG_EV_DIVERGENCE, loss, msg, err, errlen)) ||
-            (rc = event(R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: diverged", err, errlen)))
-            return rc;
-        *stop = 1;
-    }
-    if (c->eval_every > 0 && (t + 1) % c->eval_every == 0 && t + 1 < c->steps && !*stop) {
+/* A divergence streak as long as the patience: divergence and stop events, *stop set. 0 or a
+ * TRAIN_ error. */
+static int stop_if_diverged(run *R, const step_state *s, int *stop, char *err, size_t errlen)
+{
+    train_result *r = R->r;
+    if (s->streak < R->c->patience)
+        return 0;
+    char msg[192];
+    if (s->floor_why)
+        snprintf(msg, sizeof msg, "%ld steps in a row skipped with the loss scale at its floor (%g) since step %ld: "
+                 "the gradients overflow even unscaled", s->streak, s->scale, r->diverged_at);
+    else
+        snprintf(msg, sizeof msg, "loss non-finite or above %gx its first value for %ld steps since step %ld",
+                 MON_DIVERGE_FACTOR, s->streak, r->diverged_at);
+    int rc;
+    if ((rc = event(R, r->diverged_at, -1, AMPDIAG_EV_DIVERGENCE, s->loss, msg, err, errlen)) ||
+        (rc = event(R, s->t, -1, AMPDIAG_EV_STOP, (double)s->t, "stopped: diverged", err, errlen)))
+        return rc;
+    *stop = 1;
+    return 0;
+}
+
+/* Every --eval-every steps (but after the last, which train_run evaluates, or a stop): the
+ * evaluation, once the tracer is done with the activations. 0 or a TRAIN_ error. */
+static int evaluate_every(run *R, const step_state *s, int stop, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    long t = s->t;
+    if (c->eval_every > 0 && (t + 1) % c->eval_every == 0 && t + 1 < c->steps && !stop) {
         tracer_drain(R->tr); /* the evaluation's forward overwrites the activations */
-        if ((rc = evaluate(R, t, err, errlen)))
-            return rc;
+        return evaluate(R, t, err, errlen);
     }
+    return 0;
+}
+
+/* The progress bar after every step, or a line every tenth of the run. */
+static void step_progress(run *R, const step_state *s, double t0)
+{
+    const train_config *c = R->c;
+    long t = s->t;
     if (c->progress == 2 || (c->progress == 1 && ((t + 1) % (c->steps >= 10 ? c->steps / 10 : 1) == 0)))
-        progress(c, t + 1, loss, r->scale_last, r->skipped, t0, 0);
+        progress(c, t + 1, s->loss, R->r->scale_last, R->r->skipped, t0, 0);
+}
+
+/* One training step, t. Sets *stop when the run must end (divergence). 0 or a TRAIN_ error
+ * (with the message in err). */
+static int step_once(run *R, long t, double t0, int *stop, char *err, size_t errlen)
+{
+    step_state s;
+    int rc;
+    if ((rc = step_begin(R, &s, t, err, errlen)) ||
+        (rc = forward_step(R, &s, err, errlen)) ||
+        (rc = find_forward_origin(R, &s, err, errlen)) ||
+        (rc = backward_step(R, &s, err, errlen)))
+        return rc;
+    measure_gradients(R, &s);
+    /* the records of the traced step two back (its update analysis was posted a step ago), and
+     * any later ones whose statistics are ready */
+    if ((rc = flush_records(R, t - 2, err, errlen)) ||
+        (rc = explain_nonfinite(R, &s, err, errlen)) ||
+        (rc = update_scaler(R, &s, err, errlen)))
+        return rc;
+    s.coef = s.skip ? 1.0f : clip_coefficient(s.norm, R->c->clip);
+    s.lr = schedule_lr(&R->sched, t);
+    if ((rc = s.skip ? skip_update(R, &s, err, errlen) : apply_update(R, &s, err, errlen)) ||
+        (rc = watch_loss(R, &s, err, errlen)) ||
+        (rc = record_step(R, &s, err, errlen)))
+        return rc;
+    step_totals(R, &s);
+    if ((rc = stop_if_diverged(R, &s, stop, err, errlen)) ||
+        (rc = evaluate_every(R, &s, *stop, err, errlen)))
+        return rc;
+    step_progress(R, &s, t0);
     return 0;
 }
 
@@ -836,7 +1002,10 @@ static void tracing_free(run *R)
     }
 }
 
-int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
+/* ------------------------------------------------------------------ the run, in steps */
+
+/* The result before the run: nothing done, every figure unknown. */
+static void result_init(train_result *r)
 {
     memset(r, 0, sizeof *r);
     r->first_skip_step = -1;
@@ -846,23 +1015,14 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     r->eval_metric_name = "accuracy";
     r->scale_min = INFINITY;
     r->status = AMPDIAG_STATUS_RUNNING;
-    if (c->steps <= 0 || c->batch <= 0) {
-        say(err, errlen, "--steps and --batch must be positive");
-        return TRAIN_EBADINPUT;
-    }
+}
 
-    run R;
-    memset(&R, 0, sizeof R);
-    R.c = c;
-    R.r = r;
-    int rc = TRAIN_OK;
+/* The model spec first (it says whether the model reads tokens), then data that fits it, into
+ * R->ds. 0 or a TRAIN_ error; on error nothing is left to free. */
+static int load_data(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
     char merr[512];
-    /* SIGINT/SIGTERM stop the loop; caught until the trace is closed, so that a second one
-     * cannot cut the closing off */
-    struct sigaction sa, old_int, old_term;
-    int caught = 0;
-
-    /* the model first (it says whether it reads tokens), then data that fits it */
     model_spec spec;
     if (model_spec_load(&spec, c->mo.spec ? c->mo.spec : "mlp", merr, sizeof merr) != 0) {
         say(err, errlen, "--model: %s", merr);
@@ -870,39 +1030,54 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
     }
     int want_tokens = spec.transformer;
     model_spec_free(&spec);
-    int drc = data_load(&R.ds, c->data, want_tokens, c->seed, merr, sizeof merr);
+    int drc = data_load(&R->ds, c->data, want_tokens, c->seed, merr, sizeof merr);
     if (drc) {
         say(err, errlen, "--data: %s", merr);
         return drc == DATA_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
     }
+    return 0;
+}
+
+/* The model, shaped by the data, described in the result, with the weights of --init-from.
+ * 0 or a TRAIN_ error; R->m is freed by free_run. */
+static int build_model(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    char merr[512];
     model_options mo = c->mo;
     mo.seed = c->seed;
-    if (R.ds.kind == DATA_CLASSIFICATION) {
-        mo.input_dim = R.ds.d;
-        mo.classes = R.ds.classes;
+    if (R->ds.kind == DATA_CLASSIFICATION) {
+        mo.input_dim = R->ds.d;
+        mo.classes = R->ds.classes;
     } else {
-        mo.vocab = R.ds.vocab;
-        mo.ctx = R.ds.len - 1;
+        mo.vocab = R->ds.vocab;
+        mo.ctx = R->ds.len - 1;
     }
-    R.m = model_create(&mo, backend_cpu(), merr, sizeof merr);
-    if (!R.m) {
+    R->m = model_create(&mo, backend_cpu(), merr, sizeof merr);
+    if (!R->m) {
         say(err, errlen, "%s", merr);
-        rc = TRAIN_EBADINPUT;
-        goto out;
+        return TRAIN_EBADINPUT;
     }
-    describe_model(&R);
+    describe_model(R);
     if (c->init_from) {
-        int wrc = weights_load(R.m, c->init_from, merr, sizeof merr);
+        int wrc = weights_load(R->m, c->init_from, merr, sizeof merr);
         if (wrc) {
             say(err, errlen, "--init-from %s", merr);
-            rc = wrc == WEIGHTS_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
-            goto out;
+            return wrc == WEIGHTS_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
         }
     }
-    if (schedule_parse(&R.sched, c->schedule, c->lr, c->steps, merr, sizeof merr) != 0) {
+    return 0;
+}
+
+/* The learning-rate schedule, the optimizer (BF16 weights and state for bf16-pure) and the
+ * loss scaler. 0 or a TRAIN_ error; the optimizer's state is freed by free_run. */
+static int setup_optimizer(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    char merr[512];
+    if (schedule_parse(&R->sched, c->schedule, c->lr, c->steps, merr, sizeof merr) != 0) {
         say(err, errlen, "%s", merr);
-        rc = TRAIN_EBADINPUT;
-        goto out;
+        return TRAIN_EBADINPUT;
     }
     optim_config oc = c->opt;
     if (c->mo.precision == PREC_BF16_PURE) {
@@ -910,116 +1085,202 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
         oc.state_fmt = AMPDIAG_BF16;
     }
     oc.round_flags = c->mo.round_flags;
-    if (optim_init(&R.opt, &oc, R.m->nparams) != 0) {
-        say(err, errlen, "out of memory for the optimizer state (%zu parameters)", R.m->nparams);
-        rc = TRAIN_EIO;
-        goto out;
+    if (optim_init(&R->opt, &oc, R->m->nparams) != 0) {
+        say(err, errlen, "out of memory for the optimizer state (%zu parameters)", R->m->nparams);
+        return TRAIN_EIO;
     }
-    scaler_init(&R.sc, &c->scaler);
-    r->scale_first = scaler_scale(&R.sc);
-    R.T = R.ds.kind == DATA_TOKENS ? R.ds.len - 1 : 1;
-    int B = c->batch;
-    R.rows = malloc((size_t)B * sizeof *R.rows);
-    R.ls = calloc((size_t)R.m->nlayers, sizeof *R.ls);
-    if (R.ds.kind == DATA_CLASSIFICATION) {
-        R.xb = malloc((size_t)B * R.ds.d * sizeof *R.xb);
-        R.yb = malloc((size_t)B * sizeof *R.yb);
-    } else {
-        R.inb = malloc((size_t)B * R.T * sizeof *R.inb);
-        R.tgb = malloc((size_t)B * R.T * sizeof *R.tgb);
-    }
-    if (!R.rows || !R.ls || (R.ds.kind == DATA_CLASSIFICATION ? !R.xb || !R.yb : !R.inb || !R.tgb) ||
-        batcher_init(&R.tb, R.ds.n, c->shuffle, c->seed) != 0) {
-        say(err, errlen, "out of memory");
-        rc = TRAIN_EIO;
-        goto out;
-    }
-    if ((rc = tracing_init(&R, err, errlen)))
-        goto out;
+    scaler_init(&R->sc, &c->scaler);
+    R->r->scale_first = scaler_scale(&R->sc);
+    return 0;
+}
 
+/* The batch buffers, the per-layer summaries and the batch order. 0 or TRAIN_EIO; freed by
+ * free_run. */
+static int alloc_batches(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    R->T = R->ds.kind == DATA_TOKENS ? R->ds.len - 1 : 1;
+    int B = c->batch;
+    R->rows = malloc((size_t)B * sizeof *R->rows);
+    R->ls = calloc((size_t)R->m->nlayers, sizeof *R->ls);
+    if (R->ds.kind == DATA_CLASSIFICATION) {
+        R->xb = malloc((size_t)B * R->ds.d * sizeof *R->xb);
+        R->yb = malloc((size_t)B * sizeof *R->yb);
+    } else {
+        R->inb = malloc((size_t)B * R->T * sizeof *R->inb);
+        R->tgb = malloc((size_t)B * R->T * sizeof *R->tgb);
+    }
+    if (!R->rows || !R->ls || (R->ds.kind == DATA_CLASSIFICATION ? !R->xb || !R->yb : !R->inb || !R->tgb) ||
+        batcher_init(&R->tb, R->ds.n, c->shuffle, c->seed) != 0) {
+        say(err, errlen, "out of memory");
+        return TRAIN_EIO;
+    }
+    return 0;
+}
+
+/* The trace (compression and disk writes on a thread of its own where tracing work goes to
+ * background threads) and its header. 0 or a TRAIN_ error; closed by close_run. */
+static int open_trace(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
     ampdiag_trace_options to;
     ampdiag_trace_options_init(&to);
     to.flush_every_steps = c->flush_every;
     to.flush_seconds = c->flush_seconds;
     to.overwrite = c->overwrite;
     to.background = background_threads(c); /* compression and disk writes off this thread */
-    int trc = ampdiag_trace_create(c->out, &to, &R.w);
-    if (trc < 0) {
-        rc = trace_fail(trc, err, errlen);
-        goto out;
-    }
-    if ((rc = write_header(&R, err, errlen)))
-        goto out;
+    int trc = ampdiag_trace_create(c->out, &to, &R->w);
+    if (trc < 0)
+        return trace_fail(trc, err, errlen);
+    return write_header(R, err, errlen);
+}
 
+/* SIGINT/SIGTERM stop the loop; caught until the trace is closed, so that a second one cannot
+ * cut the closing off. */
+typedef struct saved_signals {
+    struct sigaction old_int, old_term;
+    int caught;
+} saved_signals;
+
+/* Install on_signal for SIGINT and SIGTERM, keeping the old actions in *sg. */
+static void catch_signals(saved_signals *sg)
+{
+    struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     stop_requested = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    caught = 1;
+    sigaction(SIGINT, &sa, &sg->old_int);
+    sigaction(SIGTERM, &sa, &sg->old_term);
+    sg->caught = 1;
+}
 
-    double t0 = now_s();
-    int stop = 0;
-    mon_spike_init(&R.spike);
-    mon_diverge_init(&R.div);
+/* The actions catch_signals replaced, back (nothing if it was not called). */
+static void restore_signals(saved_signals *sg)
+{
+    if (sg->caught) {
+        sigaction(SIGINT, &sg->old_int, NULL);
+        sigaction(SIGTERM, &sg->old_term, NULL);
+    }
+}
+
+/* The steps, until the last, a divergence or a signal (the trace's status and the result's
+ * say which). 0 or the failed step's TRAIN_ error. */
+static int train_loop(run *R, double t0, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    train_result *r = R->r;
+    int rc = 0, stop = 0;
+    mon_spike_init(&R->spike);
+    mon_diverge_init(&R->div);
     r->status = AMPDIAG_STATUS_COMPLETE;
     for (long t = 0; t < c->steps && !stop; t++) {
         if (stop_requested) {
             r->status = AMPDIAG_STATUS_INTERRUPTED;
             r->stop_signal = stop_requested;
-            event(&R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: interrupted by a signal", err, errlen);
+            event(R, t, -1, AMPDIAG_EV_STOP, (double)t, "stopped: interrupted by a signal", err, errlen);
             break;
         }
-        if ((rc = step_once(&R, t, t0, &stop, err, errlen)))
+        if ((rc = step_once(R, t, t0, &stop, err, errlen)))
             break;
         if (stop)
             r->status = AMPDIAG_STATUS_DIVERGED;
     }
+    return rc;
+}
+
+/* After the loop (rc its result): the held-back records, the final evaluation, the last
+ * progress line, the wall time. Returns rc, or the first error of these. */
+static int finish_run(run *R, int rc, double t0, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    train_result *r = R->r;
     if (!rc) {
-        post_update(&R);
-        rc = flush_records(&R, LONG_MAX, err, errlen);
+        post_update(R);
+        rc = flush_records(R, LONG_MAX, err, errlen);
     }
-    tracer_drain(R.tr);
+    tracer_drain(R->tr);
     if (!rc && r->status != AMPDIAG_STATUS_INTERRUPTED && r->steps_done > 0)
-        rc = evaluate(&R, r->steps_done - 1, err, errlen);
+        rc = evaluate(R, r->steps_done - 1, err, errlen);
     if (c->progress == 2 || (c->progress == 1 && r->steps_done % (c->steps >= 10 ? c->steps / 10 : 1) != 0))
         progress(c, r->steps_done, r->loss_last, r->scale_last, r->skipped, t0, 1);
     r->wall_s = now_s() - t0;
     if (r->diverged_at >= 0 && r->status != AMPDIAG_STATUS_DIVERGED)
         r->diverged_at = -1;
+    return rc;
+}
 
-out:
-    tracing_free(&R); /* first: the worker may still be reading the model */
-    if (R.w) {
-        int crc = ampdiag_trace_close(R.w, rc ? AMPDIAG_STATUS_INTERRUPTED : (ampdiag_trace_status)r->status);
+/* Everything the run allocated (after the data was loaded). */
+static void free_run(run *R)
+{
+    optim_free(&R->opt);
+    batcher_free(&R->tb);
+    free(R->rows);
+    free(R->ls);
+    free(R->xb);
+    free(R->yb);
+    free(R->inb);
+    free(R->tgb);
+    if (R->m)
+        model_free(R->m);
+    data_free(&R->ds);
+}
+
+/* The end of a run that got as far as its data, rc its result so far: the tracer stopped, the
+ * trace closed (marked interrupted on an error) and its size taken, the signals restored, the
+ * final weights saved (--save-weights, when all went well), everything freed. Returns rc, or
+ * the first error of these. */
+static int close_run(run *R, int rc, saved_signals *sg, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    train_result *r = R->r;
+    tracing_free(R); /* first: the worker may still be reading the model */
+    if (R->w) {
+        int crc = ampdiag_trace_close(R->w, rc ? AMPDIAG_STATUS_INTERRUPTED : (ampdiag_trace_status)r->status);
         if (crc < 0 && !rc)
             rc = trace_fail(crc, err, errlen);
         struct stat stt;
         if (stat(c->out, &stt) == 0)
             r->trace_bytes = (long long)stt.st_size;
     }
-    if (caught) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-    }
+    restore_signals(sg);
     if (!rc && c->save_weights) {
-        int wrc = weights_save(R.m, c->save_weights, c->overwrite, merr, sizeof merr);
+        char merr[512];
+        int wrc = weights_save(R->m, c->save_weights, c->overwrite, merr, sizeof merr);
         if (wrc) {
             say(err, errlen, "--save-weights %s", merr);
             rc = wrc == WEIGHTS_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
         }
     }
-    optim_free(&R.opt);
-    batcher_free(&R.tb);
-    free(R.rows);
-    free(R.ls);
-    free(R.xb);
-    free(R.yb);
-    free(R.inb);
-    free(R.tgb);
-    if (R.m)
-        model_free(R.m);
-    data_free(&R.ds);
+    free_run(R);
     return rc;
+}
+
+int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
+{
+    result_init(r);
+    if (c->steps <= 0 || c->batch <= 0) {
+        say(err, errlen, "--steps and --batch must be positive");
+        return TRAIN_EBADINPUT;
+    }
+    run R;
+    memset(&R, 0, sizeof R);
+    R.c = c;
+    R.r = r;
+    saved_signals sg;
+    memset(&sg, 0, sizeof sg);
+    int rc = load_data(&R, err, errlen);
+    if (rc)
+        return rc;
+    if ((rc = build_model(&R, err, errlen)) ||
+        (rc = setup_optimizer(&R, err, errlen)) ||
+        (rc = alloc_batches(&R, err, errlen)) ||
+        (rc = tracing_init(&R, err, errlen)) ||
+        (rc = open_trace(&R, err, errlen)))
+        return close_run(&R, rc, &sg, err, errlen);
+    catch_signals(&sg);
+    double t0 = now_s();
+    rc = train_loop(&R, t0, err, errlen);
+    rc = finish_run(&R, rc, t0, err, errlen);
+    return close_run(&R, rc, &sg, err, errlen);
 }
