@@ -361,6 +361,51 @@ static void test_json_escaping(void)
     an_free(&r);
 }
 
+/* Baseline sanity first: a NaN eval loss is a --fail-on nan finding; a baseline that does not
+ * learn and runs of another model are named first in the evidence and in the verdict. */
+static void test_baseline_sanity(void)
+{
+    cs_spec s;
+    cs_spec_init(&s);
+    s.final_eval = NAN;
+    const char *p = write_trace("evalnan-base", &s);
+    an_run runs[2];
+    load(p, &runs[0]);
+    cs_spec_init(&s);
+    s.precision = "bf16";
+    s.final_eval = INFINITY; /* an eval that overflowed: no NaN anywhere else */
+    p = write_trace("evalnan-bf16", &s);
+    load(p, &runs[1]);
+    an_comparison c;
+    recommendation R;
+    ok(an_compare(runs, 2, 0, &c) == 0 && recommend(runs, 2, &c, TGT_ANY, FAIL_NAN, &R) == 0, "rules");
+    ok((R.fail_held & FAIL_NAN) && has_line(&R.fail_why, "eval loss", "not finite"),
+       "an eval loss that is not finite (and nothing else) holds --fail-on nan");
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&runs[0]);
+    an_free(&runs[1]);
+
+    cs_spec_init(&s);
+    s.loss0 = 0;
+    s.loss_floor = 2.0; /* the loss never leaves its first value */
+    load(write_trace("flat-base", &s), &runs[0]);
+    cs_spec_init(&s);
+    s.precision = "fp16";
+    s.model = "transformer";
+    load(write_trace("flat-fp16", &s), &runs[1]);
+    ok(an_compare(runs, 2, 0, &c) == 0 && recommend(runs, 2, &c, TGT_ANY, 0, &R) == 0, "rules");
+    ok(R.why.n >= 2 && strstr(R.why.s[0], "first:") && strstr(R.why.s[0], "model 'transformer'") &&
+           has_line(&R.why, "does not learn", "fix the training first"),
+       "the model difference and a baseline that does not learn come first in the evidence");
+    ok(strstr(R.verdict, "does not learn") != NULL, "the verdict says the baseline does not learn (%s)",
+       R.verdict);
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&runs[0]);
+    an_free(&runs[1]);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -373,6 +418,7 @@ int main(void)
     test_divergence_and_lr();
     test_compare_runs();
     test_json_escaping();
+    test_baseline_sanity();
     for (int i = 0; i < npaths; i++)
         remove(paths[i]);
     rmdir(dir);

@@ -415,7 +415,10 @@ static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace
             int grad = x->kind == AMPDIAG_KIND_ACTIVATION_GRAD || x->kind == AMPDIAG_KIND_WEIGHT_GRAD;
             double sc = grad ? scale_at(r, steps, x->step) : 1.0;
             uint64_t nonfin = x->n_nan + x->n_posinf + x->n_neginf;
-            c->records++;
+            if (c->records++ == 0) {
+                c->first_count = x->count;
+                c->first_zero = x->n_zero;
+            }
             c->count += x->count;
             c->zero += x->n_zero;
             c->nan += x->n_nan;

@@ -52,6 +52,7 @@ typedef struct an_cell {
     uint64_t f16o, f16u, f16s, b16o, b16u, b16s; /* what-if FP16/BF16 counts, summed */
     uint64_t lost;                              /* lost updates (kind update) */
     uint64_t lost_if16, lost_ifb16;             /* ... that FP16 / BF16 weights would lose */
+    uint64_t first_count, first_zero;           /* count and zeros of the first record */
     double absmax;       /* largest finite |x| as held; -1 while none */
     int64_t absmax_step;
     double absmin_nz;    /* smallest non-zero finite |x| as held; +inf while none */

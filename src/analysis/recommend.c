@@ -72,7 +72,9 @@
 #define SPIKE_MIN_COUNT 2           /* ... and at least this many */
 #define LR_SWEEP_MAX 64             /* learning rates a sweep compares */
 #define LEARNED_FRACTION 0.9        /* final-window loss below this share of the first: it learns */
-#define DEAD_SHARE 0.5              /* a layer's weight gradients exactly 0: its units died */
+#define FLAT_FRACTION 0.98          /* not below this share: the baseline does not learn at all */
+#define DEAD_SHARE 0.8              /* a layer's weight gradients exactly 0: its units died */
+#define DEAD_AT_START 0.25          /* ... where at its first record fewer were: they died later */
 #define LR_DEAD_FACTOR 0.1          /* dead units at the run's lr: lower it a decade */
 #define RATIO_STRONG 0.1            /* a healthy run's ratio above this still means "lower" */
 #define LR_DIVERGE_MIN 1e-3         /* divergence: lr x at least this (the evidence may ask a lot) */
@@ -202,6 +204,20 @@ static uint64_t nonzero(const an_cell *c)
 
 /* A run failed on its own: diverged or non-finite loss. */
 static int run_failed(const an_run *r) { return r->diverged || r->loss_nonfinite > 0; }
+
+/* The run learned: its final-window training loss is finite and below LEARNED_FRACTION of its
+ * first loss (a network that predicts the class prior sits at ln K, its first loss). */
+static int learned(const an_run *r)
+{
+    return isfinite(r->tail_mean) && isfinite(r->loss_first) &&
+           r->tail_mean < LEARNED_FRACTION * r->loss_first;
+}
+
+/* The last evaluation's loss is NaN or infinite (a finding however the training loss looks). */
+static int eval_nonfinite(const an_run *r)
+{
+    return r->nevals && !isfinite(r->evals[r->nevals - 1].loss);
+}
 
 /* A format cause of NaN that no learning rate fixes: AdamW with its state held in FP16 and an
  * eps that FP16 flushes to zero (|eps| <= 2^-25), so a zero gradient gives 0/0 = NaN. */
@@ -487,6 +503,7 @@ typedef struct prec_ctx {
     const an_run *fwd_src;  /* (b)3: the run the range what-ifs read, or NULL */
     int fp16_fwd;           /* (b)3/(b)4: FP16 overflows in the forward pass */
     int islands_partial;    /* islands known only from an FP16 run's first overflowing layer */
+    int baseline_flat;      /* (b)1: the FP32 baseline trains but does not learn */
     int range_decisive;     /* (b)5: the gradient range ruled FP16 out (scale_check_flush/span) */
     const an_run *fp16_healthy; /* (b)4: an FP16 run that was run and is healthy (no NaN/inf,
                                    skips within the limit, loss within the band), or NULL: what
@@ -1388,11 +1405,45 @@ static void rule_island_warning(prec_ctx *x)
                      x->share > ISLAND_SHARE_MAX ? ": most of the model, no rescue" : "");
 }
 
+/* Baseline sanity, first: runs of another model or data set than the baseline's (their gaps
+ * mix that difference with the precision), and an FP32 baseline that trains without failing
+ * but does not learn (nothing to hold the 16-bit runs against: undecided). */
+static void rule_baseline_sanity(prec_ctx *x)
+{
+    const an_run *b = x->base;
+    for (size_t i = 0; i < x->n; i++) {
+        const an_run *r = &x->runs[i];
+        if (strcmp(r->model, b->model))
+            strlist_addf(&x->R->why, "first: %s is a run of model '%s', the baseline %s of '%s': "
+                         "its comparison mixes the model difference with the precision",
+                         r->label, r->model, b->label, b->model);
+        if (strcmp(r->data, b->data))
+            strlist_addf(&x->R->why, "first: %s ran on data '%s', the baseline %s on '%s': their "
+                         "losses are not comparable", r->label, r->data, b->label, b->data);
+    }
+    if (x->have_fp32 && !run_failed(b) && !(isfinite(b->tail_mean) && isfinite(b->loss_first) &&
+                                            b->tail_mean < FLAT_FRACTION * b->loss_first)) {
+        x->baseline_flat = 1;
+        strlist_addf(&x->R->why, "first: the FP32 baseline %s does not learn: its final training "
+                     "loss %.4g is not below %.0f%% of its first, %.4g%s; a 16-bit run that matches "
+                     "it shows little: the format findings below hold for these values, but fix the "
+                     "training first (see LR)", b->label, b->tail_mean, 100 * FLAT_FRACTION, b->loss_first,
+                     b->find.last_eval && b->find.eval_is_accuracy ? " (its eval accuracy is chance-level or "
+                                                                     "close)" : "");
+    }
+}
+
 /* Causes ranked: a run that failed by a format cause no lr or island fixes (AdamW eps 0 in FP16
  * state) is named in the verdict line itself, with its remedy, unless the baseline's failure
  * already made it the verdict. */
 static void rule_cause_first(prec_ctx *x)
 {
+    if (x->baseline_flat) {
+        size_t len = strlen(x->R->verdict);
+        snprintf(x->R->verdict + len, sizeof x->R->verdict - len, "; first: the FP32 baseline %s "
+                 "does not learn (its loss stays near its first value), fix the training first",
+                 x->base->label);
+    }
     if (failed_by_format(x->base))
         return;
     for (size_t i = 0; i < x->n; i++) {
@@ -1413,6 +1464,7 @@ typedef void (*prec_rule)(prec_ctx *);
 static const prec_rule precision_rules[] = {
     rule_target_gate,         /* (b)2 */
     rule_baseline_trains,     /* (b)1 */
+    rule_baseline_sanity,     /* (b)1: different model/data, a baseline that does not learn */
     rule_forward_overflow,    /* (b)3 */
     rule_forward_headroom,    /* (b)8 */
     rule_fp16_runs,           /* (b)4 */
@@ -1445,14 +1497,6 @@ static void run_precision_rules(const an_run *runs, size_t n, const an_compariso
 /* ------------------------------------------------------------------------------------------
  * Learning rate (d). The rules run in order until one returns 1 (the lr is settled).
  * ------------------------------------------------------------------------------------------ */
-
-/* The run learned: its final-window training loss is finite and below LEARNED_FRACTION of its
- * first loss (a network that predicts the class prior sits at ln K, its first loss). */
-static int learned(const an_run *r)
-{
-    return isfinite(r->tail_mean) && isfinite(r->loss_first) &&
-           r->tail_mean < LEARNED_FRACTION * r->loss_first;
-}
 
 typedef struct lr_ctx {
     const an_run *runs;
@@ -1644,7 +1688,7 @@ static int lr_rule_format_caused(lr_ctx *x)
 /* (d)2b Dead units. Reads: the baseline's final-window loss against its first, and the largest
  * share of a layer's weight-gradient values that are exactly 0 (findings). Decides: a run that
  * does not learn (LEARNED_FRACTION) while some layer's weight gradients are >= DEAD_SHARE
- * exactly zero has dead units (ReLUs pushed below zero for every example by too large a step):
+ * exactly zero, where fewer than DEAD_AT_START were at its first record, has dead units (ReLUs pushed below zero for every example by too large a step):
  * the lr is too high, LR_LOWER x LR_DEAD_FACTOR, never "raise" (the tiny update/weight ratio
  * there is zero gradients, not a small lr). */
 static int lr_rule_dead_units(lr_ctx *x)
@@ -1653,6 +1697,12 @@ static int lr_rule_dead_units(lr_ctx *x)
     const an_run *b = x->base;
     const an_findings *f = &b->find;
     if (learned(b) || run_failed(b) || f->zero_grad_layer < 0 || f->zero_grad_fraction < DEAD_SHARE)
+        return 0;
+    /* units that died while training: few of the layer's weight gradients were 0 at its first
+     * record (a unit inactive for a whole batch is rare at initialisation); a layer that starts
+     * with many (inputs without signal) is not the lr's doing */
+    const an_cell *g0 = &b->layers[f->zero_grad_layer].cell[AMPDIAG_KIND_WEIGHT_GRAD];
+    if (!(g0->first_count > 0 && (double)g0->first_zero / (double)g0->first_count < DEAD_AT_START))
         return 0;
     char a[32];
     pct(a, sizeof a, f->zero_grad_fraction);
@@ -1908,8 +1958,14 @@ static void run_clip_rules(const an_run *runs, const an_comparison *c, recommend
 static int fail_check_nan(const an_run *r, strlist *why)
 {
     if (!(r->fwd_nonfinite_step >= 0 || r->loss_nonfinite || r->by_code[AMPDIAG_EV_NAN_FORWARD] ||
-          r->by_code[AMPDIAG_EV_INF_FORWARD] || r->by_code[AMPDIAG_EV_NAN_BACKWARD] || r->weight_nonfinite))
+          r->by_code[AMPDIAG_EV_INF_FORWARD] || r->by_code[AMPDIAG_EV_NAN_BACKWARD] || r->weight_nonfinite ||
+          eval_nonfinite(r)))
         return 0;
+    if (eval_nonfinite(r) && !(r->fwd_nonfinite_step >= 0 || r->loss_nonfinite)) {
+        strlist_addf(why, "nan: %s's eval loss at step %" PRId64 " is not finite", r->label,
+                     r->evals[r->nevals - 1].step);
+        return 1;
+    }
     if (r->fwd_nonfinite_step >= 0)
         strlist_addf(why, "nan: %s has NaN/inf activations from step %" PRId64 " (first in %s)",
                      r->label, r->fwd_nonfinite_step, an_layer_name(r, r->fwd_nonfinite_layer));
