@@ -193,6 +193,9 @@ typedef struct ampdiag_trace_eval {
     int64_t step;            /* the training step after which the evaluation ran */
     double loss;
     double metric;           /* e.g. accuracy in [0, 1]; attribute eval_metric names it; NaN if none */
+    double loss_se;          /* standard error of loss, the mean over the validation examples:
+                                their standard deviation / sqrt(count); NaN when not recorded
+                                (traces before the field read NaN) */
 } ampdiag_trace_eval;
 
 /* Fill a tensor record's statistics from / into the in-memory form. to_tstats restores the
@@ -287,6 +290,10 @@ int ampdiag_trace_append_hist(ampdiag_trace_writer *w, int64_t step, int layer,
 int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
                                ampdiag_event_code code, double value, const char *msg);
 int ampdiag_trace_append_eval(ampdiag_trace_writer *w, int64_t step, double loss, double metric);
+/* The same with the standard error of the eval loss (its noise: readers build the noise band of
+ * a comparison from it). */
+int ampdiag_trace_append_eval_se(ampdiag_trace_writer *w, int64_t step, double loss, double metric,
+                                 double loss_se);
 
 /* Write every buffered record and flush the file: after this returns 0, a crash loses
  * nothing appended so far. */

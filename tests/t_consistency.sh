@@ -166,6 +166,20 @@ for name in runs:
     # info's text shows the same accuracy
     # (checked through the JSON above; the text renderer prints the same number)
 
+# 2b. the noise band measures the quantity it judges: 2 standard errors of the baseline's eval
+#     loss over its validation examples (recorded by the run); the reference traces, written
+#     before loss_se existed, read it as absent and fall back to the training loss's window
+info = load(os.path.join(T, "healthy-fp32.info.json"))
+se = info["eval"]["loss_se"]
+nb = c["noise_band"]
+ok(se is not None and se > 0 and nb["source"] == "baseline_eval_standard_error" and
+   abs(nb["relative"] - max(0.01, 2 * se / abs(info["eval"]["loss"]))) < 1e-12,
+   "noise band = max(1%%, 2 SE / eval loss) of the baseline: %s (SE %s)" % (nb["relative"], se), nb)
+cr = load(os.path.join(T, "compare-ref.json"))
+ref = load(os.path.join(T, "v1-fp32-complete.info.json"))
+ok(ref["eval"]["loss_se"] is None and cr["noise_band"]["source"] == "baseline_final_window",
+   "a trace without loss_se: null, and the band from the training loss's final window", cr["noise_band"])
+
 # 3. plot labels the runs as compare does, and counts the same backoffs and growths
 gp = open(os.path.join(T, "charts", "loss.gp")).read()
 m = re.search(r"array run_title\[\d+\] = \[(.*)\]", gp)

@@ -1481,7 +1481,9 @@ static void loss_gap(an_gap *g, const an_run *b, const an_run *r, int is_base)
 
 /* The noise band: 2 sigma over runs of the baseline's configuration with other seeds (their
  * final eval loss, or final-window training loss if one has no evaluation), else max(1 %,
- * 2 * standard error of the baseline's final-window training loss). */
+ * 2 * standard error of the baseline's final eval loss over its validation examples), else (a
+ * trace without that standard error) max(1 %, 2 * standard error of the baseline's final-window
+ * training loss). */
 static void noise_band(const an_run *runs, size_t n, size_t base, an_comparison *c)
 {
     const an_run *b = &runs[base];
@@ -1512,6 +1514,13 @@ static void noise_band(const an_run *runs, size_t n, size_t base, an_comparison 
         c->band = 2 * sqrt(ss / (double)(k - 1)) / fabs(m);
         c->band_from_seeds = 1;
         c->band_seeds = k;
+    } else if (b->nevals && isfinite(b->evals[b->nevals - 1].loss_se) &&
+               isfinite(b->evals[b->nevals - 1].loss) && b->evals[b->nevals - 1].loss != 0) {
+        /* the noise of the quantity judged: the baseline's eval loss, 2 standard errors of its
+         * mean over the validation examples */
+        const ampdiag_trace_eval *e = &b->evals[b->nevals - 1];
+        c->band = fmax(0.01, 2 * e->loss_se / fabs(e->loss));
+        c->band_from_eval = 1;
     } else {
         c->band = isfinite(c->tail_noise_rel) ? fmax(0.01, c->tail_noise_rel) : 0.01;
     }

@@ -348,6 +348,7 @@ typedef struct an_comparison {
     /* noise band of the metric, relative to the baseline's metric */
     double band;
     int band_from_seeds;  /* 1: 2 sigma over baseline-config runs with other seeds */
+    int band_from_eval;   /* 1: 2 standard errors of the baseline's eval loss (its examples) */
     size_t band_seeds;    /* runs used */
     double tail_noise_rel;/* 2 * sd / sqrt(W) of the baseline's final-window training loss, relative */
     an_gap *gap;          /* [nruns]; gap[baseline].have = 0 */

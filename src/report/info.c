@@ -122,6 +122,8 @@ static void text_loss_scale(FILE *f, const an_run *r, const an_findings *fd)
     if (fd->last_eval) {
         const ampdiag_trace_eval *e = fd->last_eval;
         fprintf(f, "eval           loss %s", fmt_num(a, sizeof a, e->loss, 6));
+        if (isfinite(e->loss_se))
+            fprintf(f, " (standard error %s)", fmt_num(b, sizeof b, e->loss_se, 3));
         if (!isnan(e->metric))
             fprintf(f, ", %s %s", str_or(r->eval_metric, "metric"), fmt_metric(b, sizeof b, fd, e->metric));
         fprintf(f, " at step %" PRId64 " (%zu evaluation%s)\n", e->step, r->nevals,
@@ -270,6 +272,7 @@ static void json_eval(jw *w, const an_run *r, int info_keys)
         jw_u64(w, "count", r->nevals);
     jw_int(w, info_keys ? "last_step" : "step", e->step);
     jw_num(w, "loss", e->loss);
+    jw_num(w, "loss_se", e->loss_se);
     jw_num(w, "metric", e->metric);
     jw_str(w, "metric_name", r->eval_metric[0] ? r->eval_metric : NULL);
     jw_close(w, '}');

@@ -289,7 +289,9 @@ static void row_note(char *buf, size_t n, const an_comparison *c, const an_run *
         if (g)
             snprintf(buf, n, "%s at step %" PRId64 "; noise band +-%s (%s)",
                      g->eval ? "eval loss" : "training loss, final window", g->step, a,
-                     c->band_from_seeds ? "2 sigma over seeds" : "max(1%, 2 SE of the baseline)");
+                     c->band_from_seeds ? "2 sigma over seeds"
+                     : c->band_from_eval ? "max(1%, 2 SE of the baseline's eval loss over its examples)"
+                                         : "max(1%, 2 SE of the baseline's final-window training loss)");
     } else if (row == ROW_HEADROOM) {
         snprintf(buf, n, "binades below 65504 (acts, weights)");
     } else if (row == ROW_FLUSH) {
@@ -959,7 +961,8 @@ int report_json(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     jw_int(&w, "baseline", (int64_t)c->baseline);
     jw_open(&w, "noise_band", '{');
     jw_num(&w, "relative", c->band);
-    jw_str(&w, "source", c->band_from_seeds ? "seeds" : "baseline_final_window");
+    jw_str(&w, "source", c->band_from_seeds ? "seeds" : c->band_from_eval ? "baseline_eval_standard_error"
+                                                                          : "baseline_final_window");
     jw_int(&w, "seeds", (int64_t)c->band_seeds);
     jw_num(&w, "baseline_final_window_relative", c->tail_noise_rel);
     jw_close(&w, '}');

@@ -966,6 +966,12 @@ int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
 
 int ampdiag_trace_append_eval(ampdiag_trace_writer *w, int64_t step, double loss, double metric)
 {
+    return ampdiag_trace_append_eval_se(w, step, loss, metric, NAN);
+}
+
+int ampdiag_trace_append_eval_se(ampdiag_trace_writer *w, int64_t step, double loss, double metric,
+                                 double loss_se)
+{
     static const char fn[] = "ampdiag_trace_append_eval";
     int rc = check_usable(w, fn);
     if (rc)
@@ -978,6 +984,7 @@ int ampdiag_trace_append_eval(ampdiag_trace_writer *w, int64_t step, double loss
     row->step = step;
     row->loss = loss;
     row->metric = metric;
+    row->loss_se = loss_se;
     commit_row(w, TBL_EVALS);
     w->info.evals++;
     return 0;

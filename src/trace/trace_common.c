@@ -135,6 +135,8 @@ static const trace_field eval_fields[] = {
     F(ampdiag_trace_eval, step, FT_I64),
     F(ampdiag_trace_eval, loss, FT_F64),
     F(ampdiag_trace_eval, metric, FT_F64),
+    /* added in v1 after the reference traces: optional for readers (absent: NaN, see reader) */
+    FO(ampdiag_trace_eval, loss_se, FT_F64),
 };
 
 /*

@@ -815,7 +815,7 @@ static size_t field_msize(const trace_field *f)
 }
 
 /* Optional fields the file lacks read as 0 (the memory type leaves them out, so HDF5 does not
- * write them). */
+ * write them); a float one as NaN (not recorded: 0 would be a value). */
 static void clear_absent(const ampdiag_trace_reader *r, int t, void *rows, size_t n)
 {
     const trace_table *tb = &trace_tables[t];
@@ -823,8 +823,15 @@ static void clear_absent(const ampdiag_trace_reader *r, int t, void *rows, size_
         if (!(r->absent[t] & (UINT64_C(1) << f)))
             continue;
         size_t size = field_msize(&tb->fields[f]);
-        for (size_t i = 0; i < n; i++)
-            memset((char *)rows + i * tb->rec_size + tb->fields[f].offset, 0, size);
+        for (size_t i = 0; i < n; i++) {
+            char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
+            if (tb->fields[f].type == FT_F64) {
+                double nan = NAN;
+                memcpy(p, &nan, sizeof nan);
+            } else {
+                memset(p, 0, size);
+            }
+        }
     }
 }
 

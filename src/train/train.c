@@ -389,7 +389,7 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
     const dataset *ds = &R->ds;
     int B = R->c->batch;
     int nval = ds->n_val;
-    double loss_sum = 0;
+    double loss_sum = 0, ex_sum = 0, ex_sumsq = 0;
     long correct = 0, total = 0, rows_done = 0;
     for (int start = 0; start < nval; start += B) {
         int b = nval - start < B ? nval - start : B;
@@ -420,14 +420,29 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
                 if (lg[k] > lg[best]) best = k;
             correct += best == targets[rrow];
             total++;
+            /* this example's cross-entropy, in double, for the standard error of the mean */
+            double lse = 0;
+            for (int k = 0; k < ncols; k++)
+                lse += exp((double)lg[k] - (double)lg[best]);
+            int tgt = targets[rrow];
+            double li = tgt >= 0 && tgt < ncols ? log(lse) + (double)lg[best] - (double)lg[tgt] : NAN;
+            ex_sum += li;
+            ex_sumsq += li * li;
         }
         free(host);
     }
     double el = rows_done ? loss_sum / (double)rows_done : NAN;
     double acc = total ? (double)correct / (double)total : NAN;
+    /* the noise of the mean over these examples: sd / sqrt(n) */
+    double se = NAN;
+    if (total > 1) {
+        double m = ex_sum / (double)total;
+        double var = (ex_sumsq - ex_sum * m) / (double)(total - 1);
+        se = var > 0 ? sqrt(var / (double)total) : 0;
+    }
     R->r->eval_loss = el;
     R->r->eval_metric = acc;
-    int rc = ampdiag_trace_append_eval(R->w, step, el, acc);
+    int rc = ampdiag_trace_append_eval_se(R->w, step, el, acc, se);
     return rc < 0 ? trace_fail(rc, err, errlen) : 0;
 }
 
