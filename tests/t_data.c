@@ -75,7 +75,37 @@ static void test_files(void)
     ok(data_load(&ds, path("c.h5"), 0, 0, err, sizeof err) == 0 && ds.n == 18 && ds.n_val == 2 && ds.d == 3 &&
        ds.classes == 4, "file: 20 rows -> 18 train + 2 validation, 3 features, 4 classes");
     ok(ds.x_val[0] == 180.0f && ds.y_val[1] == 19 % 4 && ds.x[17 * 3 + 2] == 172.0f, "validation rows are the last ones, in order");
+    ok(ds.warnings[0] == 0, "shuffled labels 0..3: no warning (%s)", ds.warnings);
     data_free(&ds);
+    /* checks at load: sorted labels (the held-out tail is one class), labels 1..K, NaN inputs */
+    for (int i = 0; i < 20; i++) y[i] = i / 5;
+    f = H5Fcreate(path("sorted.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    write_arr(f, "/x", H5T_NATIVE_FLOAT, 2, 20, 3, x);
+    write_arr(f, "/y", H5T_NATIVE_INT32, 1, 20, 0, y);
+    H5Fclose(f);
+    ok(data_load(&ds, path("sorted.h5"), 0, 0, err, sizeof err) == 0 &&
+       strstr(ds.warnings, "sorted.h5: every one of the 2 validation rows (the last 10% of the file) has label 3"),
+       "sorted labels: a warning names the file and the one-class validation split (%s)", ds.warnings);
+    data_free(&ds);
+    for (int i = 0; i < 20; i++) y[i] = 1 + i % 4;
+    f = H5Fcreate(path("onebased.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    write_arr(f, "/x", H5T_NATIVE_FLOAT, 2, 20, 3, x);
+    write_arr(f, "/y", H5T_NATIVE_INT32, 1, 20, 0, y);
+    H5Fclose(f);
+    ok(data_load(&ds, path("onebased.h5"), 0, 0, err, sizeof err) == 0 &&
+       strstr(ds.warnings, "no training label is 0: labels 1..4 make 5 classes"),
+       "labels 1..K: a warning says class 0 is empty (%s)", ds.warnings);
+    data_free(&ds);
+    for (int i = 0; i < 20; i++) y[i] = i % 4;
+    x[7 * 3 + 1] = NAN;
+    f = H5Fcreate(path("nanx.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    write_arr(f, "/x", H5T_NATIVE_FLOAT, 2, 20, 3, x);
+    write_arr(f, "/y", H5T_NATIVE_INT32, 1, 20, 0, y);
+    H5Fclose(f);
+    ok(data_load(&ds, path("nanx.h5"), 0, 0, err, sizeof err) == DATA_EBADINPUT &&
+       strstr(err, "nanx.h5: /x row 7, feature 1 is NaN"),
+       "a NaN input is refused, naming the file, row and feature (%s)", err);
+    x[7 * 3 + 1] = 71.0f;
     /* with validation arrays, double features and 8-bit labels (converted) */
     double xd[4 * 2] = {1, 2, 3, 4, 5, 6, 7, 8};
     int8_t y8[4] = {0, 1, 1, 0};

@@ -172,6 +172,62 @@ static int check_labels(const int32_t *y, int n, int classes, const char *fname,
     return 0;
 }
 
+/* Non-finite inputs are refused: the first layer would turn them into NaN activations that no
+ * format or learning rate explains. 0, or -1 with the first one named. */
+static int check_inputs(const dataset *ds, const char *fname, char *err, size_t errlen)
+{
+    for (int v = 0; v < 2; v++) {
+        const float *x = v ? ds->x_val : ds->x;
+        size_t n = (size_t)(v ? ds->n_val : ds->n) * (size_t)ds->d;
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(x[i]))
+                return errf(err, errlen, "%s: %s row %zu, feature %zu is %s: inputs must be finite",
+                            fname, v ? "the validation set's" : "/x", i / (size_t)ds->d,
+                            i % (size_t)ds->d, isnan(x[i]) ? "NaN" : "infinite"), -1;
+    }
+    return 0;
+}
+
+static void warnf(dataset *ds, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warnf(dataset *ds, const char *fmt, ...)
+{
+    size_t len = strlen(ds->warnings);
+    if (len + 2 >= sizeof ds->warnings)
+        return;
+    if (len)
+        ds->warnings[len++] = '\n';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ds->warnings + len, sizeof ds->warnings - len, fmt, ap);
+    va_end(ap);
+}
+
+/* Warnings about labels and the validation split (split: the last rows of the file were held
+ * out): a class 0 with no examples (labels 1..K give K+1 outputs), a validation set of one class
+ * while training has several, and labels in sorted order (unshuffled rows: the held-out tail
+ * is not a sample of the whole). */
+static void check_split(dataset *ds, const char *fname, int split)
+{
+    int zero = 0, sorted = 1;
+    for (int i = 0; i < ds->n && !zero; i++)
+        zero = ds->y[i] == 0;
+    if (!zero)
+        warnf(ds, "%s: no training label is 0: labels 1..%d make %d classes, one of them empty "
+              "(labels are 0..K-1)", fname, ds->classes - 1, ds->classes);
+    int one_class = ds->n_val > 1;
+    for (int i = 1; i < ds->n_val && one_class; i++)
+        one_class = ds->y_val[i] == ds->y_val[0];
+    if (one_class)
+        warnf(ds, "%s: every one of the %d validation rows%s has label %d: its loss and accuracy "
+              "judge one class only%s", fname, ds->n_val, split ? " (the last 10% of the file)" : "",
+              (int)ds->y_val[0], split ? "; shuffle the file or give /x_val and /y_val" : "");
+    for (int i = 1; i < ds->n && sorted; i++)
+        sorted = ds->y[i] >= ds->y[i - 1];
+    if (split && sorted && !one_class)
+        warnf(ds, "%s: the labels are sorted in file order, so the validation rows (the last 10%%) "
+              "are not a sample of the data; shuffle the file or give /x_val and /y_val", fname);
+}
+
 static int load_file(dataset *ds, const char *fname, int want_tokens, char *err, size_t errlen)
 {
     FILE *probe = fopen(fname, "rb");
@@ -307,8 +363,10 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
         goto done;
     }
     if (check_labels(ds->y, ds->n, ds->classes, fname, "/y", err, errlen) ||
-        check_labels(ds->y_val, ds->n_val, ds->classes, fname, "validation labels", err, errlen))
+        check_labels(ds->y_val, ds->n_val, ds->classes, fname, "validation labels", err, errlen) ||
+        check_inputs(ds, fname, err, errlen))
         goto done;
+    check_split(ds, fname, r != 1);
     rc = 0;
 done:
     free(a); free(b); free(va); free(vb);

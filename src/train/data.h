@@ -26,6 +26,7 @@ typedef struct dataset {
     float *x, *x_val;     /* [n, d], [n_val, d] */
     int32_t *y, *y_val;   /* [n], [n_val] */
     int32_t *tok, *tok_val; /* [n, len], [n_val, len] */
+    char warnings[1024];  /* what the checks at load found, one line each ("" when nothing) */
 } dataset;
 
 /* Error classes, as the command line's exit codes. */

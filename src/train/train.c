@@ -1050,6 +1050,12 @@ static int load_data(run *R, char *err, size_t errlen)
         say(err, errlen, "--data: %s", merr);
         return drc == DATA_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
     }
+    /* what the checks at load found: on stderr now, as note events in the trace (open_trace) */
+    for (const char *w = R->ds.warnings; *w;) {
+        size_t len = strcspn(w, "\n");
+        fprintf(stderr, "ampdiag run: warning: %.*s\n", (int)len, w);
+        w += len + (w[len] == '\n');
+    }
     return 0;
 }
 
@@ -1147,7 +1153,15 @@ static int open_trace(run *R, char *err, size_t errlen)
     int trc = ampdiag_trace_create(c->out, &to, &R->w);
     if (trc < 0)
         return trace_fail(trc, err, errlen);
-    return write_header(R, err, errlen);
+    int rc = write_header(R, err, errlen);
+    for (const char *w = R->ds.warnings; !rc && *w;) {
+        size_t len = strcspn(w, "\n");
+        char msg[AMPDIAG_TRACE_MESSAGE_LEN];
+        snprintf(msg, sizeof msg, "data: %.*s", (int)len, w);
+        rc = event(R, 0, -1, AMPDIAG_EV_NOTE, NAN, msg, err, errlen);
+        w += len + (w[len] == '\n');
+    }
+    return rc;
 }
 
 /* SIGINT/SIGTERM stop the loop; caught until the trace is closed, so that a second one cannot
