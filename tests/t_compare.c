@@ -6,6 +6,7 @@
  * rate rules, FP32 islands, --fail-on, and JSON escaping.
  */
 #include "analysis/analyze.h"
+#include "analysis/lrfind.h"
 #include "analysis/recommend.h"
 #include "report/report.h"
 
@@ -406,6 +407,33 @@ static void test_baseline_sanity(void)
     an_free(&runs[1]);
 }
 
+/* The LR range test's suggestions: fastai's valley on a known curve, and the smoothed ones. */
+static void test_lrfind(void)
+{
+    /* strictly falling over points 0..6 (longest run: 7, fastai's max_start = 6 - 7 = -1), then
+     * rising: sections = 7/3, idx = -1 + 2 + 1 = 2 */
+    double lr[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    double l[10] = {3, 2.5, 2, 1.5, 1, 0.8, 0.6, 2, 3, 4};
+    ok(lr_valley(lr, l, 10) == 3, "valley: two thirds down the longest descent, as fastai (lr %g)",
+       lr_valley(lr, l, 10));
+    double flat[4] = {1, 1, 1, 1};
+    ok(isnan(lr_valley(lr, flat, 4)), "valley: none on a flat curve");
+    /* 100 log-spaced lrs 1e-6..1e2, the loss falls fastest around 1e-3 (the EMA lags it a little
+     * to the right, as in fastai), explodes past 1 */
+    double lrs[100], loss[100];
+    for (int i = 0; i < 100; i++) {
+        lrs[i] = 1e-6 * pow(10, 8.0 * i / 99);
+        double x = log10(lrs[i]) + 3; /* 0 at 1e-3 */
+        loss[i] = lrs[i] > 1 ? 2 + 100 * (lrs[i] - 1) : 1.25 - tanh(2 * x);
+    }
+    lr_suggest s;
+    lr_suggest_from(lrs, loss, 100, &s);
+    ok(s.steepest > 3e-4 && s.steepest < 1e-2 && s.valley > 1e-5 && s.valley < 1e-1 &&
+           isfinite(s.diverged_at) && s.diverged_at > 1 && s.minimum > 0 && s.minimum < s.diverged_at,
+       "smoothed suggestions: steepest near the fastest fall (%g), valley %g, minimum/10 %g, diverged "
+       "past lr 1 (%g)", s.steepest, s.valley, s.minimum, s.diverged_at);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -419,6 +447,7 @@ int main(void)
     test_compare_runs();
     test_json_escaping();
     test_baseline_sanity();
+    test_lrfind();
     for (int i = 0; i < npaths; i++)
         remove(paths[i]);
     rmdir(dir);

@@ -7,11 +7,13 @@ noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_report.la
 libampdiag_analysis_la_SOURCES = \
 	src/analysis/analyze.h src/analysis/analyze.c \
 	src/analysis/recommend.h src/analysis/recommend.c \
-	src/analysis/findings.h src/analysis/findings.c
+	src/analysis/findings.h src/analysis/findings.c \
+	src/analysis/lrfind.h src/analysis/lrfind.c
 libampdiag_report_la_SOURCES = src/report/report.h src/report/report.c \
 	src/report/info.h src/report/info.c
 
-ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c src/cli/cmd_tune.c
+ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c src/cli/cmd_tune.c \
+	src/cli/cmd_lrfind.c
 
 # ---------------------------------------------------------------- tests
 # t_compare: the analysis and the rules on synthetic traces with known values (percentiles,
@@ -28,6 +30,9 @@ EXTRA_DIST += tests/t_consistency.sh
 # t_tune.sh: ampdiag tune, the advice followed and the resulting run checked
 TESTS += tests/t_tune.sh
 EXTRA_DIST += tests/t_tune.sh
+# t_lrfind.sh: ampdiag lrfind, the suggestion followed
+TESTS += tests/t_lrfind.sh
+EXTRA_DIST += tests/t_lrfind.sh
 EXTRA_DIST += tests/t_compare_cli.sh tests/t_sweep.sh docs/recommendations.md docs/compare-json.md
 
 # ---------------------------------------------------------------- benchmark

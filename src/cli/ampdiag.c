@@ -15,6 +15,7 @@ static const struct cmd commands[] = {
     {"compare", cmd_compare, "compare traces; recommend a precision, loss scale, lr and clip"},
     {"sweep", cmd_sweep, "run several precisions / learning rates, then compare them"},
     {"tune", cmd_tune, "the closed loop: run, compare, re-run at the advised lr, verify the advice"},
+    {"lrfind", cmd_lrfind, "the learning-rate range test: valley, steepest and minimum suggestions"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -104,6 +104,7 @@ int cmd_plot(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_lrfind(int argc, char **argv);
 
 /* `ampdiag run`'s options (cmd_run.c): the sweep passes them on and checks them first. */
 extern const cli_opt run_options[];

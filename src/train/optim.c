@@ -414,13 +414,26 @@ int schedule_parse(schedule *s, const char *text, double lr, long total, char *e
         }
         return 0;
     }
+    if (strncmp(text, "range:", 6) == 0) {
+        /* the LR range test: exponentially from MIN_LR at step 0 to lr at the last step */
+        char *end;
+        double mn = strtod(text + 6, &end);
+        if (end == text + 6 || *end || !(mn > 0) || !isfinite(mn) || !(mn < lr)) goto bad;
+        s->kind = SCHED_RANGE;
+        s->min_lr = mn;
+        return 0;
+    }
 bad:
-    snprintf(err, errlen, "--schedule '%s': expected 'constant' or 'cosine[:WARMUP_STEPS[:MIN_LR]]'", text);
+    snprintf(err, errlen, "--schedule '%s': expected 'constant', 'cosine[:WARMUP_STEPS[:MIN_LR]]' or "
+             "'range:MIN_LR' (MIN_LR below --lr)", text);
     return -1;
 }
 
 double schedule_lr(const schedule *s, long t)
 {
+    if (s->kind == SCHED_RANGE)
+        return s->total > 1 ? s->min_lr * pow(s->lr / s->min_lr, (double)t / (double)(s->total - 1))
+                            : s->lr;
     if (s->warmup > 0 && t < s->warmup)
         return s->lr * (double)(t + 1) / (double)s->warmup;
     if (s->kind == SCHED_CONSTANT)

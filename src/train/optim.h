@@ -94,7 +94,7 @@ float clip_coefficient(double norm, double max_norm);
 
 /* ------------------------------------------------------------------ learning-rate schedule */
 
-typedef enum { SCHED_CONSTANT = 0, SCHED_COSINE = 1 } sched_kind;
+typedef enum { SCHED_CONSTANT = 0, SCHED_COSINE = 1, SCHED_RANGE = 2 } sched_kind;
 
 typedef struct schedule {
     sched_kind kind;
@@ -104,7 +104,8 @@ typedef struct schedule {
     double min_lr;
 } schedule;
 
-/* "constant" or "cosine[:WARMUP[:MIN_LR]]". 0, or -1 with a message in err. */
+/* "constant", "cosine[:WARMUP[:MIN_LR]]" or "range:MIN_LR" (the LR range test: MIN_LR at step 0
+ * growing exponentially to lr at the last step). 0, or -1 with a message in err. */
 int schedule_parse(schedule *s, const char *text, double lr, long total, char *err, size_t errlen);
 /* Learning rate of step t (0-based). */
 double schedule_lr(const schedule *s, long t);
