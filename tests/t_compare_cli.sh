@@ -174,6 +174,9 @@ jcheck "$T/gu.json" 'R["loss_scale"]["unscaled_flushed_fraction"] > 0.5 and R["l
     "grad underflow: most of fc1's gradients flush without scaling, under 1% at the suggested scale"
 jcheck "$T/gu.json" 'any(i.startswith("needs loss scaling") and "fc1" in i for i in P["fp16"]["issues"])' \
     "grad underflow: the reason names fc1 and what flushes"
+# the scenario's FP32 baseline (inputs x 1e-6) does not learn at all: baseline sanity first
+jcheck "$T/gu.json" '"does not learn" in P["text"] and P["reasons"][0].startswith("first: the FP32 baseline") and R["lr"]["verdict"] != "lower"' \
+    "grad underflow: the FP32 baseline that does not learn is named first, and its zero gradients are not read as dead units"
 cmp gu80 "$T/gu-fp32.h5" "$T/gu-fp16.h5"
 jcheck "$T/gu80.json" 'P["verdict"] == "bf16" and P["fp16"]["viable"]' "grad underflow with BF16 available: bf16, fp16 + scaling viable"
 
