@@ -8,9 +8,16 @@
 
 #include <getopt.h>
 #include <stdarg.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+extern char **environ;
 
 /* "ampdiag CMD: " (or "ampdiag: " for the program's own options) and the message, on stderr */
 __attribute__((format(printf, 2, 3)))
@@ -244,4 +251,57 @@ int cli_next(cli_parser *p)
     p->opt = o;
     p->arg = o->has_arg ? optarg : NULL;
     return o->id;
+}
+
+int cli_with_run_options(cli_opt *t, const cli_opt *own, int (*id_of)(const char *name))
+{
+    int n = 0;
+    for (const cli_opt *o = own; o->name; o++) {
+        if (n == CLI_MAX_OPTS)
+            return -1;
+        t[n++] = *o;
+    }
+    for (const cli_opt *r = run_options; r->name; r++) {
+        int taken = 0;
+        for (int i = 0; i < n; i++)
+            taken |= strcmp(t[i].name, r->name) == 0 || (r->shortopt && r->shortopt == t[i].shortopt);
+        if (taken)
+            continue;
+        if (n == CLI_MAX_OPTS)
+            return -1;
+        t[n] = *r;
+        t[n++].id = id_of(r->name);
+    }
+    t[n] = (cli_opt)CLI_OPT_END;
+    return 0;
+}
+
+int cli_run_self(char **argv, const char *stdout_path, const char *prog)
+{
+    char exe[4096];
+    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (el <= 0)
+        snprintf(exe, sizeof exe, "ampdiag");
+    else
+        exe[el] = 0;
+    argv[0] = exe;
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (!rc)
+        rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, stdout_path,
+                                              O_WRONLY | O_CREAT | O_TRUNC, 0666);
+    if (!rc)
+        rc = el > 0 ? posix_spawn(&pid, exe, &fa, NULL, argv, environ)
+                    : posix_spawnp(&pid, exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc) {
+        fprintf(stderr, "%s: cannot run '%s': %s\n", prog, exe, strerror(rc));
+        return EXIT_IO;
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return EXIT_IO;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_SIGNAL + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }

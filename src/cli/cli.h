@@ -96,6 +96,17 @@ const char *cli_opt_name(const cli_opt *opts, int id);
  * to be a likely typo (or s is a prefix of it alone), else NULL. */
 const char *cli_suggest(const char *s, const char *const *cands, int n);
 
+/* A table for a command that passes `ampdiag run`'s options on (sweep, tune, lrfind): own, then
+ * every run option own does not take (by long name or short letter), with the id id_of gives its
+ * long name. 0, or -1 when it would not fit CLI_MAX_OPTS. t holds CLI_MAX_OPTS + 1. */
+int cli_with_run_options(cli_opt *t, const cli_opt *own, int (*id_of)(const char *name));
+
+/* Run this program (/proc/self/exe, else ampdiag on PATH) with argv[1..] (argv[0] is set here),
+ * its stdout to the file stdout_path (created or truncated; "/dev/null" to drop it), its stderr
+ * shared; wait for it. Returns its exit status, 128 + the signal that ended it, or EXIT_IO
+ * (with a message naming prog) when it could not start. */
+int cli_run_self(char **argv, const char *stdout_path, const char *prog);
+
 /* Subcommands (src/cli/cmd_*.c). argv[0] is the subcommand name. */
 int cmd_formats(int argc, char **argv);
 int cmd_run(int argc, char **argv);

@@ -14,16 +14,11 @@
 #include "util/util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-extern char **environ;
 
 #define PROG "ampdiag lrfind"
 #define LRFIND_JSON_VERSION 1
@@ -65,54 +60,12 @@ static const cli_opt own_options[] = {
     {"--steps", 's', CLI_ARG, L_STEPS}, {"--format", 0, CLI_ARG, L_FORMAT},
     {"--help", 'h', CLI_NOARG, L_HELP}, CLI_OPT_END};
 
-static int lrfind_options(cli_opt *t)
+/* run's options: --lr and --schedule set by lrfind, the rest passed on. */
+static int lrfind_id_of(const char *name)
 {
-    int n = 0;
-    for (const cli_opt *o = own_options; o->name; o++)
-        t[n++] = *o;
-    for (const cli_opt *r = run_options; r->name; r++) {
-        int taken = 0;
-        for (int i = 0; i < n; i++)
-            taken |= strcmp(t[i].name, r->name) == 0 || (r->shortopt && r->shortopt == t[i].shortopt);
-        if (taken)
-            continue;
-        if (n == CLI_MAX_OPTS)
-            return -1;
-        t[n] = *r;
-        t[n++].id = strcmp(r->name, "--lr") == 0 || strcmp(r->name, "--schedule") == 0 ? L_REFUSE : L_PASS;
-    }
-    t[n] = (cli_opt)CLI_OPT_END;
-    return 0;
+    return strcmp(name, "--lr") == 0 || strcmp(name, "--schedule") == 0 ? L_REFUSE : L_PASS;
 }
 
-/* Run the range test; the run's own stdout (its summary) is dropped, its stderr kept. */
-static int run_test(char **argv)
-{
-    char exe[4096];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (el <= 0)
-        snprintf(exe, sizeof exe, "ampdiag");
-    else
-        exe[el] = 0;
-    argv[0] = exe;
-    posix_spawn_file_actions_t fa;
-    pid_t pid;
-    int rc = posix_spawn_file_actions_init(&fa);
-    if (!rc)
-        rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    if (!rc)
-        rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc) {
-        fprintf(stderr, "%s: cannot run '%s run': %s\n", PROG, exe, strerror(rc));
-        return EXIT_IO;
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return EXIT_IO;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_SIGNAL + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
 
 static int parse_pos(const char *what, const char *s, double *v)
 {
@@ -168,7 +121,7 @@ static void print_json(const char *path, const an_run *r, const lr_suggest *s, d
 int cmd_lrfind(int argc, char **argv)
 {
     cli_opt table[CLI_MAX_OPTS + 1];
-    if (lrfind_options(table))
+    if (cli_with_run_options(table, own_options, lrfind_id_of))
         return EXIT_USAGE;
     const char *out = "lrfind.h5", *steps = "100", *format = "text";
     double lo = 1e-7, hi = 10, sv;
@@ -223,7 +176,7 @@ int cmd_lrfind(int argc, char **argv)
         rargv[k++] = (char *)extra[i];
     rargv[k] = NULL;
     if (!rc)
-        rc = run_test(rargv);
+        rc = cli_run_self(rargv, "/dev/null", PROG); /* its summary dropped, its stderr kept */
     free(rargv);
     if (rc)
         return rc;

@@ -243,28 +243,13 @@ static const cli_opt own_options[] = {
     {"--fail-on", 0, CLI_ARG, S_FAIL_ON}, {"--warmup", 0, CLI_ARG, S_WARMUP}, {"--plots", 0, CLI_NOARG, S_PLOTS},
     {"--dry-run", 0, CLI_NOARG, S_DRY}, {"--help", 'h', CLI_NOARG, S_HELP}, CLI_OPT_END};
 
-/* own_options, then run's options not among them: --precision refused, --overwrite and
- * --progress set by the sweep, the others passed on. 0, or -1 if the table is too long. */
-static int sweep_options(cli_opt *t)
+/* run's options: --precision refused, --overwrite and --progress set by the sweep, the others
+ * passed on (cli_with_run_options). */
+static int sweep_id_of(const char *name)
 {
-    int n = 0;
-    for (const cli_opt *o = own_options; o->name; o++)
-        t[n++] = *o;
-    for (const cli_opt *r = run_options; r->name; r++) {
-        int taken = 0;
-        for (int i = 0; i < n; i++)
-            taken |= strcmp(t[i].name, r->name) == 0 || (r->shortopt && r->shortopt == t[i].shortopt);
-        if (taken)
-            continue;
-        if (n == CLI_MAX_OPTS)
-            return -1;
-        t[n] = *r;
-        t[n++].id = strcmp(r->name, "--precision") == 0 ? S_PRECISION
-                    : strcmp(r->name, "--overwrite") == 0 || strcmp(r->name, "--progress") == 0 ? S_SET
-                    : S_PASS;
-    }
-    t[n] = (cli_opt)CLI_OPT_END;
-    return 0;
+    return strcmp(name, "--precision") == 0 ? S_PRECISION
+           : strcmp(name, "--overwrite") == 0 || strcmp(name, "--progress") == 0 ? S_SET
+           : S_PASS;
 }
 
 /* A sweep as cmd_sweep goes through it: its options, the runs and their progress. */
@@ -415,7 +400,7 @@ static int parse_sweep_args(sweep *sw, int argc, char **argv, int *help)
     cli_parser cp;
     int rc = 0;
     *help = 0;
-    if (sweep_options(table) || cli_parser_init(&cp, "sweep", table, argc, argv, 0))
+    if (cli_with_run_options(table, own_options, sweep_id_of) || cli_parser_init(&cp, "sweep", table, argc, argv, 0))
         rc = EXIT_USAGE;
     for (int id; !rc && (id = cli_next(&cp)) != CLI_DONE;) {
         if (id == S_HELP) {

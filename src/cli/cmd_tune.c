@@ -17,17 +17,12 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-extern char **environ;
 
 #define PROG "ampdiag tune"
 #define TUNE_MAX_ROUNDS 10
@@ -71,26 +66,8 @@ static const cli_opt own_options[] = {
     {"--lr", 0, CLI_ARG, T_LR}, {"--rounds", 0, CLI_ARG, T_ROUNDS}, {"--jobs", 'j', CLI_ARG, T_JOBS},
     {"--help", 'h', CLI_NOARG, T_HELP}, CLI_OPT_END};
 
-/* own_options, then run's options not among them (--precision refused, the rest passed on). */
-static int tune_options(cli_opt *t)
-{
-    int n = 0;
-    for (const cli_opt *o = own_options; o->name; o++)
-        t[n++] = *o;
-    for (const cli_opt *r = run_options; r->name; r++) {
-        int taken = 0;
-        for (int i = 0; i < n; i++)
-            taken |= strcmp(t[i].name, r->name) == 0 || (r->shortopt && r->shortopt == t[i].shortopt);
-        if (taken)
-            continue;
-        if (n == CLI_MAX_OPTS)
-            return -1;
-        t[n] = *r;
-        t[n++].id = strcmp(r->name, "--precision") == 0 ? T_REFUSE : T_PASS;
-    }
-    t[n] = (cli_opt)CLI_OPT_END;
-    return 0;
-}
+/* run's options: --precision refused, the rest passed on to the sweeps. */
+static int tune_id_of(const char *name) { return strcmp(name, "--precision") == 0 ? T_REFUSE : T_PASS; }
 
 /* One round: the lr it ran at, its runs and what compare concluded. */
 typedef struct tune_round {
@@ -121,24 +98,17 @@ static void round_free(tune_round *r)
 static int run_sweep(const char *dir, const char *precisions, double lr, const char *jobs,
                      char **pass, int npass)
 {
-    char exe[4096], lrs[64], out[4200];
-    ssize_t el = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (el <= 0)
-        snprintf(exe, sizeof exe, "ampdiag");
-    else
-        exe[el] = 0;
+    char lrs[64], out[4200];
     snprintf(lrs, sizeof lrs, "%.6g", lr);
-    int with_lr = isfinite(lr); /* else the runs' own lr (given, a scenario's, or the default) */
     snprintf(out, sizeof out, "%s/sweep.txt", dir);
     char **argv = calloc((size_t)npass + 16, sizeof *argv);
     if (!argv)
         return EXIT_IO;
-    int k = 0;
-    argv[k++] = exe;
+    int k = 1;
     argv[k++] = "sweep";
     argv[k++] = "--precisions";
     argv[k++] = (char *)precisions;
-    if (with_lr) {
+    if (isfinite(lr)) { /* else the runs' own lr (given, a scenario's, or the default) */
         argv[k++] = "--lrs";
         argv[k++] = lrs;
     }
@@ -149,24 +119,9 @@ static int run_sweep(const char *dir, const char *precisions, double lr, const c
     for (int i = 0; i < npass; i++)
         argv[k++] = pass[i];
     argv[k] = NULL;
-    posix_spawn_file_actions_t fa;
-    pid_t pid;
-    int rc = posix_spawn_file_actions_init(&fa);
-    if (!rc)
-        rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (!rc)
-        rc = posix_spawn(&pid, exe, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    int rc = cli_run_self(argv, out, PROG);
     free(argv);
-    if (rc) {
-        fprintf(stderr, "%s: cannot run '%s sweep': %s\n", PROG, exe, strerror(rc));
-        return EXIT_IO;
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return EXIT_IO;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_SIGNAL + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return rc;
 }
 
 static int is_trace(const struct dirent *e)
@@ -393,7 +348,7 @@ static int parse_num(const char *what, const char *s, double lo, double hi, doub
 int cmd_tune(int argc, char **argv)
 {
     cli_opt table[CLI_MAX_OPTS + 1];
-    if (tune_options(table))
+    if (cli_with_run_options(table, own_options, tune_id_of))
         return EXIT_USAGE;
     const char *out = NULL, *precisions = "fp32,fp16,bf16", *jobs = "1";
     double lr = NAN, rounds = 3, jv;
