@@ -123,6 +123,9 @@ ok $? "adam eps: the advice followed (FP32 optimizer state) trains without NaN"
 
 # ---------------------------------------------------------------- healthy
 cmp healthy "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" --fail-on all
+"$AMPDIAG" compare "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" >"$T/healthy.txt" 2>&1
+grep '^fp16 flush to zero' "$T/healthy.txt" | grep -q 'n/a (held in FP16)'
+ok $? "healthy: the fp16 run's flush-to-zero cell says n/a (its values are held in FP16 already), not 0%"
 python3 -m json.tool "$T/healthy.json" >/dev/null 2>&1
 ok $? "healthy: the JSON is valid"
 ok "$(rc healthy)" "healthy: --fail-on all exits 0"

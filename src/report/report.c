@@ -235,7 +235,10 @@ static void cell_text(char *buf, size_t n, const an_run *runs, size_t i, const a
     case ROW_FLUSH: {
         int l = 0, k = 0;
         double f = 0;
-        if (!worst_flush(r, &l, &k, &f))
+        if (strcmp(r->precision, "fp16") == 0)
+            /* its gradients were held in FP16 already: nothing left to flush */
+            snprintf(buf, n, "n/a (held in FP16)");
+        else if (!worst_flush(r, &l, &k, &f))
             snprintf(buf, n, "-");
         else {
             pct(a, sizeof a, f);
