@@ -154,6 +154,8 @@ ok $? "healthy: Markdown has the verdict, the table and the sections"
 
 # ---------------------------------------------------------------- forward overflow
 cmp fo "$T/fo-fp32.h5" "$T/fo-fp16.h5" --fail-on overflow
+jcheck "$T/fo.json" 'P["islands"]["layers"].startswith("fc1") and 0.5 < P["islands"]["params_share"] <= 1 and abs(P["islands"]["flops_share"] - P["islands"]["params_share"]) < 0.05 and P["islands"]["forward_finite"] in (True, False)' \
+    "forward overflow: the FP32 islands as structured evidence (layers, parameter and FLOP shares, whether they keep the forward finite)"
 ok "$([ "$(rc fo)" -eq 1 ] && echo 0 || echo 1)" "forward overflow: --fail-on overflow exits 1"
 grep -q 'overflow' "$T/fo.err"
 ok $? "forward overflow: stderr says which condition held"

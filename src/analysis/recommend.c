@@ -255,6 +255,19 @@ static const char *kind_short(int k)
     }
 }
 
+/* name is one of the comma-separated names of list */
+static int in_island_list(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = list; *p;) {
+        size_t k = strcspn(p, ",");
+        if (k == len && strncmp(p, name, len) == 0)
+            return 1;
+        p += k + (p[k] == ',');
+    }
+    return 0;
+}
+
 static void append_name(char *buf, size_t n, const char *name)
 {
     size_t len = strlen(buf);
@@ -1187,6 +1200,43 @@ static void rule_adam_eps(prec_ctx *x)
     }
 }
 
+/* The islands as structured evidence: their names, parameter and GEMM-FLOP shares, and whether
+ * the forward pass stays finite with them: an island's output that feeds a layer run in 16 bits
+ * is rounded there as a GEMM operand, so it must stay below 65520 (from the run the islands were
+ * read from). */
+static void islands_describe(prec_ctx *x)
+{
+    recommendation *R = x->R;
+    R->islands_param_share = R->islands_flop_share = NAN;
+    R->islands_forward_finite = -1;
+    const an_run *src = x->fwd_src;
+    if (!x->islands[0] || !src)
+        return;
+    snprintf(R->islands, sizeof R->islands, "%s", x->islands);
+    uint64_t lin = 0, lin_isl = 0;
+    int finite = 1;
+    for (size_t l = 0; l < src->nlayers; l++) {
+        const an_layer *L = &src->layers[l];
+        int isl = in_island_list(x->islands, L->name);
+        if (strcmp(L->op, "linear") == 0) {
+            lin += L->params;
+            lin_isl += isl ? L->params : 0;
+        }
+        if (isl && l + 1 < src->nlayers && !src->layers[l + 1].fp32_op &&
+            !in_island_list(x->islands, src->layers[l + 1].name) &&
+            !(src->layers[l].cell[AMPDIAG_KIND_ACTIVATION].absmax < FP16_OVERFLOW_AT)) {
+            finite = 0;
+            strlist_addf(&R->fp16.issues, "FP32 islands %s would not keep the forward finite: %s's "
+                         "output reaches %.4g, and %s rounds it to FP16 (>= 65520 is inf)",
+                         x->islands, L->name, src->layers[l].cell[AMPDIAG_KIND_ACTIVATION].absmax,
+                         src->layers[l + 1].name);
+        }
+    }
+    R->islands_param_share = x->share;
+    R->islands_flop_share = lin ? (double)lin_isl / (double)lin : NAN;
+    R->islands_forward_finite = finite;
+}
+
 /* (b)7 Viability. Reads: what the rules above found. Decides: fp16/bf16 viable (supported,
  * not ruled out, not undecided); the islands' share of the parameters (of forward_source,
  * else the baseline); islands_ok: the forward overflow is the only thing against FP16 (no
@@ -1203,8 +1253,9 @@ static void rule_viability(prec_ctx *x)
     if (x->fwd_src && x->fwd_src->params)
         x->share = (double)x->island_params / (double)x->fwd_src->params;
     int other_fp16 = S->have && x->range_decisive;
+    islands_describe(x);
     x->islands_ok = x->fp16_fwd && !x->islands_partial && !other_fp16 && x->islands[0] &&
-                    x->share <= ISLAND_SHARE_MAX && f16->supported;
+                    x->share <= ISLAND_SHARE_MAX && f16->supported && x->R->islands_forward_finite == 1;
 }
 
 /* ---- (b)7 The verdict: candidates in order of preference; the first whose condition holds

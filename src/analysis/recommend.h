@@ -93,6 +93,13 @@ typedef struct recommendation {
     int predicted;          /* the chosen 16-bit format was not run: predicted from a trace */
     int master_weights;     /* a run lost updates without FP32 master weights: say so */
     char fp32_layers[256];  /* FP32 islands to keep in the 16-bit run ("" if none) */
+    char islands[256];      /* the FP32 islands the forward overflow names, whether or not the
+                               verdict keeps them ("" when FP16 does not overflow) */
+    double islands_param_share; /* their share of the parameters (NaN without islands) */
+    double islands_flop_share;  /* their share of the GEMM FLOPs: of the parameters of linear
+                                   layers, 2 x batch x params each (NaN without islands) */
+    int islands_forward_finite; /* the forward pass stays finite with them: each island's output
+                                   that feeds a 16-bit layer stays below 65520 (-1: no islands) */
     char verdict[512];      /* one line: "bf16 (FP32 master weights)" */
     strlist why;            /* the precision verdict's evidence, most important first */
     rec_format fp16, bf16;

@@ -992,6 +992,15 @@ int report_json(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
             p++;
     }
     jw_close(&w, ']');
+    jw_open(&w, "islands", '{');
+    jw_str(&w, "layers", R->islands[0] ? R->islands : NULL);
+    jw_num(&w, "params_share", R->islands_param_share);
+    jw_num(&w, "flops_share", R->islands_flop_share);
+    if (R->islands_forward_finite < 0)
+        jw_null(&w, "forward_finite");
+    else
+        jw_bool(&w, "forward_finite", R->islands_forward_finite);
+    jw_close(&w, '}');
     jw_strlist(&w, "reasons", &R->why);
     json_format(&w, "fp16", &R->fp16);
     json_format(&w, "bf16", &R->bf16);
