@@ -1002,6 +1002,9 @@ int report_json(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
         jw_bool(&w, "forward_finite", R->islands_forward_finite);
     jw_close(&w, '}');
     jw_strlist(&w, "reasons", &R->why);
+    /* the evidence that decided, first: the first reason (baseline sanity and format causes are
+     * ranked before the rest) */
+    jw_str(&w, "decisive_evidence", R->why.n ? R->why.s[0] : NULL);
     json_format(&w, "fp16", &R->fp16);
     json_format(&w, "bf16", &R->bf16);
     jw_close(&w, '}');
