@@ -412,7 +412,13 @@ static void scale_largest_gradient(const an_run *r, rec_scale *s)
 /* The largest k with g * 2^k <= 65504 / 2 (one binade of margin), computed exactly. */
 static int scale_log2(double g)
 {
-    int k = (int)floor(log2(FP16_MARGIN_AT / g));
+    /* g > 0; a quotient that overflows (g subnormal) or a non-finite g must not reach the int
+     * conversion (undefined) or make the loops below run for 2^31 steps: clamp to the range of
+     * double's exponents, within which the loops correct k in a few steps */
+    double l = log2(FP16_MARGIN_AT / g);
+    int k = isnan(l) ? 0 : l > 1100 ? 1100 : l < -1100 ? -1100 : (int)floor(l);
+    if (!isfinite(g) || !(g > 0))
+        return k;
     while (ldexp(g, k) > FP16_MARGIN_AT)
         k--;
     while (ldexp(g, k + 1) <= FP16_MARGIN_AT)

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Named scenarios: the failure modes users meet, as option presets. Options given on the
@@ -507,10 +508,55 @@ static void resolve_config(run_args *a)
     c->out = a->out;
 }
 
+/* Whether a and b name the same file: by device and inode when both exist, else by path. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return strcmp(a, b) == 0;
+}
+
+/* An output that is also an input would be destroyed by the run: -o or --save-weights equal to
+ * --data, --init-from or --model (a file), or to each other. (--init-from X --save-weights X is
+ * allowed: the weights are read before the run and replaced at its end.) 0 or EXIT_USAGE after
+ * a message naming both options. */
+static int refuse_clobber(const train_config *c)
+{
+    const char *data = c->data && strncmp(c->data, "synthetic:", 10) != 0 ? c->data : NULL;
+    const char *mfile = c->mo.spec && access(c->mo.spec, F_OK) == 0 ? c->mo.spec : NULL;
+    const struct { const char *opt, *path; } outs[] = {{"-o/--out", c->out},
+                                                       {"--save-weights", c->save_weights}};
+    const struct { const char *opt, *path; } ins[] = {
+        {"--data", data}, {"--init-from", c->init_from}, {"--model", mfile}};
+    for (size_t i = 0; i < 2; i++) {
+        if (!outs[i].path)
+            continue;
+        for (size_t j = 0; j < sizeof ins / sizeof ins[0]; j++) {
+            if (!ins[j].path || (i == 1 && j == 1))
+                continue;
+            if (same_file(outs[i].path, ins[j].path)) {
+                fprintf(stderr, "ampdiag run: %s '%s' and %s '%s' are the same file: the run would "
+                        "destroy its own input\n", outs[i].opt, outs[i].path, ins[j].opt, ins[j].path);
+                return EXIT_USAGE;
+            }
+        }
+    }
+    if (c->save_weights && same_file(c->out, c->save_weights)) {
+        fprintf(stderr, "ampdiag run: -o/--out '%s' and --save-weights '%s' are the same file\n",
+                c->out, c->save_weights);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 /* Files the run would replace, refused before training without --overwrite, naming the option.
  * 0 or EXIT_USAGE after a message. */
 static int refuse_existing(const train_config *c)
 {
+    int rc = refuse_clobber(c);
+    if (rc)
+        return rc;
     if (!c->overwrite && access(c->out, F_OK) == 0) {
         fprintf(stderr, "ampdiag run: '%s' exists (use --overwrite to replace it)\n", c->out);
         return EXIT_USAGE;

@@ -63,3 +63,12 @@ bench-trace: bench/bench_trace
 bench: bench-trace
 
 .PHONY: bench-trace reference-traces check-valgrind-trace
+
+# t_hostile: traces and inputs built to hurt (external links and storage, virtual datasets,
+# absurd extents and steps, a huge loss scale, terminal escapes, run's inputs as its outputs,
+# NaN option values); it runs ./ampdiag.
+check_PROGRAMS += tests/t_hostile
+tests_t_hostile_SOURCES = tests/t_hostile.c
+tests_t_hostile_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
+tests_t_hostile_LDADD = libampdiag.la $(HDF5_LIBS) -lm
+TESTS += tests/t_hostile

@@ -27,9 +27,13 @@
  * read-write with it clears the superblock status flags. */
 #define CLEAR_STATUS_FLAGS_PROP "clear_status_flags"
 
+#define AMPDIAG_TRACE_MAX_STEP (INT64_C(1) << 53)
+
 struct ampdiag_trace_reader {
     char *path;
     hid_t file;
+    hid_t lapl; /* dataset and link access: external links are never traversed (deny_elink) */
+    off_t file_size;
     int swmr;
     int repaired;
     hid_t dset[TBL_N];
@@ -528,6 +532,39 @@ static int build_mtype(ampdiag_trace_reader *r, int t, hid_t ftype)
     return 0;
 }
 
+/*
+ * Limits on what a table may claim (traces/FORMAT.md, "Limits"): at most
+ * AMPDIAG_TRACE_MAX_ROWS rows, and rows times the stored record size at most
+ * TRACE_MAX_EXPANSION times the file size (compressed chunks can hold more than their size, but
+ * not arbitrarily more): a small file cannot make the reader loop or allocate without bound.
+ */
+#define TRACE_MAX_ROWS (UINT64_C(1) << 32)
+#define TRACE_MAX_EXPANSION 1000
+
+static int check_extent(ampdiag_trace_reader *r, int t, hsize_t dim)
+{
+    const trace_table *tb = &trace_tables[t];
+    if ((uint64_t)dim > TRACE_MAX_ROWS)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                          "trace '%s': %s claims %llu rows, more than the limit of 2^32 rows",
+                          r->path, tb->path, (unsigned long long)dim);
+    hid_t ft = H5Dget_type(r->dset[t]);
+    size_t rs = ft >= 0 ? H5Tget_size(ft) : 0;
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (rs == 0)
+        rs = 1;
+    long double need = (long double)dim * (long double)rs;
+    long double cap = (long double)(r->file_size > 0 ? r->file_size : 0) * TRACE_MAX_EXPANSION;
+    if (need > cap)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                          "trace '%s': %s claims %llu rows of %zu bytes, more than %d times the "
+                          "file's size (%lld bytes) can hold: refused",
+                          r->path, tb->path, (unsigned long long)dim, rs, TRACE_MAX_EXPANSION,
+                          (long long)r->file_size);
+    return 0;
+}
+
 /* Number of rows of table t, without trailing fill rows (key -1). */
 static int count_rows(ampdiag_trace_reader *r, int t)
 {
@@ -542,6 +579,9 @@ static int count_rows(ampdiag_trace_reader *r, int t)
     if (rank != 1)
         return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': dataset %s is not one-dimensional",
                           r->path, tb->path);
+    int lrc = check_extent(r, t, dim);
+    if (lrc)
+        return lrc;
     const char *key = tb->fields[0].name; /* "step" or "index" */
     size_t ksize = tb->key_is_i32 ? sizeof(int32_t) : sizeof(int64_t);
     hid_t kt = H5Tcreate(H5T_COMPOUND, ksize);
@@ -591,19 +631,76 @@ static int count_rows(ampdiag_trace_reader *r, int t)
     return rc;
 }
 
+/* Link-access callback: refuse to traverse any external link (a trace must not make its reader
+ * open other files: local file disclosure). */
+static herr_t deny_elink(const char *parent_file_name, const char *parent_group_name,
+                         const char *child_file_name, const char *child_object_name,
+                         unsigned *acc_flags, hid_t fapl_id, void *op_data)
+{
+    (void)parent_file_name; (void)parent_group_name; (void)child_file_name;
+    (void)child_object_name; (void)acc_flags; (void)fapl_id; (void)op_data;
+    return -1;
+}
+
+/* A table must be a hard link in this file, stored in this file: no external or soft link
+ * (whose target could lead out of the file), no external raw storage, no virtual dataset. */
+static int check_link(ampdiag_trace_reader *r, const trace_table *tb)
+{
+    H5L_info_t li;
+    if (H5Lget_info(r->file, tb->path + 1, &li, r->lapl) < 0)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no dataset %s", r->path, tb->path);
+    if (li.type != H5L_TYPE_HARD)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                          "trace '%s': %s is %s link, not a dataset stored in the file (refused: a "
+                          "trace may not refer to other files)",
+                          r->path, tb->path,
+                          li.type == H5L_TYPE_EXTERNAL ? "an external"
+                          : li.type == H5L_TYPE_SOFT   ? "a soft"
+                                                       : "a user-defined");
+    return 0;
+}
+
+static int check_storage(ampdiag_trace_reader *r, const trace_table *tb, hid_t d)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot read the storage of %s",
+                          r->path, tb->path);
+    int next = H5Pget_external_count(dcpl);
+    H5D_layout_t lay = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    if (next != 0)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                          "trace '%s': %s keeps its data in external files (refused: a trace may "
+                          "not refer to other files)",
+                          r->path, tb->path);
+    if (lay == H5D_VIRTUAL || lay < 0)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                          "trace '%s': %s is %s (refused: a trace may not refer to other files)",
+                          r->path, tb->path,
+                          lay < 0 ? "of an unknown storage layout" : "a virtual dataset");
+    return 0;
+}
+
 static int open_tables(ampdiag_trace_reader *r)
 {
     for (int t = 0; t < TBL_N; t++) {
         const trace_table *tb = &trace_tables[t];
-        htri_t ex = H5Lexists(r->file, tb->path + 1, H5P_DEFAULT);
+        htri_t ex = H5Lexists(r->file, tb->path + 1, r->lapl);
         if (ex <= 0)
             return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no dataset %s", r->path, tb->path);
+        int rc0 = check_link(r, tb);
+        if (rc0)
+            return rc0;
         H5O_info_t oi;
-        if (H5Oget_info_by_name(r->file, tb->path + 1, &oi, H5P_DEFAULT) < 0 ||
+        if (H5Oget_info_by_name(r->file, tb->path + 1, &oi, r->lapl) < 0 ||
             oi.type != H5O_TYPE_DATASET)
             return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': %s is not a dataset", r->path,
                               tb->path);
-        if ((r->dset[t] = H5Dopen2(r->file, tb->path + 1, H5P_DEFAULT)) < 0) {
+        if ((r->dset[t] = H5Dopen2(r->file, tb->path + 1, r->lapl)) >= 0 &&
+            (rc0 = check_storage(r, tb, r->dset[t])))
+            return rc0;
+        if (r->dset[t] < 0) {
             trace_h5err e;
             trace_h5err_take(&e);
             return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot open %s: %s", r->path,
@@ -641,6 +738,8 @@ static void reader_free(ampdiag_trace_reader *r)
     }
     if (r->file >= 0)
         H5Fclose(r->file);
+    if (r->lapl >= 0)
+        H5Pclose(r->lapl);
     for (size_t i = 0; i < r->nattrs; i++) {
         free((char *)r->attrs[i].name);
         free((char *)r->attrs[i].s);
@@ -678,11 +777,18 @@ int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **
         return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory opening '%s'", path);
     }
     r->file = -1;
+    r->lapl = -1;
+    r->file_size = st.st_size;
     for (int t = 0; t < TBL_N; t++)
         r->dset[t] = r->mtype[t] = -1;
     trace_quiet q;
     trace_quiet_begin(&q);
-    int rc = open_file(r, flags);
+    int rc = 0;
+    r->lapl = H5Pcreate(H5P_DATASET_ACCESS); /* a dapl is also a link access list */
+    if (r->lapl < 0 || H5Pset_elink_cb(r->lapl, deny_elink, NULL) < 0)
+        rc = trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot open '%s': HDF5 property list failed", path);
+    if (!rc)
+        rc = open_file(r, flags);
     if (!rc)
         rc = load_attrs(r);
     if (!rc)
@@ -835,6 +941,24 @@ static void clear_absent(const ampdiag_trace_reader *r, int t, void *rows, size_
     }
 }
 
+/* Steps must lie in [-2^53, 2^53] (traces/FORMAT.md, "Limits"): differences of steps and their
+ * conversion to double are then exact, and never overflow int64. */
+static int check_steps(const ampdiag_trace_reader *r, int t, const void *rows, size_t first,
+                       size_t n)
+{
+    const trace_table *tb = &trace_tables[t];
+    for (size_t i = 0; i < n; i++) {
+        int64_t k;
+        memcpy(&k, (const char *)rows + i * tb->rec_size + tb->key_offset, sizeof k);
+        if (k > AMPDIAG_TRACE_MAX_STEP || k < -AMPDIAG_TRACE_MAX_STEP)
+            return trace_fail(AMPDIAG_TRACE_ESCHEMA,
+                              "trace '%s': %s row %zu has step %lld, outside the limit of "
+                              "+-2^53",
+                              r->path, tb->path, first + i, (long long)k);
+    }
+    return 0;
+}
+
 static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, void **out,
                       size_t *n)
 {
@@ -882,6 +1006,10 @@ static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, 
     trace_quiet_end(&q);
     if (rc)
         return rc;
+    if (!tb->key_is_i32 && (rc = check_steps(r, t, buf, first, count))) {
+        free(buf);
+        return rc;
+    }
     fix_unknown_enums(tb, buf, count);
     clear_absent(r, t, buf, count);
     *out = buf;

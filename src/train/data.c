@@ -163,6 +163,10 @@ static int split_rows(void *a, void **b, size_t width_bytes, int rows, int nval)
     return 0;
 }
 
+/* The largest vocabulary / number of classes a data file may imply (labels and tokens are
+ * indices into a model's output: 2^31 - 1 would overflow int and ask for a huge model). */
+#define DATA_MAX_SYMBOLS (1 << 20)
+
 static int check_labels(const int32_t *y, int n, int classes, const char *fname, const char *what, char *err,
                         size_t errlen)
 {
@@ -302,7 +306,12 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
             }
             if (t > vmax) vmax = t;
         }
-        ds->vocab = (int)vmax + 1;
+        if ((int64_t)vmax + 1 > DATA_MAX_SYMBOLS) {
+            errf(err, errlen, "%s: token %lld is above the largest vocabulary this reads (%d symbols)",
+                 fname, (long long)vmax, DATA_MAX_SYMBOLS);
+            goto done;
+        }
+        ds->vocab = (int)((int64_t)vmax + 1);
         rc = 0;
         goto done;
     }
@@ -357,7 +366,12 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
     }
     int32_t ymax = -1;
     for (int i = 0; i < ds->n; i++) ymax = ds->y[i] > ymax ? ds->y[i] : ymax;
-    ds->classes = (int)ymax + 1;
+    if ((int64_t)ymax + 1 > DATA_MAX_SYMBOLS) {
+        errf(err, errlen, "%s: label %lld in /y is above the largest number of classes this reads (%d)",
+             fname, (long long)ymax, DATA_MAX_SYMBOLS);
+        goto done;
+    }
+    ds->classes = (int)((int64_t)ymax + 1);
     if (ds->classes < 2) {
         errf(err, errlen, "%s: /y must hold at least 2 classes (labels 0..K-1)", fname);
         goto done;

@@ -408,7 +408,7 @@ int schedule_parse(schedule *s, const char *text, double lr, long total, char *e
             p = end;
             if (*p == ':') {
                 double mn = strtod(p + 1, &end);
-                if (end == p + 1 || *end || mn < 0) goto bad;
+                if (end == p + 1 || *end || !(mn >= 0) || !isfinite(mn)) goto bad; /* NaN, inf */
                 s->min_lr = mn;
             }
         }

@@ -35,15 +35,24 @@ int weights_save(const model *m, const char *path, int overwrite, char *err, siz
         return WEIGHTS_EBADINPUT;
     }
     char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+    if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path) >= (int)sizeof tmp) {
         errf(err, errlen, "%s: path too long", path);
         return WEIGHTS_EBADINPUT;
     }
+    /* An unpredictable temporary name (mkstemp), then created by HDF5 with O_EXCL, which
+     * refuses to follow a symlink planted at that name in between. */
+    int tfd = mkstemp(tmp);
+    if (tfd < 0) {
+        errf(err, errlen, "%s: cannot create a temporary file next to it (%s)", path, strerror(errno));
+        return WEIGHTS_EIO;
+    }
+    close(tfd);
+    unlink(tmp);
     H5E_auto2_t ef;
     void *ed;
     quiet_hdf5(&ef, &ed);
     int rc = WEIGHTS_EIO;
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     if (f < 0) {
         errf(err, errlen, "%s: cannot create (%s)", path, strerror(errno));
         goto out;
