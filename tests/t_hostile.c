@@ -235,16 +235,15 @@ static void test_absurd(void)
     int rc = run("info %s", p("rows.h5"));
     ok(rc == 2 && has("/events") && has("limit of 2^32"), "2^40 rows: exit 2 naming /events and the limit (exit %d)", rc);
     /* 2^24 rows of /histograms (2.3 KB each) in a file of some KB: beyond 1000 x the file size */
-    f = edit(p("rows.h5"));
-    d = f >= 0 ? H5Dopen2(f, "events", H5P_DEFAULT) : -1;
-    hsize_t three = 3;
-    if (d >= 0) { H5Dset_extent(d, &three); H5Dclose(d); }
+    /* (a fresh file: shrinking the 2^40-row table back would walk every chunk) */
+    write_trace(p("rows2.h5"), "fc1", "ok", NULL, 3, 1, 0);
+    f = edit(p("rows2.h5"));
     d = f >= 0 ? H5Dopen2(f, "histograms", H5P_DEFAULT) : -1;
     big = (hsize_t)1 << 24;
     ok(d >= 0 && H5Dset_extent(d, &big) >= 0, "build a trace whose /histograms claims 2^24 rows");
     if (d >= 0) H5Dclose(d);
     if (f >= 0) H5Fclose(f);
-    rc = run("info %s", p("rows.h5"));
+    rc = run("info %s", p("rows2.h5"));
     ok(rc == 2 && has("/histograms") && has("1000 times the file's size"),
        "2^24 histogram rows in a small file: exit 2 naming /histograms and the limit (exit %d)", rc);
 
