@@ -73,6 +73,12 @@ const char *ampdiag_trace_strerror(int err);
 /* 1 when err is an I/O or resource failure (EIO, ENOMEM), 0 otherwise. */
 int ampdiag_trace_err_is_io(int err);
 
+/* For programs (call once at start, before any other HDF5 or trace call): HDF5's own exit
+ * handler is not installed. HDF5 1.10 crashes in that handler when a file's close failed on a
+ * full disk (the file stays half-closed); a program that closes every trace with
+ * ampdiag_trace_close loses nothing by it. Returns 0, or -1 when HDF5 refused (too late). */
+int ampdiag_trace_process_init(void);
+
 /* ------------------------------------------------------------------------------------------
  * Enumerations (stored as HDF5 enums; the names in quotes are the stored names)
  * ------------------------------------------------------------------------------------------ */

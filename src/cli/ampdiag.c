@@ -2,8 +2,10 @@
  * ampdiag.c - the command line: dispatch to one subcommand per src/cli/cmd_*.c file.
  */
 #include "ampdiag.h"
+#include "ampdiag_trace.h"
 #include "cli/cli.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,6 +109,12 @@ static const cli_opt options[] = {
 
 int main(int argc, char **argv)
 {
+    /* a full disk or a file-size limit is an I/O error to report (exit 3), not a crash: writes
+     * fail with EFBIG instead of SIGXFSZ killing the process, and HDF5's exit handler (which
+     * crashes on a file whose close failed) is not installed */
+    signal(SIGXFSZ, SIG_IGN);
+    if (ampdiag_trace_process_init() < 0)
+        fprintf(stderr, "ampdiag: warning: could not switch off HDF5's exit handler\n");
     cli_parser p;
     if (cli_parser_init(&p, "", options, argc, argv, 0))
         return EXIT_USAGE;

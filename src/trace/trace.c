@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -452,6 +454,7 @@ done:
                     w->tb[i].dset = -1;
                 }
             H5Fclose(w->file);
+            unlink(path); /* created here and holding no record: no unreadable file is left */
         }
         writer_release(w);
         trace_quiet_end(&q);
@@ -1077,10 +1080,29 @@ done:
  * renamed over the trace. Best effort: on any failure the temporary file is removed and the
  * trace stays as it was (valid, only larger).
  */
+/* 1 when a copy of a file of `size` bytes fits in its directory's free space (with 1 MiB to
+ * spare) and under this process's file-size limit. HDF5 1.10's H5Ocopy crashes when a write of
+ * the copy fails, so the copy is made only where it cannot run out of room. */
+static int room_for_copy(const char *path, off_t size)
+{
+    struct statvfs vfs;
+    struct rlimit rl;
+    if (statvfs(path, &vfs) != 0)
+        return 0;
+    double avail = (double)vfs.f_bavail * (double)vfs.f_frsize;
+    if (avail < (double)size + 1048576.0)
+        return 0;
+    if (getrlimit(RLIMIT_FSIZE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        (double)rl.rlim_cur < (double)size + 1048576.0)
+        return 0;
+    return 1;
+}
+
 static void compact_file(const char *path)
 {
     struct stat st;
-    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 ||
+        !room_for_copy(path, st.st_size))
         return;
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
@@ -1173,6 +1195,12 @@ int ampdiag_trace_close(ampdiag_trace_writer *w, ampdiag_trace_status status)
     w->file = -1;
     if (!rc && !w->failed && w->opt.compact_on_close)
         compact_file(w->path);
+    if (rc && !w->swmr && unlink(w->path) == 0) {
+        /* it failed before its first flush (a full disk at the start): the file holds no
+         * record and may not even open, so it is not left behind as if it were a trace */
+        size_t l = strlen(msg);
+        snprintf(msg + l, sizeof msg - l, "; the trace held no record and was removed");
+    }
     trace_quiet_end(&q);
     writer_release(w);
     if (rc)

@@ -72,3 +72,12 @@ tests_t_hostile_SOURCES = tests/t_hostile.c
 tests_t_hostile_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
 tests_t_hostile_LDADD = libampdiag.la $(HDF5_LIBS) -lm
 TESTS += tests/t_hostile
+
+# t_fulldisk.sh: a run on a full filesystem (a small tmpfs, where the test may mount one) and
+# under a file-size limit ends with exit 3, its trace readable up to the last flush.
+# t_kill.sh: runs SIGKILLed at random times leave traces that open (10 kills; check-kill: 100).
+TESTS += tests/t_fulldisk.sh tests/t_kill.sh
+EXTRA_DIST += tests/t_fulldisk.sh tests/t_kill.sh
+check-kill: ampdiag$(EXEEXT)
+	KILLS=100 AMPDIAG=./ampdiag$(EXEEXT) $(SHELL) $(srcdir)/tests/t_kill.sh
+.PHONY: check-kill

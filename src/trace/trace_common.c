@@ -398,6 +398,11 @@ void trace_h5err_take(trace_h5err *e)
     have_captured = 0;
 }
 
+int ampdiag_trace_process_init(void)
+{
+    return H5dont_atexit() < 0 ? -1 : 0;
+}
+
 void trace_quiet_begin(trace_quiet *q)
 {
     have_captured = 0;

@@ -11,6 +11,7 @@
 #include "train/weights.h"
 #include "util/util.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -1271,6 +1272,10 @@ static int close_run(run *R, int rc, saved_signals *sg, char *err, size_t errlen
         struct stat stt;
         if (stat(c->out, &stt) == 0)
             r->trace_bytes = (long long)stt.st_size;
+        else if (crc < 0 && rc && errno == ENOENT) {
+            size_t l = strlen(err); /* the writer removed a trace that held no record */
+            snprintf(err + l, errlen - l, "; the trace held no record and was removed");
+        }
     }
     restore_signals(sg);
     if (!rc && c->save_weights) {
