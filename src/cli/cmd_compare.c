@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "plot/plot.h"
 #include "report/report.h"
+#include "util/path.h"
 
 #include <errno.h>
 #include <math.h>
@@ -160,10 +161,11 @@ static int load_inputs(cmp_inputs *in, const compare_opts *o)
         int e = an_load(in->all[i], &ao, &in->runs[i], err, sizeof err);
         in->loaded = i + 1;
         if (e) {
-            if (strstr(err, in->all[i]))
+            char s[128];
+            if (strstr(err, in->all[i]) || strstr(err, path_short(in->all[i], s, sizeof s)))
                 fprintf(stderr, "%s: %s\n", in->prog, err);
             else
-                fprintf(stderr, "%s: '%s': %s\n", in->prog, in->all[i], err);
+                fprintf(stderr, "%s: '%s': %s\n", in->prog, s, err);
             return ampdiag_trace_err_is_io(e) ? EXIT_IO : EXIT_USAGE;
         }
     }

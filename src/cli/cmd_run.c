@@ -8,6 +8,7 @@
 #include "report/info.h"
 #include "train/data.h"
 #include "train/train.h"
+#include "util/path.h"
 
 #include <errno.h>
 #include <math.h>
@@ -529,6 +530,15 @@ static int refuse_clobber(const train_config *c)
                                                        {"--save-weights", c->save_weights}};
     const struct { const char *opt, *path; } ins[] = {
         {"--data", data}, {"--init-from", c->init_from}, {"--model", mfile}};
+    for (size_t i = 0; i < 5; i++) {
+        const char *opt = i < 2 ? outs[i].opt : ins[i - 2].opt;
+        const char *path = i < 2 ? outs[i].path : ins[i - 2].path;
+        char msg[400];
+        if (path && path_too_long(path, msg, sizeof msg)) {
+            fprintf(stderr, "ampdiag run: %s %s\n", opt, msg);
+            return EXIT_USAGE;
+        }
+    }
     for (size_t i = 0; i < 2; i++) {
         if (!outs[i].path)
             continue;

@@ -7,6 +7,7 @@
  */
 #include "cli/cli.h"
 #include "cli/compare.h"
+#include "util/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,34 +83,6 @@ static char *join(const char *dir, const char *name, const char *ext)
     if (s)
         snprintf(s, n, "%s/%s%s", dir, name, ext);
     return s;
-}
-
-/* mkdir -p */
-static int make_dir(const char *path)
-{
-    char *p = strdup(path);
-    if (!p)
-        return -1;
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            free(p);
-            return -1;
-        }
-        *s = '/';
-    }
-    int rc = mkdir(p, 0777) != 0 && errno != EEXIST ? -1 : 0;
-    free(p);
-    if (rc == 0) {
-        struct stat sb;
-        if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-            errno = ENOTDIR;
-            return -1;
-        }
-    }
-    return rc;
 }
 
 /* Split a comma list into at most max items (pointers into a copy the caller frees). */
@@ -528,9 +501,11 @@ static int make_jobs(sweep *sw)
  * EXIT_IO after a message. */
 static int prepare_runs(sweep *sw)
 {
-    if (!sw->dry && make_dir(sw->dir) != 0) {
-        fprintf(stderr, "%s: cannot create the output directory '%s': %s\n", PROG, sw->dir, strerror(errno));
-        return EXIT_IO;
+    char msg[600];
+    int mrc = sw->dry ? 0 : path_make_dir(sw->dir, msg, sizeof msg);
+    if (mrc) {
+        fprintf(stderr, "%s: -o: %s\n", PROG, msg);
+        return mrc == 2 ? EXIT_USAGE : EXIT_IO;
     }
     ssize_t el = readlink("/proc/self/exe", sw->exe, sizeof sw->exe - 1);
     if (el <= 0)

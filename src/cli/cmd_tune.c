@@ -13,6 +13,7 @@
 #include "analysis/recommend.h"
 #include "cli/cli.h"
 #include "util/json.h"
+#include "util/path.h"
 #include "util/util.h"
 
 #include <dirent.h>
@@ -386,9 +387,11 @@ int cmd_tune(int argc, char **argv)
         fprintf(stderr, "%s: no output directory (-o DIR)\n", PROG);
         rc = EXIT_USAGE;
     }
-    if (!rc && mkdir(out, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: cannot create '%s': %s\n", PROG, out, strerror(errno));
-        rc = EXIT_IO;
+    char msg[600];
+    int mrc = rc ? 0 : path_make_dir(out, msg, sizeof msg);
+    if (mrc) {
+        fprintf(stderr, "%s: -o: %s\n", PROG, msg);
+        rc = mrc == 2 ? EXIT_USAGE : EXIT_IO;
     }
     tune_round rs[TUNE_MAX_ROUNDS];
     memset(rs, 0, sizeof rs);

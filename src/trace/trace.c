@@ -15,6 +15,7 @@
  * calls return the same error and close releases everything without writing the status.
  */
 #include "trace/trace_internal.h"
+#include "util/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -369,6 +370,9 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
     if (opt)
         o = *opt;
     struct stat st;
+    char lm[400];
+    if (path_too_long(path, lm, sizeof lm))
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "cannot create trace %s", lm);
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode))
             return trace_fail(AMPDIAG_TRACE_EIO, "cannot create trace '%s': it is a directory", path);

@@ -5,7 +5,7 @@
 
 libampdiag_base_la_SOURCES += \
 	include/ampdiag_trace.h src/trace/trace_internal.h \
-	src/trace/trace_common.c src/trace/trace.c src/trace/trace_read.c
+	src/trace/trace_common.c src/trace/trace.c src/trace/trace_read.c src/trace/h5safe.c src/trace/h5safe.h
 
 ampdiag_SOURCES += src/cli/cmd_info.c
 
@@ -81,3 +81,7 @@ EXTRA_DIST += tests/t_fulldisk.sh tests/t_kill.sh
 check-kill: ampdiag$(EXEEXT)
 	KILLS=100 AMPDIAG=./ampdiag$(EXEEXT) $(SHELL) $(srcdir)/tests/t_kill.sh
 .PHONY: check-kill
+# t_inputs.sh: overlong paths, output directories that cannot be, data and weights files that
+# point to other files: refused before any work with the right exit status
+TESTS += tests/t_inputs.sh
+EXTRA_DIST += tests/t_inputs.sh

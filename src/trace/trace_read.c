@@ -14,6 +14,7 @@
  * the end of a table whose key is -1 are fill (allocated, never written) and are not counted.
  */
 #include "trace/trace_internal.h"
+#include "util/path.h"
 
 #include <errno.h>
 #include <math.h>
@@ -757,6 +758,9 @@ int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **
     if (!path || !*path)
         return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_open: empty file name");
     struct stat st;
+    char lm[400];
+    if (path_too_long(path, lm, sizeof lm))
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s", lm);
     if (stat(path, &st) != 0) {
         if (errno == ENOENT || errno == ENOTDIR)
             return trace_fail(AMPDIAG_TRACE_ENOENT, "'%s': no such file", path);

@@ -2,6 +2,8 @@
  * data.c - synthetic data sets and the HDF5 data loader (data.h).
  */
 #include "train/data.h"
+#include "trace/h5safe.h"
+#include "util/path.h"
 #include "util/rng.h"
 #include "util/util.h"
 
@@ -105,9 +107,17 @@ static int read_array(hid_t f, const char *fname, const char *name, int rank, H5
     htri_t ex = H5Lexists(f, name, H5P_DEFAULT);
     if (ex <= 0)
         return ex < 0 ? (errf(err, errlen, "%s: cannot look up %s", fname, name), -2) : 0;
-    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    /* stored in this file: no link or storage that would read another file */
+    char why[64];
+    hid_t lapl = h5safe_lapl();
+    hid_t d = lapl < 0 ? -1 : h5safe_open_dataset(f, name, lapl, why, sizeof why);
+    if (lapl >= 0)
+        H5Pclose(lapl);
+    if (lapl < 0)
+        return errf(err, errlen, "%s: HDF5 property list failed", fname), -2;
     if (d < 0)
-        return errf(err, errlen, "%s: %s is not a dataset", fname, name), -1;
+        return errf(err, errlen, "%s: %s is %s, not a dataset stored in the file (refused: a data "
+                    "file may not refer to other files)", fname, name, why), -1;
     int rc = -1;
     hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
     if (sp < 0 || ty < 0) {
@@ -234,6 +244,8 @@ static void check_split(dataset *ds, const char *fname, int split)
 
 static int load_file(dataset *ds, const char *fname, int want_tokens, char *err, size_t errlen)
 {
+    if (path_too_long(fname, err, errlen))
+        return DATA_EBADINPUT;
     FILE *probe = fopen(fname, "rb");
     if (!probe)
         return errf(err, errlen, "%s: cannot open (%s)", fname, strerror(errno)), DATA_EBADINPUT;

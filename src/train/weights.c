@@ -2,6 +2,8 @@
  * weights.c - model parameters to and from HDF5 (weights.h).
  */
 #include "train/weights.h"
+#include "trace/h5safe.h"
+#include "util/path.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -142,6 +144,8 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
     int rc = WEIGHTS_EBADINPUT;
     float *buf = NULL;
     hid_t f = -1;
+    if (path_too_long(path, err, errlen))
+        goto out;
     if (H5Fis_hdf5(path) <= 0) {
         errf(err, errlen, "%s: not an HDF5 file (expected one float32 dataset per parameter, /<layer>/<param>)", path);
         goto out;
@@ -172,8 +176,18 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
                 errf(err, errlen, "%s: missing %s (expected float32 %s)", path, name, shape_text(pv, shp, sizeof shp));
                 goto out;
             }
-            hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-            hid_t sp = d < 0 ? -1 : H5Dget_space(d);
+            /* stored in this file: no link or storage that would read another file */
+            char why[64];
+            hid_t lapl = h5safe_lapl();
+            hid_t d = lapl < 0 ? -1 : h5safe_open_dataset(f, name, lapl, why, sizeof why);
+            if (lapl >= 0)
+                H5Pclose(lapl);
+            if (d < 0) {
+                errf(err, errlen, "%s: %s is %s, not a dataset stored in the file (refused: a weights file "
+                     "may not refer to other files)", path, name, lapl < 0 ? "unreadable" : why);
+                goto out;
+            }
+            hid_t sp = H5Dget_space(d);
             hid_t ty = d < 0 ? -1 : H5Dget_type(d);
             hsize_t dims[2] = {0, 0};
             int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
