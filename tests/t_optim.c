@@ -17,7 +17,7 @@ static optim make(optim_kind k, size_t n, ampdiag_format sf, ampdiag_format wf)
     c.weight_fmt = wf;
     if (k == OPT_SGD) c.momentum = 0.9;
     optim o;
-    if (optim_init(&o, &c, n) != 0) abort();
+    if (optim_init(&o, backend_cpu(), &c, n) != 0) abort();
     return o;
 }
 
@@ -37,7 +37,7 @@ static void test_sgd(void)
     optim_config_default(&c, OPT_SGD);
     c.momentum = 0;
     c.weight_decay = 0.1;
-    optim_init(&o, &c, 1);
+    optim_init(&o, backend_cpu(), &c, 1);
     w = 2.0f; g = 0.0f;
     optim_begin(&o);
     optim_update(&o, &w, &g, 0, 1, 0.5, 1.0f, 1.0f, NULL, NULL);
@@ -65,7 +65,7 @@ static void test_adamw(void)
     optim_config_default(&c, OPT_ADAMW);
     c.weight_decay = 0.01;
     optim o;
-    optim_init(&o, &c, N);
+    optim_init(&o, backend_cpu(), &c, N);
     static float w[N], g[N];
     static double wd[N], gd[N], md[N], vd[N];
     uint32_t s = 7;
@@ -89,7 +89,7 @@ static void test_adamw(void)
     ok(maxerr < 2e-6, "adamw: 10 steps on 3000 parameters match a double reference (max |dw| err %.3g)", maxerr);
     /* first step moves each weight by about lr in the direction of -g */
     optim_free(&o);
-    optim_init(&o, &c, 1);
+    optim_init(&o, backend_cpu(), &c, 1);
     float w1 = 0.0f, g1 = 0.25f;
     optim_begin(&o);
     optim_update(&o, &w1, &g1, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL);
@@ -115,7 +115,7 @@ static void test_fp16_state(void)
     optim_config_default(&c, OPT_ADAMW);
     c.state_fmt = AMPDIAG_FP16;
     c.eps = 1e-7;
-    optim_init(&o16, &c, 1);
+    optim_init(&o16, backend_cpu(), &c, 1);
     w16 = 0.5f;
     optim_begin(&o16);
     optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL);
@@ -137,7 +137,7 @@ static void test_lost_updates(void)
     c.momentum = 0;
     c.weight_fmt = AMPDIAG_BF16;
     optim o;
-    optim_init(&o, &c, 4);
+    optim_init(&o, backend_cpu(), &c, 4);
     float w[4] = {1, 1, 1, 1}, g[4] = {1, 1, 1, 0};
     optim_stats st;
     optim_stats_init(&st);
@@ -157,7 +157,7 @@ static void test_lost_updates(void)
     ok(fabs(sqrt(st.update.sumsq / st.weight.sumsq) / sqrt(3e-6 / 4) - 1) < 1e-6, "update/weight ratio from the sums of squares");
     optim_free(&o);
     c.weight_fmt = AMPDIAG_FP32;
-    optim_init(&o, &c, 4);
+    optim_init(&o, backend_cpu(), &c, 4);
     float w2[4] = {1, 1, 1, 1};
     optim_stats_init(&st);
     optim_begin(&o);
@@ -176,7 +176,7 @@ static void test_update_keeps(void)
     optim_config c;
     optim_config_default(&c, OPT_ADAMW);
     optim o;
-    optim_init(&o, &c, TOT);
+    optim_init(&o, backend_cpu(), &c, TOT);
     static float w[TOT], before[TOT], g[TOT], wk[N], dk[N];
     uint32_t s = 12345;
     for (int i = 0; i < TOT; i++) {
@@ -204,7 +204,7 @@ static void test_unscale_clip(void)
     float g[6] = {65536.0f, -131072.0f, 0, INFINITY, NAN, 2.0f};
     double ss = 0;
     uint64_t nf = 0;
-    grads_norm(g, 6, 1.0f / 65536, &ss, &nf);
+    backend_cpu()->grad_norm(backend_cpu(), g, 6, 1.0f / 65536, &ss, &nf);
     ok(g[0] == 65536.0f && g[1] == -131072.0f && g[5] == 2.0f, "the norm leaves the gradients as they were (scaled)");
     ok(nf == 2 && fabs(ss - (1 + 4 + 0x1p-30)) < 1e-15, "norm: 2 non-finite, sum of squares of the finite unscaled values");
     /* GradScaler's order: the non-finite check is on the values as held (scaled), before they are
@@ -215,20 +215,20 @@ static void test_unscale_clip(void)
         h[i] = i == 17 || i == 40 ? 1e30f : 1.0f;
     double ss2 = 0;
     uint64_t nf2 = 0;
-    grads_norm(h, 41, 1e10f, &ss2, &nf2);
+    backend_cpu()->grad_norm(backend_cpu(), h, 41, 1e10f, &ss2, &nf2);
     ok(nf2 == 0 && isinf(ss2), "scale 1e-10: finite scaled values overflow when unscaled: not counted as "
        "non-finite (as GradScaler), the norm's sum of squares is inf (%llu, %g)", (unsigned long long)nf2, ss2);
     h[3] = NAN;
     nf2 = 0;
     ss2 = 0;
-    grads_norm(h, 41, 1.0f, &ss2, &nf2);
+    backend_cpu()->grad_norm(backend_cpu(), h, 41, 1.0f, &ss2, &nf2);
     ok(nf2 == 1 && isfinite(ss2), "a NaN as held is counted; the rest summed (%llu, %g)", (unsigned long long)nf2, ss2);
     /* the optimizer unscales as it reads: (g * 1/scale) * clip, as if unscaled first */
     optim_config c;
     optim_config_default(&c, OPT_SGD);
     c.momentum = 0;
     optim o;
-    optim_init(&o, &c, 2);
+    optim_init(&o, backend_cpu(), &c, 2);
     float w[2] = {0, 0}, gs[2] = {65536.0f * 3, -65536.0f};
     optim_begin(&o);
     optim_update(&o, w, gs, 0, 2, 0.5, 1.0f / 65536, 0.25f, NULL, NULL);
@@ -287,7 +287,7 @@ static void test_update_stats_exact(void)
             c.weight_fmt = wfs[f];
             c.round_flags = ftz ? AMPDIAG_ROUND_FTZ : 0;
             optim o;
-            if (optim_init(&o, &c, n) != 0) abort();
+            if (optim_init(&o, backend_cpu(), &c, n) != 0) abort();
             optim_stats st;
             optim_stats_init(&st);
             optim_update_stats(&o, w, d, n, &st, NULL);

@@ -48,10 +48,33 @@ static inline bk_rnd bk_rnd_make(ampdiag_format fmt, unsigned flags)
 
 #define BK_NO_RND bk_rnd_make(AMPDIAG_FP32, 0u)
 
+/* An optimizer's configuration (torch.optim.SGD with momentum, dampening 0; torch.optim.AdamW). */
+typedef enum { BK_SGD = 0, BK_ADAMW = 1 } bk_optim_kind;
+typedef struct bk_optim {
+    bk_optim_kind kind;
+    double momentum;           /* SGD; 0.9 */
+    double weight_decay;       /* SGD: L2 added to the gradient; AdamW: decoupled; 0 */
+    double beta1, beta2;       /* AdamW: 0.9, 0.999 */
+    double eps;                /* AdamW: 1e-8 */
+    ampdiag_format state_fmt;  /* format the optimizer state (and its arithmetic) is held in */
+    ampdiag_format weight_fmt; /* format the weights are stored in: FP32 (master) or BF16 (pure) */
+    unsigned round_flags;      /* AMPDIAG_ROUND_FTZ */
+} bk_optim;
+
+/* What an update did to a range of parameters (filled on traced steps). */
+typedef struct bk_update_stats {
+    ampdiag_tstats weight;   /* the weights the step started from */
+    ampdiag_tstats update;   /* the intended change dw (before storage rounding) */
+    uint64_t lost_updates;   /* dw != 0 but the stored weight did not change */
+    uint64_t lost_if_fp16;   /* dw != 0 but fl16(w + dw) == fl16(w): lost with FP16 weights */
+    uint64_t lost_if_bf16;   /* the same for BF16 weights */
+} bk_update_stats;
+
 typedef struct backend backend;
 
 struct backend {
     const char *name; /* "cpu", "cuda" */
+    const char *desc; /* the device as the trace names it: "CPU (exact FP16/BF16 emulation)" */
     void *ctx;        /* the backend's own state (streams, handles); NULL for the CPU */
 
     /* ---------------------------------------------------------------- memory */
@@ -151,7 +174,43 @@ struct backend {
      * mean loss. Overwrites dlogits. */
     void (*xent_bwd)(const backend *bk, float *dlogits, const float *probs,
                      const int32_t *targets, int N, int V, float dscale, bk_rnd r);
+
+    /* ---------------------------------------------------------------- optimizer
+     * The gradients as the backward left them (loss-scaled), each read as (g * ginv) * gscale:
+     * ginv undoes the loss scale, gscale is the clip coefficient. */
+    /* One pass: the number of non-finite values as held (scaled: GradScaler checks before it
+     * unscales) is added to *nonfinite, and the sum of squares (double) of the unscaled finite
+     * ones, g[i] * inv_scale, to *sumsq (+inf where unscaling a finite value overflows). */
+    void (*grad_norm)(const backend *bk, const float *g, size_t n, float inv_scale,
+                      double *sumsq, uint64_t *nonfinite);
+    /* Update n parameters w (stored rounded to c->weight_fmt) with gradients g and state m, v
+     * ([n] each; v NULL for SGD), t the number of updates taken including this one (Adam's bias
+     * correction, SGD's first step). dw_keep and w_keep ([n] each, may be NULL) receive the
+     * intended changes and the weights the update started from, for update_stats. */
+    void (*optim_step)(const backend *bk, const bk_optim *c, long t, float *w, const float *g,
+                       float *m, float *v, size_t n, double lr, float ginv, float gscale,
+                       float *dw_keep, float *w_keep);
+    /* What an update did to n parameters that held w_old, given its intended changes dw (from
+     * optim_step): adds the update's statistics (histogram to hu when not NULL) and the lost
+     * updates as stored and if the weights were FP16 / BF16 to st (st->weight is left alone). */
+    void (*update_stats)(const backend *bk, const bk_optim *c, const float *w_old,
+                         const float *dw, size_t n, bk_update_stats *st, ampdiag_hist *hu);
+
+    /* ---------------------------------------------------------------- ordering and errors
+     * A fence: returns once every operation issued so far has finished, so that another
+     * thread (the tracer) may read its results and buffers may be reused. Operations report
+     * no status of their own: a device records its first failure, and sync returns it (0, or
+     * -1 with a message naming the operation in err) and clears it. Every caller that hands
+     * results on checks it. */
+    int (*sync)(const backend *bk, char *err, size_t errlen);
 };
+
+/* The backends this build has, by name ("cpu", "cuda"): NULL with a message in err when the
+ * name is unknown, the backend was not built, or it cannot run here (no device). */
+const backend *backend_by_name(const char *name, char *err, size_t errlen);
+/* The names of the backends this build knows, and whether each was built (for --help). */
+int backend_count(void);
+const char *backend_name_at(int i, int *built);
 
 /* The CPU backend (C loops, CBLAS GEMMs). A static table: never freed. */
 const backend *backend_cpu(void);

@@ -4,6 +4,7 @@
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
 #include "analysis/findings.h"
+#include "backend/backend.h"
 #include "cli/cli.h"
 #include "report/info.h"
 #include "train/data.h"
@@ -79,7 +80,7 @@ static void usage(FILE *f)
             "  --scale-min X --scale-hysteresis N   dynamic scaler (2^16, 2, 0.5, 2000, none, 1)\n"
             "  --fp32-layers L,...  keep these layers (names or patterns) in FP32 in a 16-bit run\n"
             "  --ftz                flush subnormals to zero wherever a value is rounded to FP16/BF16\n"
-            "  --device D           cpu (default)\n"
+            "  --device D           the backend: cpu (default); cuda[:N] where built\n"
             "  --seed N             initialisation, data and batch order (default 1)\n"
             "  --shuffle on|off     shuffle batches by seed (default on) or take them in file order\n"
             "  --trace-every N      tensor statistics every N steps (default 1; 0 = steps only)\n"
@@ -333,13 +334,15 @@ static int model_option(run_args *a, int ch, const char *arg)
     case O_BATCH: if (integer(ch, arg, 1, 1 << 20, &v)) return EXIT_USAGE; c->batch = (int)v; return 0;
     case O_FP32: c->mo.fp32_layers = arg; return 0;
     case O_FTZ: c->mo.round_flags |= AMPDIAG_ROUND_FTZ; return 0;
-    case O_DEVICE:
-        if (strcmp(arg, "cpu") != 0) {
-            fprintf(stderr, "ampdiag run: --device '%s': this build trains on the cpu only "
-                            "(the CUDA training backend is not built yet)\n", arg);
+    case O_DEVICE: {
+        char berr[256];
+        if (!backend_by_name(arg, berr, sizeof berr)) {
+            fprintf(stderr, "ampdiag run: --device %s\n", berr);
             return EXIT_USAGE;
         }
+        c->device = arg;
         return 0;
+    }
     case O_SEED: if (integer(ch, arg, 0, 0x7fffffffffffffffL, &v)) return EXIT_USAGE; c->seed = (uint64_t)v; return 0;
     case O_SHUFFLE:
         if (strcmp(arg, "on") == 0) c->shuffle = 1;

@@ -2,7 +2,8 @@
 # models, their tests and the step benchmark. Included from Makefile.am.
 
 libampdiag_train_la_SOURCES += \
-	src/backend/backend.h src/backend/cpu/backend_cpu.c \
+	src/backend/backend.h src/backend/cpu/backend_cpu.c src/backend/cpu/optim_cpu.c \
+	src/backend/cpu/cpu_internal.h src/backend/registry.c \
 	src/model/layers.h src/model/layers.c \
 	src/model/model.h src/model/model.c src/model/model_spec.c
 

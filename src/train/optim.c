@@ -1,24 +1,16 @@
 /*
- * optim.c - SGD with momentum, AdamW, gradient unscaling and clipping, learning-rate schedules.
- *
- * SGD follows torch.optim.SGD (dampening 0): g' = g + wd w; buf = momentum buf + g' (buf = g'
- * on the first step); dw = -lr buf. AdamW follows torch.optim.AdamW: w -= lr wd w; m = b1 m +
- * (1-b1) g; v = b2 v + (1-b2) g^2; dw = -lr (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
- * When the state format is FP16 or BF16 every intermediate of the state update is rounded to
- * it, as an optimizer running in that format computes it; in particular eps itself is rounded
- * (1e-8 is 0 in FP16), so a zero second moment gives 0/0 = NaN, as it does in practice.
+ * optim.c - the optimizer as the training loop sees it: its configuration, its state (held by
+ * the backend, in the backend's memory) and its steps, which the backend's optim_step,
+ * grad_norm and update_stats carry out (src/backend/cpu/optim_cpu.c for the CPU: what SGD and
+ * AdamW compute, exactly); gradient clipping; learning-rate schedules.
  */
 #include "train/optim.h"
-#include "numerics/numfmt.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-#define OPTIM_BLOCK 1024 /* parameters per cache block */
 
 void optim_config_default(optim_config *c, optim_kind kind)
 {
@@ -42,14 +34,16 @@ int optim_kind_parse(const char *name, optim_kind *k)
 
 const char *optim_kind_name(optim_kind k) { return k == OPT_SGD ? "sgd" : "adamw"; }
 
-int optim_init(optim *o, const optim_config *c, size_t nparams)
+int optim_init(optim *o, const backend *bk, const optim_config *c, size_t nparams)
 {
     memset(o, 0, sizeof *o);
+    o->bk = bk;
     o->cfg = *c;
     o->n = nparams;
-    o->m = calloc(nparams ? nparams : 1, sizeof *o->m);
+    size_t bytes = (nparams ? nparams : 1) * sizeof(float);
+    o->m = bk->alloc(bk, bytes); /* zero-filled */
     if (c->kind == OPT_ADAMW)
-        o->v = calloc(nparams ? nparams : 1, sizeof *o->v);
+        o->v = bk->alloc(bk, bytes);
     if (!o->m || (c->kind == OPT_ADAMW && !o->v)) {
         optim_free(o);
         return -1;
@@ -59,8 +53,10 @@ int optim_init(optim *o, const optim_config *c, size_t nparams)
 
 void optim_free(optim *o)
 {
-    free(o->m);
-    free(o->v);
+    if (o->bk) {
+        o->bk->free(o->bk, o->m);
+        o->bk->free(o->bk, o->v);
+    }
     o->m = o->v = NULL;
 }
 
@@ -73,309 +69,17 @@ void optim_stats_init(optim_stats *s)
 
 void optim_begin(optim *o) { o->t++; }
 
-static inline float rnd(ampdiag_format f, unsigned flags, float x)
-{
-    if (f == AMPDIAG_FP32)
-        return x;
-    if (flags & AMPDIAG_ROUND_FTZ)
-        return f == AMPDIAG_FP16 ? ampdiag_fp16_rne_ftz(x) : ampdiag_bf16_rne_ftz(x);
-    return f == AMPDIAG_FP16 ? ampdiag_fp16_rne(x) : ampdiag_bf16_rne(x);
-}
-
-/* (not under ThreadSanitizer: gcc instruments the ifunc resolvers, which run before TSan is up) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define OPTIM_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define OPTIM_CLONES
-#endif
-
-/* AdamW's scalars for step t, computed in double as PyTorch computes them from Python floats,
- * then held as the float scalars the element loop uses. */
-typedef struct adamw_coef {
-    float b1, b2, omb1, omb2; /* beta1, beta2, 1 - beta1, 1 - beta2 */
-    float bc1, bc2, sqrt_bc2; /* bias corrections 1 - beta^t and sqrt(1 - beta2^t) */
-    float step;               /* -lr / bc1 */
-    float lrwd;               /* lr * weight_decay */
-} adamw_coef;
-
-static adamw_coef adamw_coefficients(const optim_config *c, long t, float lr)
-{
-    double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-    adamw_coef k = {(float)c->beta1, (float)c->beta2, (float)(1.0 - c->beta1),
-                    (float)(1.0 - c->beta2), (float)bc1, (float)bc2, (float)sqrt(bc2),
-                    (float)(-(double)lr / bc1), (float)(c->weight_decay * (double)lr)};
-    return k;
-}
-
-/* Intended changes dw[0..k) for parameters w[0..k) with gradients (g * ginv) * gscale and state
- * m, v (updated in place). */
-OPTIM_CLONES
-static void compute_dw(const optim *o, const float *w, const float *g, float *m, float *v, size_t k,
-                       float lr, float ginv, float gscale, float *dw)
-{
-    const optim_config *c = &o->cfg;
-    ampdiag_format sf = c->state_fmt;
-    unsigned fl = c->round_flags;
-    if (c->kind == OPT_SGD) {
-        float mom = (float)c->momentum, wd = (float)c->weight_decay;
-        int first = o->t <= 1;
-        for (size_t i = 0; i < k; i++) {
-            float gi = (g[i] * ginv) * gscale + wd * w[i];
-            float b = first ? gi : rnd(sf, fl, mom * m[i] + gi);
-            m[i] = rnd(sf, fl, b);
-            dw[i] = -lr * m[i];
-        }
-        return;
-    }
-    /* The coefficients are computed in double and then used as float scalars, as PyTorch does
-     * with its Python-float hyperparameters (1 - beta2 is 0.001f, not 1 - 0.999f = 0.00099998713;
-     * the bias corrections and the step size -lr / bc1 likewise). */
-    const adamw_coef k_ = adamw_coefficients(c, o->t, lr);
-    const float b1 = k_.b1, b2 = k_.b2, omb1 = k_.omb1, omb2 = k_.omb2;
-    const float bc1 = k_.bc1, bc2 = k_.bc2, wd = k_.lrwd;
-    float eps = rnd(sf, fl, (float)c->eps);
-    if (sf == AMPDIAG_FP32) {
-        /* torch.optim.AdamW (foreach, CPU): m.lerp_(g, 1 - b1); v = v * b2 + (1 - b2) g g;
-         * denom = sqrt(v) / sqrt(bc2) + eps; w += (-lr / bc1) * (m / denom) after w *= 1 - lr wd */
-        const float sbc2 = k_.sqrt_bc2, step = k_.step;
-        for (size_t i = 0; i < k; i++) {
-            float gi = (g[i] * ginv) * gscale;
-            m[i] = m[i] + omb1 * (gi - m[i]);
-            v[i] = b2 * v[i] + omb2 * gi * gi;
-            float denom = sqrtf(v[i]) / sbc2 + eps;
-            dw[i] = step * (m[i] / denom) - wd * w[i];
-        }
-        return;
-    }
-    for (size_t i = 0; i < k; i++) {
-        float gi = rnd(sf, fl, (g[i] * ginv) * gscale);
-        m[i] = rnd(sf, fl, rnd(sf, fl, b1 * m[i]) + rnd(sf, fl, omb1 * gi));
-        v[i] = rnd(sf, fl, rnd(sf, fl, b2 * v[i]) + rnd(sf, fl, omb2 * rnd(sf, fl, gi * gi)));
-        float mhat = rnd(sf, fl, m[i] / bc1);
-        float vhat = rnd(sf, fl, v[i] / bc2);
-        float denom = rnd(sf, fl, rnd(sf, fl, sqrtf(vhat)) + eps);
-        dw[i] = rnd(sf, fl, -lr * rnd(sf, fl, mhat / denom)) - wd * w[i];
-    }
-}
-
 void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float ginv, float gscale,
                   float *dw_keep, float *w_keep)
 {
-    float dwb[OPTIM_BLOCK];
-    ampdiag_format wf = o->cfg.weight_fmt;
-    unsigned fl = o->cfg.round_flags;
-    float flr = (float)lr;
-    for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
-        size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
-        float *wb = w + off + b;
-        float *dw = dw_keep ? dw_keep + b : dwb;
-        compute_dw(o, wb, g + off + b, o->m + off + b, o->v ? o->v + off + b : NULL, k, flr, ginv, gscale, dw);
-        if (w_keep)
-            memcpy(w_keep + b, wb, k * sizeof *wb);
-        for (size_t i = 0; i < k; i++)
-            wb[i] += dw[i];
-        if (wf != AMPDIAG_FP32)
-            ampdiag_round_array(wf, fl, wb, wb, k);
-    }
+    o->bk->optim_step(o->bk, &o->cfg, o->t, w + off, g + off, o->m + off, o->v ? o->v + off : NULL, n, lr,
+                      ginv, gscale, dw_keep, w_keep);
 }
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define OPTIM_X86 1
-#define UPD_TARGET __attribute__((target("avx2,fma,f16c")))
-
-/* fl16(v) and bf16(v) in lanes, the same bits as ampdiag_round_array (numfmt.c). */
-UPD_TARGET static inline __m256 v_fp16(__m256 v, int ftz)
-{
-    __m256 r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    if (ftz) {
-        const __m256 sign = _mm256_set1_ps(-0.0f);
-        __m256 tiny = _mm256_cmp_ps(_mm256_andnot_ps(sign, r), _mm256_set1_ps(0x1p-14f), _CMP_LT_OQ);
-        r = _mm256_blendv_ps(r, _mm256_and_ps(r, sign), tiny);
-    }
-    return r;
-}
-
-/* bf16(v) for v not NaN (a NaN whose payload carries into the exponent would come out as a
- * number: the caller masks NaN lanes out; inf and overflow come out right) */
-UPD_TARGET static inline __m256 v_bf16_num(__m256 v, int ftz)
-{
-    __m256i u = _mm256_castps_si256(v);
-    __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i r = _mm256_and_si256(_mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)),
-                                 _mm256_set1_epi32((int)0xffff0000u));
-    if (ftz) {
-        __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff));
-        r = _mm256_blendv_epi8(r, _mm256_and_si256(u, _mm256_set1_epi32((int)0x80000000u)),
-                               _mm256_cmpgt_epi32(_mm256_set1_epi32(0x00800000), a));
-    }
-    return _mm256_castsi256_ps(r);
-}
-
-/* One pass over k values (a multiple of 8) of w_old and dw: the counts of optim_update_stats
- * (lost as stored, lost if FP16, lost if BF16) and the eight lanes of the sums of squares, each
- * lane the same sum, in the same order, as the plain loop's. */
-/* Lanes where an update counts: d != 0 and neither w nor d NaN (with a NaN the sums are NaN and
- * never equal, so such lanes are never lost, and the BF16 rounding need not be NaN-safe). */
-UPD_TARGET static inline __m256 counts_mask(__m256 w, __m256 d)
-{
-    return _mm256_and_ps(_mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_OQ), _mm256_cmp_ps(w, w, _CMP_ORD_Q));
-}
-
-/* Lanes of k values (a multiple of 8) where fl(fl(w) + d) == fl(w) in format f (FP16 or BF16),
- * d != 0: one loop per format keeps each iteration short, so that the conversions' latencies
- * overlap across iterations. */
-UPD_TARGET static inline uint64_t lost_if_avx2(const float *wb, const float *db, size_t k, ampdiag_format f, int ftz)
-{
-    __m256i c = _mm256_setzero_si256();
-    for (size_t i = 0; i < k; i += 8) {
-        __m256 w = _mm256_loadu_ps(wb + i), d = _mm256_loadu_ps(db + i);
-        __m256 wr, sr;
-        if (f == AMPDIAG_FP16) {
-            wr = v_fp16(w, ftz);
-            sr = v_fp16(_mm256_add_ps(wr, d), ftz);
-        } else {
-            wr = v_bf16_num(w, ftz);
-            sr = v_bf16_num(_mm256_add_ps(wr, d), ftz);
-        }
-        c = _mm256_sub_epi32(c, _mm256_castps_si256(_mm256_and_ps(counts_mask(w, d), _mm256_cmp_ps(sr, wr, _CMP_EQ_OQ))));
-    }
-    uint32_t t[8];
-    _mm256_storeu_si256((__m256i *)(void *)t, c);
-    uint64_t n = 0;
-    for (int l = 0; l < 8; l++)
-        n += t[l];
-    return n;
-}
-
-/* The counts of optim_update_stats over k values (a multiple of 8) of w_old and dw: lost as
- * stored, lost if FP16, lost if BF16. */
-UPD_TARGET static void update_pass_avx2(const float *wb, const float *db, size_t k, ampdiag_format wf, int ftz,
-                                        uint64_t cnt[3])
-{
-    cnt[1] = lost_if_avx2(wb, db, k, AMPDIAG_FP16, ftz);
-    cnt[2] = lost_if_avx2(wb, db, k, AMPDIAG_BF16, ftz);
-    __m256i ca = _mm256_setzero_si256();
-    for (size_t i = 0; i < k; i += 8) {
-        __m256 w = _mm256_loadu_ps(wb + i), d = _mm256_loadu_ps(db + i);
-        __m256 sa = _mm256_add_ps(w, d);
-        if (wf == AMPDIAG_FP16)
-            sa = v_fp16(sa, ftz);
-        else if (wf == AMPDIAG_BF16)
-            sa = v_bf16_num(sa, ftz);
-        ca = _mm256_sub_epi32(ca, _mm256_castps_si256(_mm256_and_ps(counts_mask(w, d), _mm256_cmp_ps(sa, w, _CMP_EQ_OQ))));
-    }
-    uint32_t t[8];
-    _mm256_storeu_si256((__m256i *)(void *)t, ca);
-    cnt[0] = 0;
-    for (int l = 0; l < 8; l++)
-        cnt[0] += t[l];
-}
-
-static int update_pass_simd(void)
-{
-    static _Atomic int have = -1;
-    int h = atomic_load_explicit(&have, memory_order_relaxed);
-    if (h < 0) {
-        const char *want = getenv("AMPDIAG_ROUND_IMPL");
-        h = !(want && strcmp(want, "generic") == 0) && __builtin_cpu_supports("avx2") &&
-            __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-        atomic_store_explicit(&have, h, memory_order_relaxed);
-    }
-    return h;
-}
-#endif
 
 void optim_update_stats(const optim *o, const float *w_old, const float *dw, size_t n, optim_stats *st,
                         ampdiag_hist *hu)
 {
-    ampdiag_format wf = o->cfg.weight_fmt;
-    unsigned fl = o->cfg.round_flags;
-    float wr[OPTIM_BLOCK], sum[OPTIM_BLOCK];
-    static const ampdiag_format what_if[2] = {AMPDIAG_FP16, AMPDIAG_BF16};
-    ampdiag_tstats_accumulate(&st->update, hu, dw, n);
-    int ftz = (fl & AMPDIAG_ROUND_FTZ) != 0;
-    for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
-        size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
-        const float *wb = w_old + b, *db = dw + b;
-        uint64_t lost = 0, lw[2] = {0, 0};
-        size_t done = 0;
-#ifdef OPTIM_X86
-        size_t kv = k - k % 8;
-        if (update_pass_simd() && kv > 0) {
-            uint64_t cnt[3];
-            update_pass_avx2(wb, db, kv, wf, ftz, cnt);
-            lost = cnt[0];
-            lw[0] = cnt[1];
-            lw[1] = cnt[2];
-            done = kv;
-        }
-#endif
-        if (done < k) {
-            /* the plain definition, over what the vector pass did not take */
-            const float *wt = wb + done, *dt = db + done;
-            size_t kt = k - done;
-            /* what-if: would dw be lost with weights stored in FP16 / BF16? wr = fl(w), sum =
-             * fl(wr + dw): lost when dw != 0 and sum == wr */
-            for (int f = 0; f < 2; f++) {
-                ampdiag_round_array(what_if[f], fl, wt, wr, kt);
-                for (size_t i = 0; i < kt; i++)
-                    sum[i] = wr[i] + dt[i];
-                ampdiag_round_array(what_if[f], fl, sum, sum, kt);
-                for (size_t i = 0; i < kt; i++)
-                    lw[f] += (dt[i] != 0.0f) & (sum[i] == wr[i]);
-            }
-            /* the update as optim_update stored it: lost when the stored weight did not change */
-            for (size_t i = 0; i < kt; i++)
-                sum[i] = wt[i] + dt[i];
-            if (wf != AMPDIAG_FP32)
-                ampdiag_round_array(wf, fl, sum, sum, kt);
-            for (size_t i = 0; i < kt; i++)
-                lost += (dt[i] != 0.0f) & (sum[i] == wt[i]);
-        }
-        st->lost_updates += lost;
-        st->lost_if_fp16 += lw[0];
-        st->lost_if_bf16 += lw[1];
-    }
-}
-
-OPTIM_CLONES
-void grads_norm(const float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite)
-{
-    /* eight lanes of double sums: a single accumulator would serialise on the add latency */
-    double ssl[8] = {0};
-    uint32_t badl[8] = {0};
-    uint64_t nf = 0;
-    for (size_t b = 0; b < n; b += OPTIM_BLOCK) {
-        size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
-        const float *gb = g + b;
-        size_t kv = k - k % 8;
-        for (size_t i = 0; i < kv; i += 8)
-            for (int l = 0; l < 8; l++) {
-                /* GradScaler checks the values as held (scaled), then unscales */
-                uint32_t fin = (ampdiag_f32_bits(gb[i + l]) & 0x7fffffffu) < AMPDIAG_F32_INF;
-                badl[l] += !fin;
-                float x = ampdiag_f32_from_bits(ampdiag_f32_bits(gb[i + l]) & (0u - fin)) * inv_scale;
-                ssl[l] += (double)x * x; /* inf when unscaling overflowed: the norm is inf */
-            }
-        for (size_t i = kv; i < k; i++) {
-            if (isfinite(gb[i])) {
-                float x = gb[i] * inv_scale;
-                ssl[0] += (double)x * x;
-            } else {
-                nf++;
-            }
-        }
-        for (int l = 0; l < 8; l++) {
-            nf += badl[l];
-            badl[l] = 0;
-        }
-    }
-    double ss = 0;
-    for (int l = 0; l < 8; l++)
-        ss += ssl[l];
-    *sumsq += ss;
-    *nonfinite += nf;
+    o->bk->update_stats(o->bk, &o->cfg, w_old, dw, n, st, hu);
 }
 
 float clip_coefficient(double norm, double max_norm)

@@ -2,32 +2,27 @@
  * optim.h - optimizers (SGD with momentum, AdamW), gradient unscaling and clipping, learning
  * rate schedules: everything between a backward pass and the next forward.
  *
- * The update goes over the parameter buffer in cache-sized blocks. On traced steps it copies,
- * block by block as the values pass through, the weights it starts from and the changes it
+ * The arithmetic is the backend's (optim_step, grad_norm, update_stats in backend.h); this
+ * module holds the configuration, the state buffers (allocated by the backend) and the step
+ * count. On traced steps the update copies the weights it starts from and the changes it
  * intends (optim_update's w_keep and dw_keep); the weight and update statistics and the lost
  * updates are taken from those copies later, by optim_update_stats on the tracer's thread
- * (src/train/train.c), not while the block is in cache.
+ * (src/train/train.c).
  */
 #ifndef AMPDIAG_OPTIM_H
 #define AMPDIAG_OPTIM_H
 
 #include "ampdiag.h"
+#include "backend/backend.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { OPT_SGD = 0, OPT_ADAMW = 1 } optim_kind;
+typedef bk_optim_kind optim_kind;
+#define OPT_SGD BK_SGD
+#define OPT_ADAMW BK_ADAMW
 
-typedef struct optim_config {
-    optim_kind kind;
-    double momentum;         /* SGD; 0.9 */
-    double weight_decay;     /* SGD: L2 added to the gradient; AdamW: decoupled; 0 */
-    double beta1, beta2;     /* AdamW: 0.9, 0.999 */
-    double eps;              /* AdamW: 1e-8 */
-    ampdiag_format state_fmt;  /* format the optimizer state (and its arithmetic) is held in */
-    ampdiag_format weight_fmt; /* format the weights are stored in: FP32 (master) or BF16 (pure) */
-    unsigned round_flags;      /* AMPDIAG_ROUND_FTZ */
-} optim_config;
+typedef bk_optim optim_config;
 
 void optim_config_default(optim_config *c, optim_kind kind);
 /* "sgd" / "adamw" -> kind; 0 or -1. */
@@ -35,24 +30,19 @@ int optim_kind_parse(const char *name, optim_kind *k);
 const char *optim_kind_name(optim_kind k);
 
 typedef struct optim {
+    const backend *bk; /* whose memory holds the state and whose operations update */
     optim_config cfg;
     float *m, *v;   /* [n] momentum / first moment, second moment (AdamW) */
     size_t n;
     long t;         /* updates taken (skipped steps do not count), for Adam's bias correction */
 } optim;
 
-/* 0, or -1 when out of memory. */
-int optim_init(optim *o, const optim_config *c, size_t nparams);
+/* State for nparams parameters in bk's memory. 0, or -1 when out of memory. */
+int optim_init(optim *o, const backend *bk, const optim_config *c, size_t nparams);
 void optim_free(optim *o);
 
 /* What one layer's update did (filled on traced steps). */
-typedef struct optim_stats {
-    ampdiag_tstats weight;   /* the weights the step started from */
-    ampdiag_tstats update;   /* the intended change dw (before storage rounding) */
-    uint64_t lost_updates;   /* dw != 0 but the stored weight did not change */
-    uint64_t lost_if_fp16;   /* dw != 0 but fl16(w + dw) == fl16(w): lost with FP16 weights */
-    uint64_t lost_if_bf16;   /* the same for BF16 weights */
-} optim_stats;
+typedef bk_update_stats optim_stats;
 
 void optim_stats_init(optim_stats *s);
 
@@ -79,14 +69,6 @@ void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, doub
  */
 void optim_update_stats(const optim *o, const float *w_old, const float *dw, size_t n, optim_stats *st,
                         ampdiag_hist *hu);
-
-/*
- * Gradient norm without touching the gradients: the number of non-finite values as held
- * (scaled: GradScaler checks before it unscales) is added to *nonfinite, and the sum of squares
- * (double) of the unscaled finite ones, g[i] * inv_scale, to *sumsq (+inf where unscaling a
- * finite value overflows, as the norm of the unscaled gradients then is).
- */
-void grads_norm(const float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite);
 
 /* PyTorch clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0
  * (no clipping) or the norm is not finite. */

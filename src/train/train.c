@@ -488,8 +488,8 @@ static int write_header(run *R, char *err, size_t errlen)
         {AMPDIAG_ATTR_LR_SCHEDULE, sch},
         {AMPDIAG_ATTR_LOSS_SCALE, c->loss_scale ? c->loss_scale : "dynamic"},
         {AMPDIAG_ATTR_SCALER, scl},
-        {AMPDIAG_ATTR_DEVICE, "cpu"},
-        {AMPDIAG_ATTR_DEVICE_NAME, "CPU (exact FP16/BF16 emulation)"},
+        {AMPDIAG_ATTR_DEVICE, R->m->bk->name},
+        {AMPDIAG_ATTR_DEVICE_NAME, R->m->bk->desc},
         {AMPDIAG_ATTR_COMMAND_LINE, c->command_line ? c->command_line : ""},
         {AMPDIAG_ATTR_EVAL_METRIC, "accuracy"},
         {"fp32_layers", c->mo.fp32_layers ? c->mo.fp32_layers : ""},
@@ -599,6 +599,18 @@ static void post_activations(run *R, tslot *S)
         tracer_kick(R->tr);
 }
 
+/* The backend's fence: everything issued so far has finished (so the tracer's thread may read
+ * it) and did not fail. 0, or TRAIN_EIO with the backend's message. */
+static int fence(run *R, long t, const char *after, char *err, size_t errlen)
+{
+    const backend *bk = R->m->bk;
+    char berr[256];
+    if (bk->sync(bk, berr, sizeof berr) == 0)
+        return 0;
+    say(err, errlen, "step %ld: the %s backend failed in the %s: %s", t, bk->name, after, berr);
+    return TRAIN_EIO;
+}
+
 /* The forward pass of the next batch (once the tracer has read the last traced step's
  * activations) into s->loss. 0, or TRAIN_EBADINPUT with the model's message. */
 static int forward_step(run *R, step_state *s, char *err, size_t errlen)
@@ -614,9 +626,10 @@ static int forward_step(run *R, step_state *s, char *err, size_t errlen)
         say(err, errlen, "step %ld: %s", s->t, model_error(m));
         return TRAIN_EBADINPUT;
     }
-    if (s->traced)
+    int rc = fence(R, s->t, "forward pass", err, errlen);
+    if (!rc && s->traced)
         post_activations(R, s->S);
-    return 0;
+    return rc;
 }
 
 /* A non-finite loss: the first layer (in forward order) whose activations are non-finite into
@@ -656,6 +669,9 @@ static int backward_step(run *R, step_state *s, char *err, size_t errlen)
         say(err, errlen, "step %ld: %s", s->t, model_error(m));
         return TRAIN_EBADINPUT;
     }
+    int rc = fence(R, s->t, "backward pass", err, errlen);
+    if (rc)
+        return rc;
     if (s->traced) {
         hand_over(s->S, MT_ACTIVATION_GRAD);
         hand_over(s->S, MT_WEIGHT_GRAD);
@@ -679,7 +695,7 @@ static void measure_gradients(run *R, step_state *s)
     for (int i = 0; i < m->nlayers; i++) {
         layer *L = &m->layers[i];
         if (L->nparams > 0)
-            grads_norm(L->g, L->nparams, s->inv, &sumsq, &nonfinite);
+            m->bk->grad_norm(m->bk, L->g, L->nparams, s->inv, &sumsq, &nonfinite);
     }
     s->nonfinite = nonfinite;
     s->norm = nonfinite ? INFINITY : sqrt(sumsq);
@@ -820,9 +836,11 @@ static int apply_update(run *R, step_state *s, char *err, size_t errlen)
         optim_update(&R->opt, m->params, m->grads, off, L->nparams, s->lr, s->inv, s->coef,
                      s->traced ? R->dw[S->buf] + off : NULL, s->traced ? R->w_old[S->buf] + off : NULL);
     }
+    model_hold_params(m);
+    if ((rc = fence(R, s->t, "optimizer step", err, errlen)))
+        return rc;
     if (s->traced)
         R->upd_slot = S; /* posted with the next step's gradients */
-    model_hold_params(m);
     return check_weights(R, s->t, err, errlen);
 }
 
@@ -980,9 +998,10 @@ static int tracing_init(run *R, char *err, size_t errlen)
     size_t np = R->m->nparams ? R->m->nparams : 1;
     R->tr = tracer_create(threads > 0 ? 1 : 0);
     R->slots = calloc(NSLOTS, sizeof *R->slots);
+    const backend *bk = R->m->bk;
     for (int k = 0; k < 2; k++) {
-        R->w_old[k] = malloc(np * sizeof *R->w_old[k]);
-        R->dw[k] = malloc(np * sizeof *R->dw[k]);
+        R->w_old[k] = bk->alloc(bk, np * sizeof *R->w_old[k]);
+        R->dw[k] = bk->alloc(bk, np * sizeof *R->dw[k]);
     }
     if (!R->tr || !R->slots || !R->w_old[0] || !R->dw[0] || !R->w_old[1] || !R->dw[1]) {
         say(err, errlen, "out of memory for tracing (%zu parameters)", np);
@@ -1012,8 +1031,10 @@ static void tracing_free(run *R)
     free(R->slots);
     R->slots = NULL;
     for (int k = 0; k < 2; k++) {
-        free(R->w_old[k]);
-        free(R->dw[k]);
+        if (R->m) {
+            R->m->bk->free(R->m->bk, R->w_old[k]);
+            R->m->bk->free(R->m->bk, R->dw[k]);
+        }
         R->w_old[k] = R->dw[k] = NULL;
     }
 }
@@ -1075,7 +1096,12 @@ static int build_model(run *R, char *err, size_t errlen)
         mo.vocab = R->ds.vocab;
         mo.ctx = R->ds.len - 1;
     }
-    R->m = model_create(&mo, backend_cpu(), merr, sizeof merr);
+    const backend *bk = backend_by_name(c->device ? c->device : "cpu", merr, sizeof merr);
+    if (!bk) {
+        say(err, errlen, "--device %s", merr);
+        return TRAIN_EBADINPUT;
+    }
+    R->m = model_create(&mo, bk, merr, sizeof merr);
     if (!R->m) {
         say(err, errlen, "%s", merr);
         return TRAIN_EBADINPUT;
@@ -1107,7 +1133,7 @@ static int setup_optimizer(run *R, char *err, size_t errlen)
         oc.state_fmt = AMPDIAG_BF16;
     }
     oc.round_flags = c->mo.round_flags;
-    if (optim_init(&R->opt, &oc, R->m->nparams) != 0) {
+    if (optim_init(&R->opt, R->m->bk, &oc, R->m->nparams) != 0) {
         say(err, errlen, "out of memory for the optimizer state (%zu parameters)", R->m->nparams);
         return TRAIN_EIO;
     }

@@ -54,7 +54,15 @@ int weights_save(const model *m, const char *path, int overwrite, char *err, siz
     void *ed;
     quiet_hdf5(&ef, &ed);
     int rc = WEIGHTS_EIO;
-    hid_t f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    /* the weights as the backend holds them, copied to the host once */
+    float *host = malloc((m->nparams ? m->nparams : 1) * sizeof *host);
+    hid_t f = -1;
+    if (!host) {
+        errf(err, errlen, "%s: out of memory", path);
+        goto out;
+    }
+    m->bk->to_host(m->bk, host, m->params, m->nparams * sizeof *host);
+    f = H5Fcreate(tmp, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
     if (f < 0) {
         errf(err, errlen, "%s: cannot create (%s)", path, strerror(errno));
         goto out;
@@ -73,7 +81,8 @@ int weights_save(const model *m, const char *path, int overwrite, char *err, siz
             hsize_t dims[2] = {(hsize_t)pv->shape[0], (hsize_t)(pv->ndim > 1 ? pv->shape[1] : 1)};
             hid_t sp = H5Screate_simple(pv->ndim, dims, NULL);
             hid_t d = sp < 0 ? -1 : H5Dcreate2(g, pv->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-            herr_t w = d < 0 ? -1 : H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, L->p + pv->offset);
+            herr_t w = d < 0 ? -1 : H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                          host + (L->p - m->params) + pv->offset);
             if (d >= 0) H5Dclose(d);
             if (sp >= 0) H5Sclose(sp);
             if (w < 0) {
@@ -97,6 +106,7 @@ close:
     if (rc != 0)
         unlink(tmp);
 out:
+    free(host);
     H5Eset_auto2(H5E_DEFAULT, ef, ed);
     return rc;
 }
@@ -228,7 +238,7 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
         errf(err, errlen, "%s: %s is not a parameter of this model", path, v.name);
         goto out;
     }
-    memcpy(m->params, buf, m->nparams * sizeof *buf);
+    m->bk->to_device(m->bk, m->params, buf, m->nparams * sizeof *buf);
     model_hold_params(m);
     rc = 0;
 out:

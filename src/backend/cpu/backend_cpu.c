@@ -20,6 +20,7 @@
  */
 #include "config.h"
 #include "backend/backend.h"
+#include "backend/cpu/cpu_internal.h"
 #include "numerics/numfmt.h"
 
 #include <cblas.h>
@@ -738,10 +739,20 @@ static void cpu_xent_bwd(const backend *bk, float *dlogits, const float *probs,
                  dscale);
 }
 
+/* The CPU runs each operation to its end before returning and has no failure to report. */
+static int cpu_sync(const backend *bk, char *err, size_t errlen)
+{
+    (void)bk;
+    if (err && errlen)
+        err[0] = 0;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------------- the table */
 
 static const backend cpu_backend = {
     .name = "cpu",
+    .desc = "CPU (exact FP16/BF16 emulation)",
     .ctx = NULL,
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -771,6 +782,10 @@ static const backend cpu_backend = {
     .embed_bwd = cpu_embed_bwd,
     .xent_fwd = cpu_xent_fwd,
     .xent_bwd = cpu_xent_bwd,
+    .grad_norm = cpu_grad_norm,
+    .optim_step = cpu_optim_step,
+    .update_stats = cpu_update_stats,
+    .sync = cpu_sync,
 };
 
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS

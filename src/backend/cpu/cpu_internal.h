@@ -1,0 +1,15 @@
+/* cpu_internal.h - the CPU backend's operations defined outside backend_cpu.c (its table). */
+#ifndef AMPDIAG_BACKEND_CPU_INTERNAL_H
+#define AMPDIAG_BACKEND_CPU_INTERNAL_H
+
+#include "backend/backend.h"
+
+void cpu_grad_norm(const backend *bk, const float *g, size_t n, float inv_scale, double *sumsq,
+                   uint64_t *nonfinite);
+void cpu_optim_step(const backend *bk, const bk_optim *c, long t, float *w, const float *g, float *m,
+                    float *v, size_t n, double lr, float ginv, float gscale, float *dw_keep,
+                    float *w_keep);
+void cpu_update_stats(const backend *bk, const bk_optim *c, const float *w_old, const float *dw,
+                      size_t n, bk_update_stats *st, ampdiag_hist *hu);
+
+#endif
