@@ -34,6 +34,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The format a result is held in. fmt AMPDIAG_FP32 means "no rounding" (flags ignored). */
 typedef struct bk_rnd {
     ampdiag_format fmt;
@@ -74,7 +78,10 @@ typedef struct backend backend;
 
 struct backend {
     const char *name; /* "cpu", "cuda" */
-    const char *desc; /* the device as the trace names it: "CPU (exact FP16/BF16 emulation)" */
+    /* the device as the trace names it (its device_name attribute), filled when the backend is
+     * made: "CPU (exact FP16/BF16 emulation)"; for a GPU its name, compute capability, driver,
+     * CUDA runtime and cuBLAS versions and whether GEMMs may use TF32 */
+    const char *desc;
     void *ctx;        /* the backend's own state (streams, handles); NULL for the CPU */
 
     /* ---------------------------------------------------------------- memory */
@@ -203,6 +210,12 @@ struct backend {
      * -1 with a message naming the operation in err) and clears it. Every caller that hands
      * results on checks it. */
     int (*sync)(const backend *bk, char *err, size_t errlen);
+
+    /* ---------------------------------------------------------------- self-check
+     * The backend's own exhaustive check, for `ampdiag selftest` (NULL: it has none). The CUDA
+     * backend rounds every float32 bit pattern with numfmt.h's device code and compares it
+     * with CUDA's own conversions. 0 passed, 1 failed, -1 could not run; msg says what. */
+    int (*self_check)(const backend *bk, char *msg, size_t msglen);
 };
 
 /* The backends this build has, by name ("cpu", "cuda"): NULL with a message in err when the
@@ -212,6 +225,12 @@ const backend *backend_by_name(const char *name, char *err, size_t errlen);
 int backend_count(void);
 const char *backend_name_at(int i, int *built);
 
+/* The CUDA backend on device `device` (kernels, cuBLAS GEMMs; src/backend/cuda/), made on the
+ * first request and kept until the program ends. NULL with a message in err when the machine
+ * has no usable CUDA device (no GPU, no driver), fewer devices, or cuBLAS cannot be loaded.
+ * Defined only in a build with CUDA (AMPDIAG_HAVE_CUDA in config.h). */
+const backend *backend_cuda(int device, char *err, size_t errlen);
+
 /* The CPU backend (C loops, CBLAS GEMMs). A static table: never freed. */
 const backend *backend_cpu(void);
 /* Which rounding code the CPU backend uses: "f16c+avx2", "f16c", "avx2" or "generic". */
@@ -219,5 +238,9 @@ const char *backend_cpu_round_impl(void);
 /* Use the portable rounding code even where SIMD code exists (tests compare the two; the
  * environment variable AMPDIAG_ROUND_IMPL=generic does the same for a whole run). */
 void backend_cpu_force_generic(int on);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* AMPDIAG_BACKEND_H */
