@@ -221,6 +221,9 @@ struct backend {
 /* The backends this build has, by name ("cpu", "cuda"): NULL with a message in err when the
  * name is unknown, the backend was not built, or it cannot run here (no device). */
 const backend *backend_by_name(const char *name, char *err, size_t errlen);
+/* Whether backend_by_name(name) would give a backend, without making one (for commands that
+ * pass --device on to runs in other processes): 0, or -1 with the message in err. */
+int backend_available(const char *name, char *err, size_t errlen);
 /* The names of the backends this build knows, and whether each was built (for --help). */
 int backend_count(void);
 const char *backend_name_at(int i, int *built);
@@ -230,6 +233,9 @@ const char *backend_name_at(int i, int *built);
  * has no usable CUDA device (no GPU, no driver), fewer devices, or cuBLAS cannot be loaded.
  * Defined only in a build with CUDA (AMPDIAG_HAVE_CUDA in config.h). */
 const backend *backend_cuda(int device, char *err, size_t errlen);
+/* Whether backend_cuda(device) could run here (a device of that number exists), without making
+ * it: 0, or -1 with the reason in err. */
+int backend_cuda_available(int device, char *err, size_t errlen);
 
 /* The CPU backend (C loops, CBLAS GEMMs). A static table: never freed. */
 const backend *backend_cpu(void);

@@ -405,26 +405,34 @@ static cuda_ctx *make(int dev, char *err, size_t errlen)
 
 enum { CU_MAX_DEVICES = 64 };
 
-extern "C" const backend *backend_cuda(int device, char *err, size_t errlen)
+/* Can device `device` run here? 0, or -1 with the reason in err. Makes no context. */
+extern "C" int backend_cuda_available(int device, char *err, size_t errlen)
 {
-    static std::mutex made_mu;
-    static cuda_ctx *made[CU_MAX_DEVICES];
-    std::lock_guard<std::mutex> lock(made_mu);
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= 0) {
         snprintf(err, errlen, "the cuda backend cannot run here: no usable CUDA device (cudaGetDeviceCount: %s)",
                  e != cudaSuccess ? cudaGetErrorString(e) : "no device");
         (void)cudaGetLastError();
-        return NULL;
+        return -1;
     }
     if (device < 0 || device >= n || device >= CU_MAX_DEVICES) {
         if (n == 1)
-            snprintf(err, errlen, "cuda:%d: this machine has one CUDA device (cuda:0)", device);
+            snprintf(err, errlen, "this machine has one CUDA device (cuda:0)");
         else
-            snprintf(err, errlen, "cuda:%d: this machine has %d CUDA devices (cuda:0 to cuda:%d)", device, n, n - 1);
-        return NULL;
+            snprintf(err, errlen, "this machine has %d CUDA devices (cuda:0 to cuda:%d)", n, n - 1);
+        return -1;
     }
+    return 0;
+}
+
+extern "C" const backend *backend_cuda(int device, char *err, size_t errlen)
+{
+    static std::mutex made_mu;
+    static cuda_ctx *made[CU_MAX_DEVICES];
+    std::lock_guard<std::mutex> lock(made_mu);
+    if (backend_cuda_available(device, err, errlen))
+        return NULL;
     if (!made[device])
         made[device] = make(device, err, errlen);
     return made[device] ? &made[device]->bk : NULL;
