@@ -60,8 +60,8 @@ static void report_diff(st_ctx *x, st_status s, double measured, double limit, c
 
 /* ------------------------------------------------------------------------------- tolerances */
 
-/* Measured on the CPU (tests/t_selftest.c, docs/numerics.md "The CUDA backend against the
- * CPU"): the 20-step runs with every linear layer's GEMM summed in another order differ from
+/* Measured on the CPU (tests/t_selftest.c, docs/cuda.md "Agreement with the CPU backend"): the
+ * 20-step runs with every linear layer's GEMM summed in another order differ from
  * the CPU's by at most 0 (fp32: below the loss's own float32 rounding), 3.2e-4 (fp16) and
  * 2.7e-5 (bf16); the tolerances leave a margin of 30 and more for a GPU's other differences
  * (expf, logf). TF32 GEMMs keep 10 mantissa bits, as FP16: FP32 runs are then held to FP16's. */
