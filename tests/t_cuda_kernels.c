@@ -446,6 +446,7 @@ static void test_grad_norm(const backend *cpu)
     cpu->grad_norm(cpu, g, N, 1.0f / 64.0f, &sc, &nc);
     ok(nf == nc && nf > 0 && close_rel(ss, sc, 1e-12), "grad_norm: %llu non-finite (CPU %llu), sum of squares %.17g (CPU %.17g)",
        nf, (unsigned long long)nc, ss, sc);
+    free(g);
 }
 
 static int same_stats(const ampdiag_tstats *a, const ampdiag_tstats *b)
