@@ -285,6 +285,8 @@ static_assert(sizeof(static_cast<cu_blas_property_fn>(&cublasGetProperty)) > 0, 
 static_assert(sizeof(static_cast<cu_blas_status_fn>(&cublasGetStatusString)) > 0, "cublasGetStatusString");
 static_assert(sizeof(static_cast<cu_blas_destroy_fn>(&cublasDestroy_v2)) > 0, "cublasDestroy_v2");
 
+/* Teardown after a failed creation: the failure that led here is the message; what these calls
+ * return adds nothing to it. */
 static void destroy(cuda_ctx *c)
 {
     for (int i = 0; i < CU_NSLOTS; i++) {

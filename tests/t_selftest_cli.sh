@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_selftest.sh - `ampdiag selftest` from the command line: its CPU parts, its device parts
+# t_selftest_cli.sh - `ampdiag selftest` from the command line: its CPU parts, its device parts
 # (SKIP where no GPU backend can run here: built without CUDA, or no GPU or driver), exit codes,
 # and --device checked up front by run, sweep, tune and lrfind.
 AMPDIAG=${AMPDIAG:-./ampdiag}
