@@ -232,6 +232,22 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
 #define AMPDIAG_ATTR_STEPS_PLANNED "steps_planned" /* int */
 #define AMPDIAG_ATTR_BATCH "batch"                 /* int */
 #define AMPDIAG_ATTR_EVAL_METRIC "eval_metric"     /* str: what /eval metric is ("accuracy") */
+/* The settings the analysis's rules read, each typed (the "hyperparameters" and "scaler" strings
+ * above say the same for people; a reader takes these first and parses those strings only for
+ * traces that lack them). */
+#define AMPDIAG_ATTR_OPT_STATE_FORMAT "optimizer_state_format" /* str: fp32 | fp16 | bf16 */
+#define AMPDIAG_ATTR_OPT_EPS "optimizer_eps"                   /* double: AdamW's eps */
+#define AMPDIAG_ATTR_OPT_BETA1 "optimizer_beta1"               /* double: AdamW */
+#define AMPDIAG_ATTR_OPT_BETA2 "optimizer_beta2"               /* double: AdamW */
+#define AMPDIAG_ATTR_OPT_MOMENTUM "optimizer_momentum"         /* double: SGD */
+#define AMPDIAG_ATTR_OPT_WEIGHT_DECAY "optimizer_weight_decay" /* double */
+#define AMPDIAG_ATTR_SCALER_INIT "scaler_init_scale"           /* double */
+#define AMPDIAG_ATTR_SCALER_GROWTH "scaler_growth_factor"      /* double */
+#define AMPDIAG_ATTR_SCALER_BACKOFF "scaler_backoff_factor"    /* double */
+#define AMPDIAG_ATTR_SCALER_INTERVAL "scaler_growth_interval"  /* int: steps */
+#define AMPDIAG_ATTR_SCALER_MIN "scaler_min_scale"             /* double: the floor, 0 = none */
+#define AMPDIAG_ATTR_SCALER_HYSTERESIS "scaler_hysteresis"     /* int: overflows before a backoff */
+#define AMPDIAG_ATTR_FP32_LAYERS "fp32_layers"                 /* str: comma list of layers kept in FP32 */
 /* Managed by the writer (refused by the setters): format, format_version, tool_version,
  * status, end_time. */
 

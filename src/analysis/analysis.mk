@@ -53,3 +53,7 @@ bench-compare: bench/bench_compare ampdiag
 bench: bench-compare
 
 .PHONY: bench-compare
+# t_typed_attrs.sh: the settings the rules read, as typed attributes alone or as the older
+# text alone, give the same findings and verdict
+TESTS += tests/t_typed_attrs.sh
+EXTRA_DIST += tests/t_typed_attrs.sh

@@ -209,6 +209,16 @@ static void kv_str(const char *s, const char *key, char *dst, size_t n)
     }
 }
 
+/* A setting from its typed attribute, else from key=value text (older traces), else dflt. */
+static double typed_or_kv(ampdiag_trace_reader *rd, const char *attr, const char *kv, const char *key,
+                          double dflt)
+{
+    const ampdiag_trace_attr *a = ampdiag_trace_attr_find(rd, attr);
+    if (a && (a->type == AMPDIAG_ATTR_DOUBLE || a->type == AMPDIAG_ATTR_INT))
+        return a->d;
+    return kv_double(kv, key, dflt);
+}
+
 static int is_fp32_op(const char *op)
 {
     return strstr(op, "_ce") || strstr(op, "loss") || strstr(op, "cross_entropy");
@@ -964,18 +974,23 @@ static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
     r->grads_unscaled = gs && strcmp(gs, "unscaled") == 0;
     copy_attr(rd, AMPDIAG_ATTR_HYPERPARAMETERS, r->hyper, sizeof r->hyper);
     copy_attr(rd, AMPDIAG_ATTR_LR_SCHEDULE, r->schedule, sizeof r->schedule);
-    copy_attr(rd, "fp32_layers", r->fp32_layers, sizeof r->fp32_layers);
+    copy_attr(rd, AMPDIAG_ATTR_FP32_LAYERS, r->fp32_layers, sizeof r->fp32_layers);
     copy_attr(rd, "scenario", r->scenario, sizeof r->scenario);
     r->seed = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_SEED, -1);
     r->steps_planned = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_STEPS_PLANNED, -1);
     r->batch = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_BATCH, -1);
     r->lr = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_LR, NAN);
     r->clip = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_CLIP, NAN);
+    /* the typed settings; traces without them (older writers) say the same in "k=v" strings */
     const char *scaler = ampdiag_trace_attr_str(rd, AMPDIAG_ATTR_SCALER);
-    r->scaler_min = kv_double(scaler, "min", 0);
-    r->scaler_init = kv_double(scaler, "init", NAN);
-    r->adam_eps = kv_double(r->hyper, "eps", NAN);
-    kv_str(r->hyper, "state", r->optim_state, sizeof r->optim_state);
+    r->scaler_min = typed_or_kv(rd, AMPDIAG_ATTR_SCALER_MIN, scaler, "min", 0);
+    r->scaler_init = typed_or_kv(rd, AMPDIAG_ATTR_SCALER_INIT, scaler, "init", NAN);
+    r->adam_eps = typed_or_kv(rd, AMPDIAG_ATTR_OPT_EPS, r->hyper, "eps", NAN);
+    const char *state = ampdiag_trace_attr_str(rd, AMPDIAG_ATTR_OPT_STATE_FORMAT);
+    if (state)
+        snprintf(r->optim_state, sizeof r->optim_state, "%s", state);
+    else
+        kv_str(r->hyper, "state", r->optim_state, sizeof r->optim_state);
     r->weights_16bit = strcmp(r->precision, "bf16-pure") == 0;
 }
 

@@ -689,6 +689,12 @@ static int flush_all(ampdiag_trace_writer *w, int wait)
 {
     int rc = begin(w);
     if (w->bg) {
+        /* at most one window in flight: the last flush must be done before this one is handed
+         * over (it was handed over a window ago, so this rarely waits), which bounds what a
+         * kill can lose to that window and the one being filled, and the writer's memory to
+         * two windows, however far behind the thread falls */
+        if (!rc)
+            rc = bg_sync(w);
         for (int t = 0; t < TBL_N && !rc; t++)
             rc = bg_hand_over(w, t);
         if (!rc)

@@ -459,6 +459,39 @@ static void describe_model(run *R)
     R->r->nlayers = R->m->nlayers;
 }
 
+/* The settings the analysis's rules read, as typed attributes. 0 or a TRAIN_ error. */
+static int write_typed_settings(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    ampdiag_trace_writer *w = R->w;
+    const int adam = c->opt.kind == OPT_ADAMW;
+    const struct {
+        const char *k;
+        double v;
+        int on;
+    } dbl[] = {
+        {AMPDIAG_ATTR_OPT_EPS, c->opt.eps, adam},
+        {AMPDIAG_ATTR_OPT_BETA1, c->opt.beta1, adam},
+        {AMPDIAG_ATTR_OPT_BETA2, c->opt.beta2, adam},
+        {AMPDIAG_ATTR_OPT_MOMENTUM, c->opt.momentum, !adam},
+        {AMPDIAG_ATTR_OPT_WEIGHT_DECAY, c->opt.weight_decay, 1},
+        {AMPDIAG_ATTR_SCALER_INIT, c->scaler.init, 1},
+        {AMPDIAG_ATTR_SCALER_GROWTH, c->scaler.growth_factor, 1},
+        {AMPDIAG_ATTR_SCALER_BACKOFF, c->scaler.backoff_factor, 1},
+        {AMPDIAG_ATTR_SCALER_MIN, c->scaler.min_scale, 1},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++)
+        if (dbl[i].on && (rc = ampdiag_trace_set_attr_double(w, dbl[i].k, dbl[i].v)) < 0)
+            return trace_fail(rc, err, errlen);
+    if ((rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_SCALER_INTERVAL, c->scaler.growth_interval)) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_SCALER_HYSTERESIS, c->scaler.hysteresis)) < 0 ||
+        (rc = ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_OPT_STATE_FORMAT,
+                                         ampdiag_format_get(c->opt.state_fmt)->name)) < 0)
+        return trace_fail(rc, err, errlen);
+    return 0;
+}
+
 static int write_header(run *R, char *err, size_t errlen)
 {
     const train_config *c = R->c;
@@ -492,7 +525,7 @@ static int write_header(run *R, char *err, size_t errlen)
         {AMPDIAG_ATTR_DEVICE_NAME, R->m->bk->desc},
         {AMPDIAG_ATTR_COMMAND_LINE, c->command_line ? c->command_line : ""},
         {AMPDIAG_ATTR_EVAL_METRIC, "accuracy"},
-        {"fp32_layers", c->mo.fp32_layers ? c->mo.fp32_layers : ""},
+        {AMPDIAG_ATTR_FP32_LAYERS, c->mo.fp32_layers ? c->mo.fp32_layers : ""},
         {"flush_to_zero", (c->mo.round_flags & AMPDIAG_ROUND_FTZ) ? "yes" : "no"},
         {"scenario", c->scenario ? c->scenario : ""},
         /* activation_grad / weight_grad records hold the gradients as the backward pass left
@@ -512,6 +545,8 @@ static int write_header(run *R, char *err, size_t errlen)
         (rc = ampdiag_trace_set_attr_int(w, "hist_every", c->hist_every)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, "params", (int64_t)R->m->nparams)) < 0)
         return trace_fail(rc, err, errlen);
+    if ((rc = write_typed_settings(R, err, errlen)))
+        return rc;
     for (int i = 0; i < R->m->nlayers; i++) {
         const layer *L = &R->m->layers[i];
         char shape[64] = "";
