@@ -1800,19 +1800,15 @@ static int job_start(struct ctx *c, struct job *j, size_t chart, int *missing)
     if (dot)
         *dot = 0;
     snprintf(j->log, sizeof j->log, "%s/%s.log", c->outdir, stem);
-    /* gnuplot runs `cd` first so that the script's relative file names work */
-    size_t cl = strlen(c->outdir) * 2 + 8;
+    /* gnuplot runs `cd` first so that the script's relative file names work (a directory whose
+     * name holds a control character is not found: escaped, it cannot end the command) */
+    size_t cl = STR_ESCAPED_SIZE(strlen(c->outdir)) + 8;
     char *cdcmd = malloc(cl);
     if (!cdcmd)
         return fail(c, PLOT_ENOMEM, "out of memory");
-    char *q = cdcmd;
-    q += sprintf(q, "cd '");
-    for (const char *s = c->outdir; *s; s++) {
-        if (*s == '\'')
-            *q++ = '\'';
-        *q++ = *s;
-    }
-    strcpy(q, "'");
+    memcpy(cdcmd, "cd '", 4);
+    str_escape(cdcmd + 4, cl - 5, c->outdir, SINK_GP);
+    strcat(cdcmd, "'");
     char *argv[] = {(char *)prog, (char *)"-d", (char *)"-e", cdcmd, ch->script, NULL};
     posix_spawn_file_actions_t fa;
     int e = posix_spawn_file_actions_init(&fa);
