@@ -77,12 +77,15 @@ static void test_text(void)
     check(SINK_TEXT, "a\nb\tc\rd\x7f" "e\x01", "a\\x0ab\\x09c\\x0dd\\x7fe\\x01",
           "text: newline, tab, CR, DEL and other C0 as \\xNN");
     check(SINK_TEXT, "\xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80 \xc2\xa0",
-          "\xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80 \xc2\xa0", "text: valid printable UTF-8 kept (U+00A0 too)");
-    check(SINK_TEXT, "x\xc2\x9b" "31m\xc2\x80", "x\\xc2\\x9b31m\\xc2\\x80", "text: C1 controls (U+009B, U+0080) as \\xNN per byte");
+          "\xc3\xa9t\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80 \xc2\xa0",
+          "text: valid printable UTF-8 kept (U+00A0 too)");
+    check(SINK_TEXT, "x\xc2\x9b" "31m\xc2\x80", "x\\xc2\\x9b31m\\xc2\\x80",
+          "text: C1 controls (U+009B, U+0080) as \\xNN per byte");
     check(SINK_TEXT, "a\xff" "b\x80\xe2\x82", "a\\xffb\\x80\\xe2\\x82", "text: invalid UTF-8 bytes as \\xNN");
-    check(SINK_TEXT, "\xed\xa0\x80\xc0\xaf", "\\xed\\xa0\\x80\\xc0\\xaf", "text: surrogate and overlong bytes as \\xNN");
-    ok(strcmp(str_escape_ctl(out, sizeof out, "a\x1b"), "a\\x1b") == 0 && str_escape_ctl(out, sizeof out, NULL) == out &&
-           out[0] == 0,
+    check(SINK_TEXT, "\xed\xa0\x80\xc0\xaf", "\\xed\\xa0\\x80\\xc0\\xaf",
+          "text: surrogate and overlong bytes as \\xNN");
+    ok(strcmp(str_escape_ctl(out, sizeof out, "a\x1b"), "a\\x1b") == 0 &&
+           str_escape_ctl(out, sizeof out, NULL) == out && out[0] == 0,
        "str_escape_ctl is the text sink; NULL is \"\"");
     str_escape(out, 6, "ab\x1b", SINK_TEXT);
     ok(strcmp(out, "ab") == 0, "text: an escape that does not fit is left out, not cut ('%s')", out);
@@ -96,7 +99,8 @@ static void test_md(void)
 {
     check(SINK_MD, "fc1 0.0037 2.66% - -inf 1e-3 n/a (held in FP16) (steps 240-269)",
           "fc1 0.0037 2.66% - -inf 1e-3 n/a (held in FP16) (steps 240-269)", "md: ordinary text unchanged");
-    check(SINK_MD, "a|b `c` *d* _e_ [f](g) <h> &amp; \\", "a\\|b \\`c\\` \\*d\\* \\_e\\_ \\[f\\](g) \\<h\\> \\&amp; \\\\",
+    check(SINK_MD, "a|b `c` *d* _e_ [f](g) <h> &amp; \\",
+          "a\\|b \\`c\\` \\*d\\* \\_e\\_ \\[f\\](g) \\<h\\> \\&amp; \\\\",
           "md: | ` * _ [ ] < > & \\ escaped with a backslash");
     check(SINK_MD, "2^16 -> 2^16", "2^16 -\\> 2^16", "md: the arrow as compare has always written it");
     check(SINK_MD, "# title", "\\# title", "md: a leading # escaped");
@@ -123,14 +127,25 @@ static void test_md(void)
     ok(mem_is(f, "a\\`b.h5"), "md code: a path with a backquote written as escaped text");
 }
 
+static void test_html(void)
+{
+    check(SINK_HTML, "fp16 run_1.h5", "fp16 run_1.h5", "html: ordinary text unchanged");
+    check(SINK_HTML, "<img src=x onerror=\"a('b')\"> & \x1b",
+          "&lt;img src=x onerror=&quot;a(&#39;b&#39;)&quot;&gt; &amp; \\x1b",
+          "html: & < > \" ' as entities, controls as \\xNN");
+}
+
 static void test_gnuplot(void)
 {
     check(SINK_GP, "loss.png", "loss.png", "gnuplot: ordinary text unchanged");
     check(SINK_GP, "a'b\"c`d\nsystem(\"touch PWNED\") @x \\",
-          "a''b\"c`d\\x0asystem(\"touch PWNED\") @x \\", "gnuplot: ' doubled, newline as \\x0a, the rest kept");
-    check(SINK_GP_ENH, "fp16 run_1.h5 2^16 @a &b ~c {d} \\e 'f'", "fp16 run\\_1.h5 2\\^16 \\@a \\&b \\~c \\{d\\} \\\\e ''f''",
+          "a''b\"c`d\\x0asystem(\"touch PWNED\") @x \\",
+          "gnuplot: ' doubled, newline as \\x0a, the rest kept");
+    check(SINK_GP_ENH, "fp16 run_1.h5 2^16 @a &b ~c {d} \\e 'f'",
+          "fp16 run\\_1.h5 2\\^16 \\@a \\&b \\~c \\{d\\} \\\\e ''f''",
           "gnuplot enhanced: markup characters escaped, ' doubled");
-    check(SINK_GP_ENH, "x\x1b\xc2\x9b", "x\\\\x1b\\\\xc2\\\\x9b", "gnuplot enhanced: the backslash of \\xNN escaped too");
+    check(SINK_GP_ENH, "x\x1b\xc2\x9b", "x\\\\x1b\\\\xc2\\\\x9b",
+          "gnuplot enhanced: the backslash of \\xNN escaped too");
     check(SINK_GP_ENH, "fc1, fc2 and fc3", "fc1, fc2 and fc3", "gnuplot enhanced: ordinary labels unchanged");
 }
 
@@ -162,7 +177,8 @@ static void test_fprintf_text(void)
            mem_is(f, "ampdiag info: 'x\\x1b[2J\\x0a': 3\n"),
        "fprintf_text: the argument escaped, the line's final newline kept");
     f = mem_open();
-    ok(f && fprintf_text(f, "%s", "ends\n\n") == 0 && mem_is(f, "ends\\x0a\n"), "fprintf_text: only one final newline kept");
+    ok(f && fprintf_text(f, "%s", "ends\n\n") == 0 && mem_is(f, "ends\\x0a\n"),
+       "fprintf_text: only one final newline kept");
     f = mem_open();
     ok(f && fprintf_text(f, "no newline %s", "\t") == 0 && mem_is(f, "no newline \\x09"),
        "fprintf_text: a part of a line");
@@ -173,7 +189,8 @@ static void test_fprintf_text(void)
     str_escape_ctl(want, sizeof want, big);
     strcat(want, "\n");
     f = mem_open();
-    ok(f && fprintf_text(f, "%s\n", big) == 0 && mem_is(f, want), "fprintf_text: a line longer than its buffer");
+    ok(f && fprintf_text(f, "%s\n", big) == 0 && mem_is(f, want),
+       "fprintf_text: a line longer than its buffer");
 }
 
 static void test_json(void)
@@ -208,6 +225,7 @@ int main(void)
     test_utf8();
     test_text();
     test_md();
+    test_html();
     test_gnuplot();
     test_file_part();
     test_fprintf_text();

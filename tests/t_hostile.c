@@ -296,7 +296,8 @@ static int terminal_safe(const char *s, size_t n, size_t *where)
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {
         unsigned c = u[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                   : (c & 0xf8) == 0xf0 ? 4 : 0;
         uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
         int bad = len == 0 || i + len > n;
         for (size_t k = 1; !bad && k < len; k++) {
@@ -470,10 +471,13 @@ static void test_escapes(void)
     /* a layer name with a table pipe, invalid UTF-8 (FF FE), ESC and a C1 control (U+009B) */
     const char *name = "fc|1\xff\xfe\x1b[31m\xc2\x9b";
     ok(write_trace(p("utf.h5"), name, "bad \xc3\x28 utf8 \x07", NULL, 3, 1, 1e-3f) == 0 &&
-           set_root_str(p("utf.h5"), "model", "m\xe9lange\x1b[2J") == 0,
-       "write a trace whose layer name, message and model hold invalid UTF-8 and controls");
+           set_root_str(p("utf.h5"), "model", "m\xe9lange\x1b[2J") == 0 &&
+           set_root_str(p("utf.h5"), "precision", "<img src=x>") == 0,
+       "write a trace whose layer name, message and model hold invalid UTF-8 and controls, and "
+       "whose precision (its label) is HTML");
     rc = run("info %s", p("utf.h5"));
-    ok(rc == 0 && output_safe("info") && has("fc|1\\xff\\xfe\\x1b[31m\\xc2\\x9b") && has("m\\xe9lange\\x1b[2J"),
+    ok(rc == 0 && output_safe("info") && has("fc|1\\xff\\xfe\\x1b[31m\\xc2\\x9b") &&
+           has("m\\xe9lange\\x1b[2J"),
        "info: invalid bytes and C1 as \\xNN (exit %d)", rc);
     rc = run("info --format json %s", p("utf.h5"));
     ok(rc == 0 && output_safe("info --format json"), "info --format json: terminal-safe (exit %d)", rc);
@@ -482,12 +486,19 @@ static void test_escapes(void)
             "'m\\ufffdlange\\x1b[2J' and d['events']['list'][0]['message'] == 'bad \\ufffd( utf8 \\x07'");
     rc = run("compare --format json %s %s", p("utf.h5"), p("base.h5"));
     ok(rc <= 1 && output_safe("compare --format json"), "compare --format json: terminal-safe (exit %d)", rc);
-    json_ok("compare --format json", "d['runs'][0]['layers'][0]['name'] == 'fc|1\\ufffd\\ufffd\\x1b[31m\\x9b'");
+    json_ok("compare --format json",
+            "d['runs'][0]['layers'][0]['name'] == 'fc|1\\ufffd\\ufffd\\x1b[31m\\x9b'");
     rc = run("compare --format markdown %s %s", p("utf.h5"), p("base.h5"));
     int head = md_row_pipes("| layer | kind |"), row = md_row_pipes("| fc\\|1");
     ok(rc <= 1 && output_safe("compare --format markdown") && head == 10 && row == head,
        "compare --format markdown: the row of layer 'fc|1...' has as many cells as the header (%d and %d "
        "separators)", row, head);
+    int raw_tag = 0; /* a "<img" that is not escaped as "\<img" */
+    const char *o = output();
+    for (const char *q = strstr(o, "<img"); q; q = strstr(q + 1, "<img"))
+        raw_tag |= q == o || q[-1] != '\\';
+    ok(!raw_tag && has("<summary>Ranges per layer in &lt;img src=x&gt;") && has("\\<img src=x\\>"),
+       "compare --format markdown: the label is no HTML tag, in the HTML block or in a table");
     rc = run("compare %s %s", p("utf.h5"), p("base.h5"));
     ok(rc <= 1 && output_safe("compare") && has("fc|1\\xff\\xfe"), "compare: the name escaped (exit %d)", rc);
 
@@ -519,7 +530,8 @@ static void test_escapes(void)
         st = system(cmd);
         size_t ne;
         slurp(p("err.txt"), &ne);
-        ok(WIFEXITED(st) && WEXITSTATUS(st) == 0 && ne == 0, "gnuplot runs every script without an error or a warning");
+        ok(WIFEXITED(st) && WEXITSTATUS(st) == 0 && ne == 0,
+           "gnuplot runs every script without an error or a warning");
     } else {
         skip("gnuplot is not installed");
     }

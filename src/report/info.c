@@ -126,7 +126,8 @@ static void text_loss_scale(FILE *f, const an_run *r, const an_findings *fd)
         if (isfinite(e->loss_se))
             fprintf(f, " (standard error %s)", fmt_num(b, sizeof b, e->loss_se, 3));
         if (!isnan(e->metric))
-            fprintf_text(f, ", %s %s", str_or(r->eval_metric, "metric"), fmt_metric(b, sizeof b, fd, e->metric));
+            fprintf_text(f, ", %s %s", str_or(r->eval_metric, "metric"),
+                         fmt_metric(b, sizeof b, fd, e->metric));
         fprintf(f, " at step %" PRId64 " (%zu evaluation%s)\n", e->step, r->nevals,
                 r->nevals == 1 ? "" : "s");
     }

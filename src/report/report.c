@@ -459,7 +459,8 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     }
     fprintf(f, "%-*s", lw, "");
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%-*s  ", cw[i], str_escape_ctl(esc, sizeof esc, run_header(runs, i, c, cell, sizeof cell)));
+        fprintf(f, "%-*s  ", cw[i],
+                str_escape_ctl(esc, sizeof esc, run_header(runs, i, c, cell, sizeof cell)));
     fputc('\n', f);
     for (int row = 0; row < NROWS; row++) {
         if (!row_wanted(runs, n, row))
@@ -543,7 +544,7 @@ static void md_ranges(FILE *f, const an_run *r)
     static const int kinds[] = {AMPDIAG_KIND_ACTIVATION, AMPDIAG_KIND_WEIGHT, AMPDIAG_KIND_ACTIVATION_GRAD,
                                 AMPDIAG_KIND_WEIGHT_GRAD};
     fprintf(f, "\n<details><summary>Ranges per layer in ");
-    md(f, r->label);
+    str_fputs(r->label, SINK_HTML, f); /* an HTML block: Markdown's escapes do not work there */
     fprintf(f, " (FP16/BF16 headroom in binades, what FP16/BF16 would do to the values as held)"
                "</summary>\n\n");
     fprintf(f, "| layer | kind | absmax (step) | fp16 headroom over | fp16 headroom under | fp16 overflow "

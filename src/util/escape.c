@@ -89,43 +89,68 @@ static size_t md_marker(const unsigned char *s, piece *p)
     return d + 1;
 }
 
+/* Markdown's own escapes for the character at s (bytes used), 0 where the text rule applies. */
+static size_t md_piece(const unsigned char *s, int at_start, piece *p)
+{
+    size_t m = at_start ? md_marker(s, p) : 0;
+    if (m)
+        return m;
+    p->len = 0;
+    if (*s == '\n') {
+        put(p, " ", 1);
+        return 1;
+    }
+    if (strchr("\\`*_|<>[]&", *s)) {
+        char e[2] = {'\\', (char)*s};
+        put(p, e, 2);
+        return 1;
+    }
+    return 0;
+}
+
+/* HTML's entities for the character at s (1), 0 where the text rule applies. */
+static size_t html_piece(const unsigned char *s, piece *p)
+{
+    static const char special[] = "&<>\"'";
+    static const char *const entity[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&#39;"};
+    const char *h = strchr(special, *s);
+    if (!h)
+        return 0;
+    p->len = 0;
+    put(p, entity[h - special], strlen(entity[h - special]));
+    return 1;
+}
+
+/* The text rule's piece t inside a gnuplot single-quoted string, enhanced text or not. */
+static void gp_piece(const piece *t, int enhanced, piece *p)
+{
+    p->len = 0;
+    for (size_t i = 0; i < t->len; i++) {
+        if (t->s[i] == '\'')
+            put(p, "'", 1);
+        else if (enhanced && strchr("^_@&~{}\\", t->s[i]))
+            put(p, "\\", 1);
+        put(p, &t->s[i], 1);
+    }
+}
+
 /* The piece for the character at s (not the string's end) in sink; bytes of s used. */
 static size_t next_piece(const unsigned char *s, int at_start, str_sink sink, piece *p)
 {
-    if (sink == SINK_MD) {
-        size_t m = at_start ? md_marker(s, p) : 0;
-        if (m)
-            return m;
-        p->len = 0;
-        if (*s == '\n') {
-            put(p, " ", 1);
-            return 1;
-        }
-        if (strchr("\\`*_|<>[]&", *s)) {
-            char e[2] = {'\\', (char)*s};
-            put(p, e, 2);
-            return 1;
-        }
-    }
+    size_t used = sink == SINK_MD ? md_piece(s, at_start, p) : sink == SINK_HTML ? html_piece(s, p) : 0;
+    if (used)
+        return used;
     if (sink == SINK_MD_CODE && *s == '|') {
         p->len = 0;
         put(p, "\\|", 2);
         return 1;
     }
     piece t;
-    size_t used = text_piece(s, &t);
-    if (sink != SINK_GP && sink != SINK_GP_ENH) {
+    used = text_piece(s, &t);
+    if (sink == SINK_GP || sink == SINK_GP_ENH)
+        gp_piece(&t, sink == SINK_GP_ENH, p);
+    else
         *p = t;
-        return used;
-    }
-    p->len = 0;
-    for (size_t i = 0; i < t.len; i++) {
-        if (t.s[i] == '\'')
-            put(p, "'", 1);
-        else if (sink == SINK_GP_ENH && strchr("^_@&~{}\\", t.s[i]))
-            put(p, "\\", 1);
-        put(p, &t.s[i], 1);
-    }
     return used;
 }
 

@@ -11,6 +11,8 @@
  *   Markdown  text, then a backslash before | ` * _ < > [ ] & and \ (so nothing becomes a
  *             table cell, code, emphasis, HTML, a link or an entity), before a leading # and a
  *             leading list marker ("- ", "+ ", "1. ", "1) "); a newline becomes a space.
+ *   HTML      text (in an HTML block of a Markdown file, where backslashes escape nothing), then
+ *             & < > " ' as &amp; &lt; &gt; &quot; &#39;.
  *   gnuplot   the inside of a single-quoted string (the caller writes the quotes): text, then
  *             ' doubled. Single-quoted strings know no backslash escapes, backquote or @ macro
  *             substitution, and text leaves no newline to end one. For enhanced text (titles,
@@ -28,12 +30,13 @@
 typedef enum str_sink {
     SINK_TEXT,     /* terminal, log, plain text */
     SINK_MD,       /* Markdown text, list items and table cells */
+    SINK_HTML,     /* HTML text or attribute value (<summary> in Markdown) */
     SINK_GP,       /* inside a gnuplot single-quoted string */
     SINK_GP_ENH    /* the same, shown as gnuplot enhanced text */
 } str_sink;
 
 /* The longest an escaped copy of n bytes can be in any sink, with its NUL. */
-#define STR_ESCAPED_SIZE(n) (5 * (size_t)(n) + 1)
+#define STR_ESCAPED_SIZE(n) (6 * (size_t)(n) + 1)
 
 /* Length of the valid UTF-8 sequence s starts with (1 for an ASCII byte; shortest form, no
  * surrogates, at most U+10FFFF), or 0 when it starts none (and at the end of the string). */
