@@ -119,6 +119,46 @@ static int write_trace(const char *path, const char *layer, const char *msg, con
     return rc ? -1 : 0;
 }
 
+/* A trace with layers names[0..n), 3 steps, a weight_grad record and histogram of each layer
+ * per step. */
+static int write_layers(const char *path, const char *const *names, int n)
+{
+    ampdiag_trace_options o;
+    ampdiag_trace_options_init(&o);
+    o.overwrite = 1;
+    ampdiag_trace_writer *w = NULL;
+    if (ampdiag_trace_create(path, &o, &w) < 0)
+        return -1;
+    int rc = ampdiag_trace_set_attr_str(w, "precision", "fp16") < 0;
+    for (int l = 0; l < n && !rc; l++)
+        rc = ampdiag_trace_add_layer(w, names[l], "linear", "[4, 2]", 8) < 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        ampdiag_trace_step s;
+        memset(&s, 0, sizeof s);
+        s.step = i;
+        s.loss = 2.0 - 0.1 * i;
+        s.loss_scale = 1;
+        s.grad_norm = 0.5;
+        s.clip_coef = 1;
+        s.lr = 1e-3;
+        s.update_ratio = NAN;
+        rc = ampdiag_trace_append_step(w, &s) < 0;
+        for (int l = 0; l < n && !rc; l++) {
+            float x[8];
+            for (int k = 0; k < 8; k++)
+                x[k] = (k % 2 ? -1e-6f : 1e-6f) * (float)(k + 1 + l);
+            ampdiag_tstats ts;
+            ampdiag_hist h;
+            ampdiag_tstats_compute(x, 8, &ts, &h);
+            rc = ampdiag_trace_append_tensor(w, i, l, AMPDIAG_KIND_WEIGHT_GRAD, &ts, 0) < 0 ||
+                 ampdiag_trace_append_hist(w, i, l, AMPDIAG_KIND_WEIGHT_GRAD, &h) < 0;
+        }
+    }
+    if (ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) < 0)
+        rc = 1;
+    return rc ? -1 : 0;
+}
+
 /* Open a trace for editing; -1 on failure. */
 static hid_t edit(const char *path) { return H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT); }
 
@@ -502,6 +542,17 @@ static void test_escapes(void)
     rc = run("compare %s %s", p("utf.h5"), p("base.h5"));
     ok(rc <= 1 && output_safe("compare") && has("fc|1\\xff\\xfe"), "compare: the name escaped (exit %d)", rc);
 
+    /* an error message that quotes an attribute's value */
+    ok(write_trace(p("fmt.h5"), "fc1", "ok", NULL, 3, 1, 0) == 0 &&
+           set_root_str(p("fmt.h5"), "format", "evil\x1b]0;pwned\x07") == 0,
+       "write a trace whose 'format' attribute holds escapes");
+    rc = run("info %s", p("fmt.h5"));
+    ok(rc == 2 && output_safe("info") && has("evil\\x1b]0;pwned\\x07"),
+       "info: the message quoting the attribute escapes it (exit %d)", rc);
+    rc = run("compare %s %s", p("base.h5"), p("fmt.h5"));
+    ok(rc == 2 && output_safe("compare") && has("evil\\x1b]0;pwned\\x07"),
+       "compare: the same (exit %d)", rc);
+
     /* gnuplot: a layer name and a precision (the runs' label on every chart) built to break out
      * of a string, run a command or expand a macro */
     const char *gpname = "a'b\"c`d\nsystem(\"touch PWNED\")";
@@ -538,6 +589,17 @@ static void test_escapes(void)
     char pwned[4300];
     snprintf(pwned, sizeof pwned, "%s/PWNED", plots);
     ok(!exists(pwned) && !exists(p("PWNED")) && !exists("PWNED"), "no file PWNED was made");
+
+    /* two layer names that reduce to the same file name part each get their own charts */
+    const char *twins[] = {"a|b", "a b"};
+    ok(write_layers(p("twins.h5"), twins, 2) == 0, "write a trace with layers 'a|b' and 'a b'");
+    snprintf(plots, sizeof plots, "%s", p("plots2"));
+    rc = run("plot %s -o %s --no-draw --layers 'a|b,a b'", p("twins.h5"), plots);
+    char first[4300], second[4300];
+    snprintf(first, sizeof first, "%s/exponent-histogram-fp16-a-b.gp", plots);
+    snprintf(second, sizeof second, "%s/exponent-histogram-fp16-a-b-2.gp", plots);
+    ok(rc == 0 && exists(first) && exists(second) && has("exponent-histogram-fp16-a-b-2.gp"),
+       "plot: the histograms of 'a|b' and 'a b' go to -a-b and -a-b-2 (exit %d)", rc);
 
     /* run: a model file's words and the trace's path are echoed */
     FILE *mf = fopen(p("model.txt"), "w");
