@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <string.h>
 
 void errf(char *err, size_t errlen, const char *fmt, ...)
 {
