@@ -4,6 +4,7 @@
  */
 #include "ampdiag.h"
 #include "cli/cli.h"
+#include "util/escape.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -85,7 +86,7 @@ int cmd_formats(int argc, char **argv)
         const char *arg = args[i];
         vals[i] = strtof(arg, &end);
         if (end == arg || *end) {
-            fprintf(stderr, "ampdiag formats: '%s' is not a number (expected e.g. 65520, 1e-8, -inf)\n", arg);
+            fprintf_text(stderr, "ampdiag formats: '%s' is not a number (expected e.g. 65520, 1e-8, -inf)\n", arg);
             free(vals);
             free(args);
             return EXIT_USAGE;

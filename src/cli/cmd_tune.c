@@ -12,6 +12,7 @@
 #include "analysis/analyze.h"
 #include "analysis/recommend.h"
 #include "cli/cli.h"
+#include "util/escape.h"
 #include "util/json.h"
 #include "util/path.h"
 #include "util/util.h"
@@ -137,7 +138,7 @@ static int round_analyse(tune_round *r)
     struct dirent **ents = NULL;
     int ne = scandir(r->dir, &ents, is_trace, alphasort);
     if (ne <= 0) {
-        fprintf(stderr, "%s: no traces in '%s'\n", PROG, r->dir);
+        fprintf_text(stderr, "%s: no traces in '%s'\n", PROG, r->dir);
         free(ents);
         return EXIT_IO;
     }
@@ -149,7 +150,7 @@ static int round_analyse(tune_round *r)
         char p[8192];
         snprintf(p, sizeof p, "%s/%s", r->dir, ents[i]->d_name);
         if (!rc && an_load(p, &ao, &r->runs[r->n], err, sizeof err) != 0) {
-            fprintf(stderr, "%s: %s\n", PROG, err);
+            fprintf_text(stderr, "%s: %s\n", PROG, err);
             rc = EXIT_IO;
         }
         if (r->runs)
@@ -238,21 +239,27 @@ static void report_text(FILE *f, const tune_round *rs, int nr, const verdict *v)
 {
     for (int k = 0; k < nr; k++) {
         const tune_round *r = &rs[k];
-        fprintf(f, "round %d: lr %g (%s)\n", k + 1, r->lr, r->dir);
-        fprintf(f, "  verdict  %s\n", r->R.verdict);
-        fprintf(f, "  lr       %s\n", r->R.lr_line);
+        fprintf_text(f, "round %d: lr %g (%s)\n", k + 1, r->lr, r->dir);
+        fprintf_text(f, "  verdict  %s\n", r->R.verdict);
+        fprintf_text(f, "  lr       %s\n", r->R.lr_line);
         for (size_t i = 0; i < r->R.lr_why.n; i++)
-            fprintf(f, "           %s\n", r->R.lr_why.s[i]);
+            fprintf_text(f, "           %s\n", r->R.lr_why.s[i]);
     }
-    fprintf(f, "%s: %s\n", v->verified ? "Verified" : "NOT verified", v->why);
+    fprintf_text(f, "%s: %s\n", v->verified ? "Verified" : "NOT verified", v->why);
 }
 
 static void report_md(FILE *f, const tune_round *rs, int nr, const verdict *v)
 {
-    fprintf(f, "# ampdiag tune\n\n**%s**: %s\n\n| round | lr | verdict | lr advice |\n|---|---|---|---|\n",
-            v->verified ? "Verified" : "Not verified", v->why);
-    for (int k = 0; k < nr; k++)
-        fprintf(f, "| %d | %g | %s | %s |\n", k + 1, rs[k].lr, rs[k].R.verdict, rs[k].R.lr_line);
+    fprintf(f, "# ampdiag tune\n\n**%s**: ", v->verified ? "Verified" : "Not verified");
+    str_fputs(v->why, SINK_MD, f);
+    fprintf(f, "\n\n| round | lr | verdict | lr advice |\n|---|---|---|---|\n");
+    for (int k = 0; k < nr; k++) {
+        fprintf(f, "| %d | %g | ", k + 1, rs[k].lr);
+        str_fputs(rs[k].R.verdict, SINK_MD, f);
+        fputs(" | ", f);
+        str_fputs(rs[k].R.lr_line, SINK_MD, f);
+        fputs(" |\n", f);
+    }
 }
 
 static void report_json(FILE *f, const tune_round *rs, int nr, const verdict *v)
@@ -294,7 +301,7 @@ static int write_reports(const char *dir, const tune_round *rs, int nr, const ve
         snprintf(p, sizeof p, "%s/%s", dir, names[k]);
         FILE *f = fopen(p, "w");
         if (!f) {
-            fprintf(stderr, "%s: cannot write '%s': %s\n", PROG, p, strerror(errno));
+            fprintf_text(stderr, "%s: cannot write '%s': %s\n", PROG, p, strerror(errno));
             return EXIT_IO;
         }
         if (k)
@@ -302,7 +309,7 @@ static int write_reports(const char *dir, const tune_round *rs, int nr, const ve
         else
             report_md(f, rs, nr, v);
         if (ferror(f) | fclose(f)) {
-            fprintf(stderr, "%s: cannot write '%s'\n", PROG, p);
+            fprintf_text(stderr, "%s: cannot write '%s'\n", PROG, p);
             return EXIT_IO;
         }
     }
@@ -318,16 +325,16 @@ static int do_round(tune_round *r, const char *out, int k, const char *name, con
         snprintf(r->dir, sizeof r->dir, "%s/%s", out, name);
     else
         snprintf(r->dir, sizeof r->dir, "%s/round-%d", out, k);
-    fprintf(stderr, "%s: %s %d (%s) at lr %g -> %s\n", PROG, name ? name : "round", k, precisions, lr,
-            r->dir);
+    fprintf_text(stderr, "%s: %s %d (%s) at lr %g -> %s\n", PROG, name ? name : "round", k, precisions, lr,
+                 r->dir);
     if (mkdir(r->dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: cannot create '%s': %s\n", PROG, r->dir, strerror(errno));
+        fprintf_text(stderr, "%s: cannot create '%s': %s\n", PROG, r->dir, strerror(errno));
         return EXIT_IO;
     }
     int st = run_sweep(r->dir, precisions, lr, jobs, pass, npass);
     if (st != 0 && st != EXIT_FAIL_ON) {
-        fprintf(stderr, "%s: the sweep of round %d failed (exit %d; see %s/sweep.txt and the run logs "
-                "there)\n", PROG, k, st, r->dir);
+        fprintf_text(stderr, "%s: the sweep of round %d failed (exit %d; see %s/sweep.txt and the run logs "
+                     "there)\n", PROG, k, st, r->dir);
         return st;
     }
     return round_analyse(r);
@@ -339,7 +346,7 @@ static int parse_num(const char *what, const char *s, double lo, double hi, doub
     errno = 0;
     double x = strtod(s, &end);
     if (end == s || *end || errno || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "%s: %s: expected a number in [%g, %g], got '%s'\n", PROG, what, lo, hi, s);
+        fprintf_text(stderr, "%s: %s: expected a number in [%g, %g], got '%s'\n", PROG, what, lo, hi, s);
         return -1;
     }
     *v = x;
@@ -368,7 +375,7 @@ int cmd_tune(int argc, char **argv)
         case T_JOBS: rc = parse_num("--jobs", p.arg, 1, 64, &jv) ? EXIT_USAGE : 0; jobs = p.arg; break;
         case T_HELP: usage(stdout); free(pass); return 0;
         case T_REFUSE:
-            fprintf(stderr, "%s: --precision is set by tune (use --precisions)\n", PROG);
+            fprintf_text(stderr, "%s: --precision is set by tune (use --precisions)\n", PROG);
             rc = EXIT_USAGE;
             break;
         case T_PASS:
@@ -377,20 +384,20 @@ int cmd_tune(int argc, char **argv)
                 pass[npass++] = (char *)p.arg;
             break;
         case CLI_POS:
-            fprintf(stderr, "%s: unexpected argument '%s' (see ampdiag tune --help)\n", PROG, p.arg);
+            fprintf_text(stderr, "%s: unexpected argument '%s' (see ampdiag tune --help)\n", PROG, p.arg);
             rc = EXIT_USAGE;
             break;
         default: rc = EXIT_USAGE; break;
         }
     }
     if (!rc && !out) {
-        fprintf(stderr, "%s: no output directory (-o DIR)\n", PROG);
+        fprintf_text(stderr, "%s: no output directory (-o DIR)\n", PROG);
         rc = EXIT_USAGE;
     }
     char msg[600];
     int mrc = rc ? 0 : path_make_dir(out, msg, sizeof msg);
     if (mrc) {
-        fprintf(stderr, "%s: -o: %s\n", PROG, msg);
+        fprintf_text(stderr, "%s: -o: %s\n", PROG, msg);
         rc = mrc == 2 ? EXIT_USAGE : EXIT_IO;
     }
     tune_round rs[TUNE_MAX_ROUNDS];

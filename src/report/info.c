@@ -4,6 +4,7 @@
  */
 #include "report/info.h"
 #include "analysis/recommend.h"
+#include "util/escape.h"
 #include "util/json.h"
 #include "util/util.h"
 
@@ -45,7 +46,7 @@ static void fmt_pct(char *buf, size_t n, uint64_t k, uint64_t total)
 
 static void text_headline(FILE *f, const an_run *r)
 {
-    fprintf(f, "%s: ", r->path);
+    fprintf_text(f, "%s: ", r->path);
     switch (r->status) {
     case AMPDIAG_STATUS_RUNNING:
         fprintf(f, "cut off (status still 'running': the writer was killed or is still writing), "
@@ -61,25 +62,25 @@ static void text_headline(FILE *f, const an_run *r)
         fprintf(f, "complete, %zu step%s", r->nsteps, r->nsteps == 1 ? "" : "s");
         break;
     default:
-        fprintf(f, "status '%s' (unknown), %zu steps", r->status_text, r->nsteps);
+        fprintf_text(f, "status '%s' (unknown), %zu steps", r->status_text, r->nsteps);
         break;
     }
     if (r->nsteps)
         fprintf(f, " (%" PRId64 "..%" PRId64 ")", r->first_step, r->last_step);
-    fprintf(f, ", %s\n", str_or(r->precision, "?"));
+    fprintf_text(f, ", %s\n", str_or(r->precision, "?"));
 }
 
 static void text_run(FILE *f, const an_run *r)
 {
-    fprintf(f, "  model        %s, %zu layer%s, %" PRIu64 " parameters\n", str_or(r->model, "?"),
-            r->nlayers, r->nlayers == 1 ? "" : "s", r->params);
-    fprintf(f, "  data         %s\n", str_or(r->data, "?"));
+    fprintf_text(f, "  model        %s, %zu layer%s, %" PRIu64 " parameters\n", str_or(r->model, "?"),
+                 r->nlayers, r->nlayers == 1 ? "" : "s", r->params);
+    fprintf_text(f, "  data         %s\n", str_or(r->data, "?"));
     if (r->optimizer[0] || !isnan(r->lr)) {
-        fprintf(f, "  optimizer    %s", str_or(r->optimizer, "?"));
+        fprintf_text(f, "  optimizer    %s", str_or(r->optimizer, "?"));
         if (!isnan(r->lr))
             fprintf(f, ", lr %g", r->lr);
         if (r->schedule[0])
-            fprintf(f, " (%s)", r->schedule);
+            fprintf_text(f, " (%s)", r->schedule);
         if (!isnan(r->clip)) {
             if (r->clip > 0)
                 fprintf(f, ", clip %g", r->clip);
@@ -89,12 +90,12 @@ static void text_run(FILE *f, const an_run *r)
         fprintf(f, "\n");
     }
     if (r->device[0])
-        fprintf(f, "  device       %s%s%s%s\n", r->device, r->device_name[0] ? " (" : "",
-                r->device_name, r->device_name[0] ? ")" : "");
-    fprintf(f, "  trace        format %d, tool_version %s, started %s", r->format_version,
-            str_or(r->tool_version, "?"), str_or(r->start_time, "?"));
+        fprintf_text(f, "  device       %s%s%s%s\n", r->device, r->device_name[0] ? " (" : "",
+                     r->device_name, r->device_name[0] ? ")" : "");
+    fprintf_text(f, "  trace        format %d, tool_version %s, started %s", r->format_version,
+                 str_or(r->tool_version, "?"), str_or(r->start_time, "?"));
     if (r->end_time[0])
-        fprintf(f, ", ended %s", r->end_time);
+        fprintf_text(f, ", ended %s", r->end_time);
     fprintf(f, "\n");
     if (r->repaired)
         fprintf(f, "  note         the file's open-for-write mark was cleared to read it\n");
@@ -125,7 +126,8 @@ static void text_loss_scale(FILE *f, const an_run *r, const an_findings *fd)
         if (isfinite(e->loss_se))
             fprintf(f, " (standard error %s)", fmt_num(b, sizeof b, e->loss_se, 3));
         if (!isnan(e->metric))
-            fprintf(f, ", %s %s", str_or(r->eval_metric, "metric"), fmt_metric(b, sizeof b, fd, e->metric));
+            fprintf_text(f, ", %s %s", str_or(r->eval_metric, "metric"),
+                         fmt_metric(b, sizeof b, fd, e->metric));
         fprintf(f, " at step %" PRId64 " (%zu evaluation%s)\n", e->step, r->nevals,
                 r->nevals == 1 ? "" : "s");
     }
@@ -144,9 +146,9 @@ static void text_loss_scale(FILE *f, const an_run *r, const an_findings *fd)
         }
     }
     if (r->skipped)
-        fprintf(f, "skipped steps  %zu (%.3g%%), first at step %" PRId64 ": %s\n", r->skipped,
-                100.0 * (double)r->skipped / (double)r->nsteps, r->first_skip_step,
-                str_or(r->first_skip_reason, "(no reason recorded)"));
+        fprintf_text(f, "skipped steps  %zu (%.3g%%), first at step %" PRId64 ": %s\n", r->skipped,
+                     100.0 * (double)r->skipped / (double)r->nsteps, r->first_skip_step,
+                     str_or(r->first_skip_reason, "(no reason recorded)"));
     else if (r->nsteps)
         fprintf(f, "skipped steps  0\n");
 }
@@ -166,8 +168,8 @@ static void text_events(FILE *f, const an_run *r, size_t top)
     for (size_t i = 0; i < r->nevents && i < top; i++) {
         const ampdiag_trace_event *e = &r->events[i];
         const char *ln = lname(r, e->layer);
-        fprintf(f, "  step %-6" PRId64 " %-14s %-12s %s\n", e->step,
-                str_or(ampdiag_event_name(e->code), "unknown"), ln ? ln : "(global)", e->message);
+        fprintf_text(f, "  step %-6" PRId64 " %-14s %-12s %s\n", e->step,
+                     str_or(ampdiag_event_name(e->code), "unknown"), ln ? ln : "(global)", e->message);
     }
     if (r->nevents > top)
         fprintf(f, "  ... %zu more\n", r->nevents - top);
@@ -199,10 +201,10 @@ static void text_headroom(FILE *f, const an_run *r, const an_findings *fd, int f
                 note = "  underflows to 0";
             else if (side && b < 0)
                 note = "  subnormal";
-            fprintf(f, "  %-20s %-16s %+7.1f  %s %-10.3g at step %" PRId64 "%s\n",
-                    lname(r, h[i].layer), ampdiag_kind_name(h[i].kind), b,
-                    side ? "absmin_nz" : "absmax   ", side ? h[i].absmin_nz : h[i].absmax,
-                    side ? h[i].absmin_step : h[i].absmax_step, note);
+            fprintf_text(f, "  %-20s %-16s %+7.1f  %s %-10.3g at step %" PRId64 "%s\n",
+                         lname(r, h[i].layer), ampdiag_kind_name(h[i].kind), b,
+                         side ? "absmin_nz" : "absmax   ", side ? h[i].absmin_nz : h[i].absmax,
+                         side ? h[i].absmin_step : h[i].absmax_step, note);
         }
     }
 }
@@ -553,18 +555,18 @@ static void summary_head(FILE *f, const an_run *r, const report_run_extra *x)
 {
     long t = (long)(x->wall_s + 0.5);
     double kb = (double)x->trace_bytes / 1024.0;
-    fprintf(f, "run %s: %zu steps in %ld:%02ld:%02ld -> %s (%.1f %s)\n", r->status_text, r->nsteps,
-            t / 3600, (t / 60) % 60, t % 60, r->path, kb >= 1024 ? kb / 1024.0 : kb,
-            kb >= 1024 ? "MB" : "KB");
+    fprintf_text(f, "run %s: %zu steps in %ld:%02ld:%02ld -> %s (%.1f %s)\n", r->status_text, r->nsteps,
+                 t / 3600, (t / 60) % 60, t % 60, r->path, kb >= 1024 ? kb / 1024.0 : kb,
+                 kb >= 1024 ? "MB" : "KB");
     if (x->traced && x->trace_threads && x->wall_s > 0)
         fprintf(f, "  tensor statistics on a second thread; training waited %.2f s for it (%.1f%% of "
                    "the run)\n", x->trace_wait_s, 100.0 * x->trace_wait_s / x->wall_s);
     size_t with_params = 0;
     for (size_t l = 0; l < r->nlayers; l++)
         with_params += r->layers[l].params > 0;
-    fprintf(f, "  model %s (%zu layers with parameters, %.2fM params), %s, seed %" PRId64 "\n",
-            str_or(r->model, "?"), with_params, (double)r->params / 1e6, str_or(r->precision, "?"),
-            r->seed);
+    fprintf_text(f, "  model %s (%zu layers with parameters, %.2fM params), %s, seed %" PRId64 "\n",
+                 str_or(r->model, "?"), with_params, (double)r->params / 1e6, str_or(r->precision, "?"),
+                 r->seed);
 }
 
 static void summary_loss(FILE *f, const an_run *r, const an_findings *fd)
@@ -575,8 +577,8 @@ static void summary_loss(FILE *f, const an_run *r, const an_findings *fd)
     if (fd->last_eval) {
         fprintf(f, ", eval loss %s", fmt_num(a, sizeof a, fd->last_eval->loss, 4));
         if (!isnan(fd->last_eval->metric))
-            fprintf(f, ", %s %s", str_or(r->eval_metric, "metric"),
-                    fmt_metric(b, sizeof b, fd, fd->last_eval->metric));
+            fprintf_text(f, ", %s %s", str_or(r->eval_metric, "metric"),
+                         fmt_metric(b, sizeof b, fd, fd->last_eval->metric));
     }
     fprintf(f, "\n");
     if (r->scaled) {
@@ -590,37 +592,37 @@ static void summary_loss(FILE *f, const an_run *r, const an_findings *fd)
         fprintf(f, "\n");
     }
     if (r->skipped)
-        fprintf(f, "  %zu skipped steps (%.1f%%): first at step %" PRId64 ", %s\n", r->skipped,
-                100.0 * (double)r->skipped / (double)(r->nsteps ? r->nsteps : 1), r->first_skip_step,
-                str_or(r->first_skip_reason, "(no reason recorded)"));
+        fprintf_text(f, "  %zu skipped steps (%.1f%%): first at step %" PRId64 ", %s\n", r->skipped,
+                     100.0 * (double)r->skipped / (double)(r->nsteps ? r->nsteps : 1), r->first_skip_step,
+                     str_or(r->first_skip_reason, "(no reason recorded)"));
     else
         fprintf(f, "  no skipped steps\n");
     if (r->diverged)
-        fprintf(f, "  diverged from step %" PRId64 ": %s\n", r->divergence_step,
-                str_or(r->divergence_why, "the trace's status says so"));
+        fprintf_text(f, "  diverged from step %" PRId64 ": %s\n", r->divergence_step,
+                     str_or(r->divergence_why, "the trace's status says so"));
 }
 
 static void summary_layers(FILE *f, const an_run *r, const an_findings *fd)
 {
     const double fp16_log2max = log2(ampdiag_format_get(AMPDIAG_FP16)->max_finite);
     if (fd->nonfinite_act_layer >= 0)
-        fprintf(f, "  non-finite activations: %s holds %" PRIu64 " NaN/inf values over the traced "
-                   "steps, first at step %" PRId64 "\n", lname(r, fd->nonfinite_act_layer),
-                fd->nonfinite_act_count, fd->nonfinite_act_step);
+        fprintf_text(f, "  non-finite activations: %s holds %" PRIu64 " NaN/inf values over the traced "
+                        "steps, first at step %" PRId64 "\n", lname(r, fd->nonfinite_act_layer),
+                     fd->nonfinite_act_count, fd->nonfinite_act_step);
     if (fd->act_headroom_layer >= 0) {
         if (fd->act_headroom >= 0)
-            fprintf(f, "  fp16 range: finite activations peak in %s at 2^%.1f (%.1f binades below "
-                       "65504)\n", lname(r, fd->act_headroom_layer),
-                    fp16_log2max - fd->act_headroom, fd->act_headroom);
+            fprintf_text(f, "  fp16 range: finite activations peak in %s at 2^%.1f (%.1f binades below "
+                            "65504)\n", lname(r, fd->act_headroom_layer),
+                         fp16_log2max - fd->act_headroom, fd->act_headroom);
         else
-            fprintf(f, "  fp16 range: %s activations reach 2^%.1f, above FP16's 65504: FP16 "
-                       "overflows there\n", lname(r, fd->act_headroom_layer),
-                    fp16_log2max - fd->act_headroom);
+            fprintf_text(f, "  fp16 range: %s activations reach 2^%.1f, above FP16's 65504: FP16 "
+                            "overflows there\n", lname(r, fd->act_headroom_layer),
+                         fp16_log2max - fd->act_headroom);
     }
     if (fd->nonfinite_weight_layer >= 0)
-        fprintf(f, "  non-finite weights: %s weights hold NaN/inf from step %" PRId64 " on (an "
-                   "update made them so)\n", lname(r, fd->nonfinite_weight_layer),
-                fd->nonfinite_weight_step);
+        fprintf_text(f, "  non-finite weights: %s weights hold NaN/inf from step %" PRId64 " on (an "
+                        "update made them so)\n", lname(r, fd->nonfinite_weight_layer),
+                     fd->nonfinite_weight_step);
     if (fd->update_nonzero) {
         fprintf(f, "  lost updates: %.3g%% of non-zero updates rounded away in %s weight storage",
                 100.0 * fd->lost_fraction, r->weights_16bit ? "BF16" : "FP32 master");
@@ -630,11 +632,11 @@ static void summary_layers(FILE *f, const an_run *r, const an_findings *fd)
         fprintf(f, "\n");
     }
     if (fd->zero_grad_layer >= 0 && fd->zero_grad_fraction >= 0.05)
-        fprintf(f, "  zero gradients: %.3g%% of %s weight-gradient values are exactly 0\n",
-                100.0 * fd->zero_grad_fraction, lname(r, fd->zero_grad_layer));
+        fprintf_text(f, "  zero gradients: %.3g%% of %s weight-gradient values are exactly 0\n",
+                     100.0 * fd->zero_grad_fraction, lname(r, fd->zero_grad_layer));
     if (fd->flush_layer >= 0 && fd->flush_fraction > 0)
-        fprintf(f, "  fp16 underflow: %.2g%% of %s weight gradients (as held) flush to zero in "
-                   "FP16\n", 100.0 * fd->flush_fraction, lname(r, fd->flush_layer));
+        fprintf_text(f, "  fp16 underflow: %.2g%% of %s weight gradients (as held) flush to zero in "
+                        "FP16\n", 100.0 * fd->flush_fraction, lname(r, fd->flush_layer));
 }
 
 int report_run_summary(FILE *f, const an_run *r, const an_findings *fd, const report_run_extra *x)
@@ -642,6 +644,6 @@ int report_run_summary(FILE *f, const an_run *r, const an_findings *fd, const re
     summary_head(f, r, x);
     summary_loss(f, r, fd);
     summary_layers(f, r, fd);
-    fprintf(f, "  next: ampdiag info %s\n", r->path);
+    fprintf_text(f, "  next: ampdiag info %s\n", r->path);
     return ferror(f) ? -1 : 0;
 }

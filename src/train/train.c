@@ -9,6 +9,7 @@
 #include "train/data.h"
 #include "train/tracer.h"
 #include "train/weights.h"
+#include "util/escape.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -1110,7 +1111,7 @@ static int load_data(run *R, char *err, size_t errlen)
     /* what the checks at load found: on stderr now, as note events in the trace (open_trace) */
     for (const char *w = R->ds.warnings; *w;) {
         size_t len = strcspn(w, "\n");
-        fprintf(stderr, "ampdiag run: warning: %.*s\n", (int)len, w);
+        fprintf_text(stderr, "ampdiag run: warning: %.*s\n", (int)len, w);
         w += len + (w[len] == '\n');
     }
     return 0;
