@@ -357,6 +357,48 @@ static void writer_release(ampdiag_trace_writer *w)
     free(w);
 }
 
+/* A fresh name "<path>.tmp-XXXXXX" that nothing holds (made by mkstemp, then removed, so that
+ * HDF5 creates it with O_EXCL), or NULL with errno set. */
+static char *tmp_name_for(const char *path)
+{
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return NULL;
+    snprintf(tmp, n, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        errno = e;
+        return NULL;
+    }
+    close(fd);
+    unlink(tmp);
+    return tmp;
+}
+
+/* Give the finished file tmp the name path: replacing what is there when overwrite, else
+ * only if nothing is (link fails with EEXIST; where hard links are not supported, a rename
+ * after checking). 0, or -1 with errno set. */
+static int put_in_place(const char *tmp, const char *path, int overwrite)
+{
+    if (overwrite)
+        return rename(tmp, path);
+    if (link(tmp, path) == 0) {
+        unlink(tmp); /* the trace is in place under both names: drop the temporary one */
+        return 0;
+    }
+    if (errno == EEXIST)
+        return -1;
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return rename(tmp, path);
+}
+
 int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
                          ampdiag_trace_writer **out)
 {
@@ -394,6 +436,7 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
     }
 
     int rc = 0;
+    char *tmp = NULL;
     trace_quiet q;
     trace_quiet_begin(&q);
     hid_t fapl = -1, fcpl = -1;
@@ -403,7 +446,16 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
         rc = io_fail(w, "set up file properties");
         goto done;
     }
-    w->file = H5Fcreate(path, o.overwrite ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl, fapl);
+    /* Made under a temporary name next to it and renamed into place once its header is on
+     * disk: a writer killed while HDF5 creates the file leaves no unreadable trace under the
+     * name asked for (only the temporary file). The name is unpredictable (mkstemp) and the
+     * file is created with O_EXCL, which refuses a symlink planted there in between. */
+    tmp = tmp_name_for(path);
+    if (!tmp) {
+        rc = trace_fail(AMPDIAG_TRACE_EIO, "cannot create trace '%s': %s", path, strerror(errno));
+        goto done;
+    }
+    w->file = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, fapl);
     if (w->file < 0) {
         trace_h5err e;
         trace_h5err_get(&e);
@@ -443,6 +495,14 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
     /* on disk now, so that a writer killed during its setup leaves a readable (empty) trace */
     if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
         rc = io_fail(w, "flush");
+    else if (put_in_place(tmp, path, o.overwrite) != 0)
+        rc = errno == EEXIST ? trace_fail(AMPDIAG_TRACE_EEXIST, "trace '%s' exists (ask to overwrite it, or "
+                                          "choose another name)", path)
+                             : trace_fail(AMPDIAG_TRACE_EIO, "cannot create trace '%s': %s", path, strerror(errno));
+    else {
+        free(tmp);
+        tmp = NULL;
+    }
 done:
     if (fapl >= 0)
         H5Pclose(fapl);
@@ -458,8 +518,10 @@ done:
                     w->tb[i].dset = -1;
                 }
             H5Fclose(w->file);
-            unlink(path); /* created here and holding no record: no unreadable file is left */
         }
+        if (tmp)
+            unlink(tmp); /* holding no record: no unreadable file is left */
+        free(tmp);
         writer_release(w);
         trace_quiet_end(&q);
         return trace_fail(rc, "%s", msg);
