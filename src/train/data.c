@@ -247,15 +247,22 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
     if (path_too_long(fname, err, errlen))
         return DATA_EBADINPUT;
     FILE *probe = fopen(fname, "rb");
-    if (!probe)
-        return errf(err, errlen, "%s: cannot open (%s)", fname, strerror(errno)), DATA_EBADINPUT;
+    if (!probe) {
+        int e = errno; /* a name that is not there is bad input; a file that cannot be read, I/O */
+        errf(err, errlen, "%s: cannot open (%s)", fname, strerror(e));
+        return e == ENOENT || e == ENOTDIR || e == EISDIR ? DATA_EBADINPUT : DATA_EIO;
+    }
     fclose(probe);
     htri_t is = H5Fis_hdf5(fname);
     if (is <= 0)
         return errf(err, errlen, "%s: not an HDF5 file (expected /x and /y, or /tokens)", fname), DATA_EBADINPUT;
     hid_t f = H5Fopen(fname, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0)
-        return errf(err, errlen, "%s: HDF5 could not open it", fname), DATA_EIO;
+    if (f < 0) {
+        char d[256];
+        int io = h5safe_open_failed_io(d, sizeof d);
+        errf(err, errlen, "%s: %s (%s)", fname, io ? "cannot read it" : "corrupt or truncated HDF5 file", d);
+        return io ? DATA_EIO : DATA_EBADINPUT;
+    }
     snprintf(ds->name, sizeof ds->name, "%s", fname);
     int rc = DATA_EBADINPUT;
     hsize_t d1[2], d2[2];
