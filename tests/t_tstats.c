@@ -26,9 +26,16 @@ static const char *diff_stats(const ampdiag_tstats *a, const ampdiag_tstats *b, 
 {
 #define CNT(f) if (a->f != b->f) return #f
     CNT(count); CNT(n_nan); CNT(n_posinf); CNT(n_neginf); CNT(n_zero); CNT(n_neg); CNT(n_pos);
-    CNT(fp16_overflow); CNT(fp16_underflow); CNT(fp16_subnormal);
-    CNT(bf16_overflow); CNT(bf16_underflow); CNT(bf16_subnormal);
 #undef CNT
+    static const char *const cls[AMPDIAG_WHATIF_NCLASSES] = {"overflow", "underflow", "subnormal"};
+    static char name[48];
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+        for (int j = 0; j < AMPDIAG_WHATIF_NCLASSES; j++)
+            if (a->whatif[f][j] != b->whatif[f][j]) {
+                snprintf(name, sizeof name, "%s_%s (%llu vs %llu)", ampdiag_format_get((ampdiag_format)f)->name, cls[j],
+                         (unsigned long long)a->whatif[f][j], (unsigned long long)b->whatif[f][j]);
+                return name;
+            }
     if (!fsame(a->min, b->min)) return "min";
     if (!fsame(a->max, b->max)) return "max";
     if (!fsame(a->absmax, b->absmax)) return "absmax";
@@ -98,16 +105,39 @@ static void test_cases(void)
     for (size_t i = 0; i < n; i++) x[i] = (i & 1 ? -1 : 1) * FLT_MAX * (float)(0.5 + 0.5 * rnd_unit());
     check_case("huge values near FLT_MAX (float sums would overflow)", x, n);
 
-    /* every boundary of docs/numerics.md ("Rounding to FP16 and BF16"), its neighbours, both signs */
-    static const uint32_t edges[] = {0x00008000u, 0x007f8000u, 0x00800000u, 0x33000000u, 0x387fe000u,
-                                     0x38800000u, 0x477ff000u, 0x7f7f8000u, 0x7f7fffffu, 0x7f800000u};
+    /* every class threshold of every row of the format table (docs/numerics.md), its
+     * neighbours, both signs: once all together, once in blocks of their own (each threshold
+     * inside an otherwise clean block of 4096 ones) */
     size_t m = 0;
-    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
-        for (int d = -3; d <= 3; d++) {
-            x[m++] = fbits(edges[e] + (uint32_t)d);
-            x[m++] = -fbits(edges[e] + (uint32_t)d);
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
+        const ampdiag_format_info *fi = ampdiag_format_get((ampdiag_format)f);
+        const float at[3] = {fi->overflow_at, fi->normal_at, fi->underflow_at};
+        for (int j = 0; j < 3; j++)
+            for (int d = -3; d <= 3; d++) {
+                x[m++] = fbits(tap_fbits(at[j]) + (uint32_t)d);
+                x[m++] = -fbits(tap_fbits(at[j]) + (uint32_t)d);
+            }
+    }
+    check_case("values at and around every threshold of every format", x, m);
+    size_t nedge = m;
+    int ebad = 0;
+    for (size_t e = 0; e < nedge; e++) {
+        float *blk = x + nedge;
+        for (size_t i = 0; i < 4096 * 2; i++) blk[i] = (i & 1) ? -1.0f : 1.0f;
+        blk[rnd32() % 4096] = x[e];
+        blk[4096 + rnd32() % 4096] = x[e] * 0.75f;
+        ampdiag_tstats a, b;
+        ampdiag_hist ha, hb;
+        tstats_ref(blk, 4096 * 2, &a, &ha);
+        ampdiag_tstats_compute(blk, 4096 * 2, &b, &hb);
+        const char *d = diff_stats(&b, &a, 1e-12), *dh = diff_hist(&hb, &ha);
+        if (d || dh) {
+            ebad++;
+            diag("threshold neighbour 0x%08x alone in a block: %s", tap_fbits(x[e]), d ? d : dh);
         }
-    check_case("values at and around every FP16/BF16 threshold", x, m);
+    }
+    ok(ebad == 0, "each of %zu threshold neighbours alone in a block of ones: every field equals the reference (%d bad)",
+       nedge, ebad);
 
     /* blocks of 4096 values: clean ones (counted from the histogram) next to blocks that hold
      * one special value each (redone by the full kernel), then a tail */
@@ -128,9 +158,15 @@ static void test_cases(void)
     for (size_t i = 0; i < 4096 * 3; i++) x[i] = 1.0f;
     x[5000] = 65520.0f; x[5001] = -65504.0f; x[9000] = 0x1p-25f; x[9001] = -0x1.ffcp-15f;
     check_case("FP16 thresholds inside clean blocks", x, 4096 * 3);
+    for (size_t i = 0; i < 4096 * 4; i++) x[i] = 1.0f;
+    x[100] = 448.0f; x[101] = -464.0f; x[102] = fbits(0x43e80001u); x[103] = -500.0f;  /* E4M3 top */
+    x[4200] = 0x1p-10f; x[4201] = -fbits(0x3a800001u); x[4202] = 0x1.ep-7f; x[4203] = -fbits(0x3c6fffffu);
+    x[8300] = 0x1p-17f; x[8301] = -fbits(0x37000001u); x[8302] = 0x1.cp-15f; x[8303] = fbits(0x385fffffu);
+    x[12400] = 57344.0f; x[12401] = -61439.996f; x[12402] = 61440.0f; /* E5M2 overflow: not a clean block */
+    check_case("FP8 thresholds inside clean blocks", x, 4096 * 4);
 
-    /* clean blocks (no NaN/inf, no float32 subnormal, below FP16 overflow) of many lengths: the
-     * histogram's bit-sliced passes, their padding to 16 vectors and the tails; exponent
+    /* clean blocks (no NaN/inf, no float32 subnormal, below 61440, the clean kernel's limit) of
+     * many lengths: the histogram's bit-sliced passes, their padding to 16 vectors and the tails; exponent
      * windows of 6, 40 and 140 binades (the widest exceeds the 64 counted by the passes, so
      * the values below are counted one by one) */
     static const size_t lens[] = {8, 16, 24, 32, 40, 56, 480, 512, 520, 1000, 4088, 4095, 4096, 4104, 8191, 12345};
@@ -142,7 +178,7 @@ static void test_cases(void)
             for (size_t i = 0; i < len; i++) {
                 /* |x| in [2^(15 - span), 2^16) or 0: every field from 142 down */
                 float v = ldexpf(1.0f + (float)rnd_unit(), 15 - (int)(rnd32() % (uint32_t)spans[si]));
-                if (v >= 65504.0f) v = 65504.0f;
+                if (v >= 61440.0f) v = 61439.996f; /* the largest float32 below 61440 */
                 x[i] = (rnd32() % 61 == 0) ? 0.0f : (rnd32() & 1) ? -v : v;
             }
             ampdiag_tstats a, b;
@@ -183,6 +219,8 @@ static void test_cases(void)
     ampdiag_tstats s;
     ampdiag_tstats_compute(x, n, &s, NULL);
     ok(s.fp16_underflow == n && s.bf16_underflow == 0 && s.n_pos == n, "5M values of 1e-30: all FP16 underflow, none in BF16");
+    ok(s.e4m3_underflow == n && s.e5m2_underflow == n && s.whatif[AMPDIAG_E4M3][AMPDIAG_WHATIF_UNDERFLOW] == n,
+       "5M values of 1e-30: all E4M3 and E5M2 underflow (the named fields alias whatif[][])");
     free(x);
 }
 
