@@ -290,6 +290,60 @@ static void test_accessors(void)
        ampdiag_hist_bin_of(NAN) == AMPDIAG_HIST_NAN, "histogram bins of known values");
 }
 
+/* Scaled what-if counts against casting fl(x * scale) value by value. */
+static void test_scaled(void)
+{
+    size_t n = 60001;
+    float *x = alloc_f(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (i % 7 == 0) ? fbits(rnd32()) : (i % 11 == 0) ? 0.0f : rnd_normal() * ldexpf(1.0f, (int)(rnd32() % 60) - 40);
+    const float scales[] = {1.0f, 128.0f, 448.0f / 3.0f, 57344.0f / 5.5f, 0x1p-20f, 3.0e30f, 1e-30f};
+    int bad = 0, ncase = 0;
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+        for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+            uint64_t got[3], want[3] = {0, 0, 0};
+            for (size_t i = 0; i < n; i++) {
+                if (!isfinite(x[i]))
+                    continue;
+                float y = x[i] * scales[k];
+                ampdiag_class c = ampdiag_classify((ampdiag_format)f, y);
+                want[AMPDIAG_WHATIF_OVERFLOW] += c == AMPDIAG_CLASS_OVERFLOW || c == AMPDIAG_CLASS_INF;
+                want[AMPDIAG_WHATIF_UNDERFLOW] += (x[i] != 0) & (c == AMPDIAG_CLASS_UNDERFLOW || c == AMPDIAG_CLASS_ZERO);
+                want[AMPDIAG_WHATIF_SUBNORMAL] += c == AMPDIAG_CLASS_SUBNORMAL;
+            }
+            ncase++;
+            if (ampdiag_whatif_scaled((ampdiag_format)f, scales[k], x, n, got) != 0 || memcmp(got, want, sizeof got)) {
+                bad++;
+                diag("%s scale %g: got %llu/%llu/%llu want %llu/%llu/%llu", ampdiag_format_get((ampdiag_format)f)->name,
+                     (double)scales[k], (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2],
+                     (unsigned long long)want[0], (unsigned long long)want[1], (unsigned long long)want[2]);
+            }
+        }
+    ok(bad == 0, "scaled what-if counts equal casting fl(x * scale) value by value (%d formats x scales, %d bad)", ncase, bad);
+    /* scale 1 is the unscaled record */
+    ampdiag_tstats s;
+    ampdiag_tstats_compute(x, n, &s, NULL);
+    uint64_t c1[3];
+    ampdiag_whatif_scaled(AMPDIAG_E4M3, 1.0f, x, n, c1);
+    ok(memcmp(c1, s.whatif[AMPDIAG_E4M3], sizeof c1) == 0, "scale 1: the same counts as the statistics record");
+    uint32_t t[3];
+    ok(ampdiag_scaled_thresholds(AMPDIAG_E4M3, 2.0f, t) == 0 && t[0] == 0x43680001u && t[1] == 0x3bf00000u && t[2] == 0x3a000000u,
+       "e4m3 at scale 2: the thresholds halve (232 + ulp, 2^-7 - 2^-11, 2^-11)");
+    ok(ampdiag_whatif_scaled(AMPDIAG_E4M3, 0.0f, x, n, c1) == -1 && ampdiag_whatif_scaled(AMPDIAG_E4M3, NAN, x, n, c1) == -1 &&
+       ampdiag_whatif_scaled((ampdiag_format)9, 1.0f, x, n, c1) == -1, "a scale <= 0 or NaN, or an unknown format, is refused");
+    /* a delayed-scaling step as a caller would run it: history of the last amaxes -> scale -> counts */
+    float hist[3] = {0.5f, 4.0f, 2.0f};
+    float sc = ampdiag_delayed_scale(AMPDIAG_E4M3, hist, 3, 0, 1.0f);
+    uint64_t cs[3];
+    for (size_t i = 0; i < 1000; i++) x[i] = (float)i * 0.0045f; /* amax 4.4955 > 4: a few overflow */
+    ampdiag_whatif_scaled(AMPDIAG_E4M3, sc, x, 1000, cs);
+    size_t over = 0;
+    for (size_t i = 0; i < 1000; i++) over += x[i] * sc > 464.0f;
+    ok(sc == 112.0f && cs[AMPDIAG_WHATIF_OVERFLOW] == over && over > 0,
+       "delayed scaling: history max 4 -> scale 112; values above 464 / 112 overflow (%zu)", over);
+    free(x);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc; (void)argv;
@@ -298,6 +352,7 @@ int main(int argc, char **argv)
     test_accuracy();
     test_merge();
     test_accessors();
+    test_scaled();
     /* the lesser kernels must give the same answers as the best one */
     const char *caps[2] = {"avx2", "generic"};
     const char *prev = ampdiag_tstats_impl();
