@@ -199,13 +199,15 @@ AMPDIAG_HD uint8_t ampdiag_e4m3_bits_rne(float f)
     return (uint8_t)(sign | ampdiag_minifloat_mag_rne(a, 3u, 7u));
 }
 
-/* OCP FP8 E4M3 bit pattern -> float32 (exact; S.1111.111 is a quiet NaN of sign S). */
+/* OCP FP8 E4M3 bit pattern -> float32 (exact). S.1111.111 is a quiet NaN of sign S with the
+ * mantissa bits at the top of float32's (0x7ff00000), as PyTorch decodes it and as E5M2 and FP16
+ * NaNs decode. */
 AMPDIAG_HD float ampdiag_e4m3_bits_to_f32(uint8_t c)
 {
     uint32_t sign = ((uint32_t)c & 0x80u) << 24;
     uint32_t e = ((uint32_t)c >> 3) & 0xfu, m = (uint32_t)c & 7u;
     if (e == 0xfu && m == 7u)
-        return ampdiag_f32_from_bits(sign | 0x7fc00000u);
+        return ampdiag_f32_from_bits(sign | 0x7fc00000u | (m << 20));
     if (e != 0)
         return ampdiag_f32_from_bits(sign | ((e + 120u) << 23) | (m << 20));
     float v = (float)m * 0.001953125f; /* subnormal: m * 2^-9 */
