@@ -163,7 +163,7 @@ AMPDIAG_HD float ampdiag_bf16_rne(float x) { return ampdiag_bf16_bits_to_f32(amp
  * S.1111.111; it is converted in the OCP "non-saturating" mode: a finite |x| beyond 464 (448 +
  * half an ulp), and +-inf, become NaN of the same sign. E5M2 (1/5/2, bias 15) is IEEE-like:
  * |x| >= 61440 (57344 + half an ulp) becomes +-inf. A float32 NaN becomes the NaN S.11111.11
- * (S.1111.111 in E4M3), its sign kept, as PyTorch and CUDA convert it.
+ * (S.1111.111 in E4M3), its sign kept, as PyTorch converts it.
  */
 
 /* |x| bit pattern a (finite, below the format's overflow threshold) -> magnitude code of a
