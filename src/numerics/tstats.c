@@ -140,44 +140,48 @@ static void block_init(struct block *b)
     b->amin = INT32_MAX;
 }
 
+/* G(g), the count of |x| bits >= g among nv values at x (a block, still in L1): one short
+ * loop, a compare and an add per vector once the compiler has vectorised it. */
+static uint64_t block_count_at_least(const float *x, size_t nv, uint32_t g)
+{
+    int32_t t = (int32_t)g; /* |x| bits and every threshold are below 2^31: signed compares */
+    uint32_t c = 0;
+    for (size_t i = 0; i < nv; i++)
+        c += (int32_t)(load_bits(x, i) & 0x7fffffffu) >= t;
+    return c;
+}
+
+/* The what-if classes of a block from its G counts: every threshold at or below the block's
+ * smallest non-zero |x| counts all non-zero values, every one above its largest none, and only
+ * those in between take a pass over the block (most rows need none on most blocks). */
+static void block_classes(const float *x, size_t nv, struct block *b)
+{
+    uint64_t nonfin = b->nan + b->pinf + b->ninf, nz = nv - b->zero;
+    uint32_t lo = (uint32_t)b->amin, hi = (uint32_t)b->amax; /* over finite values */
+    if (nonfin) {
+        lo = lo < AMPDIAG_F32_INF ? lo : AMPDIAG_F32_INF;
+        hi = 0x7fffffffu;
+    }
+    uint64_t g[NFMT][3];
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < 3; j++) {
+            uint32_t t = g_threshold(f, j);
+            g[f][j] = t <= lo ? nz : t > hi ? 0 : block_count_at_least(x, nv, t);
+        }
+    classes_from_g(b->wi, g, nz, nonfin);
+}
+
 /*
  * Portable block kernel: nv (a multiple of TSTATS_LANES, at most TSTATS_BLOCK) values in
  * lanes, written branch-free with signed compares so that the compiler vectorises it.
- * The counters (nan, +inf, -inf, zero, negative, then three per row of the format table) are
- * packed three to a 32-bit lane (10 bits each: a lane sees at most TSTATS_BLOCK / TSTATS_LANES
- * = 512 values) to keep the accumulators in registers.
+ * Five counters are packed three to a 32-bit lane (10 bits each: a lane sees at most
+ * TSTATS_BLOCK / TSTATS_LANES = 512 values) to keep the accumulators in registers; the what-if
+ * classes then come from block_classes.
  */
-#define GEN_NCNT (5 + 3 * NFMT)
-#define GEN_NWORD ((GEN_NCNT + 2) / 3)
-
-/* One lane's value into the packed counters c[k / 3] (column of one lane). */
-static inline void gen_count(uint32_t *c, size_t stride, int32_t a, int32_t neg)
-{
-    int32_t fin = -(int32_t)(a < (int32_t)AMPDIAG_F32_INF);
-    int32_t nz = -(int32_t)(a != 0);
-    int32_t isinf_ = -(int32_t)(a == (int32_t)AMPDIAG_F32_INF);
-    int32_t m[GEN_NCNT];
-    m[0] = -(int32_t)(a > (int32_t)AMPDIAG_F32_INF);
-    m[1] = isinf_ & ~neg;
-    m[2] = isinf_ & neg;
-    m[3] = ~nz;
-    m[4] = fin & nz & neg;
-#pragma GCC unroll 8
-    for (int f = 0; f < NFMT; f++) {
-        const int32_t ovf = (int32_t)class_bits[f][0], norm = (int32_t)class_bits[f][1], unf = (int32_t)class_bits[f][2];
-        m[5 + 3 * f + AMPDIAG_WHATIF_OVERFLOW] = fin & -(int32_t)(a >= ovf);
-        m[5 + 3 * f + AMPDIAG_WHATIF_UNDERFLOW] = nz & -(int32_t)(a <= unf);
-        m[5 + 3 * f + AMPDIAG_WHATIF_SUBNORMAL] = -(int32_t)(a > unf) & -(int32_t)(a < norm);
-    }
-#pragma GCC unroll 32
-    for (int k = 0; k < GEN_NCNT; k++)
-        c[(size_t)(k / 3) * stride] += (uint32_t)(m[k] & (1 << (10 * (k % 3))));
-}
-
 static void block_generic(const float *x, size_t nv, struct block *b)
 {
-    uint32_t c[GEN_NWORD][TSTATS_LANES];
-    memset(c, 0, sizeof c);
+    uint32_t c0[TSTATS_LANES] = {0}; /* nan | +inf << 10 | -inf << 20 */
+    uint32_t c1[TSTATS_LANES] = {0}; /* zero | neg << 10 */
     int32_t k_min[TSTATS_LANES], k_max[TSTATS_LANES], a_max[TSTATS_LANES], a_min[TSTATS_LANES];
     double d_sum[TSTATS_LANES] = {0}, d_sq[TSTATS_LANES] = {0};
     for (int l = 0; l < TSTATS_LANES; l++) {
@@ -192,7 +196,8 @@ static void block_generic(const float *x, size_t nv, struct block *b)
             int32_t a = (int32_t)(u & 0x7fffffffu);          /* >= 0: signed compares work */
             int32_t neg = (int32_t)u >> 31;                   /* all ones when the sign is set */
             int32_t fin = -(int32_t)(a < (int32_t)AMPDIAG_F32_INF);
-            int32_t fnz = fin & -(int32_t)(a != 0);
+            int32_t nz = -(int32_t)(a != 0);
+            int32_t fnz = fin & nz;
             int32_t key = (int32_t)u ^ (neg & 0x7fffffff);
             int32_t kmin = (key & fin) | (INT32_MAX & ~fin);
             int32_t kmax = (key & fin) | (INT32_MIN & ~fin);
@@ -202,7 +207,10 @@ static void block_generic(const float *x, size_t nv, struct block *b)
             int32_t amn = (a & fnz) | (INT32_MAX & ~fnz);
             a_max[l] = amx > a_max[l] ? amx : a_max[l];
             a_min[l] = amn < a_min[l] ? amn : a_min[l];
-            gen_count(&c[0][l], TSTATS_LANES, a, neg);
+            int32_t isnan_ = -(int32_t)(a > (int32_t)AMPDIAG_F32_INF);
+            int32_t isinf_ = -(int32_t)(a == (int32_t)AMPDIAG_F32_INF);
+            c0[l] += (uint32_t)((isnan_ & 1) | (isinf_ & ~neg & (1 << 10)) | (isinf_ & neg & (1 << 20)));
+            c1[l] += (uint32_t)((~nz & 1) | (fnz & neg & (1 << 10)));
             /* non-finite values become 0 on the bit pattern: the conversion can't trap and
              * the loop needs no branch */
             float vf = ampdiag_f32_from_bits(u & (uint32_t)fin);
@@ -211,10 +219,9 @@ static void block_generic(const float *x, size_t nv, struct block *b)
             d_sq[l] += dv * dv;
         }
     }
-    uint64_t cnt[GEN_NCNT] = {0};
     for (int l = 0; l < TSTATS_LANES; l++) {
-        for (int k = 0; k < GEN_NCNT; k++)
-            cnt[k] += (c[k / 3][l] >> (10 * (k % 3))) & 0x3ffu;
+        b->nan += c0[l] & 0x3ffu; b->pinf += (c0[l] >> 10) & 0x3ffu; b->ninf += c0[l] >> 20;
+        b->zero += c1[l] & 0x3ffu; b->neg += c1[l] >> 10;
         b->kmin = k_min[l] < b->kmin ? k_min[l] : b->kmin;
         b->kmax = k_max[l] > b->kmax ? k_max[l] : b->kmax;
         b->amax = a_max[l] > b->amax ? a_max[l] : b->amax;
@@ -222,10 +229,7 @@ static void block_generic(const float *x, size_t nv, struct block *b)
         b->sum += d_sum[l];
         b->sq += d_sq[l];
     }
-    b->nan += cnt[0]; b->pinf += cnt[1]; b->ninf += cnt[2]; b->zero += cnt[3]; b->neg += cnt[4];
-    for (int f = 0; f < NFMT; f++)
-        for (int j = 0; j < AMPDIAG_WHATIF_NCLASSES; j++)
-            b->wi[f][j] += cnt[5 + 3 * f + j];
+    block_classes(x, nv, b);
 }
 
 #ifdef TSTATS_HAVE_AVX2
