@@ -55,7 +55,6 @@ typedef struct ampdiag_format_info {
     float unit_roundoff;    /* epsilon / 2 */
     float overflow_at;      /* smallest |x| that overflows (to inf; NaN in E4M3): 65520 for FP16 */
     float underflow_at;     /* largest |x| that rounds to zero: 2^-25 for FP16 */
-    /* --- added with the FP8 rows --- */
     float normal_at;        /* smallest |x| that rounds to a normal number: 2^-14 - 2^-25 for FP16 */
     int has_inf;            /* 0 for E4M3: overflow and +-inf become NaN */
     int has_nan;
