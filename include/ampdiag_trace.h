@@ -178,6 +178,11 @@ typedef struct ampdiag_trace_tensor {
      * Optional in the file: a trace without these fields (older writers, other programs) reads
      * 0; ampdiag_trace_has_field() tells the two apart. */
     uint64_t lost_if_fp16, lost_if_bf16;
+    /* what-if counts for the OCP FP8 formats, unscaled (as ampdiag_tstats counts them); added
+     * in v1 after the first writers: optional for readers, which read them as 0 when absent
+     * (ampdiag_trace_has_field tells) */
+    uint64_t e4m3_overflow, e4m3_underflow, e4m3_subnormal;
+    uint64_t e5m2_overflow, e5m2_underflow, e5m2_subnormal;
 } ampdiag_trace_tensor;
 
 typedef struct ampdiag_trace_hist {

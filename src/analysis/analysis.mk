@@ -57,3 +57,7 @@ bench: bench-compare
 # text alone, give the same findings and verdict
 TESTS += tests/t_typed_attrs.sh
 EXTRA_DIST += tests/t_typed_attrs.sh
+# t_fp8_trace.sh: an FP32 run's FP8 E4M3/E5M2 what-if counts against PyTorch's casts of the same
+# weights; info's FP8 lines
+TESTS += tests/t_fp8_trace.sh
+EXTRA_DIST += tests/t_fp8_trace.sh

@@ -440,6 +440,12 @@ static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace
             c->b16o += x->bf16_overflow;
             c->b16u += x->bf16_underflow;
             c->b16s += x->bf16_subnormal;
+            c->f8[0][AMPDIAG_WHATIF_OVERFLOW] += x->e4m3_overflow;
+            c->f8[0][AMPDIAG_WHATIF_UNDERFLOW] += x->e4m3_underflow;
+            c->f8[0][AMPDIAG_WHATIF_SUBNORMAL] += x->e4m3_subnormal;
+            c->f8[1][AMPDIAG_WHATIF_OVERFLOW] += x->e5m2_overflow;
+            c->f8[1][AMPDIAG_WHATIF_UNDERFLOW] += x->e5m2_underflow;
+            c->f8[1][AMPDIAG_WHATIF_SUBNORMAL] += x->e5m2_subnormal;
             c->lost += x->lost_updates;
             c->lost_if16 += x->lost_if_fp16;
             c->lost_ifb16 += x->lost_if_bf16;
@@ -1020,6 +1026,9 @@ static int read_tables(load_ctx *L, an_run *r)
     /* the what-if lost-update counts: absent (read as 0) in traces of older writers */
     r->lost_if_fields = ampdiag_trace_has_field(L->rd, "/tensors", "lost_if_fp16") &&
                         ampdiag_trace_has_field(L->rd, "/tensors", "lost_if_bf16");
+    /* the FP8 what-if counts: absent in traces of older writers */
+    r->fp8_fields = ampdiag_trace_has_field(L->rd, "/tensors", "e4m3_overflow") &&
+                    ampdiag_trace_has_field(L->rd, "/tensors", "e5m2_subnormal");
     ampdiag_trace_get_counts(L->rd, &L->cnt);
     r->counts = L->cnt;
     if ((rc = ampdiag_trace_read_layers(L->rd, &L->layers, &L->nl)) ||

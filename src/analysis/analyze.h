@@ -50,6 +50,7 @@ typedef struct an_cell {
     uint64_t records;
     uint64_t count, zero, nan, posinf, neginf;  /* sums of the exact counts */
     uint64_t f16o, f16u, f16s, b16o, b16u, b16s; /* what-if FP16/BF16 counts, summed */
+    uint64_t f8[2][AMPDIAG_WHATIF_NCLASSES];     /* what-if E4M3 [0] / E5M2 [1], unscaled, summed */
     uint64_t lost;                              /* lost updates (kind update) */
     uint64_t lost_if16, lost_ifb16;             /* ... that FP16 / BF16 weights would lose */
     uint64_t first_count, first_zero;           /* count and zeros of the first record */
@@ -271,6 +272,7 @@ typedef struct an_run {
     double step_ratio_median;      /* median of /steps update_ratio */
     uint64_t lost, update_nonzero; /* totals over layers */
     int lost_if_fields;            /* /tensors has lost_if_fp16 and lost_if_bf16 (what-if) */
+    int fp8_fields;                /* /tensors has the e4m3_* and e5m2_* what-if counts */
     int have_lost_if;              /* ... and some count is non-zero: the writer computed them
                                       (ampdiag_trace_append_tensor writes zeros) */
     uint64_t lost_if16, lost_ifb16;/* totals over layers; 0 without the fields */
