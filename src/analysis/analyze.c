@@ -940,7 +940,7 @@ static void init_run(an_run *r)
     r->lr = r->clip = r->adam_eps = NAN;
     r->fwd_nonfinite_step = -1;
     r->fwd_nonfinite_layer = -1;
-    r->first_nonfinite.step = r->first_forward.step = -1;
+    r->first_nonfinite.step = r->first_forward.step = r->eval_forward.step = -1;
     r->divergence_step = -1;
     r->ratio_median = r->step_ratio_median = NAN;
     r->rec_step_min = INT64_MAX;
@@ -1073,8 +1073,9 @@ static int index_steps(load_ctx *L, an_run *r)
     return 0;
 }
 
-/* The events counted by code (unknown codes apart), and the first non-finite event and the
- * first non-finite forward event (the earliest step; the first recorded at that step). */
+/* The events counted by code (unknown codes apart), and the first non-finite event, the first
+ * non-finite forward event and the first of an evaluation's forward pass (the earliest step;
+ * the first recorded at that step). */
 static void scan_events(an_run *r, const ampdiag_trace_event *ev, size_t nev)
 {
     for (size_t i = 0; i < nev; i++) {
@@ -1087,8 +1088,10 @@ static void scan_events(an_run *r, const ampdiag_trace_event *ev, size_t nev)
         int nonfin = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD ||
                      c == AMPDIAG_EV_NAN_BACKWARD || c == AMPDIAG_EV_INF_BACKWARD;
         int fwd = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD;
-        an_event_ref *targets[2] = {nonfin ? &r->first_nonfinite : NULL, fwd ? &r->first_forward : NULL};
-        for (int j = 0; j < 2; j++) {
+        int eval = fwd && strncmp(ev[i].message, "eval:", 5) == 0;
+        an_event_ref *targets[3] = {nonfin ? &r->first_nonfinite : NULL, fwd ? &r->first_forward : NULL,
+                                    eval ? &r->eval_forward : NULL};
+        for (int j = 0; j < 3; j++) {
             an_event_ref *e = targets[j];
             if (!e || (e->step >= 0 && e->step <= ev[i].step))
                 continue;

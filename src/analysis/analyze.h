@@ -252,6 +252,8 @@ typedef struct an_run {
     size_t by_code[AMPDIAG_NEVENT_CODES];
     an_event_ref first_nonfinite;  /* first nan/inf event, forward or backward */
     an_event_ref first_forward;    /* first nan/inf event in the forward pass */
+    an_event_ref eval_forward;     /* first nan/inf event in an evaluation's forward pass (its
+                                      message starts with "eval:", traces/FORMAT.md) */
     int64_t fwd_nonfinite_step;    /* first step with a NaN/inf activation record; -1 */
     int fwd_nonfinite_layer;
     uint64_t nan_values;           /* NaN values in any record */

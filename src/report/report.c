@@ -858,6 +858,7 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
     jw_int(w, "nonfinite_events", (int64_t)ne);
     json_event(w, "first_nonfinite_event", r, &r->first_nonfinite);
     json_event(w, "first_forward_event", r, &r->first_forward);
+    json_event(w, "eval_forward_event", r, &r->eval_forward);
     jw_opt_int(w, "forward_nonfinite_step", r->fwd_nonfinite_step);
     jw_layer_name(w, "forward_nonfinite_layer", r, r->fwd_nonfinite_layer);
     jw_u64(w, "nan_values", r->nan_values);
