@@ -962,7 +962,7 @@ typedef struct load_ctx {
 } load_ctx;
 
 /* The run's configuration from the root attributes: precision, model, data, optimizer and
- * its hyperparameters, loss scaling, schedule, FP32 layers, scenario, seed, sizes. */
+ * its hyperparameters, loss scaling, schedule, FP32 layers, scenario, command line, seed, sizes. */
 static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
 {
     copy_attr(rd, AMPDIAG_ATTR_PRECISION, r->precision, sizeof r->precision);
@@ -976,6 +976,7 @@ static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
     copy_attr(rd, AMPDIAG_ATTR_LR_SCHEDULE, r->schedule, sizeof r->schedule);
     copy_attr(rd, AMPDIAG_ATTR_FP32_LAYERS, r->fp32_layers, sizeof r->fp32_layers);
     copy_attr(rd, "scenario", r->scenario, sizeof r->scenario);
+    copy_attr(rd, AMPDIAG_ATTR_COMMAND_LINE, r->command_line, sizeof r->command_line);
     r->seed = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_SEED, -1);
     r->steps_planned = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_STEPS_PLANNED, -1);
     r->batch = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_BATCH, -1);

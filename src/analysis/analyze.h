@@ -189,6 +189,7 @@ typedef struct an_run {
     char precision[16], model[128], data[128], optimizer[32], loss_scale_mode[48];
     int grads_unscaled;   /* root attribute grad_stats = "unscaled": gradient records are not loss-scaled */
     char hyper[256], fp32_layers[256], scenario[64], schedule[64];
+    char command_line[1024]; /* the command that made the run, as it recorded it (cut) */
     int64_t seed, steps_planned, batch;
     double lr, clip;
     double scaler_min;       /* "min=" of the scaler attribute; 0 when none */

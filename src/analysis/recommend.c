@@ -134,6 +134,8 @@ const char *rec_lr_name(rec_lr_verdict v)
     }
 }
 
+const char *rec_scope_name(rec_scope s) { return s == REM_EVERY_RUN ? "every-run" : "recommended"; }
+
 static const char *const fail_names[] = {"nan", "skips", "divergence", "overflow"};
 
 const char *rec_fail_name(unsigned bit)
@@ -598,6 +600,8 @@ typedef struct prec_ctx {
                                    it did outweighs what-if predictions (observed beats
                                    predicted) */
     const an_run *eval_run; /* a 16-bit run whose evaluation alone is not finite (eval_cause) */
+    const an_run *fp16_islanded; /* (b)4: a clean fp16 run with FP32 layers (its fp32_layers)
+                                    whose loss is within the noise band, or NULL */
     uint64_t island_params; /* parameters of the islands */
     char islands[256];      /* FP32 islands that would let FP16 run: "fc1,fc2" */
     int bf16_bad;           /* (b)6: a decisive rule rules BF16 out */
@@ -953,6 +957,9 @@ static void rule_fp16_runs(prec_ctx *x)
             fp16_check_gap(x, r, i);
             if (!f16->decisive && !before && !x->fp16_healthy)
                 x->fp16_healthy = r;
+            const an_gap *g = &x->c->gap[i];
+            if (r->fp32_layers[0] && !x->fp16_islanded && !(g->have && g->rel > x->c->band))
+                x->fp16_islanded = r;
         }
     }
 }
@@ -1456,7 +1463,7 @@ static void verdict_fp16(prec_ctx *x)
 }
 
 /* islands_ok (rule_viability): fp16 + dynamic loss scaling with the FP32 islands, predicted
- * (confirm with a --fp32-layers run). */
+ * (confirm with a --fp32-layers run) unless a healthy fp16 run with these islands was given. */
 static int verdict_fp16_islands_applies(const prec_ctx *x) { return x->islands_ok; }
 static void verdict_fp16_islands(prec_ctx *x)
 {
@@ -1467,12 +1474,16 @@ static void verdict_fp16_islands(prec_ctx *x)
     strlist_addf(&R->why, "the forward overflow is confined to layers holding %.0f%% of the "
                  "parameters: keeping them in FP32 rescues fp16%s", 100 * x->share,
                  !R->bf16.supported ? " (the target has no BF16)" : " (bf16 is ruled out, see below)");
-    R->predicted = 1;
+    /* an fp16 run with exactly these islands that is healthy confirms them */
+    const an_run *h = x->fp16_islanded;
+    int seen = h && strcmp(h->fp32_layers, x->islands) == 0;
+    R->predicted = !seen;
     snprintf(R->fp32_layers, sizeof R->fp32_layers, "%s", x->islands);
     rec_fmt_scale(a, sizeof a, ldexp(1.0, S->have ? S->log2 : SCALE_INIT_LOG2));
     set_verdict(R, "fp16 + dynamic loss scaling (initial %s) with FP32 layers %s (--fp32-layers "
-                "%s: %.0f%% of the parameters); confirm with a run",
-                a, x->islands, x->islands, 100 * x->share);
+                "%s: %.0f%% of the parameters); %s%s",
+                a, x->islands, x->islands, 100 * x->share, seen ? "confirmed by " : "confirm with a run",
+                seen ? h->label : "");
 }
 
 /* (b)6(iii) BF16 supported and ruled out only by its loss gap: bf16 with FP32 layers, the
@@ -2182,6 +2193,78 @@ static void run_clip_rules(const an_run *runs, const an_comparison *c, recommend
 }
 
 /* ------------------------------------------------------------------------------------------
+ * Remedies: the options of `ampdiag run` that the advice names, each with the runs it applies
+ * to (ampdiag tune applies them, re-runs and verifies). remedy_rules[] run after the precision
+ * rules, in order.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Add a remedy (at most REC_MAX_REMEDIES; a later one for the same option is dropped). */
+static void remedy_add(recommendation *R, rec_scope scope, const char *option, const char *value,
+                       const char *why)
+{
+    for (size_t i = 0; i < R->nremedies; i++)
+        if (strcmp(R->remedies[i].option, option) == 0)
+            return;
+    if (R->nremedies >= REC_MAX_REMEDIES)
+        return;
+    rec_remedy *m = &R->remedies[R->nremedies++];
+    m->scope = scope;
+    snprintf(m->option, sizeof m->option, "%s", option);
+    snprintf(m->value, sizeof m->value, "%s", value);
+    snprintf(m->why, sizeof m->why, "%s", why);
+}
+
+/* A run whose AdamW eps rounds to 0 in its FP16 optimizer state (adam_eps_zero, rule_adam_eps,
+ * rule_cause_first): --optim-state fp32 for every run (the FP32 baseline's state too). */
+static void remedy_optim_state(const an_run *runs, size_t n, recommendation *R)
+{
+    for (size_t i = 0; i < n; i++)
+        if (adam_eps_zero(&runs[i])) {
+            char why[192];
+            snprintf(why, sizeof why, "AdamW eps %g rounds to 0 in FP16 optimizer state (0/0 = NaN on "
+                     "zero gradients)", runs[i].adam_eps);
+            remedy_add(R, REM_EVERY_RUN, "--optim-state", "fp32", why);
+            return;
+        }
+}
+
+/* A verdict that keeps layers in FP32 (verdict_fp16_islands, verdict_bf16_islands):
+ * --fp32-layers for the recommended precision's run. */
+static void remedy_islands(const an_run *runs, size_t n, recommendation *R)
+{
+    (void)runs;
+    (void)n;
+    if (R->fp32_layers[0] && R->precision != REC_UNDECIDED && R->precision != REC_FP32)
+        remedy_add(R, REM_RECOMMENDED, "--fp32-layers", R->fp32_layers,
+                   "FP32 islands named by the verdict");
+}
+
+/* An fp16 verdict (fp16 + dynamic loss scaling, initial scale S) where no fp16 run at the
+ * baseline's lr scaled dynamically (a run without scaling, or with a static scale, or none
+ * run): --loss-scale dynamic --scale-init S for the fp16 run. An fp16 run that scaled
+ * dynamically is the evidence the verdict rests on: no remedy. */
+static void remedy_loss_scale(const an_run *runs, size_t n, recommendation *R)
+{
+    if (R->precision != REC_FP16)
+        return;
+    const an_run *b = &runs[R->ref];
+    for (size_t i = 0; i < n; i++)
+        if (is_prec(&runs[i], "fp16") && lr_eq(runs[i].lr, b->lr) &&
+            strcmp(runs[i].loss_scale_mode, "dynamic") == 0)
+            return;
+    char v[64], why[192];
+    int k = R->scale.have ? R->scale.log2 : SCALE_INIT_LOG2;
+    snprintf(v, sizeof v, "%.17g", ldexp(1.0, k));
+    snprintf(why, sizeof why, "the fp16 verdict needs dynamic loss scaling, initial scale 2^%d%s", k,
+             R->fp16.needs_scaling & 1 ? " (gradients flush to zero without it)" : "");
+    remedy_add(R, REM_RECOMMENDED, "--loss-scale", "dynamic", why);
+    remedy_add(R, REM_RECOMMENDED, "--scale-init", v, why);
+}
+
+typedef void (*remedy_rule)(const an_run *, size_t, recommendation *);
+static const remedy_rule remedy_rules[] = {remedy_optim_state, remedy_islands, remedy_loss_scale};
+
+/* ------------------------------------------------------------------------------------------
  * --fail-on: each check looks at one run and returns 1 (with a line in why) when its
  * condition holds; recorded in fail_held whether or not --fail-on asked for it
  * ------------------------------------------------------------------------------------------ */
@@ -2308,6 +2391,8 @@ int recommend(const an_run *runs, size_t n, const an_comparison *c, rec_target t
     if (n == 0)
         return 0;
     run_precision_rules(runs, n, c, R);
+    for (size_t k = 0; k < NELEM(remedy_rules); k++)
+        remedy_rules[k](runs, n, R);
     run_lr_rules(runs, n, c, R);
     run_clip_rules(runs, c, R);
     run_fail_checks(runs, n, R);
