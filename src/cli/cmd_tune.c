@@ -262,6 +262,7 @@ static const an_run *run_of(const tune_round *r, rec_precision p, size_t *idx)
 typedef struct verdict {
     int verified;
     char why[1024];      /* what held or failed */
+    const char *path;    /* the run verified (NULL when none) */
     double eval, base_eval, first_eval, band;
 } verdict;
 
@@ -302,6 +303,7 @@ static void verify(const tune_round *first, const tune_round *adv, const tune_ro
         snprintf(v->why, sizeof v->why, "no configuration to verify: %s", adv->R.verdict);
         return;
     }
+    v->path = r->path;
     v->eval = last_eval(r);
     v->base_eval = last_eval(&last->runs[last->base]);
     v->first_eval = last_eval(&first->runs[first->base]);
@@ -429,6 +431,7 @@ static void report_json(FILE *f, const tune_round *rs, int nr, const verdict *v)
     jw_int(&w, "format_version", TUNE_JSON_VERSION);
     jw_bool(&w, "verified", v->verified);
     jw_str(&w, "verification", v->why);
+    jw_str(&w, "run", v->path);
     jw_num(&w, "eval_loss", v->eval);
     jw_num(&w, "fp32_eval_loss", v->base_eval);
     jw_num(&w, "first_fp32_eval_loss", v->first_eval);
