@@ -117,6 +117,8 @@ jcheck "$T/tu1.json" 'P["fp16"]["viable"] and any("squared norm" in w and "not d
 cmp ae1 "$T/ae-fp32s.h5" "$T/ae-fp16.h5"
 jcheck "$T/ae1.json" 'P["verdict"] == "undecided" and "AdamW state is FP16" in P["text"] and R["lr"]["verdict"] != "lower" and "optim-state fp32" in R["lr"]["text"]' \
     "adam eps, FP16 state in the baseline: undecided by the format cause, no lr advice"
+jcheck "$T/ae1.json" '[(m["option"], m["value"], m["scope"]) for m in R["remedies"]] == [("--optim-state", "fp32", "every-run")]' \
+    "adam eps: the remedy as a run option for every run (JSON remedies)"
 # with a proper FP32 baseline the fp16 run's NaN is named by its first cause, not "fc1"
 cmp ae2 "$T/h-fp32.h5" "$T/ae-fp16.h5"
 jcheck "$T/ae2.json" '"first cause of" in P["text"] and "--optim-state fp32" in P["text"] and any("eps" in i and "rounds to 0" in i for i in P["fp16"]["issues"][:1])' \
@@ -176,6 +178,7 @@ jcheck "$T/healthy.json" 'R["clip"]["value"] > 0 and 0 <= R["clip"]["fraction_cl
 jcheck "$T/healthy.json" 'R["loss_scale"]["log2"] >= 10 and R["loss_scale"]["max_gradient"] * 2**R["loss_scale"]["log2"] <= 32752 < R["loss_scale"]["max_gradient"] * 2**(R["loss_scale"]["log2"]+1)' \
     "healthy: the suggested loss scale is the largest 2^k keeping the largest gradient under 65504/2"
 jcheck "$T/healthy.json" 'd["fail_on"]["held"] == [] and not d["fail_on"]["failed"]' "healthy: no --fail-on condition holds"
+jcheck "$T/healthy.json" 'R["remedies"] == []' "healthy: no remedy"
 "$AMPDIAG" compare "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" >"$T/healthy.txt" 2>&1
 st=$?
 head -1 "$T/healthy.txt" | grep -q '^Verdict: bf16' && [ $st -eq 0 ]
@@ -209,6 +212,8 @@ jcheck "$T/fo1.json" 'P["verdict"] == "bf16" and P["predicted"] and any("forward
 cmp gu "$T/gu-fp32.h5" "$T/gu-fp16.h5" --target sm75
 jcheck "$T/gu.json" 'P["verdict"] == "fp16" and P["fp16"]["needs_loss_scaling"] and "initial scale 2^" in P["text"]' \
     "grad underflow on sm75: fp16 + loss scaling with an initial scale"
+jcheck "$T/gu.json" '[(m["option"], m["value"], m["scope"]) for m in R["remedies"]] == [("--loss-scale", "dynamic", "recommended"), ("--scale-init", str(2**R["loss_scale"]["log2"]), "recommended")]' \
+    "grad underflow on sm75: the remedies for the fp16 run: dynamic loss scaling from the suggested scale"
 jcheck "$T/gu.json" 'R["loss_scale"]["unscaled_flushed_fraction"] > 0.5 and R["loss_scale"]["unscaled_flushed_layer"] == "fc1" and R["loss_scale"]["flushed_fraction"] < 0.01' \
     "grad underflow: most of fc1's gradients flush without scaling, under 1% at the suggested scale"
 jcheck "$T/gu.json" 'any(i.startswith("needs loss scaling") and "fc1" in i for i in P["fp16"]["issues"])' \
