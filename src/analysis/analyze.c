@@ -946,7 +946,7 @@ static void init_run(an_run *r)
     r->lr = r->clip = r->adam_eps = NAN;
     r->fwd_nonfinite_step = -1;
     r->fwd_nonfinite_layer = -1;
-    r->first_nonfinite.step = r->first_forward.step = -1;
+    r->first_nonfinite.step = r->first_forward.step = r->eval_forward.step = -1;
     r->divergence_step = -1;
     r->ratio_median = r->step_ratio_median = NAN;
     r->rec_step_min = INT64_MAX;
@@ -968,7 +968,7 @@ typedef struct load_ctx {
 } load_ctx;
 
 /* The run's configuration from the root attributes: precision, model, data, optimizer and
- * its hyperparameters, loss scaling, schedule, FP32 layers, scenario, seed, sizes. */
+ * its hyperparameters, loss scaling, schedule, FP32 layers, scenario, command line, seed, sizes. */
 static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
 {
     copy_attr(rd, AMPDIAG_ATTR_PRECISION, r->precision, sizeof r->precision);
@@ -982,6 +982,7 @@ static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
     copy_attr(rd, AMPDIAG_ATTR_LR_SCHEDULE, r->schedule, sizeof r->schedule);
     copy_attr(rd, AMPDIAG_ATTR_FP32_LAYERS, r->fp32_layers, sizeof r->fp32_layers);
     copy_attr(rd, "scenario", r->scenario, sizeof r->scenario);
+    copy_attr(rd, AMPDIAG_ATTR_COMMAND_LINE, r->command_line, sizeof r->command_line);
     r->seed = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_SEED, -1);
     r->steps_planned = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_STEPS_PLANNED, -1);
     r->batch = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_BATCH, -1);
@@ -1082,8 +1083,9 @@ static int index_steps(load_ctx *L, an_run *r)
     return 0;
 }
 
-/* The events counted by code (unknown codes apart), and the first non-finite event and the
- * first non-finite forward event (the earliest step; the first recorded at that step). */
+/* The events counted by code (unknown codes apart), and the first non-finite event, the first
+ * non-finite forward event and the first of an evaluation's forward pass (the earliest step;
+ * the first recorded at that step). */
 static void scan_events(an_run *r, const ampdiag_trace_event *ev, size_t nev)
 {
     for (size_t i = 0; i < nev; i++) {
@@ -1096,8 +1098,10 @@ static void scan_events(an_run *r, const ampdiag_trace_event *ev, size_t nev)
         int nonfin = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD ||
                      c == AMPDIAG_EV_NAN_BACKWARD || c == AMPDIAG_EV_INF_BACKWARD;
         int fwd = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD;
-        an_event_ref *targets[2] = {nonfin ? &r->first_nonfinite : NULL, fwd ? &r->first_forward : NULL};
-        for (int j = 0; j < 2; j++) {
+        int eval = fwd && strncmp(ev[i].message, "eval:", 5) == 0;
+        an_event_ref *targets[3] = {nonfin ? &r->first_nonfinite : NULL, fwd ? &r->first_forward : NULL,
+                                    eval ? &r->eval_forward : NULL};
+        for (int j = 0; j < 3; j++) {
             an_event_ref *e = targets[j];
             if (!e || (e->step >= 0 && e->step <= ev[i].step))
                 continue;

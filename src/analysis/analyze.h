@@ -190,6 +190,7 @@ typedef struct an_run {
     char precision[16], model[128], data[128], optimizer[32], loss_scale_mode[48];
     int grads_unscaled;   /* root attribute grad_stats = "unscaled": gradient records are not loss-scaled */
     char hyper[256], fp32_layers[256], scenario[64], schedule[64];
+    char command_line[1024]; /* the command that made the run, as it recorded it (cut) */
     int64_t seed, steps_planned, batch;
     double lr, clip;
     double scaler_min;       /* "min=" of the scaler attribute; 0 when none */
@@ -253,6 +254,8 @@ typedef struct an_run {
     size_t by_code[AMPDIAG_NEVENT_CODES];
     an_event_ref first_nonfinite;  /* first nan/inf event, forward or backward */
     an_event_ref first_forward;    /* first nan/inf event in the forward pass */
+    an_event_ref eval_forward;     /* first nan/inf event in an evaluation's forward pass (its
+                                      message starts with "eval:", traces/FORMAT.md) */
     int64_t fwd_nonfinite_step;    /* first step with a NaN/inf activation record; -1 */
     int fwd_nonfinite_layer;
     uint64_t nan_values;           /* NaN values in any record */

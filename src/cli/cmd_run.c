@@ -39,6 +39,13 @@ static const struct scenario {
      "a learning rate so large that training diverges in every precision"},
     {"fp16-adam-eps", "--precision fp16 --optim-state fp16 --steps 200",
      "AdamW state held in FP16: eps 1e-8 rounds to 0, zero gradients give 0/0 = NaN weights"},
+    {"lr-too-low", "--optimizer sgd --momentum 0 --lr 1e-6 --steps 300",
+     "a learning rate ~10^4.7 below a working one (SGD without momentum): updates are ~2e-8 of "
+     "the weights, most round away even in FP32, and the loss stays at its first value in every "
+     "precision"},
+    {"fp16-eval-overflow", "--precision fp16 --data synthetic:blobs-valraw --steps 300",
+     "one validation example in raw units (x 1e5, its preprocessing skipped): training stays "
+     "finite in FP16, but the evaluation's forward pass overflows and the eval loss is NaN"},
     {"fp16-tail-underflow", "--precision fp16 --lr 3e-3 --steps 1500",
      "long training: confidently classified examples' gradients are tiny and a fifth of fc4's "
      "activation gradients would flush in FP16, but they carry none of the gradient's norm: "

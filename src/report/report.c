@@ -415,6 +415,13 @@ static void text_list(FILE *f, const char *label, const strlist *l, const char *
     }
 }
 
+/* One remedy as a line: "--optim-state fp32 (every run): AdamW eps ...". */
+static void remedy_line(char *buf, size_t n, const rec_remedy *m)
+{
+    snprintf(buf, n, "%s %s (%s): %s", m->option, m->value,
+             m->scope == REM_EVERY_RUN ? "every run" : "the recommended precision's run", m->why);
+}
+
 int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, const recommendation *R,
                 const report_opts *o)
 {
@@ -498,6 +505,10 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
                  kind_abbrev(R->scale.max_grad_kind), R->scale.max_grad_step, a, b,
                  R->scale.from_hist ? "" : " (bound: no histograms)");
         wrap(f, "Loss scale", 11, line, width);
+    }
+    for (size_t i = 0; i < R->nremedies; i++) {
+        remedy_line(line, sizeof line, &R->remedies[i]);
+        wrap(f, i ? "" : "Run with", 11, line, width);
     }
     wrap(f, "LR", 11, R->lr_line, width);
     text_list(f, "", &R->lr_why, "", width);
@@ -643,6 +654,15 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
                  a, R->scale.max_grad, runs[R->scale.run].layers[R->scale.max_grad_layer].name,
                  kind_abbrev(R->scale.max_grad_kind), R->scale.max_grad_step, b);
         md(f, cell);
+        fputc('\n', f);
+    }
+    if (R->nremedies)
+        fprintf(f, "\n### Run with\n\n");
+    for (size_t i = 0; i < R->nremedies; i++) {
+        char rl[sizeof R->remedies[i].value + 512];
+        remedy_line(rl, sizeof rl, &R->remedies[i]);
+        fputs("- ", f);
+        md(f, rl);
         fputc('\n', f);
     }
     fprintf(f, "\n### Learning rate\n\n**");
@@ -858,6 +878,7 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
     jw_int(w, "nonfinite_events", (int64_t)ne);
     json_event(w, "first_nonfinite_event", r, &r->first_nonfinite);
     json_event(w, "first_forward_event", r, &r->first_forward);
+    json_event(w, "eval_forward_event", r, &r->eval_forward);
     jw_opt_int(w, "forward_nonfinite_step", r->fwd_nonfinite_step);
     jw_layer_name(w, "forward_nonfinite_layer", r, r->fwd_nonfinite_layer);
     jw_u64(w, "nan_values", r->nan_values);
@@ -1038,6 +1059,16 @@ int report_json(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
         jw_key(&w, "loss_scale");
         fputs("null", f);
     }
+    jw_open(&w, "remedies", '[');
+    for (size_t i = 0; i < R->nremedies; i++) {
+        jw_open(&w, NULL, '{');
+        jw_str(&w, "option", R->remedies[i].option);
+        jw_str(&w, "value", R->remedies[i].value);
+        jw_str(&w, "scope", rec_scope_name(R->remedies[i].scope));
+        jw_str(&w, "why", R->remedies[i].why);
+        jw_close(&w, '}');
+    }
+    jw_close(&w, ']');
     jw_open(&w, "lr", '{');
     jw_str(&w, "verdict", rec_lr_name(R->lr));
     jw_str(&w, "text", R->lr_line);

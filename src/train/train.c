@@ -386,6 +386,29 @@ static int holds_nan(const run *R, const float *x, size_t n)
     return s.n_nan > 0;
 }
 
+/* After a forward pass whose loss is not finite: the first layer (in forward order) whose
+ * activations are non-finite into *li and *nan (NaN or inf), with a nan_forward/inf_forward
+ * event at step; where ("" for a training step, else e.g. "eval: ... rows 0-63") leads its
+ * message. 0 or a TRAIN_ error. */
+static int forward_origin_event(run *R, long step, float loss, const char *where, int *li, int *nan,
+                                char *err, size_t errlen)
+{
+    model *m = R->m;
+    *nan = 0;
+    *li = model_first_nonfinite_activation(m);
+    if (*li < 0)
+        return 0;
+    size_t n;
+    float *x = model_tensor(m, *li, MT_ACTIVATION, &n);
+    *nan = holds_nan(R, x, n);
+    char msg[128];
+    char lv[32];
+    snprintf(msg, sizeof msg, "%s%s in %s activation (first in forward order); loss %s", where,
+             *nan ? "NaN" : "inf", m->layers[*li].name, fmt_num(lv, sizeof lv, (double)loss, 6));
+    return event(R, step, *li, *nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)loss, msg, err,
+                 errlen);
+}
+
 static int evaluate(run *R, long step, char *err, size_t errlen)
 {
     const dataset *ds = &R->ds;
@@ -393,6 +416,7 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
     int nval = ds->n_val;
     double loss_sum = 0, ex_sum = 0, ex_sumsq = 0;
     long correct = 0, total = 0, rows_done = 0;
+    int origin_told = 0;
     for (int start = 0; start < nval; start += B) {
         int b = nval - start < B ? nval - start : B;
         for (int i = 0; i < b; i++)
@@ -404,6 +428,14 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
                           ds->kind == DATA_TOKENS ? R->inb : NULL, targets, b, &loss) != 0) {
             say(err, errlen, "evaluation: %s", model_error(R->m));
             return TRAIN_EBADINPUT;
+        }
+        if (!isfinite(loss) && !origin_told) { /* the first such batch of this evaluation */
+            char where[64];
+            int li, nan, rc;
+            snprintf(where, sizeof where, "eval: validation rows %d-%d: ", start, start + b - 1);
+            if ((rc = forward_origin_event(R, step, loss, where, &li, &nan, err, errlen)))
+                return rc;
+            origin_told = 1;
         }
         loss_sum += (double)loss * b;
         rows_done += b;
@@ -440,7 +472,7 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
     if (total > 1) {
         double m = ex_sum / (double)total;
         double var = (ex_sumsq - ex_sum * m) / (double)(total - 1);
-        se = var > 0 ? sqrt(var / (double)total) : 0;
+        se = isnan(var) ? NAN : var > 0 ? sqrt(var / (double)total) : 0;
     }
     R->r->eval_loss = el;
     R->r->eval_metric = acc;
@@ -672,25 +704,11 @@ static int forward_step(run *R, step_state *s, char *err, size_t errlen)
  * s->fwd_li and s->fwd_nan (NaN or inf), with an event. 0 or a TRAIN_ error. */
 static int find_forward_origin(run *R, step_state *s, char *err, size_t errlen)
 {
-    model *m = R->m;
     s->fwd_li = -1;
     s->fwd_nan = 0;
     if (isfinite(s->loss))
         return 0;
-    int li = model_first_nonfinite_activation(m);
-    s->fwd_li = li;
-    if (li < 0)
-        return 0;
-    size_t n;
-    float *x = model_tensor(m, li, MT_ACTIVATION, &n);
-    int nan = holds_nan(R, x, n);
-    s->fwd_nan = nan;
-    char msg[128];
-    char lv[32];
-    snprintf(msg, sizeof msg, "%s in %s activation (first in forward order); loss %s", nan ? "NaN" : "inf",
-             m->layers[li].name, fmt_num(lv, sizeof lv, (double)s->loss, 6));
-    return event(R, s->t, li, nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)s->loss, msg, err,
-                 errlen);
+    return forward_origin_event(R, s->t, s->loss, "", &s->fwd_li, &s->fwd_nan, err, errlen);
 }
 
 /* The backward pass of loss * scale (once the tracer has read the last traced step's
