@@ -77,7 +77,7 @@ for c in $("$AMPDIAG" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z]*\) .*/
     t $? "help $c prints what $c --help and $c -h print"
     nc=$((nc + 1))
 done
-[ $nc -eq 8 ] ; t $? "--help lists the 8 commands ($nc)"
+[ $nc -eq 9 ] ; t $? "--help lists the 9 commands ($nc)"
 a help
 [ $rc -eq 0 ] && [ "$out" = "$("$AMPDIAG" --help)" ] && echo "$out" | grep -q '^Usage: ampdiag COMMAND' ; t $? "help: the global help on stdout"
 a help nosuch

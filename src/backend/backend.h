@@ -34,6 +34,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* The format a result is held in. fmt AMPDIAG_FP32 means "no rounding" (flags ignored). */
 typedef struct bk_rnd {
     ampdiag_format fmt;
@@ -74,7 +78,10 @@ typedef struct backend backend;
 
 struct backend {
     const char *name; /* "cpu", "cuda" */
-    const char *desc; /* the device as the trace names it: "CPU (exact FP16/BF16 emulation)" */
+    /* the device as the trace names it (its device_name attribute), filled when the backend is
+     * made: "CPU (exact FP16/BF16 emulation)"; for a GPU its name, compute capability, driver,
+     * CUDA runtime and cuBLAS versions and whether GEMMs may use TF32 */
+    const char *desc;
     void *ctx;        /* the backend's own state (streams, handles); NULL for the CPU */
 
     /* ---------------------------------------------------------------- memory */
@@ -203,14 +210,32 @@ struct backend {
      * -1 with a message naming the operation in err) and clears it. Every caller that hands
      * results on checks it. */
     int (*sync)(const backend *bk, char *err, size_t errlen);
+
+    /* ---------------------------------------------------------------- self-check
+     * The backend's own exhaustive check, for `ampdiag selftest` (NULL: it has none). The CUDA
+     * backend rounds every float32 bit pattern with numfmt.h's device code and compares it
+     * with CUDA's own conversions. 0 passed, 1 failed, -1 could not run; msg says what. */
+    int (*self_check)(const backend *bk, char *msg, size_t msglen);
 };
 
 /* The backends this build has, by name ("cpu", "cuda"): NULL with a message in err when the
  * name is unknown, the backend was not built, or it cannot run here (no device). */
 const backend *backend_by_name(const char *name, char *err, size_t errlen);
+/* Whether backend_by_name(name) would give a backend, without making one (for commands that
+ * pass --device on to runs in other processes): 0, or -1 with the message in err. */
+int backend_available(const char *name, char *err, size_t errlen);
 /* The names of the backends this build knows, and whether each was built (for --help). */
 int backend_count(void);
 const char *backend_name_at(int i, int *built);
+
+/* The CUDA backend on device `device` (kernels, cuBLAS GEMMs; src/backend/cuda/), made on the
+ * first request and kept until the program ends. NULL with a message in err when the machine
+ * has no usable CUDA device (no GPU, no driver), fewer devices, or cuBLAS cannot be loaded.
+ * Defined only in a build with CUDA (AMPDIAG_HAVE_CUDA in config.h). */
+const backend *backend_cuda(int device, char *err, size_t errlen);
+/* Whether backend_cuda(device) could run here (a device of that number exists), without making
+ * it: 0, or -1 with the reason in err. */
+int backend_cuda_available(int device, char *err, size_t errlen);
 
 /* The CPU backend (C loops, CBLAS GEMMs). A static table: never freed. */
 const backend *backend_cpu(void);
@@ -222,5 +247,9 @@ const char *backend_cpu_round_impl(void);
  * (ampdiag_tstats, src/numerics/tstats.c) have their own switch, AMPDIAG_TSTATS_IMPL; the
  * optimizer's compiler clones (target_clones) have none and compute the same values. */
 void backend_cpu_force_generic(int on);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* AMPDIAG_BACKEND_H */

@@ -1,27 +1,74 @@
 /* registry.c - the backends this build has, chosen by name (--device). */
 #include "config.h"
 #include "backend/backend.h"
+/* Messages do not repeat the name: callers print "--device NAME: message". */
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct entry {
     const char *name;
-    const backend *(*get)(char *err, size_t errlen); /* NULL: not built */
+    /* the backend for the full name ("cuda:1"); NULL: not built */
+    const backend *(*get)(const char *name, char *err, size_t errlen);
+    /* 0 when get would give one, without making it */
+    int (*available)(const char *name, char *err, size_t errlen);
 } entry;
 
-static const backend *get_cpu(char *err, size_t errlen)
+static const backend *get_cpu(const char *name, char *err, size_t errlen)
 {
-    (void)err;
-    (void)errlen;
+    if (strchr(name, ':')) {
+        snprintf(err, errlen, "the cpu backend has no device number");
+        return NULL;
+    }
     return backend_cpu();
 }
 
+static int cpu_available(const char *name, char *err, size_t errlen)
+{
+    return get_cpu(name, err, errlen) ? 0 : -1;
+}
+
+#ifdef AMPDIAG_HAVE_CUDA
+/* "cuda" is device 0, "cuda:N" device N: its number, or -1 with a message. */
+static int cuda_device(const char *name, char *err, size_t errlen)
+{
+    const char *colon = strchr(name, ':');
+    long dev = 0;
+    if (colon) {
+        char *end;
+        errno = 0;
+        dev = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || *end || errno || dev < 0 || dev > 4096 || colon[1] == '+' || colon[1] == '-') {
+            snprintf(err, errlen, "expected cuda or cuda:N with N a device number (0, 1, ...)");
+            return -1;
+        }
+    }
+    return (int)dev;
+}
+
+static const backend *get_cuda(const char *name, char *err, size_t errlen)
+{
+    int dev = cuda_device(name, err, errlen);
+    return dev < 0 ? NULL : backend_cuda(dev, err, errlen);
+}
+
+static int cuda_available(const char *name, char *err, size_t errlen)
+{
+    int dev = cuda_device(name, err, errlen);
+    return dev < 0 ? -1 : backend_cuda_available(dev, err, errlen);
+}
+#define CUDA_GET get_cuda
+#define CUDA_AVAILABLE cuda_available
+#else
+#define CUDA_GET NULL
+#define CUDA_AVAILABLE NULL
+#endif
+
 static const entry entries[] = {
-    {"cpu", get_cpu},
-    /* the CUDA backend's table is not part of this version: configure may find nvcc and build
-     * the CUDA checks (src/backend/cuda/), but no training runs on a GPU yet */
-    {"cuda", NULL},
+    {"cpu", get_cpu, cpu_available},
+    {"cuda", CUDA_GET, CUDA_AVAILABLE}, /* src/backend/cuda/, built when configure finds nvcc and cuBLAS */
 };
 
 #define NENTRIES ((int)(sizeof entries / sizeof entries[0]))
@@ -37,9 +84,9 @@ const char *backend_name_at(int i, int *built)
     return entries[i].name;
 }
 
-const backend *backend_by_name(const char *name, char *err, size_t errlen)
+/* The entry for a name ("cuda:1" is the cuda entry's), or NULL with a message. */
+static const entry *find(const char *name, char *err, size_t errlen)
 {
-    /* "cuda:1" names a device of the cuda backend */
     size_t len = strcspn(name, ":");
     for (int i = 0; i < NENTRIES; i++) {
         if (strlen(entries[i].name) != len || strncmp(entries[i].name, name, len) != 0)
@@ -49,12 +96,20 @@ const backend *backend_by_name(const char *name, char *err, size_t errlen)
                      entries[i].name);
             return NULL;
         }
-        if (name[len] && strcmp(entries[i].name, "cpu") == 0) {
-            snprintf(err, errlen, "'%s': the cpu backend has no device number", name);
-            return NULL;
-        }
-        return entries[i].get(err, errlen);
+        return &entries[i];
     }
-    snprintf(err, errlen, "unknown device '%s' (expected cpu or cuda[:N])", name);
+    snprintf(err, errlen, "unknown device (expected cpu or cuda[:N])");
     return NULL;
+}
+
+const backend *backend_by_name(const char *name, char *err, size_t errlen)
+{
+    const entry *e = find(name, err, errlen);
+    return e ? e->get(name, err, errlen) : NULL;
+}
+
+int backend_available(const char *name, char *err, size_t errlen)
+{
+    const entry *e = find(name, err, errlen);
+    return e ? e->available(name, err, errlen) : -1;
 }

@@ -19,6 +19,7 @@ static const struct cmd commands[] = {
     {"sweep", cmd_sweep, "run several precisions / learning rates, then compare them"},
     {"tune", cmd_tune, "the closed loop: run, compare, re-run at the advised lr, verify the advice"},
     {"lrfind", cmd_lrfind, "the learning-rate range test: valley, steepest and minimum suggestions"},
+    {"selftest", cmd_selftest, "check this build here: rounding, short runs, a GPU against the CPU"},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 

@@ -5,6 +5,7 @@
  * handled here, values and short-option clusters by getopt_long.
  */
 #include "cli/cli.h"
+#include "backend/backend.h"
 #include "util/escape.h"
 
 #include <getopt.h>
@@ -275,6 +276,15 @@ int cli_with_run_options(cli_opt *t, const cli_opt *own, int (*id_of)(const char
     }
     t[n] = (cli_opt)CLI_OPT_END;
     return 0;
+}
+
+int cli_check_passed_option(const char *prog, const cli_opt *opt, const char *value)
+{
+    char err[256];
+    if (!opt || !value || strcmp(opt->name, "--device") != 0 || backend_available(value, err, sizeof err) == 0)
+        return 0;
+    fprintf(stderr, "%s: --device %s: %s\n", prog, value, err);
+    return EXIT_USAGE;
 }
 
 int cli_run_self(char **argv, const char *stdout_path, const char *prog)

@@ -101,6 +101,11 @@ const char *cli_suggest(const char *s, const char *const *cands, int n);
  * long name. 0, or -1 when it would not fit CLI_MAX_OPTS. t holds CLI_MAX_OPTS + 1. */
 int cli_with_run_options(cli_opt *t, const cli_opt *own, int (*id_of)(const char *name));
 
+/* A run option that a command passes on (sweep, tune, lrfind), checked before any run starts:
+ * --device must name a backend that can run here (backend_available). 0, or EXIT_USAGE after a
+ * message "PROG: --device D: why". */
+int cli_check_passed_option(const char *prog, const cli_opt *opt, const char *value);
+
 /* Run this program (/proc/self/exe, else ampdiag on PATH) with argv[1..] (argv[0] is set here),
  * its stdout to the file stdout_path (created or truncated; "/dev/null" to drop it), its stderr
  * shared; wait for it. Returns its exit status, 128 + the signal that ended it, or EXIT_IO
@@ -116,6 +121,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_lrfind(int argc, char **argv);
+int cmd_selftest(int argc, char **argv);
 
 /* `ampdiag run`'s options (cmd_run.c): the sweep passes them on and checks them first. */
 extern const cli_opt run_options[];

@@ -154,6 +154,7 @@ int cmd_lrfind(int argc, char **argv)
             rc = EXIT_USAGE;
             break;
         case L_PASS:
+            rc = cli_check_passed_option(PROG, p.opt, p.arg);
             rargv[k++] = (char *)p.opt->name;
             if (p.arg)
                 rargv[k++] = (char *)p.arg;

@@ -345,7 +345,7 @@ static int model_option(run_args *a, int ch, const char *arg)
     case O_DEVICE: {
         char berr[256];
         if (!backend_by_name(arg, berr, sizeof berr)) {
-            fprintf_text(stderr, "ampdiag run: --device %s\n", berr);
+            fprintf_text(stderr, "ampdiag run: --device %s: %s\n", arg, berr);
             return EXIT_USAGE;
         }
         c->device = arg;

@@ -357,7 +357,7 @@ static int sweep_option(sweep *sw, int id, const cli_opt *opt, const char *v)
         sw->pass[sw->npass++] = (char *)opt->name;
         if (v)
             sw->pass[sw->npass++] = (char *)v;
-        return 0;
+        return cli_check_passed_option(PROG, opt, v);
     case CLI_POS:
         fprintf_text(stderr, "%s: unexpected argument '%s' (see ampdiag sweep --help)\n", PROG, v);
         return EXIT_USAGE;

@@ -600,6 +600,7 @@ int cmd_tune(int argc, char **argv)
             rc = EXIT_USAGE;
             break;
         case T_PASS:
+            rc = cli_check_passed_option(PROG, p.opt, p.arg);
             t.pass[t.npass++] = (char *)p.opt->name;
             if (p.arg)
                 t.pass[t.npass++] = (char *)p.arg;

@@ -1150,9 +1150,9 @@ static int build_model(run *R, char *err, size_t errlen)
         mo.vocab = R->ds.vocab;
         mo.ctx = R->ds.len - 1;
     }
-    const backend *bk = backend_by_name(c->device ? c->device : "cpu", merr, sizeof merr);
+    const backend *bk = c->bk ? c->bk : backend_by_name(c->device ? c->device : "cpu", merr, sizeof merr);
     if (!bk) {
-        say(err, errlen, "--device %s", merr);
+        say(err, errlen, "--device %s: %s", c->device ? c->device : "cpu", merr);
         return TRAIN_EBADINPUT;
     }
     R->m = model_create(&mo, bk, merr, sizeof merr);

@@ -26,6 +26,7 @@ typedef struct train_config {
     model_options mo;          /* spec, precision, fp32 layers, FTZ, seed */
     const char *data;          /* "synthetic:NAME" or a file; NULL: the model's default */
     const char *device;        /* backend by name (backend_by_name): "cpu" (default, NULL) */
+    const backend *bk;         /* the backend itself, instead of by name (tests, selftest); NULL */
     long steps;
     int batch;
     double lr;

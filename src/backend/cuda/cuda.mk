@@ -1,9 +1,22 @@
-# src/backend/cuda/cuda.mk - the CUDA parts (included from Makefile.am when configure found nvcc).
-# CUDA objects go in a static archive built with nvcc; programs that use them add CUDA_LIBS.
+# src/backend/cuda/cuda.mk - the CUDA backend (included from Makefile.am when configure found
+# nvcc and cuBLAS). Its objects go in a static archive built with nvcc; the program and the
+# tests that link the training libraries add it (CUDA_ARCHIVE) and CUDA_LIBS. The installed
+# libampdiag holds none of it.
+#
+# -fmad=false: no multiply-add contraction, as the C build (C11 mode) makes none, so that the
+# kernels' FP32 arithmetic is the CPU backend's (kernels.h). Every warning is an error.
 SUFFIXES = .cu
-NVCCFLAGS = $(CUDA_ARCH) -O2 -std=c++17 -Xcompiler -fPIC,-Wall,-Wextra -I$(top_srcdir)/include -I$(top_srcdir)/src
+NVCCFLAGS = $(CUDA_ARCH) -O2 -std=c++17 -fmad=false --extended-lambda -Werror all-warnings \
+	-Xcompiler -fPIC,-Wall,-Wextra,-Werror \
+	-I$(top_builddir) -I$(top_srcdir)/include -I$(top_srcdir)/src
 .cu.o:
+	@$(MKDIR_P) $(@D)
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 noinst_LIBRARIES = src/backend/cuda/libampdiag_cuda.a
-src_backend_cuda_libampdiag_cuda_a_SOURCES = src/backend/cuda/numfmt_check.cu src/backend/cuda/cuda_check.h
+src_backend_cuda_libampdiag_cuda_a_SOURCES = $(CUDA_SRC) $(CUDA_HDR)
+
+# the suffix rule knows no header dependencies: every object depends on every header
+CUDA_OBJECTS = src/backend/cuda/numfmt_check.$(OBJEXT) src/backend/cuda/backend_cuda.$(OBJEXT) \
+	src/backend/cuda/ops_cuda.$(OBJEXT) src/backend/cuda/stats_cuda.$(OBJEXT)
+$(CUDA_OBJECTS): $(CUDA_HDR) src/backend/backend.h src/numerics/numfmt.h include/ampdiag.h config.h

@@ -18,6 +18,8 @@ int ampdiag_cuda_device_count(char *err, size_t errlen);
  * decode), bad[3] (bf16 decode); NaN must stay NaN (counted too). Returns 0, or -1 on a CUDA
  * error (message in err). */
 int ampdiag_cuda_check_numfmt(uint64_t bad[4], char *err, size_t errlen);
+/* The same on device dev (made the calling thread's current device). */
+int ampdiag_cuda_check_numfmt_on(int dev, uint64_t bad[4], char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

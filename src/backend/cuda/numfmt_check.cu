@@ -72,23 +72,40 @@ extern "C" int ampdiag_cuda_device_count(char *err, size_t errlen)
 
 extern "C" int ampdiag_cuda_check_numfmt(uint64_t bad[4], char *err, size_t errlen)
 {
+    return ampdiag_cuda_check_numfmt_on(0, bad, err, errlen);
+}
+
+extern "C" int ampdiag_cuda_check_numfmt_on(int dev, uint64_t bad[4], char *err, size_t errlen)
+{
     unsigned long long *d = NULL, h[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 4; i++)
+        bad[i] = 0;
+    CK(cudaSetDevice(dev), err, errlen);
     CK(cudaMalloc(&d, sizeof h), err, errlen);
-    int rc = 0;
-    if (cudaMemset(d, 0, sizeof h) != cudaSuccess) rc = -1;
-    if (!rc) {
+    const char *what = "cudaMemset";
+    cudaError_t e = cudaMemset(d, 0, sizeof h);
+    if (e == cudaSuccess) {
         encode_all<<<1024, 256>>>(d);
         decode_all<<<256, 256>>>(d);
-        cudaError_t e = cudaGetLastError();
-        if (e == cudaSuccess) e = cudaDeviceSynchronize();
-        if (e == cudaSuccess) e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
-        if (e != cudaSuccess) {
-            snprintf(err, errlen, "numfmt check kernels: %s", cudaGetErrorString(e));
-            rc = -1;
-        }
+        what = "the check kernels";
+        e = cudaGetLastError();
     }
-    cudaFree(d);
+    if (e == cudaSuccess)
+        e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) {
+        what = "cudaMemcpy";
+        e = cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+    }
+    cudaError_t ef = cudaFree(d);
+    if (e == cudaSuccess && ef != cudaSuccess) {
+        what = "cudaFree";
+        e = ef;
+    }
+    if (e != cudaSuccess) {
+        snprintf(err, errlen, "%s:%d: numfmt check, %s: %s", __FILE__, __LINE__, what, cudaGetErrorString(e));
+        return -1;
+    }
     for (int i = 0; i < 4; i++)
         bad[i] = h[i];
-    return rc;
+    return 0;
 }

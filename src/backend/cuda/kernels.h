@@ -1,0 +1,529 @@
+/*
+ * kernels.h - the CUDA backend's kernel bodies: what one GPU thread computes for one element,
+ * one row or one column, written once in plain C with numfmt.h's AMPDIAG_HD, so that the same
+ * code compiles for the device (backend_cuda.cu and the files beside it launch it) and for the
+ * host, where tests/t_cuda_kernels.c runs every body over whole tensors and compares the
+ * results with the CPU backend (backend_cpu.c, optim_cpu.c) bit for bit.
+ *
+ * The bodies repeat the CPU backend's arithmetic expression by expression, in its order
+ * (FP32, left to right, each FP32 reduction summed sequentially in the CPU's index order; the
+ * CUDA files are compiled with -fmad=false so that no multiply-add is contracted, as the CPU
+ * build, C11 mode, does not contract either). On the device the same expressions give the
+ * same bits, except where they call expf or logf: CUDA's are within 2 ulp of the exact value
+ * (CUDA C Programming Guide, "Mathematical Functions"), glibc's nearly always correctly
+ * rounded, so GELU, the softmaxes and the cross-entropy may differ in the last bit of FP32
+ * before their result is rounded. sqrtf and division are IEEE-exact on both (nvcc's defaults
+ * -prec-sqrt=true -prec-div=true, no --use_fast_math).
+ *
+ * The double-precision reductions (sum, sum of squares, the gradient norm, the statistics'
+ * sums) are not here: the device adds in a fixed tree order of its own (deterministic, but not
+ * the CPU's order), so they agree with the CPU to rounding in double only.
+ *
+ * None of this has run on a GPU: this machine has none. The host tests check the bodies, not
+ * the launches, the indexing of threads or the reductions across threads.
+ */
+#ifndef AMPDIAG_CUDA_KERNELS_H
+#define AMPDIAG_CUDA_KERNELS_H
+
+#include "ampdiag.h"
+#include "backend/backend.h"
+#include "numerics/numfmt.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------- rounding */
+
+/* A rounding as one small integer (the CPU backend's rnd_kind). */
+enum { CK_NONE = 0, CK_FP16 = 1, CK_FP16_FTZ = 2, CK_BF16 = 3, CK_BF16_FTZ = 4 };
+
+AMPDIAG_HD int ck_rnd_kind(ampdiag_format fmt, unsigned flags)
+{
+    int ftz = (flags & AMPDIAG_ROUND_FTZ) != 0;
+    if (fmt == AMPDIAG_FP16)
+        return ftz ? CK_FP16_FTZ : CK_FP16;
+    if (fmt == AMPDIAG_BF16)
+        return ftz ? CK_BF16_FTZ : CK_BF16;
+    return CK_NONE;
+}
+
+/* x rounded as the kind says (numfmt.h's exact rounding). */
+AMPDIAG_HD float ck_rnd(int rk, float x)
+{
+    switch (rk) {
+    case CK_FP16: return ampdiag_fp16_rne(x);
+    case CK_FP16_FTZ: return ampdiag_fp16_rne_ftz(x);
+    case CK_BF16: return ampdiag_bf16_rne(x);
+    case CK_BF16_FTZ: return ampdiag_bf16_rne_ftz(x);
+    default: return x;
+    }
+}
+
+/* A gradient g into *dst: overwritten as rnd(g), or accumulated as rnd(*dst + rnd(g))
+ * (backend.h's beta semantics; the old value is read only when accumulating). */
+AMPDIAG_HD void ck_store(float *dst, float g, int acc, int rk)
+{
+    *dst = acc ? ck_rnd(rk, *dst + ck_rnd(rk, g)) : ck_rnd(rk, g);
+}
+
+/* ------------------------------------------------------------------------------- elementwise */
+
+/* y[i] = rnd(beta*y[i] + rnd(a*x[i])); beta 0 overwrites (the old y is not read). */
+AMPDIAG_HD void ck_axpy(float *y, float beta, float a, const float *x, size_t i, int rk)
+{
+    float g = a * x[i];
+    if (beta == 0.0f) {
+        y[i] = ck_rnd(rk, g);
+        return;
+    }
+    float old = beta != 1.0f ? y[i] * beta : y[i];
+    y[i] = ck_rnd(rk, old + ck_rnd(rk, g));
+}
+
+/* torch.relu: NaN stays NaN (NaN <= 0 is false). */
+AMPDIAG_HD float ck_relu(float x) { return !(x <= 0.0f) ? x : 0.0f; }
+
+/* threshold_backward: no gradient where the input is <= 0; a NaN input passes it through. */
+AMPDIAG_HD float ck_relu_grad(float x, float d) { return !(x <= 0.0f) ? d : 0.0f; }
+
+#define CK_GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+#define CK_GELU_C 0.044715f
+
+/* tanh(u) = 1 - 2 / (exp(2u) + 1), as backend_cpu.c's fast_tanhf. */
+AMPDIAG_HD float ck_tanh(float u) { return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
+
+/* GPT-2's GELU (tanh approximation), before rounding. */
+AMPDIAG_HD float ck_gelu(float x)
+{
+    float cube = CK_GELU_C * x * x * x;
+    return 0.5f * x * (1.0f + ck_tanh(CK_GELU_SCALE * (x + cube)));
+}
+
+/* Its gradient times d, before rounding. */
+AMPDIAG_HD float ck_gelu_grad(float x, float d)
+{
+    float t = ck_tanh(CK_GELU_SCALE * (x + CK_GELU_C * x * x * x));
+    float sech2 = 1.0f - t * t;
+    float local = 0.5f * (1.0f + t) + x * 0.5f * sech2 * CK_GELU_SCALE * (1.0f + 3.0f * CK_GELU_C * x * x);
+    return local * d;
+}
+
+/* ------------------------------------------------------------------------------- linear */
+
+/* out[i] of [N,OC] = rnd(out[i] + bias[i % OC]); without a bias only the rounding. */
+AMPDIAG_HD void ck_bias_add(float *out, const float *bias, size_t i, int OC, int rk)
+{
+    out[i] = ck_rnd(rk, bias ? out[i] + bias[i % (size_t)OC] : out[i]);
+}
+
+/* dbias[j] = rnd(sum over n of dout[n, j]), summed in n order from 0. */
+AMPDIAG_HD void ck_bias_grad(float *dbias, const float *dout, int N, int OC, int j, int rk)
+{
+    float s = 0.0f;
+    for (int n = 0; n < N; n++)
+        s += dout[(size_t)n * (size_t)OC + (size_t)j];
+    dbias[j] = ck_rnd(rk, s);
+}
+
+/* ------------------------------------------------------------------------------- layer norm */
+
+#define CK_LN_EPS 1e-5f
+
+/* Row n of [N,C]: mean and 1/std in FP32 (sequential sums), out rounded. */
+AMPDIAG_HD void ck_layernorm_row(float *out, float *mean, float *rstd, const float *inp, const float *w,
+                                 const float *b, int C, int n, int rk)
+{
+    const float *x = inp + (size_t)n * (size_t)C;
+    float *o = out + (size_t)n * (size_t)C;
+    float m = 0.0f;
+    for (int i = 0; i < C; i++)
+        m += x[i];
+    m /= (float)C;
+    float v = 0.0f;
+    for (int i = 0; i < C; i++) {
+        float d = x[i] - m;
+        v += d * d;
+    }
+    v /= (float)C;
+    float s = 1.0f / sqrtf(v + CK_LN_EPS);
+    for (int i = 0; i < C; i++)
+        o[i] = ck_rnd(rk, (x[i] - m) * s * w[i] + b[i]);
+    mean[n] = m;
+    rstd[n] = s;
+}
+
+/* Column i of the weight and bias gradients: sums over the rows in order, then rounded. */
+AMPDIAG_HD void ck_layernorm_wgrad(float *dweight, float *dbias, const float *dout, const float *inp,
+                                   const float *mean, const float *rstd, int N, int C, int i, int rk)
+{
+    float dw = 0.0f, db = 0.0f;
+    for (int n = 0; n < N; n++) {
+        size_t k = (size_t)n * (size_t)C + (size_t)i;
+        db += dout[k];
+        dw += (inp[k] - mean[n]) * rstd[n] * dout[k];
+    }
+    dweight[i] = ck_rnd(rk, dw);
+    dbias[i] = ck_rnd(rk, db);
+}
+
+/* Row n of the input gradient (llm.c's formula), overwritten or accumulated. */
+AMPDIAG_HD void ck_layernorm_dx_row(float *dinp, const float *dout, const float *inp, const float *w,
+                                    const float *mean, const float *rstd, int C, int n, int acc, int rk)
+{
+    size_t base = (size_t)n * (size_t)C;
+    const float *x = inp + base, *d = dout + base;
+    float *dx = dinp + base;
+    float m = mean[n], s = rstd[n];
+    float dmean = 0.0f, dnorm_mean = 0.0f;
+    for (int i = 0; i < C; i++) {
+        float norm = (x[i] - m) * s;
+        float dn = w[i] * d[i];
+        dmean += dn;
+        dnorm_mean += dn * norm;
+    }
+    dmean /= (float)C;
+    dnorm_mean /= (float)C;
+    for (int i = 0; i < C; i++) {
+        float norm = (x[i] - m) * s;
+        ck_store(&dx[i], (w[i] * d[i] - dmean - norm * dnorm_mean) * s, acc, rk);
+    }
+}
+
+/* ------------------------------------------------------------------------------- attention */
+
+/* Row r of the causal softmax over [rows, T] scores (t = r % T keeps j <= t): the scores are
+ * read rounded (the GEMM's output held in rk), att gets the FP32 probabilities, att_r their
+ * rounded copies, masked entries 0. */
+AMPDIAG_HD void ck_softmax_row(float *att, float *att_r, int T, size_t r, int rk)
+{
+    int t = (int)(r % (size_t)T);
+    float *p = att + r * (size_t)T, *pr = att_r + r * (size_t)T;
+    float mx = -INFINITY;
+    for (int j = 0; j <= t; j++) {
+        float v = ck_rnd(rk, p[j]);
+        mx = v > mx ? v : mx;
+    }
+    float sum = 0.0f;
+    for (int j = 0; j <= t; j++) {
+        p[j] = expf(ck_rnd(rk, p[j]) - mx);
+        sum += p[j];
+    }
+    float inv = 1.0f / sum;
+    for (int j = 0; j <= t; j++) {
+        p[j] *= inv;
+        pr[j] = ck_rnd(rk, p[j]);
+    }
+    for (int j = t + 1; j < T; j++)
+        p[j] = pr[j] = 0.0f;
+}
+
+/* Row r of the softmax's backward in place: dP (the GEMM's output, read rounded) becomes
+ * dS = rnd(P * (dP - sum_j P_j dP_j)) over the causal part, 0 elsewhere. */
+AMPDIAG_HD void ck_softmax_bwd_row(float *dp, const float *att, int T, size_t r, int rk)
+{
+    int t = (int)(r % (size_t)T);
+    float *d = dp + r * (size_t)T;
+    const float *pp = att + r * (size_t)T;
+    float dot = 0.0f;
+    for (int j = 0; j <= t; j++)
+        dot += pp[j] * ck_rnd(rk, d[j]);
+    for (int j = 0; j <= t; j++)
+        d[j] = ck_rnd(rk, pp[j] * (ck_rnd(rk, d[j]) - dot));
+    for (int j = t + 1; j < T; j++)
+        d[j] = 0.0f;
+}
+
+/* ------------------------------------------------------------------------------- embedding */
+
+/* out[i] of [B,T,C] = rnd(wte[tokens[b,t]] + wpe[t]). */
+AMPDIAG_HD void ck_embed(float *out, const int32_t *tokens, const float *wte, const float *wpe, int T, int C,
+                         size_t i, int rk)
+{
+    size_t bt = i / (size_t)C, c = i % (size_t)C, t = bt % (size_t)T;
+    out[i] = ck_rnd(rk, wte[(size_t)tokens[bt] * (size_t)C + c] + wpe[t * (size_t)C + c]);
+}
+
+/* dwpe[t, c] = rnd(sum over b of dout[b, t, c]), in b order. */
+AMPDIAG_HD void ck_embed_dwpe(float *dwpe, const float *dout, int B, int T, int C, size_t i, int rk)
+{
+    size_t t = i / (size_t)C, c = i % (size_t)C;
+    float s = 0.0f;
+    for (int b = 0; b < B; b++)
+        s += dout[((size_t)b * (size_t)T + t) * (size_t)C + c];
+    dwpe[i] = ck_rnd(rk, s);
+}
+
+/* Column c of one token's row of dwte: keys[k0..) are the tokens sorted stably (so each
+ * token's positions pos[] are in (b, t) order, as the CPU's scatter-add visits them); k0
+ * starts the token's run of n entries in all. */
+AMPDIAG_HD void ck_embed_dwte(float *dwte, const float *dout, const int32_t *keys, const int32_t *pos, size_t k0,
+                              size_t n, int C, int c, int rk)
+{
+    int32_t v = keys[k0];
+    float s = 0.0f;
+    for (size_t k = k0; k < n && keys[k] == v; k++)
+        s += dout[(size_t)pos[k] * (size_t)C + (size_t)c];
+    dwte[(size_t)v * (size_t)C + (size_t)c] = ck_rnd(rk, s);
+}
+
+/* ------------------------------------------------------------------------------- cross-entropy */
+
+/* Row n: probs = softmax(logits) in FP32, losses[n] = -log p[target]. */
+AMPDIAG_HD void ck_xent_row(float *losses, float *probs, const float *logits, const int32_t *targets, int V, int n)
+{
+    const float *l = logits + (size_t)n * (size_t)V;
+    float *p = probs + (size_t)n * (size_t)V;
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++)
+        mx = l[i] > mx ? l[i] : mx;
+    float sum = 0.0f;
+    for (int i = 0; i < V; i++) {
+        p[i] = expf(l[i] - mx);
+        sum += p[i];
+    }
+    float inv = 1.0f / sum;
+    for (int i = 0; i < V; i++)
+        p[i] *= inv;
+    losses[n] = logf(sum) + mx - l[targets[n]];
+}
+
+/* dlogits[i] of [N,V] = rnd((probs - onehot(target)) * dscale). */
+AMPDIAG_HD void ck_xent_grad(float *dlogits, const float *probs, const int32_t *targets, int V, float dscale,
+                             size_t i, int rk)
+{
+    size_t n = i / (size_t)V;
+    int j = (int)(i % (size_t)V);
+    dlogits[i] = ck_rnd(rk, (probs[i] - (j == targets[n] ? 1.0f : 0.0f)) * dscale);
+}
+
+/* ------------------------------------------------------------------------------- optimizer */
+
+/* One optimizer step's scalars, computed once on the host (ck_optim_setup, as optim_cpu.c
+ * computes them). */
+typedef struct ck_optim {
+    int adamw;            /* 0: SGD */
+    int srk, wrk;         /* rounding of the state and of the stored weights */
+    int state_fp32;       /* AdamW's FP32-state formula (torch's foreach path) */
+    int first;            /* SGD: the first step (no momentum yet) */
+    float lr;             /* as a float */
+    float mom, wd;        /* SGD's momentum and weight decay */
+    float b1, b2, omb1, omb2, bc1, bc2, sqrt_bc2, step, lrwd, eps; /* AdamW */
+} ck_optim;
+
+/* The scalars of step t (including this one) at learning rate lr. Host only: AdamW's bias
+ * corrections in double as PyTorch computes them from Python floats, then held as floats. */
+static inline ck_optim ck_optim_setup(const bk_optim *c, long t, double lr)
+{
+    ck_optim k;
+    memset(&k, 0, sizeof k);
+    k.adamw = c->kind == BK_ADAMW;
+    k.srk = ck_rnd_kind(c->state_fmt, c->round_flags);
+    k.wrk = ck_rnd_kind(c->weight_fmt, c->round_flags);
+    k.state_fp32 = c->state_fmt == AMPDIAG_FP32;
+    k.first = t <= 1;
+    k.lr = (float)lr;
+    k.mom = (float)c->momentum;
+    k.wd = (float)c->weight_decay;
+    if (k.adamw) {
+        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+        k.b1 = (float)c->beta1;
+        k.b2 = (float)c->beta2;
+        k.omb1 = (float)(1.0 - c->beta1);
+        k.omb2 = (float)(1.0 - c->beta2);
+        k.bc1 = (float)bc1;
+        k.bc2 = (float)bc2;
+        k.sqrt_bc2 = (float)sqrt(bc2);
+        k.step = (float)(-(double)k.lr / bc1);
+        k.lrwd = (float)(c->weight_decay * (double)k.lr);
+        k.eps = ck_rnd(k.srk, (float)c->eps);
+    }
+    return k;
+}
+
+/* The intended change of parameter i (optim_cpu.c's compute_dw), updating the state m, v. */
+AMPDIAG_HD float ck_optim_dw(const ck_optim *k, float w, float g, float *m, float *v, float ginv, float gscale)
+{
+    int s = k->srk;
+    if (!k->adamw) {
+        float gi = (g * ginv) * gscale + k->wd * w;
+        float b = k->first ? gi : ck_rnd(s, k->mom * *m + gi);
+        *m = ck_rnd(s, b);
+        return -k->lr * *m;
+    }
+    if (k->state_fp32) {
+        float gi = (g * ginv) * gscale;
+        *m = *m + k->omb1 * (gi - *m);
+        *v = k->b2 * *v + k->omb2 * gi * gi;
+        float denom = sqrtf(*v) / k->sqrt_bc2 + k->eps;
+        return k->step * (*m / denom) - k->lrwd * w;
+    }
+    float gi = ck_rnd(s, (g * ginv) * gscale);
+    *m = ck_rnd(s, ck_rnd(s, k->b1 * *m) + ck_rnd(s, k->omb1 * gi));
+    *v = ck_rnd(s, ck_rnd(s, k->b2 * *v) + ck_rnd(s, k->omb2 * ck_rnd(s, gi * gi)));
+    float mhat = ck_rnd(s, *m / k->bc1);
+    float vhat = ck_rnd(s, *v / k->bc2);
+    float denom = ck_rnd(s, ck_rnd(s, sqrtf(vhat)) + k->eps);
+    return ck_rnd(s, -k->lr * ck_rnd(s, mhat / denom)) - k->lrwd * w;
+}
+
+/* Parameter i's update: w[i] = rnd_w(w[i] + dw), keeping dw and the old weight when asked. */
+AMPDIAG_HD void ck_optim_step(const ck_optim *k, float *w, const float *g, float *m, float *v, size_t i, float ginv,
+                              float gscale, float *dw_keep, float *w_keep)
+{
+    float zero = 0.0f;
+    float old = w[i];
+    float dw = ck_optim_dw(k, old, g[i], &m[i], v ? &v[i] : &zero, ginv, gscale);
+    if (dw_keep)
+        dw_keep[i] = dw;
+    if (w_keep)
+        w_keep[i] = old;
+    w[i] = ck_rnd(k->wrk, old + dw);
+}
+
+/* Was the change d to weight w lost: as stored (rounded with wrk, or not), and if the weights
+ * were FP16 / BF16 (fl(fl(w) + d) == fl(w))? Adds 1 to cnt[0], cnt[1], cnt[2] for each. */
+AMPDIAG_HD void ck_lost(float w, float d, int wrk, int ftz, unsigned long long cnt[3])
+{
+    if (!(d != 0.0f))
+        return;
+    cnt[0] += ck_rnd(wrk, w + d) == w;
+    int h = ftz ? CK_FP16_FTZ : CK_FP16, b = ftz ? CK_BF16_FTZ : CK_BF16;
+    float wh = ck_rnd(h, w), wb = ck_rnd(b, w);
+    cnt[1] += ck_rnd(h, wh + d) == wh;
+    cnt[2] += ck_rnd(b, wb + d) == wb;
+}
+
+/* The gradient norm's part of one value g (held scaled): non-finite values are counted, the
+ * unscaled finite ones squared into *ss (inf when unscaling overflows). */
+AMPDIAG_HD void ck_grad_norm_add(double *ss, unsigned long long *nonfinite, float g, float inv_scale)
+{
+    if ((ampdiag_f32_bits(g) & 0x7fffffffu) < AMPDIAG_F32_INF) {
+        float x = g * inv_scale;
+        *ss += (double)x * x;
+    } else {
+        (*nonfinite)++;
+    }
+}
+
+/* ------------------------------------------------------------------------------- statistics */
+
+/* The statistics of some values, as tstats.c's struct block: exact counts, order-preserving
+ * keys of the extremes, sums in double. */
+typedef struct ck_stats {
+    unsigned long long nan, pinf, ninf, zero, neg;
+    unsigned long long hovf, hunf, hsub, bovf, bunf, bsub;
+    int32_t kmin, kmax; /* over finite values; INT32_MAX / INT32_MIN when none */
+    int32_t amax, amin; /* |x| bits over finite / finite non-zero; 0 / INT32_MAX when none */
+    double sum, sq;
+} ck_stats;
+
+AMPDIAG_HD void ck_stats_init(ck_stats *b)
+{
+    b->nan = b->pinf = b->ninf = b->zero = b->neg = 0;
+    b->hovf = b->hunf = b->hsub = b->bovf = b->bunf = b->bsub = 0;
+    b->kmin = INT32_MAX;
+    b->kmax = INT32_MIN;
+    b->amax = 0;
+    b->amin = INT32_MAX;
+    b->sum = b->sq = 0.0;
+}
+
+/* float32 bits as a signed key that orders like the values (-0 below +0). */
+AMPDIAG_HD int32_t ck_key(uint32_t u) { return (int32_t)u ^ (((int32_t)u >> 31) & 0x7fffffff); }
+AMPDIAG_HD float ck_key_value(int32_t key)
+{
+    return ampdiag_f32_from_bits((uint32_t)(key ^ ((key >> 31) & 0x7fffffff)));
+}
+
+/* One value's bit pattern into b (tstats.c's block_add1). */
+AMPDIAG_HD void ck_stats_add(ck_stats *b, uint32_t u)
+{
+    uint32_t a = u & 0x7fffffffu;
+    unsigned fin = a < AMPDIAG_F32_INF, nz = a != 0;
+    int32_t sa = (int32_t)a, key = ck_key(u);
+    if (fin) {
+        double v = (double)ampdiag_f32_from_bits(u);
+        b->kmin = key < b->kmin ? key : b->kmin;
+        b->kmax = key > b->kmax ? key : b->kmax;
+        b->amax = sa > b->amax ? sa : b->amax;
+        if (nz && sa < b->amin)
+            b->amin = sa;
+        b->sum += v;
+        b->sq += v * v;
+    }
+    b->nan += a > AMPDIAG_F32_INF;
+    b->pinf += u == 0x7f800000u;
+    b->ninf += u == 0xff800000u;
+    b->zero += a == 0;
+    b->neg += fin & nz & (u >> 31);
+    b->hovf += fin & (a >= AMPDIAG_FP16_OVF_BITS);
+    b->hunf += nz & (a <= AMPDIAG_FP16_UNF_BITS);
+    b->hsub += (a > AMPDIAG_FP16_UNF_BITS) & (a < AMPDIAG_FP16_NORM_BITS);
+    b->bovf += fin & (a >= AMPDIAG_BF16_OVF_BITS);
+    b->bunf += nz & (a <= AMPDIAG_BF16_UNF_BITS);
+    b->bsub += (a > AMPDIAG_BF16_UNF_BITS) & (a < AMPDIAG_BF16_NORM_BITS);
+}
+
+/* d := d merged with s (counts added, extremes combined, sums added). */
+AMPDIAG_HD void ck_stats_merge(ck_stats *d, const ck_stats *s)
+{
+    d->nan += s->nan; d->pinf += s->pinf; d->ninf += s->ninf; d->zero += s->zero; d->neg += s->neg;
+    d->hovf += s->hovf; d->hunf += s->hunf; d->hsub += s->hsub;
+    d->bovf += s->bovf; d->bunf += s->bunf; d->bsub += s->bsub;
+    d->kmin = s->kmin < d->kmin ? s->kmin : d->kmin;
+    d->kmax = s->kmax > d->kmax ? s->kmax : d->kmax;
+    d->amax = s->amax > d->amax ? s->amax : d->amax;
+    d->amin = s->amin < d->amin ? s->amin : d->amin;
+    d->sum += s->sum;
+    d->sq += s->sq;
+}
+
+/* The histogram bin of a bit pattern (ampdiag_hist_bin_of). */
+AMPDIAG_HD int ck_hist_bin(uint32_t u)
+{
+    uint32_t a = u & 0x7fffffffu;
+    if (a > AMPDIAG_F32_INF)
+        return AMPDIAG_HIST_NAN;
+    if (a == AMPDIAG_F32_INF)
+        return (u >> 31) ? AMPDIAG_HIST_NEGINF : AMPDIAG_HIST_POSINF;
+    if (a == 0)
+        return AMPDIAG_HIST_ZERO;
+    if (a < AMPDIAG_F32_MIN_NORMAL) {
+        int msb = 31;
+        while (!(a >> msb))
+            msb--;
+        return AMPDIAG_HIST_BIN(-149 + msb);
+    }
+    return AMPDIAG_HIST_BIN((int)(a >> 23) - 127);
+}
+
+/* The record of n values whose statistics are b (tstats.c's record_add_block on an empty
+ * record). Host only. */
+static inline void ck_stats_record(const ck_stats *b, uint64_t n, ampdiag_tstats *s)
+{
+    uint64_t nonfinite = b->nan + b->pinf + b->ninf;
+    s->count = n;
+    s->n_nan = b->nan;
+    s->n_posinf = b->pinf;
+    s->n_neginf = b->ninf;
+    s->n_zero = b->zero;
+    s->n_neg = b->neg;
+    s->n_pos = n - nonfinite - b->zero - b->neg;
+    s->fp16_overflow = b->hovf;
+    s->fp16_underflow = b->hunf;
+    s->fp16_subnormal = b->hsub;
+    s->bf16_overflow = b->bovf;
+    s->bf16_underflow = b->bunf;
+    s->bf16_subnormal = b->bsub;
+    s->sum = b->sum;
+    s->sumsq = b->sq;
+    int any = nonfinite < n;
+    s->min = any ? ck_key_value(b->kmin) : INFINITY;
+    s->max = any ? ck_key_value(b->kmax) : -INFINITY;
+    s->absmax = any ? ampdiag_f32_from_bits((uint32_t)b->amax) : -INFINITY;
+    s->absmin_nz = b->amin != INT32_MAX ? ampdiag_f32_from_bits((uint32_t)b->amin) : INFINITY;
+}
+
+#endif /* AMPDIAG_CUDA_KERNELS_H */
