@@ -208,17 +208,28 @@ def merge_hist(a, b):
 
 
 def lost_counts(w_old, w_new, grad):
-    """Lost updates of one parameter tensor, as a device tensor of 3 counts: as stored, if the
-    weights were FP16, if BF16. The update is the change d = w_new - w_old the optimizer made
-    (PyTorch does not expose the change it intended); it was meant to be non-zero where d != 0 or
-    the gradient is finite and non-zero. Lost: meant to be non-zero, but w_new == w_old; if FP16
-    (BF16): meant to be non-zero, but fl(fl(w_old) + d) == fl(w_old) with torch's casts."""
-    d = w_new.float() - w_old.float()
-    meant = d != 0
+    """Lost updates of one parameter tensor, as a device tensor of 3 counts (as stored, if the
+    weights were FP16, if BF16) and the update d = w_new - w_old (float32). The update is the change
+    the optimizer made (PyTorch does not expose the change it intended); it was meant to be non-zero
+    where d != 0 or the gradient is finite and non-zero. Lost: meant to be non-zero, but
+    w_new == w_old; if FP16 (BF16): meant to be non-zero, but fl(fl(w_old) + d) == fl(w_old), with
+    torch's round-to-nearest-even casts."""
+    if w_old.dtype == torch.float32:
+        d = w_new - w_old
+    else:
+        d = w_new.float() - w_old.float()
+    stay = d == 0
     if grad is not None:
-        meant = meant | ((grad != 0) & torch.isfinite(grad))
-    out = [(meant & (w_new == w_old)).sum()]
+        pushed = grad != 0
+        pushed &= torch.isfinite(grad)
+        lost = (stay & pushed).sum()
+        meant = pushed.logical_or_(~stay)
+    else:
+        lost = torch.zeros((), dtype=torch.int64, device=d.device)
+        meant = ~stay
+    out = [lost]
     for dt in (torch.float16, torch.bfloat16):
         wr = w_old.to(dt)
-        out.append((meant & ((wr.float() + d).to(dt) == wr)).sum())
+        same = (wr.float().add_(d)).to(dt) == wr
+        out.append(same.logical_and_(meant).sum())
     return torch.stack(out), d

@@ -227,13 +227,14 @@ class Tracer:
         self._device = self._params[0].device if self._params else torch.device("cpu")
         self._autocast = None
         self.writer = _lib.TraceWriter(path, overwrite=overwrite, flush_every=flush_every,
-                                       flush_seconds=flush_seconds)
+                                       flush_seconds=flush_seconds, background=True)
         self.path = self.writer.path
         self._header = False
         self._layer_order = None
         self.t = 0
         self._st = _Step(0, self._is_traced(0), self._is_hist(0), None)
         self._bw_queued = False
+        self._fwd = False
         self._leaf_handles = []
         self._handles = []
         self._closed = False
@@ -271,7 +272,10 @@ class Tracer:
         if self.optimizer is not None:
             self._handles.append(self.optimizer.register_step_pre_hook(self._on_opt_pre))
             self._handles.append(self.optimizer.register_step_post_hook(self._on_opt_post))
-        for p in self._params:
+        # the end of each backward pass: a hook on a parameter's gradient queues a callback that
+        # autograd runs when the pass is over. The first and last parameters suffice (one that
+        # takes no part in a step leaves it to the others; with none, _on_opt_pre stands in)
+        for p in self._params[:2] + self._params[2:][-2:]:
             self._handles.append(p.register_post_accumulate_grad_hook(self._on_grad_accumulated))
 
     def _arm(self):
@@ -309,14 +313,10 @@ class Tracer:
 
     # ------------------------------------------------------------------ hooks
 
-    def _training_forward(self, module):
-        return torch.is_grad_enabled() and module.training
-
     def _on_forward_start(self, module, args):
-        if not self._training_forward(module):
-            self._fwd = False
+        self._fwd = torch.is_grad_enabled() and module.training
+        if not self._fwd:
             return
-        self._fwd = True
         st = self._st
         if not st.started:
             st.started = True
@@ -331,9 +331,9 @@ class Tracer:
                 self._arm()
 
     def _on_forward_end(self, module, args, output):
-        self._fwd = False
-        if not self._training_forward(module):
+        if not self._fwd:
             return
+        self._fwd = False
         loss = getattr(output, "loss", None)
         if loss is None and isinstance(output, dict):
             loss = output.get("loss")
@@ -343,7 +343,7 @@ class Tracer:
     def _leaf_hook(self, li):
         def hook(module, args, output):
             st = self._st
-            if not st.traced or not getattr(self, "_fwd", False):
+            if not st.traced or not self._fwd:
                 return
             x = _first_tensor(output)
             if x is None:
@@ -390,21 +390,59 @@ class Tracer:
             held = [(p, p.grad) for p in self._params if p.grad is not None]
             if not held:
                 return
-            grads = [g for _, g in held]
-            norms = torch._foreach_norm(grads)
+            st.nonfinite, st.bad = 0, None
+            if st.traced and all(self._use_lib(g) for _, g in held):
+                self._grads_lib(st, held)
+            else:
+                self._grads_torch(st, held)
+
+    def _grads_lib(self, st, held):
+        """Gradients in CPU memory: one pass of libampdiag's kernel per tensor gives the norm, the
+        non-finite values and, on traced steps, the weight-gradient records."""
+        per = {}
+        ss = 0.0
+        for p, g in held:
+            s, h = _stats.tstats(g, st.traced and st.hist)
+            per[id(p)] = _Rec(st=s, h=h)
+            ss += s.sumsq
+            st.nonfinite += s.n_nan + s.n_posinf + s.n_neginf
+        st.gnorm = math.inf if st.nonfinite else math.sqrt(ss)
+        if st.nonfinite:
+            kinds = {i: ("nan" if r.st.n_nan else "inf") for i, r in per.items()
+                     if r.st.n_nan or r.st.n_posinf or r.st.n_neginf}
+            self._first_nonfinite(st, held, kinds)
+        if st.traced:
+            st.wgrad = {}
+            for li, L in enumerate(self.layers):
+                recs = [per[id(p)] for p in L.plist if id(p) in per and per[id(p)].st.count]
+                if recs:
+                    st.wgrad[li] = recs
+
+    def _grads_torch(self, st, held):
+        """Gradients on a device: the norm from torch's per-tensor norms (one value per tensor
+        leaves the device), the records by record_torch."""
+        norms = torch._foreach_norm([g for _, g in held])
+        if self._device.type == "cpu":  # a value each is cheaper than three more operations
+            st.gnorm = math.sqrt(sum(float(n) ** 2 for n in norms))
+        else:
             if any(n.dtype != torch.float32 for n in norms):
                 norms = [n.float() for n in norms]
             st.gnorm = torch.linalg.vector_norm(torch.stack(norms).double())
-            st.nonfinite, st.bad = 0, None
-            if not math.isfinite(st.gnorm.item()):
-                self._find_nonfinite(st, held)
-            if st.traced:
-                st.wgrad = {}
-                for li, L in enumerate(self.layers):
-                    recs = [self._record(p.grad, st.hist) for p in L.plist if p.grad is not None]
-                    recs = [r for r in recs if r is not None]
-                    if recs:
-                        st.wgrad[li] = recs
+        if not math.isfinite(float(st.gnorm)):
+            kinds = {}
+            for p, g in held:
+                n = int((~torch.isfinite(g)).sum())
+                if n:
+                    st.nonfinite += n
+                    kinds[id(p)] = "nan" if bool(torch.isnan(g).any()) else "inf"
+            self._first_nonfinite(st, held, kinds)
+        if st.traced:
+            st.wgrad = {}
+            for li, L in enumerate(self.layers):
+                recs = [self._record(p.grad, st.hist) for p in L.plist if p.grad is not None]
+                recs = [r for r in recs if r is not None]
+                if recs:
+                    st.wgrad[li] = recs
 
     def _backward_order(self, st):
         """Layers in the order the backward pass reaches them: the forward order reversed."""
@@ -412,15 +450,10 @@ class Tracer:
         rest = [li for li in range(len(self.layers)) if li not in set(fwd)]
         return list(reversed(fwd)) + list(reversed(rest))
 
-    def _find_nonfinite(self, st, held):
-        """The non-finite gradient values and the first layer and tensor holding one, in the order
-        of the backward pass (per layer the gradient of its output, then its weight gradients)."""
-        bad = {}
-        for p, g in held:
-            n = int((~torch.isfinite(g)).sum())
-            if n:
-                st.nonfinite += n
-                bad[id(p)] = "nan" if bool(torch.isnan(g).any()) else "inf"
+    def _first_nonfinite(self, st, held, bad):
+        """The first layer and tensor holding a non-finite value, in the order of the backward
+        pass (per layer the gradient of its output, then its weight gradients); bad: id(param)
+        -> "nan" or "inf" for the parameters whose gradients hold one."""
         for li in self._backward_order(st):
             L = self.layers[li]
             for r in st.recs.get((li, AG), []):
@@ -441,6 +474,8 @@ class Tracer:
     def _on_opt_pre(self, opt, args, kwargs):
         st = self._st
         st.lr = self._lr()
+        if st.gnorm is None:  # no end of a backward pass was seen: the gradients as they are now
+            self._on_backward_end()
         if not (st.traced and self.updates):
             return
         with torch.no_grad():
@@ -665,7 +700,7 @@ class Tracer:
         if loss is None:
             return math.nan
         if isinstance(loss, torch.Tensor):
-            return float(loss.detach().float().mean().item())
+            return float(loss.item() if loss.numel() == 1 else loss.detach().float().mean().item())
         return float(loss)
 
     def step(self, loss=None):
@@ -686,7 +721,7 @@ class Tracer:
         skipped = self.scaler is not None and st.gnorm is not None and not st.stepped
         norm = float(st.gnorm) / scale if st.gnorm is not None else math.nan
         if st.nonfinite:
-            norm = math.inf if not math.isnan(norm) else norm
+            norm = math.inf  # as ampdiag run: the norm of gradients that hold inf or NaN
         coef = 1.0
         if self.clip > 0 and math.isfinite(norm) and not skipped:
             coef = min(1.0, self.clip / (norm + 1e-6))

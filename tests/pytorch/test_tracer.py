@@ -401,6 +401,8 @@ for t in range(100):
     loss = model(torch.randn(16, 4)).pow(2).mean()
     loss.backward(); opt.step(); opt.zero_grad()
     tr.step(loss)
+    if t == 5:
+        tr.flush()  # steps 0..5 are on disk now, whatever happens next
     if t == 8:
         os.kill(os.getpid(), signal.SIGKILL)
 """
@@ -414,16 +416,17 @@ def test_sigkill():
     r = subprocess.run([sys.executable, script, p], capture_output=True, text=True)
     ok(r.returncode == -9, "the training script was killed by SIGKILL at step 8 (status %d)" % r.returncode)
     info = run("info", p)
-    n = None
+    steps = None
     try:
         with h5py.File(p, "r", swmr=True) as f:
-            n = len(f["steps"])
+            steps = [int(v) for v in f["steps"]["step"]]
             status = f.attrs["status"].decode()
     except OSError as e:
         status = str(e)
-    ok(info.returncode == 0 and n is not None and 8 <= n <= 9 and status == "running",
-       "ampdiag info opens the killed run's trace (exit %d): status running (cut off), %s step records kept"
-       % (info.returncode, n))
+    ok(info.returncode == 0 and steps is not None and steps[:6] == list(range(6)) and
+       steps == list(range(len(steps))) and len(steps) <= 9 and status == "running" and "cut off" in info.stdout,
+       "ampdiag info opens the killed run's trace (exit %d): status running (cut off), steps 0..%d kept "
+       "(0..5 flushed before the kill)" % (info.returncode, len(steps) - 1 if steps else -1))
 
 
 # ---------------------------------------------------------------------- API
