@@ -181,7 +181,7 @@ class Tracer:
     layers     which modules are layers: None = the leaves of model.named_modules(); or a list
                of names / fnmatch patterns ("encoder.*.attn") and module classes; or a function
                (name, module) -> bool
-    trace_every  tensor records every N-th step (0: step records only); the last step too when
+    trace_every  tensor records every N-th step (default 10; 1: every step; 0: step records only); the last step too when
                ``steps`` is given
     hist_every   histograms every N-th step (0: none)
     clip       the max gradient norm the loop clips to (clip_grad_norm_), for clip_coef and the
@@ -195,7 +195,7 @@ class Tracer:
                lose (the trace holds every record up to the last flush)
     """
 
-    def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=1, hist_every=50,
+    def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=10, hist_every=50,
                  clip=None, precision=None, stats="auto", updates=True, steps=None, attrs=None, overwrite=False,
                  flush_every=100, flush_seconds=2.0, eval_metric="accuracy"):
         if not isinstance(model, torch.nn.Module):

@@ -243,7 +243,8 @@ def test_accelerate():
     model = tiny()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model, opt = acc.prepare(model, opt)
-    with ampdiag.torch.trace(path("accelerate.h5"), acc.unwrap_model(model), opt, acc.scaler, overwrite=True) as tr:
+    with ampdiag.torch.trace(path("accelerate.h5"), acc.unwrap_model(model), opt, acc.scaler, overwrite=True,
+                             trace_every=1) as tr:
         for i in range(5):
             x, y = batch(i)
             with acc.autocast():

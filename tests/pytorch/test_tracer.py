@@ -170,7 +170,7 @@ class Net(torch.nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
-def test_records():
+def test_records(stats):
     torch.manual_seed(11)
     net = Net()
     with torch.no_grad():
@@ -180,8 +180,8 @@ def test_records():
     y = torch.randint(0, 3, (8,))
     lr = 1e-13  # too small to change a weight of about 0.1: the updates of the others are lost
     opt = torch.optim.SGD(net.parameters(), lr=lr)
-    p = path("records.h5")
-    tr = ampdiag.torch.Tracer(p, net, opt, trace_every=1, hist_every=1, overwrite=True)
+    p = path("records-%s.h5" % stats)
+    tr = ampdiag.torch.Tracer(p, net, opt, trace_every=1, hist_every=1, overwrite=True, stats=stats)
     loss = torch.nn.functional.cross_entropy(net(x), y)
     loss.backward()
     opt.step()
@@ -218,8 +218,8 @@ def test_records():
     for name, kind, t in cases:
         rec = tens.get((0, name, kind))
         bad = ["missing"] if rec is None else close_to(rec, np_stats(t.detach().numpy()))
-        ok(not bad, "%s %s: every field equals numpy's on the tensor computed by hand%s"
-           % (name, kind, "" if not bad else ": " + "; ".join(bad)))
+        ok(not bad, "stats=%s: %s %s: every field equals numpy's on the tensor computed by hand%s"
+           % (stats, name, kind, "" if not bad else ": " + "; ".join(bad)))
     # the update of fc1: lost where the weight is not 0; kept in FP32 and BF16 at the three zeros
     w_before = torch.cat([ref.fc1.weight.ravel(), ref.fc1.bias.ravel()]).detach()
     g = torch.cat([ref.fc1.weight.grad.ravel(), ref.fc1.bias.grad.ravel()])
@@ -236,7 +236,7 @@ def test_records():
        "fc1 update (lr 1e-13): lost %d of %d (all but the 3 weights at 0), if FP16 %d (all: 1e-13 flushes), "
        "if BF16 %d" % (rec["lost_updates"], int(meant.sum()), rec["lost_if_fp16"], rec["lost_if_bf16"]))
     ok(not close_to(rec, {k: v for k, v in np_stats(d).items()}),
-       "fc1 update record: the statistics of w_after - w_before")
+       "stats=%s: fc1 update record: the statistics of w_after - w_before" % stats)
     hs = T["hists"]
     hrow = [h for h in hs if h["layer"] == 0 and h["kind"] == 0]
     want_h = np.zeros(281, dtype=np.int64)
@@ -252,7 +252,26 @@ def test_records():
        and a["grad_stats"] == "scaled" and a["batch"] == 8 and a["lr"] == lr,
        "attributes: complete, precision fp32, optimizer sgd, loss_scale none, grad_stats scaled, batch 8")
     r = run("info", p)
-    ok(r.returncode == 0 and "1 steps" in r.stdout or "1 step" in r.stdout, "ampdiag info reads it")
+    ok(r.returncode == 0 and "1 step" in r.stdout, "ampdiag info reads it")
+    return T
+
+
+def test_same_records(a, b):
+    """The torch statistics and libampdiag's give the same trace (sums to rounding)."""
+    ta, tb = a["tensors"], b["tensors"]
+    bad = []
+    for key in ta:
+        ra, rb = ta[key], tb.get(key)
+        if rb is None:
+            bad.append("%s missing" % (key,))
+            continue
+        for f in ra.dtype.names:
+            x, y = float(ra[f]), float(rb[f])
+            if not (x == y or (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-12 * max(abs(x), abs(y))):
+                bad.append("%s %s %r/%r" % (key, f, x, y))
+    ok(len(ta) == len(tb) == 12 and not bad and
+       [list(h["bins"]) for h in a["hists"]] == [list(h["bins"]) for h in b["hists"]],
+       "stats=torch and stats=lib write the same 12 records and histograms%s" % ("" if not bad else ": " + "; ".join(bad[:4])))
 
 
 # ---------------------------------------------------------------------- precisions
@@ -471,7 +490,7 @@ def test_api():
 def main():
     torch.set_num_threads(1)
     test_whatif()
-    test_records()
+    test_same_records(test_records("lib"), test_records("torch"))
     test_precisions()
     test_overflow_skips()
     test_sigkill()
