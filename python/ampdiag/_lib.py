@@ -88,8 +88,10 @@ def _candidates():
     if env:
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))
-    tree = os.path.join(os.path.dirname(os.path.dirname(here)), ".libs", "libampdiag.so")
-    out = [tree]
+    root = os.path.dirname(os.path.dirname(here))  # <source tree>/python/ampdiag -> <source tree>
+    out = []
+    if os.path.exists(os.path.join(root, "include", "ampdiag_trace.h")):  # used from the source tree
+        out.append(os.path.join(root, ".libs", "libampdiag.so"))
     found = ctypes.util.find_library("ampdiag")
     if found:
         out.append(found)
