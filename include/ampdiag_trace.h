@@ -137,6 +137,7 @@ int ampdiag_status_parse(const char *name);
 #define AMPDIAG_TRACE_SHAPE_LEN 64
 #define AMPDIAG_TRACE_REASON_LEN 96
 #define AMPDIAG_TRACE_MESSAGE_LEN 128
+#define AMPDIAG_TRACE_COMPUTE_LEN 16
 
 typedef struct ampdiag_trace_layer {
     int32_t index;                          /* row number; what /tensors' layer refers to */
@@ -144,6 +145,10 @@ typedef struct ampdiag_trace_layer {
     char op[AMPDIAG_TRACE_OP_LEN];          /* "linear", "layernorm", ... */
     char shape[AMPDIAG_TRACE_SHAPE_LEN];    /* weight shape as text, PyTorch order: "[256, 784]" */
     uint64_t params;                        /* number of parameters */
+    /* The format the layer computed in as the run ran it: "fp32", "fp16", "bf16" (for a PyTorch
+     * run, the dtype of the layer's output under autocast), or "" when not recorded. Optional in
+     * the file: a trace without the field (older writers, ampdiag run) reads "". */
+    char compute[AMPDIAG_TRACE_COMPUTE_LEN];
 } ampdiag_trace_layer;
 
 typedef struct ampdiag_trace_step {
@@ -300,6 +305,10 @@ int ampdiag_trace_set_attr_int(ampdiag_trace_writer *w, const char *name, int64_
  * non-empty and shorter than AMPDIAG_TRACE_NAME_LEN; op and shape may be NULL. */
 int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const char *op,
                             const char *shape, uint64_t params);
+/* The same with the format the layer computed in ("fp32", "fp16", "bf16"; NULL or "" = not
+ * recorded): see ampdiag_trace_layer.compute. */
+int ampdiag_trace_add_layer_compute(ampdiag_trace_writer *w, const char *name, const char *op,
+                                    const char *shape, uint64_t params, const char *compute);
 
 /* Append records. Appending a step record may flush (see ampdiag_trace_options). */
 int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step *rec);

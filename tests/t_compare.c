@@ -533,6 +533,54 @@ static void test_lrfind(void)
        "past lr 1 (%g)", s.steepest, s.valley, s.minimum, s.diverged_at);
 }
 
+/* The /layers compute column: a layer that a bf16 run ran in FP32 (autocast kept it there) is an
+ * FP32 op in that run, and compare carries it to the FP32 baseline, whose forward overflow there
+ * no longer rules FP16 out. */
+static void test_compute_column(void)
+{
+    cs_spec s;
+    cs_spec_init(&s);
+    s.nsteps = 300;
+    s.act_absmax[2] = 1e6; /* fc3's output: beyond FP16 */
+    const char *base = write_trace("cmp-fp32", &s);
+    s.precision = "bf16";
+    s.compute[0] = s.compute[1] = s.compute[3] = "bf16";
+    s.compute[2] = "fp32";
+    const char *bf = write_trace("cmp-bf16", &s);
+    s.precision = "fp32";
+    const char *fp32c = write_trace("cmp-fp32c", &s); /* an FP32 run: everything is FP32 anyway */
+    an_run runs[2], one, c32;
+    load(base, &runs[0]);
+    load(bf, &runs[1]);
+    load(fp32c, &c32);
+    ok(!runs[0].layers[2].fp32_op && runs[1].layers[2].fp32_op && !runs[1].layers[1].fp32_op &&
+           strcmp(runs[1].layers[2].compute, "fp32") == 0 && strcmp(runs[1].layers[0].compute, "bf16") == 0 &&
+           runs[0].layers[2].compute[0] == 0,
+       "loaded: the bf16 run's fc3 (compute fp32) is an FP32 op, its fc2 (bf16) and the baseline's fc3 are not");
+    ok(!c32.layers[2].fp32_op, "an fp32 run's compute fp32 marks nothing (every layer computes in FP32 there)");
+    an_free(&c32);
+    an_comparison c;
+    recommendation R;
+    load(base, &one);
+    ok(an_compare(&one, 1, 0, &c) == 0 && recommend(&one, 1, &c, TGT_ANY, 0, &R) == 0 &&
+           R.precision == REC_BF16 && has_line(&R.fp16.issues, "forward overflow", "fc3"),
+       "the FP32 run alone: fc3's activations reach 1e6, FP16 ruled out by a forward overflow");
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&one);
+    ok(an_compare(runs, 2, 0, &c) == 0 && runs[0].layers[2].fp32_op && runs[1].layers[2].fp32_op &&
+           !runs[0].layers[1].fp32_op,
+       "compare carries fc3 = FP32 op to the baseline, by name");
+    ok(recommend(runs, 2, &c, TGT_ANY, 0, &R) == 0 && !has_line(&R.fp16.issues, "forward overflow", NULL),
+       "with the bf16 run: no forward overflow is predicted for FP16");
+    if (has_line(&R.fp16.issues, "forward overflow", NULL))
+        dump(&R.fp16.issues);
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&runs[0]);
+    an_free(&runs[1]);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -549,6 +597,7 @@ int main(void)
     test_eval_only();
     test_lr_too_low();
     test_lrfind();
+    test_compute_column();
     for (int i = 0; i < npaths; i++)
         remove(paths[i]);
     rmdir(dir);

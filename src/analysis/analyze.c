@@ -224,6 +224,14 @@ static int is_fp32_op(const char *op)
     return strstr(op, "_ce") || strstr(op, "loss") || strstr(op, "cross_entropy");
 }
 
+/* A layer that a mixed-precision run (fp16, bf16: 16-bit compute, FP32 weights) recorded as
+ * computing in FP32: an op autocast keeps in FP32 (traces/FORMAT.md, /layers compute). */
+static int kept_fp32(const an_run *r, const char *compute)
+{
+    return strcmp(compute, "fp32") == 0 &&
+           (strcmp(r->precision, "fp16") == 0 || strcmp(r->precision, "bf16") == 0);
+}
+
 static int in_list(const char *list, const char *name)
 {
     char item[AMPDIAG_TRACE_NAME_LEN * 2];
@@ -1056,7 +1064,8 @@ static void init_layers(an_run *r, const ampdiag_trace_layer *layers, size_t nl)
         snprintf(L->op, sizeof L->op, "%s", layers[l].op);
         snprintf(L->shape, sizeof L->shape, "%s", layers[l].shape);
         L->params = layers[l].params;
-        L->fp32_op = is_fp32_op(L->op);
+        snprintf(L->compute, sizeof L->compute, "%s", layers[l].compute);
+        L->fp32_op = is_fp32_op(L->op) || kept_fp32(r, L->compute);
         L->island = in_list(r->fp32_layers, L->name);
         L->ratio_median = NAN;
         for (int k = 0; k < AMPDIAG_NKINDS; k++)
@@ -1381,6 +1390,22 @@ static int match_layers(an_run *runs, size_t n, size_t base, an_comparison *c)
     return 0;
 }
 
+/* A layer that one run's autocast kept in FP32 is an FP32 op in every run of the comparison:
+ * the FP32 baseline cannot record what autocast would do, and its range rules must not predict
+ * 16-bit overflow in a layer that never runs in 16 bits. */
+static void share_fp32_ops(an_run *runs, size_t n, size_t base, const an_comparison *c)
+{
+    an_run *b = &runs[base];
+    for (size_t i = 0; i < n; i++)
+        for (size_t l = 0; l < runs[i].nlayers; l++)
+            if (runs[i].layers[l].fp32_op && c->layer_map[i][l] >= 0)
+                b->layers[c->layer_map[i][l]].fp32_op = 1;
+    for (size_t i = 0; i < n; i++)
+        for (size_t l = 0; l < runs[i].nlayers; l++)
+            if (c->layer_map[i][l] >= 0 && b->layers[c->layer_map[i][l]].fp32_op)
+                runs[i].layers[l].fp32_op = 1;
+}
+
 /* A note on a run that did not finish: cut off (still 'running') or interrupted. */
 static void note_status(an_comparison *c, const an_run *r)
 {
@@ -1629,6 +1654,7 @@ int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
         return -1;
     if (match_layers(runs, n, base, c))
         return -1;
+    share_fp32_ops(runs, n, base, c);
     note_differences(runs, n, base, c);
     for (size_t i = 0; i < n; i++)
         loss_gap(&c->gap[i], b, &runs[i], i == base);

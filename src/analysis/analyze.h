@@ -96,7 +96,10 @@ typedef struct an_layer {
     char op[AMPDIAG_TRACE_OP_LEN];
     char shape[AMPDIAG_TRACE_SHAPE_LEN];
     uint64_t params;
-    int fp32_op;        /* an op autocast keeps in FP32 (the loss): excluded from range rules */
+    int fp32_op;        /* an op autocast keeps in FP32 (the loss, or a layer a 16-bit run's
+                           /layers compute column records as fp32; an_compare shares the latter
+                           by name with the other runs): excluded from range rules */
+    char compute[AMPDIAG_TRACE_COMPUTE_LEN]; /* /layers compute: "fp32", "fp16", "bf16", "" */
     int island;         /* named in the run's fp32_layers attribute */
     an_cell cell[AMPDIAG_NKINDS];
     an_series act_rms;  /* activation rms per traced step */

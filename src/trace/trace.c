@@ -839,8 +839,24 @@ static void commit_row(ampdiag_trace_writer *w, int t) { w->tb[t].n++; }
  * Records
  * ------------------------------------------------------------------------------------------ */
 
+/* The formats a layer may compute in (the /layers compute column), "" = not recorded. */
+static int valid_compute(const char *compute)
+{
+    static const char *const known[] = {"", "fp32", "fp16", "bf16"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(compute, known[i]) == 0)
+            return 1;
+    return 0;
+}
+
 int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const char *op,
                             const char *shape, uint64_t params)
+{
+    return ampdiag_trace_add_layer_compute(w, name, op, shape, params, NULL);
+}
+
+int ampdiag_trace_add_layer_compute(ampdiag_trace_writer *w, const char *name, const char *op,
+                                    const char *shape, uint64_t params, const char *compute)
 {
     int rc = check_usable(w, "ampdiag_trace_add_layer");
     if (rc)
@@ -857,6 +873,10 @@ int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const cha
             return trace_fail(AMPDIAG_TRACE_EINVAL,
                               "ampdiag_trace_add_layer: layer '%s' declared twice (trace '%s')", name,
                               w->path);
+    if (compute && !valid_compute(compute))
+        return trace_fail(AMPDIAG_TRACE_EINVAL,
+                          "ampdiag_trace_add_layer: layer '%s': compute format '%.16s' is not fp32, fp16, "
+                          "bf16 or empty (trace '%s')", name, compute, w->path);
     if (w->nnames >= INT32_MAX)
         return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_add_layer: too many layers");
     if (w->nnames == w->capnames) {
@@ -892,6 +912,7 @@ int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const cha
     trace_copy_text(l->op, sizeof l->op, op, SIZE_MAX);
     trace_copy_text(l->shape, sizeof l->shape, shape, SIZE_MAX);
     l->params = params;
+    trace_copy_text(l->compute, sizeof l->compute, compute, SIZE_MAX);
     b->n++;
     trace_copy_text(w->names[w->nnames], AMPDIAG_TRACE_NAME_LEN, name, SIZE_MAX);
     w->info.layers++;

@@ -63,6 +63,7 @@ int ampdiag_status_parse(const char *name) { return parse_name(status_names, NST
 #define F(rec, member, type) {#member, type, offsetof(rec, member), 0, 0}
 #define FO(rec, member, type) {#member, type, offsetof(rec, member), 0, 1} /* optional */
 #define FS(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 0}
+#define FSO(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 1}
 #define NF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const trace_field layer_fields[] = {
@@ -71,6 +72,8 @@ static const trace_field layer_fields[] = {
     FS(ampdiag_trace_layer, op),
     FS(ampdiag_trace_layer, shape),
     F(ampdiag_trace_layer, params, FT_U64),
+    /* added in v1 after the reference traces: optional for readers (absent: "") */
+    FSO(ampdiag_trace_layer, compute),
 };
 
 static const trace_field step_fields[] = {
