@@ -46,14 +46,21 @@ class Tstats(ctypes.Structure):
     """struct ampdiag_tstats: one tensor's statistics (ampdiag.h)."""
     _fields_ = [(n, ctypes.c_uint64) for n in (
         "count", "n_nan", "n_posinf", "n_neginf", "n_zero", "n_neg", "n_pos",
+        # the what-if counts, one row per format of the table (ampdiag.h: whatif[5][3])
+        "fp32_overflow", "fp32_underflow", "fp32_subnormal",
         "fp16_overflow", "fp16_underflow", "fp16_subnormal",
-        "bf16_overflow", "bf16_underflow", "bf16_subnormal")] + \
+        "bf16_overflow", "bf16_underflow", "bf16_subnormal",
+        "e4m3_overflow", "e4m3_underflow", "e4m3_subnormal",
+        "e5m2_overflow", "e5m2_underflow", "e5m2_subnormal")] + \
         [(n, ctypes.c_float) for n in ("min", "max", "absmax", "absmin_nz")] + \
         [("sum", ctypes.c_double), ("sumsq", ctypes.c_double)]
 
     COUNTS = ("count", "n_nan", "n_posinf", "n_neginf", "n_zero", "n_neg", "n_pos",
+              "fp32_subnormal",
               "fp16_overflow", "fp16_underflow", "fp16_subnormal",
-              "bf16_overflow", "bf16_underflow", "bf16_subnormal")
+              "bf16_overflow", "bf16_underflow", "bf16_subnormal",
+              "e4m3_overflow", "e4m3_underflow", "e4m3_subnormal",
+              "e5m2_overflow", "e5m2_underflow", "e5m2_subnormal")
 
     def as_dict(self):
         return {n: getattr(self, n) for n, _ in self._fields_}

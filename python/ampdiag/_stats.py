@@ -9,7 +9,7 @@ traces/FORMAT.md) and so the same counts:
   all twenty classes; the thresholds are found, when this module is first used, by bisection with
   torch's own round-to-nearest-even casts (``x.to(torch.float16)``, ``x.to(torch.bfloat16)``), so
   a count says what that cast does. Extremes, the smallest non-zero magnitude and the float64 sums
-  take a few more reductions. Only the record (25 numbers) leaves the device.
+  take a few more reductions. Only the record (RECORD_LEN numbers) leaves the device.
 * ``lib``: for float32 tensors in CPU memory, libampdiag's fused one-pass kernel
   (``ampdiag_tstats_compute``) on the tensor's own memory; faster on the CPU.
 
@@ -87,6 +87,35 @@ def _class_starts():
     return [p - 2 ** 31 for p in pos] + pos
 
 
+# The OCP FP8 classes by |x|'s float32 bit pattern (the constants of numfmt.h, from the OFP8
+# definition: torch's float8_e4m3fn cast saturates where OCP's E4M3 overflows, so they are not
+# taken from torch's casts): 0 < |x| <= UNF flushes, < NORM is subnormal, >= OVF overflows.
+# Boundaries for bucketize: 1 (non-zero), UNF + 1, NORM, OVF, inf.
+_FP8_BOUNDS = {
+    "e4m3": [1, 0x3A800000 + 1, 0x3C700000, 0x43E80001, FLT_INF_BITS],
+    "e5m2": [1, 0x37000000 + 1, 0x38600000, 0x47700000, FLT_INF_BITS],
+}
+_fp8_on = {}
+FLT_MIN_NORMAL_BITS = 0x00800000
+RECORD_LEN = 2 * 10 + 5 + 7  # record_torch(): class counts, extremes and sums, FP8 counts
+
+
+def _fp8_counts(u):
+    """[e4m3 overflow, underflow, subnormal, e5m2 overflow, underflow, subnormal, float32
+    subnormals] of the bit patterns u (int32), as a float64 vector on u's device."""
+    a = u & 0x7FFFFFFF
+    out = []
+    for fmt in ("e4m3", "e5m2"):
+        b = _fp8_on.get((u.device, fmt))
+        if b is None:
+            b = torch.tensor(_FP8_BOUNDS[fmt], dtype=torch.int32, device=u.device)
+            _fp8_on[(u.device, fmt)] = b
+        c = torch.bincount(torch.bucketize(a, b, right=True), minlength=6)
+        out += [c[4], c[1], c[2]]  # overflow (finite), underflow, subnormal
+    out.append(((a > 0) & (a < FLT_MIN_NORMAL_BITS)).sum())
+    return torch.stack(out).to(torch.float64)
+
+
 def _starts_on(device):
     b = _bounds.get(device)
     if b is None:
@@ -118,7 +147,8 @@ def record_torch(x, with_hist=False):
     ss = torch.linalg.vector_norm(z, dtype=torch.float64)
     amin = (((u & 0x7FFFFFFF) - 1) & 0x7FFFFFFF).min()
     vec = torch.cat([counts.to(torch.float64),
-                     torch.stack([lo.double(), hi.double(), amin.double(), s, ss * ss])])
+                     torch.stack([lo.double(), hi.double(), amin.double(), s, ss * ss]),
+                     _fp8_counts(u)])
     if not with_hist:
         return vec, None
     return vec, _hist_torch(xf, idx)
@@ -141,7 +171,7 @@ def _hist_torch(xf, idx):
 
 
 def unpack(row):
-    """A Tstats from one record_torch() vector (a sequence of 25 floats on the host)."""
+    """A Tstats from one record_torch() vector (a sequence of 32 floats on the host)."""
     c = [int(v) for v in row[:2 * NCLASS]]
     neg, pos = c[:NCLASS], c[NCLASS:]
     both = [a + b for a, b in zip(neg, pos)]
@@ -159,6 +189,9 @@ def unpack(row):
     s.bf16_overflow = both[7]
     s.bf16_underflow = both[1]
     s.bf16_subnormal = both[2]
+    f8 = [int(v) for v in row[2 * NCLASS + 5:2 * NCLASS + 12]]
+    (s.e4m3_overflow, s.e4m3_underflow, s.e4m3_subnormal,
+     s.e5m2_overflow, s.e5m2_underflow, s.e5m2_subnormal, s.fp32_subnormal) = f8
     lo, hi, amin, sm, ss = (float(v) for v in row[2 * NCLASS:2 * NCLASS + 5])
     if math.isinf(lo):  # no finite value: the identities of merging (ampdiag.h)
         s.min, s.max, s.absmax = math.inf, -math.inf, -math.inf
