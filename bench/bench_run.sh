@@ -1,16 +1,18 @@
 #!/bin/sh
-# bench_run.sh - steps/s of `ampdiag run` for the mlp and transformer presets in fp32, fp16 and
-# bf16, with tensor tracing off (--trace-every 0: step records only), every 10 steps, every step
-# (statistics on the tracer thread, the default on 2+ cores) and every step inline
-# (--trace-threads 0). The cost of tracing is measured against tracing off in the same run of
-# this script; the configurations are interleaved and each keeps its best of REPS runs, so that
-# a slow spell of a shared machine does not land on one column only. The last column is the CPU
-# time (user + system, both threads) of the every-step run against that of tracing off. The fixed
-# cost of a command (start-up, data, closing the trace), measured as a 1-step run with tracing
-# off, is subtracted from every wall time, so that the rates and costs are per training step.
-# Wall times are read with `date +%s%N` (microseconds; /usr/bin/time's are hundredths of a
-# second, 1.4% of an mlp run); CPU times come from /usr/bin/time.
-# Usage: bench/bench_run.sh [AMPDIAG [REPS]]   (default ./ampdiag 5). Prints a Markdown table.
+# bench_run.sh - what tracing costs a training step, in wall time and in CPU time (all
+# threads): `ampdiag run` of the mlp and transformer presets in fp32, fp16 and bf16, with tensor
+# tracing off (--trace-every 0: step records only), every 10 steps, every step (statistics on
+# the tracer thread, the default on 2+ cores) and every step inline (--trace-threads 0). With
+# CORES=1 every command runs pinned to one core (taskset -c 0), as on a busy machine where the
+# tracer thread finds no idle core: the cost in wall time then approaches the cost in CPU time.
+# The configurations are interleaved and each keeps its best of REPS runs (wall and CPU time
+# separately), so that a slow spell of a shared machine does not land on one column only. The
+# fixed cost of a command (start-up, data, closing the trace), measured as a 1-step run with
+# tracing off, is subtracted from every time, so that rates and costs are per training step.
+# Wall times are read with `date +%s%N` (microseconds); CPU times (user + system, all threads)
+# come from /usr/bin/time (hundredths of a second: runs are long enough for that).
+# Usage: [CORES=1|2] bench/bench_run.sh [AMPDIAG [REPS]]   (default ./ampdiag 5). Prints a
+# Markdown table.
 set -eu
 AMPDIAG=${1:-./ampdiag}
 REPS=${2:-5}
@@ -18,13 +20,19 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 TIME=/usr/bin/time
 [ -x "$TIME" ] || { echo "bench_run.sh: needs /usr/bin/time (Debian package 'time')" >&2; exit 3; }
-steps_for() { case $1 in mlp) echo 1000 ;; *) echo 300 ;; esac; }
+CORES=${CORES:-2}
+PIN=""
+if [ "$CORES" = 1 ]; then
+    command -v taskset >/dev/null || { echo "bench_run.sh: CORES=1 needs taskset (util-linux)" >&2; exit 3; }
+    PIN="taskset -c 0"
+fi
+steps_for() { case $1 in mlp) echo ${MLP_STEPS:-1000} ;; *) echo ${TF_STEPS:-300} ;; esac; }
 batch_for() { case $1 in mlp) echo 64 ;; *) echo 8 ;; esac; }
 # best (smallest) value of column $2 among lines starting with key $1 in file $3
 best() { awk -v k="$1" -v c="$2" '$1 == k && (b == "" || $c < b) { b = $c } END { print b }' "$3"; }
 pct() { awk -v t="$1" -v b="$2" 'BEGIN { printf "%+.1f%%", (t / b - 1) * 100 }'; }
-echo "| model (batch) | precision | trace off | every 10 steps | every step | every step, inline | tracing cost (every 10 / every step / inline) | CPU time, every step |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| model (batch) | precision | cores | trace off: steps/s (CPU ms/step) | every 10 steps: wall / CPU | every step: wall / CPU | every step inline: wall / CPU |"
+echo "|---|---|---|---|---|---|---|"
 for model in mlp transformer; do
     n=$(steps_for $model); b=$(batch_for $model)
     for p in fp32 fp16 bf16; do
@@ -35,7 +43,7 @@ for model in mlp transformer; do
             for cfg in "off 0 1 $n" "e10 10 1 $n" "e1 1 1 $n" "inl 1 0 $n" "fixed 0 1 1"; do
                 set -- $cfg
                 t0=$(date +%s%N)
-                "$TIME" -f "%U %S" -o "$tmp/cpu" "$AMPDIAG" run --model $model --precision $p --steps $4 \
+                $PIN "$TIME" -f "%U %S" -o "$tmp/cpu" "$AMPDIAG" run --model $model --precision $p --steps $4 \
                     --batch $b --trace-every $2 --trace-threads $3 --hist-every 100 --eval-every 0 \
                     --progress none -o "$tmp/r.h5" --overwrite > /dev/null
                 t1=$(date +%s%N)
@@ -44,16 +52,16 @@ for model in mlp transformer; do
             rep=$((rep + 1))
         done
         awk '{ print $1, $2 / 1e6, $3 + $4 }' "$log" > "$log.2"
-        fx=$(best fixed 2 "$log.2")
-        sub() { awk -v t="$1" -v f="$fx" 'BEGIN { print t - f }'; }
-        off=$(sub "$(best off 2 "$log.2")"); e10=$(sub "$(best e10 2 "$log.2")")
-        e1=$(sub "$(best e1 2 "$log.2")"); inl=$(sub "$(best inl 2 "$log.2")")
-        cpu_off=$(best off 3 "$log.2"); cpu_e1=$(best e1 3 "$log.2")
-        rate() { awk -v n="$n" -v t="$1" 'BEGIN { printf "%.0f steps/s", n / t }'; }
-        echo "| $model ($b) | $p | $(rate "$off") | $(rate "$e10") | $(rate "$e1") | $(rate "$inl") |" \
-             "$(pct "$e10" "$off") / $(pct "$e1" "$off") / $(pct "$inl" "$off") | $(pct "$cpu_e1" "$cpu_off") |"
+        fx=$(best fixed 2 "$log.2"); cfx=$(best fixed 3 "$log.2")
+        # per-step wall and CPU seconds of a configuration (its best run less the fixed cost)
+        wall() { awk -v t="$(best "$1" 2 "$log.2")" -v f="$fx" 'BEGIN { print t - f }'; }
+        cpu() { awk -v t="$(best "$1" 3 "$log.2")" -v f="$cfx" 'BEGIN { print t - f }'; }
+        off=$(wall off); coff=$(cpu off)
+        cost() { echo "$(pct "$(wall "$1")" "$off") / $(pct "$(cpu "$1")" "$coff")"; }
+        rate=$(awk -v n="$n" -v t="$off" -v c="$coff" 'BEGIN { printf "%.0f (%.2f)", n / t, c / n * 1000 }')
+        echo "| $model ($b) | $p | $CORES | $rate | $(cost e10) | $(cost e1) | $(cost inl) |"
     done
 done
 echo
-echo "(wall time of the command less that of a 1-step run, best of $REPS interleaved runs;"
-echo " $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'))"
+echo "(wall and CPU time of the command less those of a 1-step run, best of $REPS interleaved runs;"
+echo " CORES=$CORES of $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'))"

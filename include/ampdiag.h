@@ -1,7 +1,8 @@
 /*
  * ampdiag.h - the public C API of libampdiag.
  *
- * Number formats (exact FP16/BF16 rounding and limits) and fused per-tensor statistics, so that
+ * Number formats (a table of FP32, FP16, BF16 and the OCP FP8 formats E4M3 and E5M2: exact
+ * rounding, limits, classes) and fused per-tensor statistics, so that
  * any C, C++ or CUDA training loop can compute the same numbers ampdiag records.
  * All functions are thread-safe: they keep no global state.
  */
@@ -26,16 +27,23 @@ typedef enum ampdiag_format {
     AMPDIAG_FP32 = 0,
     AMPDIAG_FP16 = 1, /* IEEE binary16: 1/5/10 */
     AMPDIAG_BF16 = 2, /* bfloat16: 1/8/7 */
-    /* 3 and 4 are reserved for FP8 E4M3 and E5M2 */
-    AMPDIAG_NFORMATS = 3
+    AMPDIAG_E4M3 = 3, /* OCP FP8 E4M3 ("E4M3FN"): 1/4/3, bias 7, max 448, no inf, NaN = S.1111.111 */
+    AMPDIAG_E5M2 = 4, /* OCP FP8 E5M2: 1/5/2, bias 15, max 57344, inf and NaN as in IEEE */
+    AMPDIAG_NFORMATS = 5
 } ampdiag_format;
 
 /* Rounding flags. */
 #define AMPDIAG_ROUND_RNE 0u /* round to nearest even, subnormals kept (the default) */
 #define AMPDIAG_ROUND_FTZ 1u /* also flush subnormal inputs and results to a signed zero */
 
+/*
+ * One row of the format table: everything ampdiag knows about a format. The code loops over
+ * the rows (ampdiag_format_get(0 .. AMPDIAG_NFORMATS - 1)) instead of naming formats.
+ * Rounding is to nearest, ties to even, subnormals kept; an overflow becomes +-inf, or NaN in
+ * E4M3, which has no infinities (OCP's non-saturating conversion; docs/numerics.md).
+ */
 typedef struct ampdiag_format_info {
-    const char *name;       /* "fp32", "fp16", "bf16" */
+    const char *name;       /* "fp32", "fp16", "bf16", "e4m3", "e5m2" */
     int bits;               /* storage width */
     int exp_bits, mant_bits;/* stored exponent and mantissa bits */
     int bias;
@@ -45,14 +53,43 @@ typedef struct ampdiag_format_info {
     float min_subnormal;    /* 2^-24 for FP16 */
     float epsilon;          /* 1 to the next value: 2^-10 for FP16 */
     float unit_roundoff;    /* epsilon / 2 */
-    float overflow_at;      /* smallest |x| that rounds to inf: 65520 for FP16 */
+    float overflow_at;      /* smallest |x| that overflows (to inf; NaN in E4M3): 65520 for FP16 */
     float underflow_at;     /* largest |x| that rounds to zero: 2^-25 for FP16 */
+    float normal_at;        /* smallest |x| that rounds to a normal number: 2^-14 - 2^-25 for FP16 */
+    int has_inf;            /* 0 for E4M3: overflow and +-inf become NaN */
+    int has_nan;
+    /* Swamping (lost updates): an update d to a normal weight w held in the format is lost,
+     * fl(w + d) == w, whenever |d| <= lost_certain * |w|, and never when |d| > lost_possible * |w|
+     * (2^-(p+1) and 2^-p, p = mant_bits + 1); in between it depends on where w lies in its binade.
+     * ampdiag_update_lost() decides one update exactly, as the optimizer's counts do. */
+    float lost_certain, lost_possible;
+    /* Host rounding of this format (device code uses the inline functions of numfmt.h). */
+    float (*round)(float x);         /* as ampdiag_round */
+    float (*round_ftz)(float x);     /* as ampdiag_round_ftz */
+    uint32_t (*encode)(float x);     /* bit pattern in the low `bits` bits */
+    float (*decode)(uint32_t code);  /* exact */
 } ampdiag_format_info;
 
 /* Limits of a format; NULL for an unknown format. */
 const ampdiag_format_info *ampdiag_format_get(ampdiag_format fmt);
-/* "fp32" / "fp16" / "bf16" (case-insensitive) -> format; returns 0 on success, -1 if unknown. */
+/* "fp32" / "fp16" / "bf16" (case-insensitive) -> format; returns 0 on success, -1 otherwise.
+ * Only the formats ampdiag's training loop can hold tensors in: it refuses "e4m3" and "e5m2". */
 int ampdiag_format_parse(const char *name, ampdiag_format *fmt);
+/* The name of any row of the table, FP8 included (case-insensitive); 0 on success, -1 if unknown. */
+int ampdiag_format_lookup(const char *name, ampdiag_format *fmt);
+
+/* What rounding a float32 value to a format does. */
+typedef enum ampdiag_class {
+    AMPDIAG_CLASS_ZERO = 0,  /* x is +-0 */
+    AMPDIAG_CLASS_NORMAL,    /* rounds to a normal number */
+    AMPDIAG_CLASS_SUBNORMAL, /* rounds to a (non-zero) subnormal number */
+    AMPDIAG_CLASS_UNDERFLOW, /* non-zero, rounds to zero (flushes) */
+    AMPDIAG_CLASS_OVERFLOW,  /* finite, rounds to +-inf (NaN in E4M3) */
+    AMPDIAG_CLASS_INF,       /* x is +-inf */
+    AMPDIAG_CLASS_NAN        /* x is NaN */
+} ampdiag_class;
+/* Class of x rounded to fmt (round to nearest even, subnormals kept); NaN class for an unknown fmt. */
+ampdiag_class ampdiag_classify(ampdiag_format fmt, float x);
 
 /* Round x to the format and back to float32 (exact emulation). fmt FP32 returns x unchanged
  * (with FTZ: FP32 subnormals become signed zeros). An unknown fmt returns NaN. */
@@ -60,12 +97,32 @@ float ampdiag_round(ampdiag_format fmt, float x);
 float ampdiag_round_ftz(ampdiag_format fmt, float x);
 /* Round n values (in == out is allowed). flags: AMPDIAG_ROUND_*. Returns -1 for an unknown fmt. */
 int ampdiag_round_array(ampdiag_format fmt, unsigned flags, const float *in, float *out, size_t n);
+/* Whether the update d is lost on the weight w held in fmt: d != 0 and fl(fl(w) + d) == fl(w),
+ * every rounding to fmt with flags (AMPDIAG_ROUND_*). 0 for an unknown fmt. */
+int ampdiag_update_lost(ampdiag_format fmt, unsigned flags, float w, float d);
 
 /* Bit patterns. */
 uint16_t ampdiag_fp16_encode(float x);
 float ampdiag_fp16_decode(uint16_t h);
 uint16_t ampdiag_bf16_encode(float x);
 float ampdiag_bf16_decode(uint16_t b);
+uint8_t ampdiag_e4m3_encode(float x); /* overflow and +-inf -> NaN 0x7f / 0xff */
+float ampdiag_e4m3_decode(uint8_t c);
+uint8_t ampdiag_e5m2_encode(float x); /* overflow -> +-inf 0x7c / 0xfc; NaN -> 0x7f / 0xff */
+float ampdiag_e5m2_decode(uint8_t c);
+
+/*
+ * Per-tensor scaled FP8, as Transformer Engine's delayed scaling computes it: the tensor is
+ * multiplied by a scale (in float32) before it is cast to FP8, and the scale comes from the
+ * largest |x| (amax) of the last steps:
+ *     scale = (max_finite / max(amax_history)) / 2^margin
+ * (TE's amax_compute_algo "max"; a history of length 1 is "most_recent"). Where that maximum
+ * is 0 or not finite the previous scale is kept, and an infinite scale becomes FLT_MAX, as TE
+ * does. The history belongs to the caller (one per tensor: the absmax of each step's record).
+ * Returns the scale; prev_scale for an unknown fmt or an empty history.
+ */
+float ampdiag_delayed_scale(ampdiag_format fmt, const float *amax_history, size_t len, int margin,
+                            float prev_scale);
 
 /* ------------------------------------------------------------------------------------------
  * Fused tensor statistics
@@ -97,15 +154,34 @@ typedef struct ampdiag_hist {
  * -0 below +0 (so the max of {-0, +0} is +0). While no finite
  * value has been seen, min = +inf and max = absmax = -inf; while no finite non-zero value has
  * been seen, absmin_nz = +inf (these are the identities of merging).
- * The fp16_* / bf16_* counts say what rounding each value to that format would do, whatever
- * format the tensor is in: overflow = finite value that rounds to +-inf; underflow = non-zero
- * value that rounds to zero; subnormal = value whose rounded result is subnormal (non-zero).
+ * The what-if counts say what rounding each value to a format would do, whatever format the
+ * tensor is in, for every row of the format table (FP8 unscaled):
+ *   overflow  = finite value that overflows (to +-inf; NaN in E4M3);
+ *   underflow = non-zero value that rounds to zero;
+ *   subnormal = value whose rounded result is subnormal (non-zero).
+ * whatif[fmt][AMPDIAG_WHATIF_*] holds them; the named fields (fp16_overflow, ..., e5m2_subnormal)
+ * are the same counters under their names. FP32's row counts float32 subnormals only.
  */
+enum {
+    AMPDIAG_WHATIF_OVERFLOW = 0,
+    AMPDIAG_WHATIF_UNDERFLOW = 1,
+    AMPDIAG_WHATIF_SUBNORMAL = 2,
+    AMPDIAG_WHATIF_NCLASSES = 3
+};
+
 typedef struct ampdiag_tstats {
     uint64_t count;
     uint64_t n_nan, n_posinf, n_neginf, n_zero, n_neg, n_pos;
-    uint64_t fp16_overflow, fp16_underflow, fp16_subnormal;
-    uint64_t bf16_overflow, bf16_underflow, bf16_subnormal;
+    union {
+        uint64_t whatif[AMPDIAG_NFORMATS][AMPDIAG_WHATIF_NCLASSES];
+        struct { /* the same counters by name, in the order of the table's rows */
+            uint64_t fp32_overflow, fp32_underflow, fp32_subnormal;
+            uint64_t fp16_overflow, fp16_underflow, fp16_subnormal;
+            uint64_t bf16_overflow, bf16_underflow, bf16_subnormal;
+            uint64_t e4m3_overflow, e4m3_underflow, e4m3_subnormal;
+            uint64_t e5m2_overflow, e5m2_underflow, e5m2_subnormal;
+        };
+    };
     float min, max, absmax, absmin_nz;
     double sum, sumsq;
 } ampdiag_tstats;
@@ -127,6 +203,20 @@ void ampdiag_hist_init(ampdiag_hist *h);
 void ampdiag_hist_merge(ampdiag_hist *dst, const ampdiag_hist *src);
 /* Bin index of one value (the definition the fast kernel must match). */
 int ampdiag_hist_bin_of(float x);
+
+/* The what-if counts of fmt after multiplying x[0..n) by scale in float32, as a per-tensor scaled
+ * cast does (ampdiag_delayed_scale): counts[AMPDIAG_WHATIF_*] := how many fl(x[i] * scale)
+ * overflow, flush to zero (x[i] != 0) and come out subnormal. One pass over x; the kernel
+ * compares |x| with exact thresholds that ampdiag_scaled_thresholds() finds for the scale.
+ * Returns -1 (counts untouched) for an unknown fmt or a scale that is not finite and > 0. */
+int ampdiag_whatif_scaled(ampdiag_format fmt, float scale, const float *x, size_t n,
+                          uint64_t counts[AMPDIAG_WHATIF_NCLASSES]);
+/* The thresholds behind it, as |x| bit patterns (as numfmt.h's, for the unscaled formats):
+ * bits[0] overflow (finite |x| >= it overflows), bits[1] normal (|x| >= it is held as a
+ * normal number), bits[2] underflow (0 < |x| <= it flushes to zero). fl(|x| * scale) is
+ * monotone in |x|, so each class is a range of |x|; the thresholds are found by bisection over
+ * the float32 bit patterns. Returns -1 as ampdiag_whatif_scaled. */
+int ampdiag_scaled_thresholds(ampdiag_format fmt, float scale, uint32_t bits[3]);
 
 /* Which SIMD path ampdiag_tstats uses on this CPU: "avx2+avx512vl", "avx2" or "generic"
  * (AMPDIAG_TSTATS_IMPL=avx2 or =generic in the environment forces a lesser one). */

@@ -137,6 +137,7 @@ int ampdiag_status_parse(const char *name);
 #define AMPDIAG_TRACE_SHAPE_LEN 64
 #define AMPDIAG_TRACE_REASON_LEN 96
 #define AMPDIAG_TRACE_MESSAGE_LEN 128
+#define AMPDIAG_TRACE_COMPUTE_LEN 16
 
 typedef struct ampdiag_trace_layer {
     int32_t index;                          /* row number; what /tensors' layer refers to */
@@ -144,6 +145,10 @@ typedef struct ampdiag_trace_layer {
     char op[AMPDIAG_TRACE_OP_LEN];          /* "linear", "layernorm", ... */
     char shape[AMPDIAG_TRACE_SHAPE_LEN];    /* weight shape as text, PyTorch order: "[256, 784]" */
     uint64_t params;                        /* number of parameters */
+    /* The format the layer computed in as the run ran it: "fp32", "fp16", "bf16" (for a PyTorch
+     * run, the dtype of the layer's output under autocast), or "" when not recorded. Optional in
+     * the file: a trace without the field (older writers, ampdiag run) reads "". */
+    char compute[AMPDIAG_TRACE_COMPUTE_LEN];
 } ampdiag_trace_layer;
 
 typedef struct ampdiag_trace_step {
@@ -178,6 +183,11 @@ typedef struct ampdiag_trace_tensor {
      * Optional in the file: a trace without these fields (older writers, other programs) reads
      * 0; ampdiag_trace_has_field() tells the two apart. */
     uint64_t lost_if_fp16, lost_if_bf16;
+    /* what-if counts for the OCP FP8 formats, unscaled (as ampdiag_tstats counts them); added
+     * in v1 after the first writers: optional for readers, which read them as 0 when absent
+     * (ampdiag_trace_has_field tells) */
+    uint64_t e4m3_overflow, e4m3_underflow, e4m3_subnormal;
+    uint64_t e5m2_overflow, e5m2_underflow, e5m2_subnormal;
 } ampdiag_trace_tensor;
 
 typedef struct ampdiag_trace_hist {
@@ -232,6 +242,22 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
 #define AMPDIAG_ATTR_STEPS_PLANNED "steps_planned" /* int */
 #define AMPDIAG_ATTR_BATCH "batch"                 /* int */
 #define AMPDIAG_ATTR_EVAL_METRIC "eval_metric"     /* str: what /eval metric is ("accuracy") */
+/* The settings the analysis's rules read, each typed (the "hyperparameters" and "scaler" strings
+ * above say the same for people; a reader takes these first and parses those strings only for
+ * traces that lack them). */
+#define AMPDIAG_ATTR_OPT_STATE_FORMAT "optimizer_state_format" /* str: fp32 | fp16 | bf16 */
+#define AMPDIAG_ATTR_OPT_EPS "optimizer_eps"                   /* double: AdamW's eps */
+#define AMPDIAG_ATTR_OPT_BETA1 "optimizer_beta1"               /* double: AdamW */
+#define AMPDIAG_ATTR_OPT_BETA2 "optimizer_beta2"               /* double: AdamW */
+#define AMPDIAG_ATTR_OPT_MOMENTUM "optimizer_momentum"         /* double: SGD */
+#define AMPDIAG_ATTR_OPT_WEIGHT_DECAY "optimizer_weight_decay" /* double */
+#define AMPDIAG_ATTR_SCALER_INIT "scaler_init_scale"           /* double */
+#define AMPDIAG_ATTR_SCALER_GROWTH "scaler_growth_factor"      /* double */
+#define AMPDIAG_ATTR_SCALER_BACKOFF "scaler_backoff_factor"    /* double */
+#define AMPDIAG_ATTR_SCALER_INTERVAL "scaler_growth_interval"  /* int: steps */
+#define AMPDIAG_ATTR_SCALER_MIN "scaler_min_scale"             /* double: the floor, 0 = none */
+#define AMPDIAG_ATTR_SCALER_HYSTERESIS "scaler_hysteresis"     /* int: overflows before a backoff */
+#define AMPDIAG_ATTR_FP32_LAYERS "fp32_layers"                 /* str: comma list of layers kept in FP32 */
 /* Managed by the writer (refused by the setters): format, format_version, tool_version,
  * status, end_time. */
 
@@ -279,6 +305,10 @@ int ampdiag_trace_set_attr_int(ampdiag_trace_writer *w, const char *name, int64_
  * non-empty and shorter than AMPDIAG_TRACE_NAME_LEN; op and shape may be NULL. */
 int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const char *op,
                             const char *shape, uint64_t params);
+/* The same with the format the layer computed in ("fp32", "fp16", "bf16"; NULL or "" = not
+ * recorded): see ampdiag_trace_layer.compute. */
+int ampdiag_trace_add_layer_compute(ampdiag_trace_writer *w, const char *name, const char *op,
+                                    const char *shape, uint64_t params, const char *compute);
 
 /* Append records. Appending a step record may flush (see ampdiag_trace_options). */
 int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step *rec);

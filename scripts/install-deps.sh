@@ -8,12 +8,15 @@
 #                                           with PyTorch (CPU use; its Linux wheel pulls NVIDIA
 #                                           libraries, several GB), numpy and h5py, for the tests
 #                                           that check ampdiag against PyTorch (tests/t_pytorch.sh)
+#                                           and the PyTorch tracer (tests/t_pytorch_tracer.sh), with
+#                                           lightning, transformers and accelerate (about 250 MB
+#                                           more on disk) for the tests of its integrations
 set -eu
 with_torch=0
 for a in "$@"; do
     case $a in
     --with-torch) with_torch=1 ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -36,13 +39,14 @@ else
 fi
 if [ $with_torch -eq 1 ]; then
     venv=${VENV:-.venv}
-    if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import torch, numpy, h5py' 2>/dev/null; then
-        echo "install-deps: $venv has torch, numpy and h5py"
+    mods="torch, numpy, h5py, lightning, transformers, accelerate"
+    if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import $mods" 2>/dev/null; then
+        echo "install-deps: $venv has $mods"
     else
-        echo "install-deps: installing torch, numpy and h5py into $venv (several GB)"
-        python3 -m venv "$venv"
+        echo "install-deps: installing $mods into $venv (several GB)"
+        [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
         "$venv/bin/python" -m pip install -q --upgrade pip
-        "$venv/bin/python" -m pip install -q torch numpy h5py
-        "$venv/bin/python" -c 'import torch, numpy, h5py; print("install-deps: torch", torch.__version__)'
+        "$venv/bin/python" -m pip install -q torch numpy h5py lightning transformers accelerate
+        "$venv/bin/python" -c "import $mods; print('install-deps: torch', torch.__version__)"
     fi
 fi

@@ -34,6 +34,7 @@ typedef struct cs_spec {
     double loss0, loss_floor, loss_noise, tau;
     double final_eval;       /* eval loss at the last eval (NaN: follow the training loss) */
     double act_absmax[CS_MAXL];   /* per layer; 0 = 1.0 */
+    const char *compute[CS_MAXL]; /* per layer, the /layers compute column; NULL = not recorded */
     double grad_absmax[CS_MAXL];  /* per layer, unscaled; 0 = 1e-2 */
     double w_rms, u_rms;          /* weight and update rms (ratio = u_rms / w_rms) */
     uint64_t lost_per_update;     /* lost updates per update record */
@@ -158,7 +159,7 @@ static inline int cs_write(const char *path, const cs_spec *s)
     for (int l = 0; l < s->nlayers; l++) {
         char name[16];
         snprintf(name, sizeof name, "fc%d", l + 1);
-        if ((rc = ampdiag_trace_add_layer(w, name, "linear", "[64, 64]", 4160)) < 0)
+        if ((rc = ampdiag_trace_add_layer_compute(w, name, "linear", "[64, 64]", 4160, s->compute[l])) < 0)
             goto fail;
     }
     for (long t = 0; t < s->nsteps; t++) {

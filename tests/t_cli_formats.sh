@@ -19,6 +19,20 @@ echo "$out" | grep -Eq '^9.99999994e-09 +0 +0x0000 UNDERFLOW' ; t $? "1e-8 under
 echo "$out" | grep -Eq '^1.00000001e-07 +1.1920929e-07 +0x0002 subnormal' ; t $? "1e-7 becomes the FP16 subnormal 0x0002"
 out=$($AMPDIAG formats --ftz 1e-7)
 echo "$out" | grep -Eq '^1.00000001e-07 +0 +0x0000 UNDERFLOW' ; t $? "--ftz flushes the FP16 subnormal to 0"
-$AMPDIAG formats | grep -Eq '^fp16 +65504 +6.1035156e-05 +5.9604645e-08 +0.000488281 +65520 +2.9802322e-08' ; t $? "formats lists the FP16 limits"
+lim=$($AMPDIAG formats)
+echo "$lim" | grep -Eq '^fp16 +65504 +6.1035156e-05 +5.9604645e-08 +0.000488281 +65520 +2.9802322e-08 +6.1005354e-05 +1/5/10 +15 +inf$' ; t $? "formats lists the FP16 limits"
+echo "$lim" | grep -Eq '^e4m3 +448 +0.015625 +0.001953125 +0.0625 +464.00003 +0.0009765625 +0.014648438 +1/4/3 +7 +NaN$' ; t $? "formats lists the E4M3 row (max 448, overflow above 464 to NaN)"
+echo "$lim" | grep -Eq '^e5m2 +57344 +6.1035156e-05 +1.5258789e-05 +0.125 +61440 +7.6293945e-06 +5.3405762e-05 +1/5/2 +15 +inf$' ; t $? "formats lists the E5M2 row (max 57344, overflow at 61440 to inf)"
+[ "$(echo "$lim" | grep -Ec '^(fp32|fp16|bf16|e4m3|e5m2) ')" = 5 ] ; t $? "formats lists the five rows of the table"
+out=$($AMPDIAG formats 464 464.1 -500 61440 -inf 2e-3)
+echo "$out" | grep -Eq '^value +fp16 +bits +bf16 +bits +e4m3 +bits +e5m2 +bits$' ; t $? "the value table has a column group per format"
+echo "$out" | grep -Eq '^464 +464 +0x5f40 +464 +0x43e8 +448 +0x7e +448 +0x5f$' ; t $? "464 ties to 448 in E4M3 (0x7e) and rounds to 448 in E5M2"
+echo "$out" | grep -Eq '^464.100006 .* nan +0x7f OVERFLOW +448 +0x5f$' ; t $? "464.1 overflows E4M3 to NaN 0x7f"
+echo "$out" | grep -Eq '^-500 .* nan +0xff OVERFLOW +-512 +0xe0$' ; t $? "-500: E4M3 NaN 0xff (sign kept), E5M2 -512"
+echo "$out" | grep -Eq '^61440 .* +inf +0x7c OVERFLOW$' ; t $? "61440 overflows E5M2 to inf 0x7c"
+echo "$out" | grep -Eq '^-inf .* nan +0xff inf +-inf +0xfc inf$' ; t $? "-inf becomes NaN in E4M3 (no inf), -inf in E5M2"
+echo "$out" | grep -Eq '^0.00200000009 .* 0.001953125 +0x01 subnormal +0.001953125 +0x18$' ; t $? "2e-3 is the E4M3 subnormal 0x01, a normal in E5M2"
+out=$($AMPDIAG formats --ftz 2e-3)
+echo "$out" | grep -Eq '^0.00200000009 .* 0 +0x00 UNDERFLOW +0.001953125 +0x18$' ; t $? "--ftz flushes the E4M3 subnormal"
 echo "1..$n"
 exit $fail

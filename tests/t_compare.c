@@ -20,13 +20,24 @@
 #include <unistd.h>
 
 static char dir[] = "t_compare.XXXXXX";
-static char paths[16][256];
+static char paths[32][256];
 static int npaths;
 
+/* Write the trace DIR/NAME.h5 (replacing one of that name), remembered for the clean-up. */
 static const char *write_trace(const char *name, const cs_spec *s)
 {
-    char *p = paths[npaths++];
-    snprintf(p, 256, "%s/%s.h5", dir, name);
+    char want[256];
+    snprintf(want, sizeof want, "%s/%s.h5", dir, name);
+    int k = 0;
+    while (k < npaths && strcmp(paths[k], want) != 0)
+        k++;
+    if (k == (int)(sizeof paths / sizeof paths[0])) {
+        printf("Bail out! more than %d traces: make paths[] larger\n", k);
+        exit(1);
+    }
+    npaths += k == npaths;
+    char *p = paths[k];
+    snprintf(p, 256, "%s", want);
     int rc = cs_write(p, s);
     if (rc < 0) {
         printf("Bail out! cannot write %s: %s\n", p, ampdiag_trace_errmsg());
@@ -407,6 +418,94 @@ static void test_baseline_sanity(void)
     an_free(&runs[1]);
 }
 
+/* The rules of two runs (the first the baseline) without --target and --fail-on. */
+static int rules2(an_run runs[2], an_comparison *c, recommendation *R)
+{
+    return an_compare(runs, 2, 0, c) == 0 && recommend(runs, 2, c, TGT_ANY, 0, R) == 0;
+}
+
+static void free2(an_run runs[2], an_comparison *c, recommendation *R)
+{
+    rec_free(R);
+    an_comparison_free(c);
+    an_free(&runs[0]);
+    an_free(&runs[1]);
+}
+
+/* A 16-bit run whose evaluation alone is not finite (training finite) where FP32's is: that
+ * format is ruled out and the cause is the first reason; a baseline whose eval fails too is no
+ * such evidence. */
+static void test_eval_only(void)
+{
+    cs_spec s;
+    an_run runs[2];
+    an_comparison c;
+    recommendation R;
+    cs_spec_init(&s);
+    load(write_trace("evalonly-base", &s), &runs[0]);
+    s.precision = "fp16";
+    s.final_eval = INFINITY;
+    load(write_trace("evalonly-fp16", &s), &runs[1]);
+    ok(rules2(runs, &c, &R), "rules");
+    ok(R.fp16.decisive && !R.fp16.viable && R.precision == REC_BF16,
+       "fp16 whose eval alone overflows: ruled out, bf16 (%s)", R.verdict);
+    ok(R.why.n > 0 && strncmp(R.why.s[0], "first: fp16's evaluation overflows FP16", 39) == 0,
+       "the cause is the first reason (%s)", R.why.n ? R.why.s[0] : "none");
+    ok(strstr(R.verdict, "first cause of fp16's NaN") != NULL, "the verdict names it");
+    free2(runs, &c, &R);
+
+    cs_spec_init(&s);
+    s.final_eval = INFINITY;
+    load(write_trace("evalboth-base", &s), &runs[0]);
+    s.precision = "fp16";
+    load(write_trace("evalboth-fp16", &s), &runs[1]);
+    ok(rules2(runs, &c, &R), "rules");
+    ok(!R.fp16.decisive && !has_line(&R.why, "evaluation overflows", ""),
+       "an eval that fails in FP32 too is not the format's");
+    free2(runs, &c, &R);
+}
+
+/* A baseline whose steps are too small: lr x 1e-3 / r, at most 1000x when it learns nothing
+ * (its weights have not moved), at most 10x when it learns a little; never when it learns. */
+static void test_lr_too_low(void)
+{
+    static const struct {
+        double floor, u_rms, factor;
+        rec_lr_verdict v;
+        const char *what;
+    } cases[] = {
+        {2.0, 1e-9, 1000, LR_RAISE, "learns nothing, ratio 1e-8: x1000 (capped)"},
+        {2.0, 1e-6, 100, LR_RAISE, "learns nothing, ratio 1e-5: x100 (1e-3 / r)"},
+        {1.9, 2e-5, 5, LR_RAISE, "learns a little, ratio 2e-4: x5"},
+        {1.9, 1e-7, 10, LR_RAISE, "learns a little, ratio 1e-6: x10 (capped)"},
+        {0.5, 2e-5, 1, LR_KEEP, "learns, ratio 2e-4: keep"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        cs_spec s;
+        an_run runs[2];
+        an_comparison c;
+        recommendation R;
+        cs_spec_init(&s);
+        s.loss0 = cases[k].floor < 1 ? 2.0 : 0;
+        s.loss_floor = cases[k].floor < 1 ? 0.5 : cases[k].floor;
+        s.u_rms = cases[k].u_rms;
+        if (cases[k].floor == 1.9) { /* from 2.0 down to 1.9: not below 90% */
+            s.loss0 = 0.1;
+            s.loss_floor = 1.9;
+        }
+        load(write_trace("toolow-base", &s), &runs[0]);
+        s.precision = "bf16";
+        load(write_trace("toolow-bf16", &s), &runs[1]);
+        ok(rules2(runs, &c, &R), "rules");
+        ok(R.lr == cases[k].v && fabs(R.lr_factor - cases[k].factor) < 1e-6 * cases[k].factor,
+           "%s (%s x%g)", cases[k].what, rec_lr_name(R.lr), R.lr_factor);
+        if (cases[k].floor == 2.0 && cases[k].u_rms < 1e-6)
+            ok(has_line(&R.why, "does not learn", "the lr is too low") && strstr(R.verdict, "lr is too low"),
+               "the baseline that learns nothing is named first with its cause");
+        free2(runs, &c, &R);
+    }
+}
+
 /* The LR range test's suggestions: fastai's valley on a known curve, and the smoothed ones. */
 static void test_lrfind(void)
 {
@@ -434,6 +533,54 @@ static void test_lrfind(void)
        "past lr 1 (%g)", s.steepest, s.valley, s.minimum, s.diverged_at);
 }
 
+/* The /layers compute column: a layer that a bf16 run ran in FP32 (autocast kept it there) is an
+ * FP32 op in that run, and compare carries it to the FP32 baseline, whose forward overflow there
+ * no longer rules FP16 out. */
+static void test_compute_column(void)
+{
+    cs_spec s;
+    cs_spec_init(&s);
+    s.nsteps = 300;
+    s.act_absmax[2] = 1e6; /* fc3's output: beyond FP16 */
+    const char *base = write_trace("cmp-fp32", &s);
+    s.precision = "bf16";
+    s.compute[0] = s.compute[1] = s.compute[3] = "bf16";
+    s.compute[2] = "fp32";
+    const char *bf = write_trace("cmp-bf16", &s);
+    s.precision = "fp32";
+    const char *fp32c = write_trace("cmp-fp32c", &s); /* an FP32 run: everything is FP32 anyway */
+    an_run runs[2], one, c32;
+    load(base, &runs[0]);
+    load(bf, &runs[1]);
+    load(fp32c, &c32);
+    ok(!runs[0].layers[2].fp32_op && runs[1].layers[2].fp32_op && !runs[1].layers[1].fp32_op &&
+           strcmp(runs[1].layers[2].compute, "fp32") == 0 && strcmp(runs[1].layers[0].compute, "bf16") == 0 &&
+           runs[0].layers[2].compute[0] == 0,
+       "loaded: the bf16 run's fc3 (compute fp32) is an FP32 op, its fc2 (bf16) and the baseline's fc3 are not");
+    ok(!c32.layers[2].fp32_op, "an fp32 run's compute fp32 marks nothing (every layer computes in FP32 there)");
+    an_free(&c32);
+    an_comparison c;
+    recommendation R;
+    load(base, &one);
+    ok(an_compare(&one, 1, 0, &c) == 0 && recommend(&one, 1, &c, TGT_ANY, 0, &R) == 0 &&
+           R.precision == REC_BF16 && has_line(&R.fp16.issues, "forward overflow", "fc3"),
+       "the FP32 run alone: fc3's activations reach 1e6, FP16 ruled out by a forward overflow");
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&one);
+    ok(an_compare(runs, 2, 0, &c) == 0 && runs[0].layers[2].fp32_op && runs[1].layers[2].fp32_op &&
+           !runs[0].layers[1].fp32_op,
+       "compare carries fc3 = FP32 op to the baseline, by name");
+    ok(recommend(runs, 2, &c, TGT_ANY, 0, &R) == 0 && !has_line(&R.fp16.issues, "forward overflow", NULL),
+       "with the bf16 run: no forward overflow is predicted for FP16");
+    if (has_line(&R.fp16.issues, "forward overflow", NULL))
+        dump(&R.fp16.issues);
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&runs[0]);
+    an_free(&runs[1]);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -447,7 +594,10 @@ int main(void)
     test_compare_runs();
     test_json_escaping();
     test_baseline_sanity();
+    test_eval_only();
+    test_lr_too_low();
     test_lrfind();
+    test_compute_column();
     for (int i = 0; i < npaths; i++)
         remove(paths[i]);
     rmdir(dir);

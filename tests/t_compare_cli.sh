@@ -79,6 +79,11 @@ wait
 run ae-fp32s --scenario fp16-adam-eps --precision fp32 --steps 60 &
 run ae-fixed --scenario fp16-adam-eps --optim-state fp32 --steps 60 &
 wait
+run lt-fp32 --scenario lr-too-low --precision fp32 --steps 150 &
+run ev-fp32 --scenario fp16-eval-overflow --precision fp32 --steps 100 &
+wait
+run ev-fp16 --scenario fp16-eval-overflow --steps 100 &
+wait
 if [ -s "$T/failed-runs" ]; then
     for r in $(cat "$T/failed-runs"); do echo "# run $r failed:"; diag "$T/$r.log"; done
     echo "Bail out! ampdiag run failed"
@@ -112,6 +117,8 @@ jcheck "$T/tu1.json" 'P["fp16"]["viable"] and any("squared norm" in w and "not d
 cmp ae1 "$T/ae-fp32s.h5" "$T/ae-fp16.h5"
 jcheck "$T/ae1.json" 'P["verdict"] == "undecided" and "AdamW state is FP16" in P["text"] and R["lr"]["verdict"] != "lower" and "optim-state fp32" in R["lr"]["text"]' \
     "adam eps, FP16 state in the baseline: undecided by the format cause, no lr advice"
+jcheck "$T/ae1.json" '[(m["option"], m["value"], m["scope"]) for m in R["remedies"]] == [("--optim-state", "fp32", "every-run")]' \
+    "adam eps: the remedy as a run option for every run (JSON remedies)"
 # with a proper FP32 baseline the fp16 run's NaN is named by its first cause, not "fc1"
 cmp ae2 "$T/h-fp32.h5" "$T/ae-fp16.h5"
 jcheck "$T/ae2.json" '"first cause of" in P["text"] and "--optim-state fp32" in P["text"] and any("eps" in i and "rounds to 0" in i for i in P["fp16"]["issues"][:1])' \
@@ -120,6 +127,35 @@ jcheck "$T/ae2.json" '"first cause of" in P["text"] and "--optim-state fp32" in 
 "$AMPDIAG" info --format json "$T/ae-fixed.h5" >"$T/ae-fixed.json" 2>/dev/null
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["status"] == "complete" and d["findings"]["first_nonfinite_forward"] is None and d["nonfinite"]["nan"] == 0 and d["loss"]["last"] < 0.9 * d["loss"]["first"] else 1)' "$T/ae-fixed.json"
 ok $? "adam eps: the advice followed (FP32 optimizer state) trains without NaN"
+
+# ---------------------------------------------------------------- a baseline that never learns
+# SGD without momentum at lr 1e-6: the loss stays at its first value because the steps are too
+# small (update/weight ratio ~2e-8, most updates round away even in FP32): named first, with the
+# cause; the lr is raised by what the ratio says (1e-3 / r, at most 1000x), not 10x at a time
+cmp lt "$T/lt-fp32.h5"
+jcheck "$T/lt.json" '"does not learn" in P["text"] and "lr is too low" in P["text"] and P["decisive_evidence"] == P["reasons"][0] and P["reasons"][0].startswith("first: the FP32 baseline fp32 does not learn") and "the lr is too low" in P["reasons"][0]' \
+    "lr too low: the verdict and the first reason name the baseline that does not learn and its cause"
+jcheck "$T/lt.json" 'R["lr"]["verdict"] == "raise" and R["lr"]["factor"] == 1000 and abs(R["lr"]["suggested"] - 1e-3) < 1e-12 and "round away even in its FP32 weights" in R["lr"]["reasons"][0]' \
+    "lr too low: raise 1e-6 -> 1e-3 (x1000, the cap), with the lost updates as evidence"
+jcheck "$T/lt.json" 'd["runs"][0]["updates"]["ratio_median"] < 1e-6 and d["runs"][0]["updates"]["lost_fraction"] > 0.5 and d["runs"][0]["loss"]["final_window_mean"] > 0.98 * d["runs"][0]["loss"]["first"]' \
+    "lr too low: the decisive numbers are in the run's JSON (ratio, lost fraction, flat loss)"
+
+# ---------------------------------------------------------------- NaN in the evaluation only
+# one validation row in raw units (x 1e5): FP16 trains without a NaN, but its evaluation's
+# forward pass overflows in fc1; the FP32 evaluation is finite. FP16 is ruled out by that cause,
+# named first; the run records where (an "eval:" event)
+cmp ev "$T/ev-fp32.h5" "$T/ev-fp16.h5"
+jcheck "$T/ev.json" 'P["verdict"] == "bf16" and P["fp16"]["ruled_out"] and not P["fp16"]["viable"] and "first cause of fp16" in P["text"]' \
+    "eval overflow: not fp16 -> bf16, the verdict names the first cause"
+jcheck "$T/ev.json" 'P["decisive_evidence"].startswith("first: fp16'"'"'s evaluation overflows FP16") and "fc1" in P["decisive_evidence"] and "validation rows 0-63" in P["decisive_evidence"] and P["fp16"]["issues"][0].startswith("fp16: eval loss not finite")' \
+    "eval overflow: the decisive evidence names the evaluation, fc1 and the validation rows"
+jcheck "$T/ev.json" 'd["runs"][1]["eval"]["loss"] is None and d["runs"][0]["eval"]["loss"] < 1 and d["runs"][1]["stability"]["forward_nonfinite_step"] is None and d["runs"][1]["stability"]["eval_forward_event"]["layer"] == "fc1" and d["runs"][1]["stability"]["eval_forward_event"]["message"].startswith("eval:")' \
+    "eval overflow: training finite, eval not; the eval event names fc1 (JSON)"
+jcheck "$T/ev.json" 'any(x.startswith("nan:") and "fc1" in x for x in d["fail_on"]["reasons"])' \
+    "eval overflow: --fail-on nan holds, naming where"
+cmp ev75 "$T/ev-fp32.h5" "$T/ev-fp16.h5" --target sm75
+jcheck "$T/ev75.json" 'P["verdict"] == "fp32" and not P["fp16"]["viable"]' \
+    "eval overflow on sm75 (no BF16): fp32, never fp16"
 
 # ---------------------------------------------------------------- healthy
 cmp healthy "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" --fail-on all
@@ -142,6 +178,7 @@ jcheck "$T/healthy.json" 'R["clip"]["value"] > 0 and 0 <= R["clip"]["fraction_cl
 jcheck "$T/healthy.json" 'R["loss_scale"]["log2"] >= 10 and R["loss_scale"]["max_gradient"] * 2**R["loss_scale"]["log2"] <= 32752 < R["loss_scale"]["max_gradient"] * 2**(R["loss_scale"]["log2"]+1)' \
     "healthy: the suggested loss scale is the largest 2^k keeping the largest gradient under 65504/2"
 jcheck "$T/healthy.json" 'd["fail_on"]["held"] == [] and not d["fail_on"]["failed"]' "healthy: no --fail-on condition holds"
+jcheck "$T/healthy.json" 'R["remedies"] == []' "healthy: no remedy"
 "$AMPDIAG" compare "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" >"$T/healthy.txt" 2>&1
 st=$?
 head -1 "$T/healthy.txt" | grep -q '^Verdict: bf16' && [ $st -eq 0 ]
@@ -175,6 +212,8 @@ jcheck "$T/fo1.json" 'P["verdict"] == "bf16" and P["predicted"] and any("forward
 cmp gu "$T/gu-fp32.h5" "$T/gu-fp16.h5" --target sm75
 jcheck "$T/gu.json" 'P["verdict"] == "fp16" and P["fp16"]["needs_loss_scaling"] and "initial scale 2^" in P["text"]' \
     "grad underflow on sm75: fp16 + loss scaling with an initial scale"
+jcheck "$T/gu.json" '[(m["option"], m["value"], m["scope"]) for m in R["remedies"]] == [("--loss-scale", "dynamic", "recommended"), ("--scale-init", str(2**R["loss_scale"]["log2"]), "recommended")]' \
+    "grad underflow on sm75: the remedies for the fp16 run: dynamic loss scaling from the suggested scale"
 jcheck "$T/gu.json" 'R["loss_scale"]["unscaled_flushed_fraction"] > 0.5 and R["loss_scale"]["unscaled_flushed_layer"] == "fc1" and R["loss_scale"]["flushed_fraction"] < 0.01' \
     "grad underflow: most of fc1's gradients flush without scaling, under 1% at the suggested scale"
 jcheck "$T/gu.json" 'any(i.startswith("needs loss scaling") and "fc1" in i for i in P["fp16"]["issues"])' \

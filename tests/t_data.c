@@ -47,6 +47,15 @@ static void test_synthetic(void)
     data_free(&b);
     ok(data_load(&b, "synthetic:blobs-raw", 0, 1, err, sizeof err) == 0 && fabsf(b.x[5] - 1e5f * a.x[5]) <= 1e-2f * fabsf(b.x[5]),
        "blobs-raw is blobs in units x 1e5");
+    data_free(&b);
+    ok(data_load(&b, "synthetic:blobs-valraw", 0, 1, err, sizeof err) == 0 && b.n == a.n && b.n_val == a.n_val &&
+       memcmp(a.x, b.x, (size_t)a.n * a.d * 4) == 0 && memcmp(a.y_val, b.y_val, (size_t)a.n_val * 4) == 0 &&
+       memcmp(a.x_val + a.d, b.x_val + b.d, (size_t)(a.n_val - 1) * a.d * 4) == 0,
+       "blobs-valraw: blobs' training rows, labels and validation rows 1.. unchanged");
+    float vmax = 0;
+    for (int j = 0; j < b.d; j++)
+        vmax = fabsf(b.x_val[j]) > vmax ? fabsf(b.x_val[j]) : vmax;
+    ok(vmax >= 65520.0f && vmax < 1e6f, "blobs-valraw: validation row 0 in raw units reaches beyond FP16 (%g)", vmax);
     data_free(&a); data_free(&b); data_free(&c);
     ok(data_load(&a, "synthetic:tokens", 1, 3, err, sizeof err) == 0 && a.kind == DATA_TOKENS && a.vocab == 64 &&
        a.len == 33 && a.n == 2048, "synthetic:tokens: 2048 rows of 33 tokens over 64 symbols");

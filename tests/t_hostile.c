@@ -119,6 +119,46 @@ static int write_trace(const char *path, const char *layer, const char *msg, con
     return rc ? -1 : 0;
 }
 
+/* A trace with layers names[0..n), 3 steps, a weight_grad record and histogram of each layer
+ * per step. */
+static int write_layers(const char *path, const char *const *names, int n)
+{
+    ampdiag_trace_options o;
+    ampdiag_trace_options_init(&o);
+    o.overwrite = 1;
+    ampdiag_trace_writer *w = NULL;
+    if (ampdiag_trace_create(path, &o, &w) < 0)
+        return -1;
+    int rc = ampdiag_trace_set_attr_str(w, "precision", "fp16") < 0;
+    for (int l = 0; l < n && !rc; l++)
+        rc = ampdiag_trace_add_layer(w, names[l], "linear", "[4, 2]", 8) < 0;
+    for (int i = 0; i < 3 && !rc; i++) {
+        ampdiag_trace_step s;
+        memset(&s, 0, sizeof s);
+        s.step = i;
+        s.loss = 2.0 - 0.1 * i;
+        s.loss_scale = 1;
+        s.grad_norm = 0.5;
+        s.clip_coef = 1;
+        s.lr = 1e-3;
+        s.update_ratio = NAN;
+        rc = ampdiag_trace_append_step(w, &s) < 0;
+        for (int l = 0; l < n && !rc; l++) {
+            float x[8];
+            for (int k = 0; k < 8; k++)
+                x[k] = (k % 2 ? -1e-6f : 1e-6f) * (float)(k + 1 + l);
+            ampdiag_tstats ts;
+            ampdiag_hist h;
+            ampdiag_tstats_compute(x, 8, &ts, &h);
+            rc = ampdiag_trace_append_tensor(w, i, l, AMPDIAG_KIND_WEIGHT_GRAD, &ts, 0) < 0 ||
+                 ampdiag_trace_append_hist(w, i, l, AMPDIAG_KIND_WEIGHT_GRAD, &h) < 0;
+        }
+    }
+    if (ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) < 0)
+        rc = 1;
+    return rc ? -1 : 0;
+}
+
 /* Open a trace for editing; -1 on failure. */
 static hid_t edit(const char *path) { return H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT); }
 
@@ -284,13 +324,168 @@ static void test_absurd(void)
     ok(rc == 2 && has("2147483647"), "run: a label INT32_MAX is refused with exit 2 (exit %d)", rc);
 }
 
-/* A check still to be made to pass ("# TODO" in its description): a failure is reported as
- * expected (XFAIL), not counted in the exit status. */
-#define todo_ok(cond, ...) do { if (!ok((cond), __VA_ARGS__)) tap_failed_--; } while (0)
-
 /* ------------------------------------------------------------------------------------------
- * 3. No terminal escapes
+ * 3. No terminal escapes, valid JSON, Markdown tables and gnuplot scripts that hold
  * ------------------------------------------------------------------------------------------ */
+
+/* Text a terminal shows as it is: valid UTF-8 (checked here byte by byte, independently of
+ * ampdiag's own decoder) without C0 controls but newline and tab, DEL or C1 controls. On
+ * failure, *where is the offset of the first bad byte. */
+static int terminal_safe(const char *s, size_t n, size_t *where)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = u[i];
+        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
+                   : (c & 0xf8) == 0xf0 ? 4 : 0;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
+        int bad = len == 0 || i + len > n;
+        for (size_t k = 1; !bad && k < len; k++) {
+            bad = (u[i + k] & 0xc0) != 0x80;
+            cp = cp << 6 | (u[i + k] & 0x3f);
+        }
+        static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+        bad = bad || cp < least[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) ||
+              (cp < 0x20 && cp != '\n' && cp != '\t') || (cp >= 0x7f && cp <= 0x9f);
+        if (bad) {
+            if (where)
+                *where = i;
+            return 0;
+        }
+        i += len;
+    }
+    return 1;
+}
+
+/* The whole of a file (static buffer; NUL bytes kept) and its length. */
+static const char *slurp(const char *path, size_t *n)
+{
+    static char buf[1 << 20];
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return "";
+    *n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[*n] = 0;
+    return buf;
+}
+
+/* out.txt and err.txt of the last command are terminal-safe (the first bad bytes shown if not) */
+static int output_safe(const char *what)
+{
+    const char *files[] = {"out.txt", "err.txt"};
+    for (int i = 0; i < 2; i++) {
+        size_t n, at = 0;
+        const char *s = slurp(p(files[i]), &n);
+        if (!terminal_safe(s, n, &at)) {
+            diag("%s: %s holds a control byte or invalid UTF-8 at offset %zu: 0x%02x", what, files[i], at,
+                 (unsigned char)s[at]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Set (replace) the string attribute `name` of a trace's root. */
+static int set_root_str(const char *path, const char *name, const char *value)
+{
+    hid_t f = edit(path);
+    if (f < 0)
+        return -1;
+    hid_t t = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR), a = -1;
+    int rc = -1;
+    if (H5Tset_size(t, strlen(value) + 1) >= 0 && H5Tset_cset(t, H5T_CSET_UTF8) >= 0 &&
+        (H5Aexists(f, name) <= 0 || H5Adelete(f, name) >= 0) &&
+        (a = H5Acreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT)) >= 0 && H5Awrite(a, t, value) >= 0)
+        rc = 0;
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Fclose(f);
+    return rc;
+}
+
+/* The Python that checks JSON ($AMPDIAG_PYTHON, the source tree's .venv, python3), NULL if none. */
+static const char *python(void)
+{
+    static char found[4200];
+    static int looked;
+    if (looked)
+        return found[0] ? found : NULL;
+    looked = 1;
+    const char *env = getenv("AMPDIAG_PYTHON"), *srcdir = getenv("srcdir");
+    char venv[4200];
+    snprintf(venv, sizeof venv, "%s/.venv/bin/python", srcdir && *srcdir ? srcdir : ".");
+    const char *cands[] = {env && *env ? env : NULL, venv, "python3"};
+    for (int i = 0; i < 3; i++) {
+        char cmd[8600];
+        if (!cands[i])
+            continue;
+        snprintf(cmd, sizeof cmd, "'%s' -c 'import json' > /dev/null 2>&1", cands[i]);
+        if (system(cmd) == 0) {
+            snprintf(found, sizeof found, "%s", cands[i]);
+            return found;
+        }
+    }
+    return NULL;
+}
+
+/* out.txt is strict UTF-8 and JSON, and the Python expression `expr` of it (d) holds. */
+static void json_ok(const char *what, const char *expr)
+{
+    const char *py = python();
+    if (!py) {
+        skip("%s: no Python to parse the JSON with", what);
+        return;
+    }
+    FILE *f = fopen(p("check.py"), "w");
+    if (f) {
+        fprintf(f, "import json, sys\nb = open(sys.argv[1], 'rb').read()\nd = json.loads(b.decode('utf-8'))\n"
+                   "sys.exit(0 if (%s) else 1)\n", expr);
+        fclose(f);
+    }
+    char cmd[13000];
+    snprintf(cmd, sizeof cmd, "'%s' %s %s > %s 2>&1", py, p("check.py"), p("out.txt"), p("py.txt"));
+    int st = system(cmd);
+    int pass = f && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    ok(pass, "%s: strict UTF-8, parses as JSON, %s", what, expr);
+    if (!pass) {
+        size_t n;
+        diag("%s", slurp(p("py.txt"), &n));
+    }
+}
+
+/* Pipes that separate cells in a Markdown table row (not escaped as \|). */
+static int md_pipes(const char *line, size_t len)
+{
+    int n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (line[i] == '\\' && i + 1 < len) {
+            i++;
+            continue;
+        }
+        n += line[i] == '|';
+    }
+    return n;
+}
+
+/* In out.txt: the number of cell separators of the first line starting with `start`, -1 if none */
+static int md_row_pipes(const char *start)
+{
+    size_t n;
+    const char *s = slurp(p("out.txt"), &n);
+    for (const char *q = s; q && *q; q = strchr(q, '\n') ? strchr(q, '\n') + 1 : NULL)
+        if (strncmp(q, start, strlen(start)) == 0)
+            return md_pipes(q, strcspn(q, "\n"));
+    return -1;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
 
 static void test_escapes(void)
 {
@@ -301,20 +496,123 @@ static void test_escapes(void)
         {"info --format json %s", "info --format json"},
         {"compare %s %s", "compare"},
         {"compare --format markdown %s %s", "compare --format markdown"},
+        {"compare --format json %s %s", "compare --format json"},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         int rc = strstr(cmds[i][0], "compare") ? run(cmds[i][0], p("esc.h5"), p("base.h5"))
                                                 : run(cmds[i][0], p("esc.h5"));
-        const char *o = output();
-        todo_ok(rc <= 1 && !strchr(o, '\x1b') && !strchr(o, '\x07'),
-           "%s: no ESC or BEL byte in the output (exit %d)%s", cmds[i][1], rc,
-           strstr(cmds[i][1], "json") ? "" : " # TODO escape trace text at the printing points");
-        if (strchr(o, '\x1b'))
-            diag("an escape reached the output of %s", cmds[i][1]);
+        ok(rc <= 1 && output_safe(cmds[i][1]),
+           "%s: no control byte but newline and tab, valid UTF-8 (exit %d)", cmds[i][1], rc);
     }
     int rc = run("info %s", p("esc.h5"));
-    todo_ok(rc == 0 && has("fc1\\x1b]0;pwned\\x07"),
-       "info shows the name with \\xNN escapes # TODO escape trace text at the printing points");
+    ok(rc == 0 && has("fc1\\x1b]0;pwned\\x07") && has("boom \\x1b[2J cleared") && has("inf in \\x1b[31mfc1"),
+       "info shows the name, the message and the skip reason with \\xNN escapes");
+
+    /* a layer name with a table pipe, invalid UTF-8 (FF FE), ESC and a C1 control (U+009B) */
+    const char *name = "fc|1\xff\xfe\x1b[31m\xc2\x9b";
+    ok(write_trace(p("utf.h5"), name, "bad \xc3\x28 utf8 \x07", NULL, 3, 1, 1e-3f) == 0 &&
+           set_root_str(p("utf.h5"), "model", "m\xe9lange\x1b[2J") == 0 &&
+           set_root_str(p("utf.h5"), "precision", "<img src=x>") == 0,
+       "write a trace whose layer name, message and model hold invalid UTF-8 and controls, and "
+       "whose precision (its label) is HTML");
+    rc = run("info %s", p("utf.h5"));
+    ok(rc == 0 && output_safe("info") && has("fc|1\\xff\\xfe\\x1b[31m\\xc2\\x9b") &&
+           has("m\\xe9lange\\x1b[2J"),
+       "info: invalid bytes and C1 as \\xNN (exit %d)", rc);
+    rc = run("info --format json %s", p("utf.h5"));
+    ok(rc == 0 && output_safe("info --format json"), "info --format json: terminal-safe (exit %d)", rc);
+    json_ok("info --format json",
+            "d['layers'][0]['name'] == 'fc|1\\ufffd\\ufffd\\x1b[31m\\x9b' and d['attributes']['model'] == "
+            "'m\\ufffdlange\\x1b[2J' and d['events']['list'][0]['message'] == 'bad \\ufffd( utf8 \\x07'");
+    rc = run("compare --format json %s %s", p("utf.h5"), p("base.h5"));
+    ok(rc <= 1 && output_safe("compare --format json"), "compare --format json: terminal-safe (exit %d)", rc);
+    json_ok("compare --format json",
+            "d['runs'][0]['layers'][0]['name'] == 'fc|1\\ufffd\\ufffd\\x1b[31m\\x9b'");
+    rc = run("compare --format markdown %s %s", p("utf.h5"), p("base.h5"));
+    int head = md_row_pipes("| layer | kind |"), row = md_row_pipes("| fc\\|1");
+    ok(rc <= 1 && output_safe("compare --format markdown") && head == 10 && row == head,
+       "compare --format markdown: the row of layer 'fc|1...' has as many cells as the header (%d and %d "
+       "separators)", row, head);
+    int raw_tag = 0; /* a "<img" that is not escaped as "\<img" */
+    const char *o = output();
+    for (const char *q = strstr(o, "<img"); q; q = strstr(q + 1, "<img"))
+        raw_tag |= q == o || q[-1] != '\\';
+    ok(!raw_tag && has("<summary>Ranges per layer in &lt;img src=x&gt;") && has("\\<img src=x\\>"),
+       "compare --format markdown: the label is no HTML tag, in the HTML block or in a table");
+    rc = run("compare %s %s", p("utf.h5"), p("base.h5"));
+    ok(rc <= 1 && output_safe("compare") && has("fc|1\\xff\\xfe"), "compare: the name escaped (exit %d)", rc);
+
+    /* an error message that quotes an attribute's value */
+    ok(write_trace(p("fmt.h5"), "fc1", "ok", NULL, 3, 1, 0) == 0 &&
+           set_root_str(p("fmt.h5"), "format", "evil\x1b]0;pwned\x07") == 0,
+       "write a trace whose 'format' attribute holds escapes");
+    rc = run("info %s", p("fmt.h5"));
+    ok(rc == 2 && output_safe("info") && has("evil\\x1b]0;pwned\\x07"),
+       "info: the message quoting the attribute escapes it (exit %d)", rc);
+    rc = run("compare %s %s", p("base.h5"), p("fmt.h5"));
+    ok(rc == 2 && output_safe("compare") && has("evil\\x1b]0;pwned\\x07"),
+       "compare: the same (exit %d)", rc);
+
+    /* gnuplot: a layer name and a precision (the runs' label on every chart) built to break out
+     * of a string, run a command or expand a macro */
+    const char *gpname = "a'b\"c`d\nsystem(\"touch PWNED\")";
+    ok(write_trace(p("gp.h5"), gpname, "m`touch PWNED`@x", NULL, 4, 1, 1e-3f) == 0 &&
+           set_root_str(p("gp.h5"), "precision", "fp16'.system('touch PWNED').'@x`touch PWNED`\\") == 0,
+       "write a trace with a layer name and a precision built against gnuplot");
+    char plots[4200];
+    snprintf(plots, sizeof plots, "%s", p("plots"));
+    int have_gnuplot = system("gnuplot --version > /dev/null 2>&1") == 0;
+    rc = run("plot %s -o %s%s", p("gp.h5"), plots, have_gnuplot ? "" : " --no-draw");
+    ok(rc == 0 && output_safe("plot") && !has("FAILED") && !has("warned"),
+       "plot: every chart %s, its output terminal-safe (exit %d)", have_gnuplot ? "drawn" : "written", rc);
+    if (rc)
+        diag("%s", output());
+    char cmd[13000];
+    snprintf(cmd, sizeof cmd, "cd %s && for f in *.gp *.dat; do cat \"$f\"; done > %s", plots, p("out.txt"));
+    int st = system(cmd);
+    size_t n, at = 0;
+    const char *all = slurp(p("out.txt"), &n);
+    ok(st == 0 && n > 0 && terminal_safe(all, n, &at) && strstr(all, "system(\"touch PWNED\")") &&
+           !strstr(all, "\nsystem("),
+       "plot: scripts and data hold the name on one line, without a control byte (first bad at %zu)", at);
+    if (have_gnuplot) {
+        snprintf(cmd, sizeof cmd, "cd %s && for f in *.gp; do gnuplot \"$f\" || exit 1; done > %s 2> %s",
+                 plots, p("out.txt"), p("err.txt"));
+        st = system(cmd);
+        size_t ne;
+        slurp(p("err.txt"), &ne);
+        ok(WIFEXITED(st) && WEXITSTATUS(st) == 0 && ne == 0,
+           "gnuplot runs every script without an error or a warning");
+    } else {
+        skip("gnuplot is not installed");
+    }
+    char pwned[4300];
+    snprintf(pwned, sizeof pwned, "%s/PWNED", plots);
+    ok(!exists(pwned) && !exists(p("PWNED")) && !exists("PWNED"), "no file PWNED was made");
+
+    /* two layer names that reduce to the same file name part each get their own charts */
+    const char *twins[] = {"a|b", "a b"};
+    ok(write_layers(p("twins.h5"), twins, 2) == 0, "write a trace with layers 'a|b' and 'a b'");
+    snprintf(plots, sizeof plots, "%s", p("plots2"));
+    rc = run("plot %s -o %s --no-draw --layers 'a|b,a b'", p("twins.h5"), plots);
+    char first[4300], second[4300];
+    snprintf(first, sizeof first, "%s/exponent-histogram-fp16-a-b.gp", plots);
+    snprintf(second, sizeof second, "%s/exponent-histogram-fp16-a-b-2.gp", plots);
+    ok(rc == 0 && exists(first) && exists(second) && has("exponent-histogram-fp16-a-b-2.gp"),
+       "plot: the histograms of 'a|b' and 'a b' go to -a-b and -a-b-2 (exit %d)", rc);
+
+    /* run: a model file's words and the trace's path are echoed */
+    FILE *mf = fopen(p("model.txt"), "w");
+    if (mf) {
+        fprintf(mf, "input 4\nlin\x1b[2Jear fc1 8\n");
+        fclose(mf);
+    }
+    rc = run("run --model %s -o %s --steps 2 --progress none", p("model.txt"), p("m.h5"));
+    ok(rc == 2 && output_safe("run --model") && has("lin\\x1b[2Jear"),
+       "run: a model file's bad word is quoted escaped (exit %d)", rc);
+    rc = run("run -o '%s' --steps 3 --progress none", p("r\x1b[2J\x07.h5"));
+    ok(rc == 0 && output_safe("run") && has("r\\x1b[2J\\x07.h5") && has("next: ampdiag info"),
+       "run: its summary shows the trace's path escaped (exit %d)", rc);
 }
 
 /* ------------------------------------------------------------------------------------------

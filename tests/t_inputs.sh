@@ -54,7 +54,7 @@ for c in "${AMPDIAG_PYTHON:-}" "$srcdir/.venv/bin/python" python3; do
     if "$c" -c 'import numpy, h5py' >/dev/null 2>&1; then py=$c; break; fi
 done
 if [ -z "$py" ]; then
-    for i in 1 2 3 4 5 6 7 8 9 10 11; do skip "no Python with numpy and h5py"; done
+    for i in 1 2 3 4 5 6 7 8 9 10 11 12 13; do skip "no Python with numpy and h5py"; done
     echo "1..$n"
     exit $failed
 fi
@@ -107,6 +107,13 @@ done
 try run --init-from "$T/w-elink.h5" -o "$T/i.h5" --steps 2 --progress none
 ok $([ $rc -eq 2 ] && grep -q "is an external link" "$T/err" && echo 0 || echo 1) \
     "--init-from with an external link: exit 2, named (exit $rc: $(head -c 160 "$T/err"))"
+# truncated files: corrupt contents are bad input (exit 2), not an I/O failure
+head -c 3000 "$T/secret.h5" >"$T/dcut.h5"
+try run --data "$T/dcut.h5" -o "$T/dc.h5" --steps 2 --progress none
+ok $([ $rc -eq 2 ] && grep -q "corrupt or truncated" "$T/err" && echo 0 || echo 1) "a truncated data file: exit 2 (exit $rc)"
+head -c 3000 "$T/weights.h5" >"$T/wcut.h5"
+try run --init-from "$T/wcut.h5" -o "$T/wc.h5" --steps 2 --progress none
+ok $([ $rc -eq 2 ] && grep -q "corrupt or truncated" "$T/err" && echo 0 || echo 1) "a truncated weights file: exit 2 (exit $rc)"
 try run --init-from "$T/weights.h5" -o "$T/i2.h5" --steps 2 --progress none
 ok $rc "--init-from the same weights stored in the file: accepted (exit $rc)"
 try run --data "$T/secret.h5" -o "$T/s.h5" --steps 2 --progress none

@@ -1,11 +1,16 @@
 /*
- * t_numfmt.c - number formats: exact FP16/BF16 rounding against independent references.
+ * t_numfmt.c - number formats: exact FP16/BF16/FP8 rounding against independent references,
+ * and the format table (limits, class thresholds, swamping ratios) against the rounding.
  *
- * References: the CPU's own F16C conversion (vcvtps2ph / vcvtph2ps) for FP16, and for both
- * formats a rounding written from the definition in double precision (nearest representable
+ * References: the CPU's own F16C conversion (vcvtps2ph / vcvtph2ps) for FP16; for FP16 and
+ * BF16 a rounding written from the definition in double precision (nearest representable
  * value, ties to the even significand, overflow to inf once the rounded value leaves the
- * format). By default a stratified sample of float32 inputs is checked (every 61st bit pattern
- * plus neighbourhoods of every threshold); AMPDIAG_EXHAUSTIVE=1 checks all 2^32 patterns.
+ * format); for the OCP FP8 formats an oracle built from the OFP8 definition alone: the 256
+ * codes decoded by the formula, the finite values sorted, the nearest one picked with ties to
+ * the even code, and OCP's overflow rule (beyond the largest finite value plus half an ulp:
+ * NaN in E4M3, inf in E5M2). By default a stratified sample of float32 inputs is checked (every
+ * 61st bit pattern plus neighbourhoods of every threshold); AMPDIAG_EXHAUSTIVE=1 (make
+ * check-exhaustive) checks all 2^32 patterns.
  */
 #include "ampdiag.h"
 #include "numerics/numfmt.h"
@@ -92,10 +97,170 @@ static void test_all_16bit_patterns(void)
 #endif
 }
 
+/* ---- the OCP FP8 oracle: from the definition, independent of numfmt.h ---- */
+struct fp8_oracle {
+    const char *name;
+    ampdiag_format fmt;
+    int ebits, mbits, bias, has_inf;
+    int n;                     /* non-negative finite values, ascending */
+    double val[128];
+    uint8_t code[128];
+    double virt;               /* one ulp above the largest: what unbounded rounding would give */
+    uint8_t nan_code, inf_code;
+};
+
+/* Magnitude code c (sign bit clear) of a binary format: (1 + m / 2^M) 2^(e - bias), or
+ * m / 2^M 2^(1 - bias) for e = 0 (OFP8 section 5.3). */
+static double minifloat_value(const struct fp8_oracle *o, unsigned c)
+{
+    unsigned e = c >> o->mbits, m = c & ((1u << o->mbits) - 1u);
+    double frac = (double)m / (double)(1u << o->mbits);
+    return e ? ldexp(1.0 + frac, (int)e - o->bias) : ldexp(frac, 1 - o->bias);
+}
+
+/* Whether magnitude code c is a special (NaN or inf) in OFP8: E4M3 has only S.1111.111 (NaN);
+ * E5M2 is IEEE-like (exponent all ones: inf with m = 0, NaN otherwise). */
+static int minifloat_special(const struct fp8_oracle *o, unsigned c)
+{
+    unsigned emax_field = (1u << o->ebits) - 1u;
+    if (o->has_inf)
+        return (c >> o->mbits) == emax_field;
+    return c == 0x7fu;
+}
+
+static void fp8_oracle_init(struct fp8_oracle *o)
+{
+    o->n = 0;
+    for (unsigned c = 0; c < 128; c++)
+        if (!minifloat_special(o, c)) {
+            o->val[o->n] = minifloat_value(o, c);
+            o->code[o->n++] = (uint8_t)c;
+        }
+    int e;
+    frexp(o->val[o->n - 1], &e); /* the largest value's binade is [2^(e-1), 2^e) */
+    o->virt = o->val[o->n - 1] + ldexp(1.0, e - 1 - o->mbits);
+}
+
+/* The FP8 code of x by the definition. */
+static uint8_t fp8_oracle_encode(const struct fp8_oracle *o, float x)
+{
+    uint8_t sign = signbit(x) ? 0x80 : 0;
+    if (isnan(x))
+        return (uint8_t)(o->nan_code | sign);
+    if (isinf(x))
+        return (uint8_t)((o->has_inf ? o->inf_code : o->nan_code) | sign);
+    double ax = fabs((double)x);
+    const double *v = o->val;
+    int top = o->n - 1;
+    uint8_t ovf = o->has_inf ? o->inf_code : o->nan_code;
+    if (ax >= v[top]) { /* the largest value or beyond it: nearer to it, or to the next, even code on a tie */
+        double d1 = ax - v[top], d2 = o->virt - ax;
+        int up = d2 < d1 || (d2 == d1 && (o->code[top] & 1u));
+        return (uint8_t)((up ? ovf : o->code[top]) | sign);
+    }
+    int lo = 0, hi = top; /* v[lo] <= ax < v[hi] */
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (v[mid] <= ax) lo = mid; else hi = mid;
+    }
+    double d1 = ax - v[lo], d2 = v[hi] - ax;
+    int up = d2 < d1 || (d2 == d1 && (o->code[lo] & 1u));
+    return (uint8_t)(o->code[up ? hi : lo] | sign);
+}
+
+static struct fp8_oracle oracles[2] = {
+    {"e4m3", AMPDIAG_E4M3, 4, 3, 7, 0, 0, {0}, {0}, 0, 0x7f, 0},
+    {"e5m2", AMPDIAG_E5M2, 5, 2, 15, 1, 0, {0}, {0}, 0, 0x7f, 0x7c},
+};
+
+static uint8_t fp8_encode(ampdiag_format f, float x)
+{
+    return f == AMPDIAG_E4M3 ? ampdiag_e4m3_encode(x) : ampdiag_e5m2_encode(x);
+}
+static float fp8_decode(ampdiag_format f, uint8_t c)
+{
+    return f == AMPDIAG_E4M3 ? ampdiag_e4m3_decode(c) : ampdiag_e5m2_decode(c);
+}
+
+static void test_fp8_codes(void)
+{
+    for (int k = 0; k < 2; k++) {
+        const struct fp8_oracle *o = &oracles[k];
+        int bad_dec = 0, bad_rt = 0, bad_nan = 0;
+        for (unsigned c = 0; c < 256; c++) {
+            float got = fp8_decode(o->fmt, (uint8_t)c);
+            unsigned mag = c & 0x7fu;
+            int neg = (c & 0x80u) != 0;
+            if (minifloat_special(o, mag)) {
+                int want_inf = o->has_inf && (mag & ((1u << o->mbits) - 1u)) == 0;
+                if (want_inf ? !(isinf(got) && (got < 0) == neg) : !(isnan(got) && (signbit(got) != 0) == neg))
+                    bad_nan++;
+                /* a NaN comes back as the one NaN code of its sign */
+                uint8_t back = fp8_encode(o->fmt, got);
+                if (!want_inf && back != (uint8_t)(o->nan_code | (c & 0x80u)))
+                    bad_nan++;
+                if (want_inf && back != c)
+                    bad_rt++;
+                continue;
+            }
+            double want = minifloat_value(o, mag);
+            if ((double)got != (neg ? -want : want) || (signbit(got) != 0) != neg)
+                bad_dec++;
+            if (fp8_encode(o->fmt, got) != c)
+                bad_rt++;
+        }
+        ok(bad_dec == 0, "%s: all finite codes decode to the OFP8 formula's value (%d bad)", o->name, bad_dec);
+        ok(bad_rt == 0, "%s: every non-NaN code decodes and re-encodes to itself (%d bad)", o->name, bad_rt);
+        ok(bad_nan == 0, "%s: NaN%s codes decode as such, signs kept; NaN re-encodes as S.%s (%d bad)", o->name,
+           o->has_inf ? " and inf" : "", o->has_inf ? "11111.11" : "1111.111", bad_nan);
+    }
+    ok(oracles[0].n == 127 && oracles[0].val[126] == 448.0 && oracles[0].virt == 480.0,
+       "e4m3: 127 non-negative finite values, the largest 448, one ulp above it 480");
+    ok(oracles[1].n == 124 && oracles[1].val[123] == 57344.0 && oracles[1].virt == 65536.0,
+       "e5m2: 124 non-negative finite values, the largest 57344, one ulp above it 65536");
+}
+
 struct sweep {
     uint64_t checked, bad_f16c, bad_ref16, bad_ref_b16, bad_ftz;
-    uint32_t first_bad;
+    uint64_t checked8, bad_fp8[2], bad_fp8_ftz, bad_class;
+    uint32_t first_bad, first_bad_fp8[2];
 };
+
+/* The class of x in format f from the rounded value itself (not from thresholds). */
+static ampdiag_class class_from_rounding(ampdiag_format f, float x)
+{
+    if (isnan(x)) return AMPDIAG_CLASS_NAN;
+    if (isinf(x)) return AMPDIAG_CLASS_INF;
+    if (x == 0) return AMPDIAG_CLASS_ZERO;
+    float r = ampdiag_round(f, x);
+    if (!isfinite(r)) return AMPDIAG_CLASS_OVERFLOW;
+    if (r == 0) return AMPDIAG_CLASS_UNDERFLOW;
+    return fabsf(r) < ampdiag_format_get(f)->min_normal ? AMPDIAG_CLASS_SUBNORMAL : AMPDIAG_CLASS_NORMAL;
+}
+
+/* FP8 encode against the oracle, FP8 flush to zero, and the classes of every row. */
+static void check_fp8_one(struct sweep *sw, uint32_t u)
+{
+    float x = fbits(u);
+    sw->checked8++;
+    for (int k = 0; k < 2; k++) {
+        const struct fp8_oracle *o = &oracles[k];
+        uint8_t want = fp8_oracle_encode(o, x);
+        if (fp8_encode(o->fmt, x) != want) {
+            if (!sw->bad_fp8[k]) sw->first_bad_fp8[k] = u;
+            sw->bad_fp8[k]++;
+        }
+        /* FTZ: the RNE result, flushed when it (or the input) is subnormal */
+        float r = fp8_decode(o->fmt, want);
+        int sub = fabsf(x) < FLT_MIN || (r != 0 && fabsf(r) < ampdiag_format_get(o->fmt)->min_normal);
+        float wf = sub ? copysignf(0.0f, x) : r;
+        float got = ampdiag_round_ftz(o->fmt, x);
+        if (!same_bits(got, wf) && !(isnan(got) && isnan(wf)))
+            sw->bad_fp8_ftz++;
+    }
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+        sw->bad_class += ampdiag_classify((ampdiag_format)f, x) != class_from_rounding((ampdiag_format)f, x);
+}
 
 #ifdef HAVE_F16C_BUILD
 __attribute__((target("f16c")))
@@ -145,22 +310,35 @@ static void test_float32_sweep(void)
     struct sweep sw = {0};
     uint32_t stride = exhaustive ? 1u : 61u;
     uint64_t u = 0;
-    for (; u <= 0xffffffffull; u += stride)
+    /* the FP8 oracle and the classes of every row: every pattern, or every third sampled one */
+    uint64_t stride8 = exhaustive ? 1u : 3u * stride;
+    for (; u <= 0xffffffffull; u += stride) {
         check_one(&sw, (uint32_t)u, have_f16c);
-    /* neighbourhoods (+-4096 patterns, both signs) of every boundary */
+        if (u % stride8 == 0)
+            check_fp8_one(&sw, (uint32_t)u);
+    }
+    /* neighbourhoods (+-4096 patterns, both signs) of every boundary: FP16/BF16, then FP8 (the
+     * thresholds of numfmt.h and the smallest and largest values) */
     static const uint32_t edges[] = {
         0x00000000u, 0x00008000u, 0x007f8000u, 0x00800000u, 0x33000000u, 0x33800000u,
         0x387fe000u, 0x38800000u, 0x3f800000u, 0x477fe000u, 0x477ff000u, 0x7f7f8000u,
-        0x7f7fffffu, 0x7f800000u, 0x7fc00000u, 0x7fffffffu, 0x38000000u, 0x34000000u};
+        0x7f7fffffu, 0x7f800000u, 0x7fc00000u, 0x7fffffffu, 0x38000000u, 0x34000000u,
+        AMPDIAG_E4M3_OVF_BITS, AMPDIAG_E4M3_NORM_BITS, AMPDIAG_E4M3_UNF_BITS, 0x43e00000u /* 448 */,
+        0x43f00000u /* 480 */, 0x3b000000u /* 2^-9 */, 0x3c800000u /* 2^-6 */,
+        AMPDIAG_E5M2_OVF_BITS, AMPDIAG_E5M2_NORM_BITS, AMPDIAG_E5M2_UNF_BITS, 0x47600000u /* 57344 */,
+        0x47800000u /* 65536 */, 0x37800000u /* 2^-16 */, 0x3b400000u, 0x3ba00000u /* E4M3 subnormal ties */,
+        0x37c00000u, 0x38200000u /* E5M2 subnormal ties */};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
         for (int64_t d = -4096; d <= 4096; d++) {
             int64_t v = (int64_t)edges[i] + d;
             if (v < 0 || v > 0x7fffffff) continue;
-            check_one(&sw, (uint32_t)v, have_f16c);
-            check_one(&sw, (uint32_t)v | 0x80000000u, have_f16c);
+            for (uint32_t sgn = 0; sgn < 2; sgn++) {
+                check_one(&sw, (uint32_t)v | (sgn << 31), have_f16c);
+                check_fp8_one(&sw, (uint32_t)v | (sgn << 31));
+            }
         }
-    diag("checked %llu float32 inputs (%s)", (unsigned long long)sw.checked,
-         exhaustive ? "all 2^32 patterns" : "every 61st pattern + boundary neighbourhoods");
+    diag("checked %llu float32 inputs (%s), %llu of them against the FP8 oracle", (unsigned long long)sw.checked,
+         exhaustive ? "all 2^32 patterns" : "every 61st pattern + boundary neighbourhoods", (unsigned long long)sw.checked8);
     if (have_f16c)
         ok(sw.bad_f16c == 0, "float32 -> FP16 bits agree with the CPU's F16C vcvtps2ph (%llu bad, first 0x%08x)",
            (unsigned long long)sw.bad_f16c, sw.first_bad);
@@ -172,6 +350,13 @@ static void test_float32_sweep(void)
        (unsigned long long)sw.bad_ref_b16, sw.first_bad);
     ok(sw.bad_ftz == 0, "flush-to-zero variants flush exactly the subnormal inputs and results (%llu bad)",
        (unsigned long long)sw.bad_ftz);
+    for (int k = 0; k < 2; k++)
+        ok(sw.bad_fp8[k] == 0, "float32 -> %s agrees with the OFP8 oracle (nearest, ties to even, OCP overflow) "
+           "(%llu bad, first 0x%08x)", oracles[k].name, (unsigned long long)sw.bad_fp8[k], sw.first_bad_fp8[k]);
+    ok(sw.bad_fp8_ftz == 0, "FP8 flush-to-zero flushes exactly the subnormal inputs and results (%llu bad)",
+       (unsigned long long)sw.bad_fp8_ftz);
+    ok(sw.bad_class == 0, "ampdiag_classify (thresholds) agrees with classifying the rounded value, every format "
+       "(%llu bad)", (unsigned long long)sw.bad_class);
 }
 
 #define R16(x) ampdiag_round(AMPDIAG_FP16, (x))
@@ -248,6 +433,162 @@ static void test_limits(void)
        "format_parse accepts names case-insensitively and refuses unknown ones");
 }
 
+#define RE4(x) ampdiag_round(AMPDIAG_E4M3, (x))
+#define RE5(x) ampdiag_round(AMPDIAG_E5M2, (x))
+
+static void test_fp8_thresholds(void)
+{
+    /* E4M3 (docs/numerics.md, "FP8: E4M3 and E5M2") */
+    ok(RE4(448.0f) == 448.0f && ampdiag_e4m3_encode(448.0f) == 0x7e, "e4m3: 448 (0x7e) is the largest finite value");
+    ok(RE4(464.0f) == 448.0f, "e4m3: 464 = 448 + half an ulp (tie) rounds to even 448");
+    ok(ampdiag_e4m3_encode(nextafterf(464.0f, 1e9f)) == 0x7f && isnan(RE4(nextafterf(464.0f, 1e9f))),
+       "e4m3: just above 464 overflows to NaN 0x7f (no inf; OCP non-saturating)");
+    ok(ampdiag_e4m3_encode(-500.0f) == 0xff && ampdiag_e4m3_encode(-INFINITY) == 0xff && ampdiag_e4m3_encode(INFINITY) == 0x7f,
+       "e4m3: -500 and -inf become NaN 0xff, +inf 0x7f (sign kept)");
+    ok(ampdiag_e4m3_encode(NAN) == 0x7f && ampdiag_e4m3_encode(-NAN) == 0xff, "e4m3: NaN -> S.1111.111, sign kept");
+    ok(RE4(0x1p-9f) == 0x1p-9f && ampdiag_e4m3_encode(0x1p-9f) == 0x01, "e4m3: 2^-9 (0x01) is the smallest subnormal");
+    ok(same_bits(RE4(0x1p-10f), 0.0f) && same_bits(RE4(-0x1p-10f), -0.0f), "e4m3: +-2^-10 (tie) flush to +-0");
+    ok(RE4(nextafterf(0x1p-10f, 1.0f)) == 0x1p-9f, "e4m3: just above 2^-10 rounds to 2^-9");
+    ok(RE4(0x1.ep-7f) == 0x1p-6f && ampdiag_e4m3_encode(0x1.ep-7f) == 0x08, "e4m3: 2^-6 - 2^-10 (tie) rounds up to the min normal 2^-6 (0x08)");
+    ok(RE4(nextafterf(0x1.ep-7f, 0.0f)) == 7 * 0x1p-9f, "e4m3: just below it stays the largest subnormal 7 * 2^-9");
+    ok(RE4(1.0625f) == 1.0f && RE4(1.1875f) == 1.25f, "e4m3: 1 + 2^-4 (tie) -> 1; 1.1875 (tie) -> even 1.25");
+    ok(RE4(1.5f * 0x1p-9f) == 2 * 0x1p-9f && RE4(2.5f * 0x1p-9f) == 2 * 0x1p-9f && RE4(-6.5f * 0x1p-9f) == -6 * 0x1p-9f,
+       "e4m3: subnormal ties go to the even code: 1.5 and 2.5 ulps -> 2, -6.5 -> -6 (ulp 2^-9)");
+    ok(RE4(0.1f) == 0.1015625f, "e4m3: 0.1 -> 0.1015625 (13 * 2^-7)");
+    /* E5M2 */
+    ok(RE5(57344.0f) == 57344.0f && ampdiag_e5m2_encode(57344.0f) == 0x7b, "e5m2: 57344 (0x7b) is the largest finite value");
+    ok(RE5(nextafterf(61440.0f, 0.0f)) == 57344.0f, "e5m2: just below 61440 rounds to 57344");
+    ok(isinf(RE5(61440.0f)) && ampdiag_e5m2_encode(61440.0f) == 0x7c && ampdiag_e5m2_encode(-61440.0f) == 0xfc,
+       "e5m2: 61440 = 57344 + half an ulp (tie to the even pattern) overflows to +-inf");
+    ok(ampdiag_e5m2_encode(INFINITY) == 0x7c && ampdiag_e5m2_encode(NAN) == 0x7f && ampdiag_e5m2_encode(-NAN) == 0xff,
+       "e5m2: inf -> 0x7c, NaN -> S.11111.11");
+    ok(RE5(0x1p-16f) == 0x1p-16f && same_bits(RE5(0x1p-17f), 0.0f) && RE5(nextafterf(0x1p-17f, 1.0f)) == 0x1p-16f,
+       "e5m2: 2^-16 smallest subnormal; 2^-17 (tie) flushes, just above rounds to 2^-16");
+    ok(RE5(0x1.cp-15f) == 0x1p-14f && RE5(nextafterf(0x1.cp-15f, 0.0f)) == 3 * 0x1p-16f,
+       "e5m2: 2^-14 - 2^-17 rounds up to the min normal 2^-14, just below it to 3 * 2^-16");
+    ok(RE5(1.125f) == 1.0f && RE5(1.375f) == 1.5f, "e5m2: 1.125 (tie) -> 1, 1.375 (tie) -> even 1.5");
+    ok(RE5(1.5f * 0x1p-16f) == 0x1p-15f && RE5(2.5f * 0x1p-16f) == 0x1p-15f && RE5(-3.5f * 0x1p-16f) == -0x1p-14f,
+       "e5m2: subnormal ties go to the even code: 1.5 and 2.5 ulps -> 2, -3.5 -> -4 (the min normal; ulp 2^-16)");
+    ok(ampdiag_e5m2_decode(0x7d) != ampdiag_e5m2_decode(0x7d) && (tap_fbits(ampdiag_e5m2_decode(0x7d)) & 0x00400000u),
+       "e5m2: the NaN 0x7d decodes to a quiet float32 NaN");
+    /* FTZ and classes */
+    ok(same_bits(ampdiag_round_ftz(AMPDIAG_E4M3, -0x1p-8f), -0.0f) && ampdiag_round_ftz(AMPDIAG_E4M3, 0x1.ep-7f) == 0x1p-6f,
+       "e4m3 ftz: a subnormal result -> -0; a value rounding up to the min normal is kept");
+    ok(ampdiag_classify(AMPDIAG_E4M3, 500.0f) == AMPDIAG_CLASS_OVERFLOW && ampdiag_classify(AMPDIAG_E4M3, 464.0f) == AMPDIAG_CLASS_NORMAL &&
+       ampdiag_classify(AMPDIAG_E4M3, 1e-3f) == AMPDIAG_CLASS_SUBNORMAL && ampdiag_classify(AMPDIAG_E4M3, 1e-4f) == AMPDIAG_CLASS_UNDERFLOW &&
+       ampdiag_classify(AMPDIAG_E5M2, 1e-4f) == AMPDIAG_CLASS_NORMAL && ampdiag_classify(AMPDIAG_E5M2, -1e-6f) == AMPDIAG_CLASS_UNDERFLOW &&
+       ampdiag_classify(AMPDIAG_FP16, -0.0f) == AMPDIAG_CLASS_ZERO && ampdiag_classify(AMPDIAG_BF16, -INFINITY) == AMPDIAG_CLASS_INF &&
+       ampdiag_classify(AMPDIAG_FP32, NAN) == AMPDIAG_CLASS_NAN && ampdiag_classify(AMPDIAG_FP32, 0x1p-140f) == AMPDIAG_CLASS_SUBNORMAL &&
+       ampdiag_classify((ampdiag_format)7, 1.0f) == AMPDIAG_CLASS_NAN,
+       "classify: e4m3 500 overflow, 464 normal, 1e-3 subnormal, 1e-4 underflow; e5m2 1e-4 normal, -1e-6 underflow; specials");
+}
+
+/* Every row of the table against the rounding it names. */
+static void test_table_rows(void)
+{
+    static const uint32_t cls[AMPDIAG_CLASS_NFORMATS][3] = AMPDIAG_CLASS_BITS_TABLE;
+    int bad_thr = 0, bad_lim = 0, bad_fn = 0;
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
+        const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
+        ampdiag_format g;
+        /* the float thresholds are numfmt.h's bit patterns, and exact */
+        if (tap_fbits(i->overflow_at) != cls[f][0] || tap_fbits(i->normal_at) != cls[f][1] ||
+            tap_fbits(i->underflow_at) != cls[f][2])
+            bad_thr++;
+        if (f != AMPDIAG_FP32) {
+            float r = i->round(i->overflow_at), rb = i->round(nextafterf(i->overflow_at, 0));
+            bad_thr += isfinite(r) || !isfinite(rb) || rb != i->max_finite;
+            bad_thr += i->round(i->underflow_at) != 0 || i->round(nextafterf(i->underflow_at, 1)) != i->min_subnormal;
+            bad_thr += i->round(i->normal_at) != i->min_normal || !(i->round(nextafterf(i->normal_at, 0)) < i->min_normal);
+        }
+        /* limits from the decoded bit patterns of the format */
+        uint32_t maxc = (uint32_t)f == AMPDIAG_FP32 ? 0x7f7fffffu : i->encode(i->max_finite);
+        bad_lim += i->decode(maxc) != i->max_finite || i->decode(i->encode(i->min_normal)) != i->min_normal;
+        bad_lim += i->decode(1) != i->min_subnormal;
+        bad_lim += i->decode(i->encode(1.0f) + 1u) - 1.0f != i->epsilon || i->unit_roundoff != i->epsilon / 2;
+        bad_lim += i->min_normal != ldexpf(1.0f, i->emin) || i->max_finite >= ldexpf(2.0f, i->emax) ||
+                   i->max_finite < ldexpf(1.0f, i->emax);
+        bad_lim += i->bias != (1 << (i->exp_bits - 1)) - 1 || i->bits != 1 + i->exp_bits + i->mant_bits;
+        bad_lim += i->lost_certain != ldexpf(1.0f, -(i->mant_bits + 2)) || i->lost_possible != 2 * i->lost_certain;
+        bad_lim += i->has_inf != (isinf(i->round(INFINITY)) != 0) || !i->has_nan;
+        /* the row's functions are the API's */
+        bad_fn += i->round(0.3f) != ampdiag_round((ampdiag_format)f, 0.3f) || i->round_ftz(1e-39f) != 0.0f;
+        bad_fn += ampdiag_format_lookup(i->name, &g) != 0 || g != (ampdiag_format)f;
+    }
+    ok(bad_thr == 0, "each row's overflow_at / normal_at / underflow_at are numfmt.h's class thresholds and the exact "
+       "points where its rounding changes class (%d bad)", bad_thr);
+    ok(bad_lim == 0, "each row's limits, bias, width and swamping ratios agree with its own bit patterns (%d bad)", bad_lim);
+    ok(bad_fn == 0, "each row's functions are ampdiag_round's; lookup finds every row by name (%d bad)", bad_fn);
+    const ampdiag_format_info *e4 = ampdiag_format_get(AMPDIAG_E4M3), *e5 = ampdiag_format_get(AMPDIAG_E5M2);
+    ok(e4->max_finite == 448.0f && e4->min_normal == 0x1p-6f && e4->min_subnormal == 0x1p-9f && !e4->has_inf &&
+       e4->bias == 7 && (float)AMPDIAG_E4M3_MAX == e4->max_finite,
+       "e4m3 row: max 448, min normal 2^-6, min subnormal 2^-9, bias 7, no inf");
+    ok(e5->max_finite == 57344.0f && e5->min_normal == 0x1p-14f && e5->min_subnormal == 0x1p-16f && e5->has_inf &&
+       e5->bias == 15 && (float)AMPDIAG_E5M2_MAX == e5->max_finite,
+       "e5m2 row: max 57344, min normal 2^-14, min subnormal 2^-16, bias 15, inf");
+    ampdiag_format fmt = AMPDIAG_FP32;
+    ok(ampdiag_format_parse("e4m3", &fmt) == -1 && ampdiag_format_parse("E5M2", &fmt) == -1 && fmt == AMPDIAG_FP32 &&
+       ampdiag_format_lookup("E4M3", &fmt) == 0 && fmt == AMPDIAG_E4M3 && ampdiag_format_lookup("fp8", &fmt) == -1,
+       "format_parse keeps to fp32/fp16/bf16 (what a run can hold); format_lookup knows the FP8 rows");
+}
+
+/* Swamping: the row's ratios bound the exact lost-update test, and are tight. */
+static void test_swamping(void)
+{
+    int bad = 0, tight_lo = 0, tight_hi = 0;
+    uint32_t st = 777;
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
+        const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
+        int lo_seen = 0, hi_seen = 0;
+        for (int t = 0; t < 20000; t++) {
+            st = st * 1664525u + 1013904223u;
+            /* a weight held in the format, normal, away from overflow, and high enough that d is
+             * a normal float32 */
+            float w = i->round(ldexpf(1.0f + (float)(st >> 8) * 0x1p-24f, i->emin + i->mant_bits + 4 + (int)(st % 7u)));
+            if (st & 1u) w = -w;
+            /* |d / w| in [2^-(p+2), 2^-(p-1)): below, between and above the two ratios */
+            float r = ldexpf(1.0f + (float)((st >> 4) & 0xfff) * 0x1p-12f, -(i->mant_bits + 3) + (int)((st >> 20) % 3u));
+            float d = ((st >> 3) & 1u) ? -r * fabsf(w) : r * fabsf(w);
+            int lost = ampdiag_update_lost((ampdiag_format)f, 0, w, d);
+            float ratio = fabsf(d) / fabsf(w);
+            if (ratio <= i->lost_certain && !lost) bad++;
+            if (ratio > i->lost_possible && lost) bad++;
+            if (ratio > i->lost_certain * 1.01f && !lost) lo_seen = 1;
+            if (ratio < i->lost_possible * 0.99f && lost && ratio > i->lost_certain * 1.01f) hi_seen = 1;
+        }
+        tight_lo += lo_seen;
+        tight_hi += hi_seen;
+    }
+    ok(bad == 0, "every row: an update |d| <= lost_certain |w| is lost, one above lost_possible |w| is not (%d bad)", bad);
+    ok(tight_lo == AMPDIAG_NFORMATS && tight_hi == AMPDIAG_NFORMATS,
+       "between the two ratios some updates are lost and some are not (the bounds are tight)");
+    ok(ampdiag_update_lost(AMPDIAG_FP16, 0, 1.0f, 0x1p-11f) && !ampdiag_update_lost(AMPDIAG_FP16, 0, 1.0f, 0x1p-10f) &&
+       ampdiag_update_lost(AMPDIAG_E4M3, 0, 1.0f, 0.0625f) && !ampdiag_update_lost(AMPDIAG_E4M3, 0, 1.0f, 0.07f) &&
+       ampdiag_update_lost(AMPDIAG_E5M2, 0, 1.0f, 0.125f) && !ampdiag_update_lost(AMPDIAG_E5M2, 0, 1.0f, 0.13f) &&
+       !ampdiag_update_lost(AMPDIAG_BF16, 0, 1.0f, 0.0f) && !ampdiag_update_lost((ampdiag_format)9, 0, 1.0f, 1e-9f),
+       "lost updates on w = 1: fp16 2^-11 lost, 2^-10 kept; e4m3 1/16 lost, 0.07 kept; e5m2 1/8 lost; d = 0 never counts");
+}
+
+/* Transformer Engine's delayed scaling: scale = (fp8_max / max(history)) / 2^margin. */
+static void test_delayed_scale(void)
+{
+    const float h[4] = {1.0f, 3.5f, 0.0f, 2.0f};
+    ok(ampdiag_delayed_scale(AMPDIAG_E4M3, h, 4, 0, 1.0f) == 128.0f, "e4m3: history max 3.5 -> scale 448 / 3.5 = 128");
+    ok(ampdiag_delayed_scale(AMPDIAG_E4M3, h, 4, 2, 1.0f) == 32.0f, "e4m3, margin 2: 128 / 4 = 32");
+    ok(ampdiag_delayed_scale(AMPDIAG_E5M2, h, 1, 0, 1.0f) == 57344.0f, "e5m2, history length 1 (most recent 1.0): 57344");
+    ok(ampdiag_delayed_scale(AMPDIAG_E4M3, h + 2, 1, 0, 7.0f) == 7.0f, "amax 0: the previous scale is kept");
+    const float bad[3] = {2.0f, INFINITY, 1.0f}, nanh[2] = {NAN, 1.0f};
+    ok(ampdiag_delayed_scale(AMPDIAG_E4M3, bad, 3, 0, 5.0f) == 5.0f && ampdiag_delayed_scale(AMPDIAG_E4M3, nanh, 2, 0, 5.0f) == 5.0f,
+       "an inf or NaN amax in the history: the previous scale is kept");
+    const float tiny[1] = {1e-45f};
+    ok(ampdiag_delayed_scale(AMPDIAG_E4M3, tiny, 1, 0, 1.0f) == FLT_MAX, "a scale that overflows float32 becomes FLT_MAX");
+    ok(ampdiag_delayed_scale(AMPDIAG_E4M3, h, 0, 0, 3.0f) == 3.0f && ampdiag_delayed_scale((ampdiag_format)9, h, 4, 0, 3.0f) == 3.0f,
+       "an empty history or unknown format keeps the previous scale");
+    const float odd[1] = {3.0f};
+    ok(ampdiag_delayed_scale(AMPDIAG_E4M3, odd, 1, 1, 1.0f) == (448.0f / 3.0f) / 2.0f,
+       "in float32 as TE computes it: (448 / 3) / 2");
+}
+
 static void test_round_array(void)
 {
     enum { N = 4096 };
@@ -279,6 +620,13 @@ int main(void)
     test_thresholds();
     test_limits();
     test_round_array();
+    for (int k = 0; k < 2; k++)
+        fp8_oracle_init(&oracles[k]);
+    test_fp8_codes();
+    test_fp8_thresholds();
+    test_table_rows();
+    test_swamping();
+    test_delayed_scale();
     test_float32_sweep();
     return done_testing();
 }

@@ -231,6 +231,48 @@ static void test_healthy(void)
        "summary: loss scale 2^16 -> 2^6 (min 2^6) after 10 backoffs");
 }
 
+/* fp16-eval-overflow: training finite, the evaluation not, one "eval:" event naming fc1 (FP32
+ * evaluates the same row finitely, no event); lr-too-low: the loss stays at its first value,
+ * updates ~1e-8 of the weights. */
+static void test_eval_and_low_lr(void)
+{
+    tr t;
+    ok(run("run --scenario fp16-eval-overflow --steps 20 --progress none -o %s", p("ev.h5")) == 0 &&
+       run("run --scenario fp16-eval-overflow --precision fp32 --steps 20 --progress none -o %s", p("ev32.h5")) == 0,
+       "scenario fp16-eval-overflow, and the same in fp32");
+    if (load(&t, p("ev.h5")) == 0) {
+        int finite = 1, skipped = 0, ev = 0, other = 0;
+        for (size_t i = 0; i < t.ns; i++) {
+            finite &= isfinite(t.steps[i].loss);
+            skipped += t.steps[i].skipped;
+        }
+        for (size_t i = 0; i < t.ne; i++) {
+            int fwd = t.events[i].code == AMPDIAG_EV_NAN_FORWARD || t.events[i].code == AMPDIAG_EV_INF_FORWARD;
+            ev += fwd && t.events[i].step == 19 && t.events[i].layer == layer_index(&t, "fc1") &&
+                  strncmp(t.events[i].message, "eval: validation rows 0-63: ", 28) == 0;
+            other += fwd && strncmp(t.events[i].message, "eval:", 5) != 0;
+        }
+        ok(finite && !skipped && t.nv == 1 && !isfinite(t.evals[0].loss),
+           "training losses finite, no step skipped, the eval loss not finite (%g)", t.nv ? t.evals[0].loss : 0.0);
+        ok(ev == 1 && !other, "one eval: event at step 19 naming fc1 and the rows; no training forward event");
+        unload(&t);
+    } else ok(0, "ev.h5 readable");
+    if (load(&t, p("ev32.h5")) == 0) {
+        ok(t.nv == 1 && isfinite(t.evals[0].loss) && t.evals[0].loss < 2.5 && t.ne == 0,
+           "fp32 evaluates the raw row finitely (eval loss %g), no event", t.nv ? t.evals[0].loss : 0.0);
+        unload(&t);
+    } else ok(0, "ev32.h5 readable");
+
+    ok(run("run --scenario lr-too-low --steps 30 --progress none -o %s", p("lt.h5")) == 0, "scenario lr-too-low runs");
+    if (load(&t, p("lt.h5")) == 0) {
+        ok(t.ns == 30 && fabs(t.steps[29].loss - t.steps[0].loss) < 0.02 * t.steps[0].loss &&
+           t.steps[29].update_ratio > 0 && t.steps[29].update_ratio < 1e-6,
+           "the loss stays at its first value (%g -> %g), updates %g of the weights", t.steps[0].loss,
+           t.ns ? t.steps[t.ns - 1].loss : 0.0, t.ns ? t.steps[t.ns - 1].update_ratio : 0.0);
+        unload(&t);
+    } else ok(0, "lt.h5 readable");
+}
+
 static void test_scenarios(void)
 {
     tr t;
@@ -358,6 +400,7 @@ static void test_scenarios(void)
         unload(&t);
     } else ok(0, "ae.h5 readable");
 
+    test_eval_and_low_lr();
     ok(run("run --scenario nosuch -o %s", p("x.h5")) == 2 && file_has("err.txt", "fp16-forward-overflow"),
        "an unknown scenario exits 2 and lists the scenarios");
 }

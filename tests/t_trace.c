@@ -679,9 +679,52 @@ static void test_without_new_fields(void)
     ampdiag_trace_reader_close(r);
 }
 
+/* The optional /layers compute column: written by add_layer_compute, "" from add_layer, checked,
+ * and read as "" from a trace written before it existed. */
+static void test_layer_compute(void)
+{
+    ampdiag_trace_writer *w = create("cmp.h5", 0, 0);
+    if (!ok(w != NULL, "create cmp.h5"))
+        return;
+    int l0 = ampdiag_trace_add_layer_compute(w, "fc1", "linear", "[4, 3]", 16, "bf16");
+    int l1 = ampdiag_trace_add_layer_compute(w, "softmax", "softmax", "", 0, "fp32");
+    int l2 = ampdiag_trace_add_layer(w, "fc2", "linear", "[3, 2]", 8);
+    int l3 = ampdiag_trace_add_layer_compute(w, "fc3", "linear", "[2, 2]", 6, NULL);
+    ok(l0 == 0 && l1 == 1 && l2 == 2 && l3 == 3, "add_layer_compute returns the indices 0..3");
+    ok(ampdiag_trace_add_layer_compute(w, "fc4", "linear", "", 0, "fp8") == AMPDIAG_TRACE_EINVAL &&
+           strstr(ampdiag_trace_errmsg(), "fp8") != NULL,
+       "an unknown compute format is refused, named: %s", ampdiag_trace_errmsg());
+    ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close cmp.h5");
+    ampdiag_trace_reader *r = open_trace("cmp.h5");
+    if (!ok(r != NULL, "open cmp.h5"))
+        return;
+    ampdiag_trace_layer *L = NULL;
+    size_t n = 0;
+    ok(ampdiag_trace_has_field(r, "/layers", "compute") && ampdiag_trace_read_layers(r, &L, &n) == 0 && n == 4 &&
+           strcmp(L[0].compute, "bf16") == 0 && strcmp(L[1].compute, "fp32") == 0 && L[2].compute[0] == 0 &&
+           L[3].compute[0] == 0 && strcmp(L[1].name, "softmax") == 0,
+       "compute reads back: bf16, fp32, \"\" (add_layer), \"\" (NULL)");
+    free(L);
+    ampdiag_trace_reader_close(r);
+    const char *srcdir = getenv("srcdir");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/traces/v1-fp32-complete.h5", srcdir && *srcdir ? srcdir : ".");
+    r = NULL;
+    if (!ok(ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET, &r) == 0, "open %s", path))
+        return;
+    L = NULL;
+    int empty = ampdiag_trace_read_layers(r, &L, &n) == 0 && n > 0;
+    for (size_t i = 0; empty && i < n; i++)
+        empty = L[i].compute[0] == 0 && L[i].name[0] != 0;
+    ok(empty && !ampdiag_trace_has_field(r, "/layers", "compute"),
+       "a reference trace without the compute column reads it as \"\" (%zu layers)", n);
+    free(L);
+    ampdiag_trace_reader_close(r);
+}
+
 static void cleanup(void)
 {
-    const char *files[] = {"rt.h5", "upd.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
+    const char *files[] = {"rt.h5", "upd.h5", "cmp.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
                            "big.h5", "timed.h5"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(files[i]));
@@ -700,6 +743,7 @@ int main(void)
     test_round_trip();
     test_update_fields();
     test_without_new_fields();
+    test_layer_compute();
     test_status();
     test_batches_and_flush();
     /* the same rows and flushes with batches and flushes written by the writer's thread */

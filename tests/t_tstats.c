@@ -26,9 +26,16 @@ static const char *diff_stats(const ampdiag_tstats *a, const ampdiag_tstats *b, 
 {
 #define CNT(f) if (a->f != b->f) return #f
     CNT(count); CNT(n_nan); CNT(n_posinf); CNT(n_neginf); CNT(n_zero); CNT(n_neg); CNT(n_pos);
-    CNT(fp16_overflow); CNT(fp16_underflow); CNT(fp16_subnormal);
-    CNT(bf16_overflow); CNT(bf16_underflow); CNT(bf16_subnormal);
 #undef CNT
+    static const char *const cls[AMPDIAG_WHATIF_NCLASSES] = {"overflow", "underflow", "subnormal"};
+    static char name[48];
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+        for (int j = 0; j < AMPDIAG_WHATIF_NCLASSES; j++)
+            if (a->whatif[f][j] != b->whatif[f][j]) {
+                snprintf(name, sizeof name, "%s_%s (%llu vs %llu)", ampdiag_format_get((ampdiag_format)f)->name, cls[j],
+                         (unsigned long long)a->whatif[f][j], (unsigned long long)b->whatif[f][j]);
+                return name;
+            }
     if (!fsame(a->min, b->min)) return "min";
     if (!fsame(a->max, b->max)) return "max";
     if (!fsame(a->absmax, b->absmax)) return "absmax";
@@ -98,16 +105,39 @@ static void test_cases(void)
     for (size_t i = 0; i < n; i++) x[i] = (i & 1 ? -1 : 1) * FLT_MAX * (float)(0.5 + 0.5 * rnd_unit());
     check_case("huge values near FLT_MAX (float sums would overflow)", x, n);
 
-    /* every boundary of docs/numerics.md ("Rounding to FP16 and BF16"), its neighbours, both signs */
-    static const uint32_t edges[] = {0x00008000u, 0x007f8000u, 0x00800000u, 0x33000000u, 0x387fe000u,
-                                     0x38800000u, 0x477ff000u, 0x7f7f8000u, 0x7f7fffffu, 0x7f800000u};
+    /* every class threshold of every row of the format table (docs/numerics.md), its
+     * neighbours, both signs: once all together, once in blocks of their own (each threshold
+     * inside an otherwise clean block of 4096 ones) */
     size_t m = 0;
-    for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
-        for (int d = -3; d <= 3; d++) {
-            x[m++] = fbits(edges[e] + (uint32_t)d);
-            x[m++] = -fbits(edges[e] + (uint32_t)d);
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
+        const ampdiag_format_info *fi = ampdiag_format_get((ampdiag_format)f);
+        const float at[3] = {fi->overflow_at, fi->normal_at, fi->underflow_at};
+        for (int j = 0; j < 3; j++)
+            for (int d = -3; d <= 3; d++) {
+                x[m++] = fbits(tap_fbits(at[j]) + (uint32_t)d);
+                x[m++] = -fbits(tap_fbits(at[j]) + (uint32_t)d);
+            }
+    }
+    check_case("values at and around every threshold of every format", x, m);
+    size_t nedge = m;
+    int ebad = 0;
+    for (size_t e = 0; e < nedge; e++) {
+        float *blk = x + nedge;
+        for (size_t i = 0; i < 4096 * 2; i++) blk[i] = (i & 1) ? -1.0f : 1.0f;
+        blk[rnd32() % 4096] = x[e];
+        blk[4096 + rnd32() % 4096] = x[e] * 0.75f;
+        ampdiag_tstats a, b;
+        ampdiag_hist ha, hb;
+        tstats_ref(blk, 4096 * 2, &a, &ha);
+        ampdiag_tstats_compute(blk, 4096 * 2, &b, &hb);
+        const char *d = diff_stats(&b, &a, 1e-12), *dh = diff_hist(&hb, &ha);
+        if (d || dh) {
+            ebad++;
+            diag("threshold neighbour 0x%08x alone in a block: %s", tap_fbits(x[e]), d ? d : dh);
         }
-    check_case("values at and around every FP16/BF16 threshold", x, m);
+    }
+    ok(ebad == 0, "each of %zu threshold neighbours alone in a block of ones: every field equals the reference (%d bad)",
+       nedge, ebad);
 
     /* blocks of 4096 values: clean ones (counted from the histogram) next to blocks that hold
      * one special value each (redone by the full kernel), then a tail */
@@ -128,9 +158,15 @@ static void test_cases(void)
     for (size_t i = 0; i < 4096 * 3; i++) x[i] = 1.0f;
     x[5000] = 65520.0f; x[5001] = -65504.0f; x[9000] = 0x1p-25f; x[9001] = -0x1.ffcp-15f;
     check_case("FP16 thresholds inside clean blocks", x, 4096 * 3);
+    for (size_t i = 0; i < 4096 * 4; i++) x[i] = 1.0f;
+    x[100] = 448.0f; x[101] = -464.0f; x[102] = fbits(0x43e80001u); x[103] = -500.0f;  /* E4M3 top */
+    x[4200] = 0x1p-10f; x[4201] = -fbits(0x3a800001u); x[4202] = 0x1.ep-7f; x[4203] = -fbits(0x3c6fffffu);
+    x[8300] = 0x1p-17f; x[8301] = -fbits(0x37000001u); x[8302] = 0x1.cp-15f; x[8303] = fbits(0x385fffffu);
+    x[12400] = 57344.0f; x[12401] = -61439.996f; x[12402] = 61440.0f; /* E5M2 overflow: not a clean block */
+    check_case("FP8 thresholds inside clean blocks", x, 4096 * 4);
 
-    /* clean blocks (no NaN/inf, no float32 subnormal, below FP16 overflow) of many lengths: the
-     * histogram's bit-sliced passes, their padding to 16 vectors and the tails; exponent
+    /* clean blocks (no NaN/inf, no float32 subnormal, below 61440, the clean kernel's limit) of
+     * many lengths: the histogram's bit-sliced passes, their padding to 16 vectors and the tails; exponent
      * windows of 6, 40 and 140 binades (the widest exceeds the 64 counted by the passes, so
      * the values below are counted one by one) */
     static const size_t lens[] = {8, 16, 24, 32, 40, 56, 480, 512, 520, 1000, 4088, 4095, 4096, 4104, 8191, 12345};
@@ -142,7 +178,7 @@ static void test_cases(void)
             for (size_t i = 0; i < len; i++) {
                 /* |x| in [2^(15 - span), 2^16) or 0: every field from 142 down */
                 float v = ldexpf(1.0f + (float)rnd_unit(), 15 - (int)(rnd32() % (uint32_t)spans[si]));
-                if (v >= 65504.0f) v = 65504.0f;
+                if (v >= 61440.0f) v = 61439.996f; /* the largest float32 below 61440 */
                 x[i] = (rnd32() % 61 == 0) ? 0.0f : (rnd32() & 1) ? -v : v;
             }
             ampdiag_tstats a, b;
@@ -183,6 +219,8 @@ static void test_cases(void)
     ampdiag_tstats s;
     ampdiag_tstats_compute(x, n, &s, NULL);
     ok(s.fp16_underflow == n && s.bf16_underflow == 0 && s.n_pos == n, "5M values of 1e-30: all FP16 underflow, none in BF16");
+    ok(s.e4m3_underflow == n && s.e5m2_underflow == n && s.whatif[AMPDIAG_E4M3][AMPDIAG_WHATIF_UNDERFLOW] == n,
+       "5M values of 1e-30: all E4M3 and E5M2 underflow (the named fields alias whatif[][])");
     free(x);
 }
 
@@ -252,6 +290,60 @@ static void test_accessors(void)
        ampdiag_hist_bin_of(NAN) == AMPDIAG_HIST_NAN, "histogram bins of known values");
 }
 
+/* Scaled what-if counts against casting fl(x * scale) value by value. */
+static void test_scaled(void)
+{
+    size_t n = 60001;
+    float *x = alloc_f(n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (i % 7 == 0) ? fbits(rnd32()) : (i % 11 == 0) ? 0.0f : rnd_normal() * ldexpf(1.0f, (int)(rnd32() % 60) - 40);
+    const float scales[] = {1.0f, 128.0f, 448.0f / 3.0f, 57344.0f / 5.5f, 0x1p-20f, 3.0e30f, 1e-30f};
+    int bad = 0, ncase = 0;
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+        for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+            uint64_t got[3], want[3] = {0, 0, 0};
+            for (size_t i = 0; i < n; i++) {
+                if (!isfinite(x[i]))
+                    continue;
+                float y = x[i] * scales[k];
+                ampdiag_class c = ampdiag_classify((ampdiag_format)f, y);
+                want[AMPDIAG_WHATIF_OVERFLOW] += c == AMPDIAG_CLASS_OVERFLOW || c == AMPDIAG_CLASS_INF;
+                want[AMPDIAG_WHATIF_UNDERFLOW] += (x[i] != 0) & (c == AMPDIAG_CLASS_UNDERFLOW || c == AMPDIAG_CLASS_ZERO);
+                want[AMPDIAG_WHATIF_SUBNORMAL] += c == AMPDIAG_CLASS_SUBNORMAL;
+            }
+            ncase++;
+            if (ampdiag_whatif_scaled((ampdiag_format)f, scales[k], x, n, got) != 0 || memcmp(got, want, sizeof got)) {
+                bad++;
+                diag("%s scale %g: got %llu/%llu/%llu want %llu/%llu/%llu", ampdiag_format_get((ampdiag_format)f)->name,
+                     (double)scales[k], (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2],
+                     (unsigned long long)want[0], (unsigned long long)want[1], (unsigned long long)want[2]);
+            }
+        }
+    ok(bad == 0, "scaled what-if counts equal casting fl(x * scale) value by value (%d formats x scales, %d bad)", ncase, bad);
+    /* scale 1 is the unscaled record */
+    ampdiag_tstats s;
+    ampdiag_tstats_compute(x, n, &s, NULL);
+    uint64_t c1[3];
+    ampdiag_whatif_scaled(AMPDIAG_E4M3, 1.0f, x, n, c1);
+    ok(memcmp(c1, s.whatif[AMPDIAG_E4M3], sizeof c1) == 0, "scale 1: the same counts as the statistics record");
+    uint32_t t[3];
+    ok(ampdiag_scaled_thresholds(AMPDIAG_E4M3, 2.0f, t) == 0 && t[0] == 0x43680001u && t[1] == 0x3bf00000u && t[2] == 0x3a000000u,
+       "e4m3 at scale 2: the thresholds halve (232 + ulp, 2^-7 - 2^-11, 2^-11)");
+    ok(ampdiag_whatif_scaled(AMPDIAG_E4M3, 0.0f, x, n, c1) == -1 && ampdiag_whatif_scaled(AMPDIAG_E4M3, NAN, x, n, c1) == -1 &&
+       ampdiag_whatif_scaled((ampdiag_format)9, 1.0f, x, n, c1) == -1, "a scale <= 0 or NaN, or an unknown format, is refused");
+    /* a delayed-scaling step as a caller would run it: history of the last amaxes -> scale -> counts */
+    float hist[3] = {0.5f, 4.0f, 2.0f};
+    float sc = ampdiag_delayed_scale(AMPDIAG_E4M3, hist, 3, 0, 1.0f);
+    uint64_t cs[3];
+    for (size_t i = 0; i < 1000; i++) x[i] = (float)i * 0.0045f; /* amax 4.4955 > 4: a few overflow */
+    ampdiag_whatif_scaled(AMPDIAG_E4M3, sc, x, 1000, cs);
+    size_t over = 0;
+    for (size_t i = 0; i < 1000; i++) over += x[i] * sc > 464.0f;
+    ok(sc == 112.0f && cs[AMPDIAG_WHATIF_OVERFLOW] == over && over > 0,
+       "delayed scaling: history max 4 -> scale 112; values above 464 / 112 overflow (%zu)", over);
+    free(x);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc; (void)argv;
@@ -260,6 +352,7 @@ int main(int argc, char **argv)
     test_accuracy();
     test_merge();
     test_accessors();
+    test_scaled();
     /* the lesser kernels must give the same answers as the best one */
     const char *caps[2] = {"avx2", "generic"};
     const char *prev = ampdiag_tstats_impl();

@@ -37,13 +37,14 @@ void tstats_ref(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h)
         if (v != 0 && fabsf(v) < s->absmin_nz) s->absmin_nz = fabsf(v);
         sum += v;
         sq += (long double)v * v;
-        float r16 = ampdiag_round(AMPDIAG_FP16, v), rb = ampdiag_round(AMPDIAG_BF16, v);
-        if (isinf(r16)) s->fp16_overflow++;
-        if (v != 0 && r16 == 0) s->fp16_underflow++;
-        if (r16 != 0 && fabsf(r16) < 0x1p-14f) s->fp16_subnormal++;
-        if (isinf(rb)) s->bf16_overflow++;
-        if (v != 0 && rb == 0) s->bf16_underflow++;
-        if (rb != 0 && fabsf(rb) < 0x1p-126f) s->bf16_subnormal++;
+        /* every row of the format table: actually round, and classify the result */
+        for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
+            const ampdiag_format_info *fi = ampdiag_format_get((ampdiag_format)f);
+            float r = fi->round(v);
+            if (!isfinite(r)) s->whatif[f][AMPDIAG_WHATIF_OVERFLOW]++; /* inf, or NaN in E4M3 */
+            if (v != 0 && r == 0) s->whatif[f][AMPDIAG_WHATIF_UNDERFLOW]++;
+            if (r != 0 && fabsf(r) < fi->min_normal) s->whatif[f][AMPDIAG_WHATIF_SUBNORMAL]++;
+        }
     }
     s->sum = (double)sum;
     s->sumsq = (double)sq;
@@ -67,12 +68,13 @@ void tstats_multipass(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist 
         if (isfinite(x[i]) && x[i] != 0 && fabsf(x[i]) < s->absmin_nz) s->absmin_nz = fabsf(x[i]);
     for (size_t i = 0; i < n; i++) if (isfinite(x[i])) s->sum += x[i];
     for (size_t i = 0; i < n; i++) if (isfinite(x[i])) s->sumsq += (double)x[i] * x[i];
-    for (size_t i = 0; i < n; i++) s->fp16_overflow += isfinite(x[i]) && fabsf(x[i]) >= 65520.0f;
-    for (size_t i = 0; i < n; i++) s->fp16_underflow += x[i] != 0 && fabsf(x[i]) <= 0x1p-25f;
-    for (size_t i = 0; i < n; i++) s->fp16_subnormal += fabsf(x[i]) > 0x1p-25f && fabsf(x[i]) < 0x1p-14f - 0x1p-25f;
-    for (size_t i = 0; i < n; i++) s->bf16_overflow += isfinite(x[i]) && fabsf(x[i]) >= 0x1.ffp127f;
-    for (size_t i = 0; i < n; i++) s->bf16_underflow += x[i] != 0 && fabsf(x[i]) <= 0x1p-134f;
-    for (size_t i = 0; i < n; i++) s->bf16_subnormal += fabsf(x[i]) > 0x1p-134f && fabsf(x[i]) < 0x1.fep-127f;
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
+        const ampdiag_format_info *fi = ampdiag_format_get((ampdiag_format)f);
+        uint64_t *w = s->whatif[f];
+        for (size_t i = 0; i < n; i++) w[0] += isfinite(x[i]) && fabsf(x[i]) >= fi->overflow_at;
+        for (size_t i = 0; i < n; i++) w[1] += x[i] != 0 && fabsf(x[i]) <= fi->underflow_at;
+        for (size_t i = 0; i < n; i++) w[2] += fabsf(x[i]) > fi->underflow_at && fabsf(x[i]) < fi->normal_at;
+    }
     if (h) {
         memset(h, 0, sizeof *h);
         for (size_t i = 0; i < n; i++) h->bin[ampdiag_hist_bin_of(x[i])]++;

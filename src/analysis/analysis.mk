@@ -53,3 +53,11 @@ bench-compare: bench/bench_compare ampdiag
 bench: bench-compare
 
 .PHONY: bench-compare
+# t_typed_attrs.sh: the settings the rules read, as typed attributes alone or as the older
+# text alone, give the same findings and verdict
+TESTS += tests/t_typed_attrs.sh
+EXTRA_DIST += tests/t_typed_attrs.sh
+# t_fp8_trace.sh: an FP32 run's FP8 E4M3/E5M2 what-if counts against PyTorch's casts of the same
+# weights; info's FP8 lines
+TESTS += tests/t_fp8_trace.sh
+EXTRA_DIST += tests/t_fp8_trace.sh

@@ -209,9 +209,27 @@ static void kv_str(const char *s, const char *key, char *dst, size_t n)
     }
 }
 
+/* A setting from its typed attribute, else from key=value text (older traces), else dflt. */
+static double typed_or_kv(ampdiag_trace_reader *rd, const char *attr, const char *kv, const char *key,
+                          double dflt)
+{
+    const ampdiag_trace_attr *a = ampdiag_trace_attr_find(rd, attr);
+    if (a && (a->type == AMPDIAG_ATTR_DOUBLE || a->type == AMPDIAG_ATTR_INT))
+        return a->d;
+    return kv_double(kv, key, dflt);
+}
+
 static int is_fp32_op(const char *op)
 {
     return strstr(op, "_ce") || strstr(op, "loss") || strstr(op, "cross_entropy");
+}
+
+/* A layer that a mixed-precision run (fp16, bf16: 16-bit compute, FP32 weights) recorded as
+ * computing in FP32: an op autocast keeps in FP32 (traces/FORMAT.md, /layers compute). */
+static int kept_fp32(const an_run *r, const char *compute)
+{
+    return strcmp(compute, "fp32") == 0 &&
+           (strcmp(r->precision, "fp16") == 0 || strcmp(r->precision, "bf16") == 0);
 }
 
 static int in_list(const char *list, const char *name)
@@ -430,6 +448,12 @@ static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace
             c->b16o += x->bf16_overflow;
             c->b16u += x->bf16_underflow;
             c->b16s += x->bf16_subnormal;
+            c->f8[0][AMPDIAG_WHATIF_OVERFLOW] += x->e4m3_overflow;
+            c->f8[0][AMPDIAG_WHATIF_UNDERFLOW] += x->e4m3_underflow;
+            c->f8[0][AMPDIAG_WHATIF_SUBNORMAL] += x->e4m3_subnormal;
+            c->f8[1][AMPDIAG_WHATIF_OVERFLOW] += x->e5m2_overflow;
+            c->f8[1][AMPDIAG_WHATIF_UNDERFLOW] += x->e5m2_underflow;
+            c->f8[1][AMPDIAG_WHATIF_SUBNORMAL] += x->e5m2_subnormal;
             c->lost += x->lost_updates;
             c->lost_if16 += x->lost_if_fp16;
             c->lost_ifb16 += x->lost_if_bf16;
@@ -930,7 +954,7 @@ static void init_run(an_run *r)
     r->lr = r->clip = r->adam_eps = NAN;
     r->fwd_nonfinite_step = -1;
     r->fwd_nonfinite_layer = -1;
-    r->first_nonfinite.step = r->first_forward.step = -1;
+    r->first_nonfinite.step = r->first_forward.step = r->eval_forward.step = -1;
     r->divergence_step = -1;
     r->ratio_median = r->step_ratio_median = NAN;
     r->rec_step_min = INT64_MAX;
@@ -952,7 +976,7 @@ typedef struct load_ctx {
 } load_ctx;
 
 /* The run's configuration from the root attributes: precision, model, data, optimizer and
- * its hyperparameters, loss scaling, schedule, FP32 layers, scenario, seed, sizes. */
+ * its hyperparameters, loss scaling, schedule, FP32 layers, scenario, command line, seed, sizes. */
 static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
 {
     copy_attr(rd, AMPDIAG_ATTR_PRECISION, r->precision, sizeof r->precision);
@@ -964,18 +988,24 @@ static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
     r->grads_unscaled = gs && strcmp(gs, "unscaled") == 0;
     copy_attr(rd, AMPDIAG_ATTR_HYPERPARAMETERS, r->hyper, sizeof r->hyper);
     copy_attr(rd, AMPDIAG_ATTR_LR_SCHEDULE, r->schedule, sizeof r->schedule);
-    copy_attr(rd, "fp32_layers", r->fp32_layers, sizeof r->fp32_layers);
+    copy_attr(rd, AMPDIAG_ATTR_FP32_LAYERS, r->fp32_layers, sizeof r->fp32_layers);
     copy_attr(rd, "scenario", r->scenario, sizeof r->scenario);
+    copy_attr(rd, AMPDIAG_ATTR_COMMAND_LINE, r->command_line, sizeof r->command_line);
     r->seed = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_SEED, -1);
     r->steps_planned = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_STEPS_PLANNED, -1);
     r->batch = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_BATCH, -1);
     r->lr = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_LR, NAN);
     r->clip = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_CLIP, NAN);
+    /* the typed settings; traces without them (older writers) say the same in "k=v" strings */
     const char *scaler = ampdiag_trace_attr_str(rd, AMPDIAG_ATTR_SCALER);
-    r->scaler_min = kv_double(scaler, "min", 0);
-    r->scaler_init = kv_double(scaler, "init", NAN);
-    r->adam_eps = kv_double(r->hyper, "eps", NAN);
-    kv_str(r->hyper, "state", r->optim_state, sizeof r->optim_state);
+    r->scaler_min = typed_or_kv(rd, AMPDIAG_ATTR_SCALER_MIN, scaler, "min", 0);
+    r->scaler_init = typed_or_kv(rd, AMPDIAG_ATTR_SCALER_INIT, scaler, "init", NAN);
+    r->adam_eps = typed_or_kv(rd, AMPDIAG_ATTR_OPT_EPS, r->hyper, "eps", NAN);
+    const char *state = ampdiag_trace_attr_str(rd, AMPDIAG_ATTR_OPT_STATE_FORMAT);
+    if (state)
+        snprintf(r->optim_state, sizeof r->optim_state, "%s", state);
+    else
+        kv_str(r->hyper, "state", r->optim_state, sizeof r->optim_state);
     r->weights_16bit = strcmp(r->precision, "bf16-pure") == 0;
 }
 
@@ -1005,6 +1035,9 @@ static int read_tables(load_ctx *L, an_run *r)
     /* the what-if lost-update counts: absent (read as 0) in traces of older writers */
     r->lost_if_fields = ampdiag_trace_has_field(L->rd, "/tensors", "lost_if_fp16") &&
                         ampdiag_trace_has_field(L->rd, "/tensors", "lost_if_bf16");
+    /* the FP8 what-if counts: absent in traces of older writers */
+    r->fp8_fields = ampdiag_trace_has_field(L->rd, "/tensors", "e4m3_overflow") &&
+                    ampdiag_trace_has_field(L->rd, "/tensors", "e5m2_subnormal");
     ampdiag_trace_get_counts(L->rd, &L->cnt);
     r->counts = L->cnt;
     if ((rc = ampdiag_trace_read_layers(L->rd, &L->layers, &L->nl)) ||
@@ -1031,7 +1064,8 @@ static void init_layers(an_run *r, const ampdiag_trace_layer *layers, size_t nl)
         snprintf(L->op, sizeof L->op, "%s", layers[l].op);
         snprintf(L->shape, sizeof L->shape, "%s", layers[l].shape);
         L->params = layers[l].params;
-        L->fp32_op = is_fp32_op(L->op);
+        snprintf(L->compute, sizeof L->compute, "%s", layers[l].compute);
+        L->fp32_op = is_fp32_op(L->op) || kept_fp32(r, L->compute);
         L->island = in_list(r->fp32_layers, L->name);
         L->ratio_median = NAN;
         for (int k = 0; k < AMPDIAG_NKINDS; k++)
@@ -1058,8 +1092,9 @@ static int index_steps(load_ctx *L, an_run *r)
     return 0;
 }
 
-/* The events counted by code (unknown codes apart), and the first non-finite event and the
- * first non-finite forward event (the earliest step; the first recorded at that step). */
+/* The events counted by code (unknown codes apart), and the first non-finite event, the first
+ * non-finite forward event and the first of an evaluation's forward pass (the earliest step;
+ * the first recorded at that step). */
 static void scan_events(an_run *r, const ampdiag_trace_event *ev, size_t nev)
 {
     for (size_t i = 0; i < nev; i++) {
@@ -1072,8 +1107,10 @@ static void scan_events(an_run *r, const ampdiag_trace_event *ev, size_t nev)
         int nonfin = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD ||
                      c == AMPDIAG_EV_NAN_BACKWARD || c == AMPDIAG_EV_INF_BACKWARD;
         int fwd = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD;
-        an_event_ref *targets[2] = {nonfin ? &r->first_nonfinite : NULL, fwd ? &r->first_forward : NULL};
-        for (int j = 0; j < 2; j++) {
+        int eval = fwd && strncmp(ev[i].message, "eval:", 5) == 0;
+        an_event_ref *targets[3] = {nonfin ? &r->first_nonfinite : NULL, fwd ? &r->first_forward : NULL,
+                                    eval ? &r->eval_forward : NULL};
+        for (int j = 0; j < 3; j++) {
             an_event_ref *e = targets[j];
             if (!e || (e->step >= 0 && e->step <= ev[i].step))
                 continue;
@@ -1353,6 +1390,22 @@ static int match_layers(an_run *runs, size_t n, size_t base, an_comparison *c)
     return 0;
 }
 
+/* A layer that one run's autocast kept in FP32 is an FP32 op in every run of the comparison:
+ * the FP32 baseline cannot record what autocast would do, and its range rules must not predict
+ * 16-bit overflow in a layer that never runs in 16 bits. */
+static void share_fp32_ops(an_run *runs, size_t n, size_t base, const an_comparison *c)
+{
+    an_run *b = &runs[base];
+    for (size_t i = 0; i < n; i++)
+        for (size_t l = 0; l < runs[i].nlayers; l++)
+            if (runs[i].layers[l].fp32_op && c->layer_map[i][l] >= 0)
+                b->layers[c->layer_map[i][l]].fp32_op = 1;
+    for (size_t i = 0; i < n; i++)
+        for (size_t l = 0; l < runs[i].nlayers; l++)
+            if (c->layer_map[i][l] >= 0 && b->layers[c->layer_map[i][l]].fp32_op)
+                runs[i].layers[l].fp32_op = 1;
+}
+
 /* A note on a run that did not finish: cut off (still 'running') or interrupted. */
 static void note_status(an_comparison *c, const an_run *r)
 {
@@ -1601,6 +1654,7 @@ int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
         return -1;
     if (match_layers(runs, n, base, c))
         return -1;
+    share_fp32_ops(runs, n, base, c);
     note_differences(runs, n, base, c);
     for (size_t i = 0; i < n; i++)
         loss_gap(&c->gap[i], b, &runs[i], i == base);

@@ -50,6 +50,7 @@ typedef struct an_cell {
     uint64_t records;
     uint64_t count, zero, nan, posinf, neginf;  /* sums of the exact counts */
     uint64_t f16o, f16u, f16s, b16o, b16u, b16s; /* what-if FP16/BF16 counts, summed */
+    uint64_t f8[2][AMPDIAG_WHATIF_NCLASSES];     /* what-if E4M3 [0] / E5M2 [1], unscaled, summed */
     uint64_t lost;                              /* lost updates (kind update) */
     uint64_t lost_if16, lost_ifb16;             /* ... that FP16 / BF16 weights would lose */
     uint64_t first_count, first_zero;           /* count and zeros of the first record */
@@ -95,7 +96,10 @@ typedef struct an_layer {
     char op[AMPDIAG_TRACE_OP_LEN];
     char shape[AMPDIAG_TRACE_SHAPE_LEN];
     uint64_t params;
-    int fp32_op;        /* an op autocast keeps in FP32 (the loss): excluded from range rules */
+    int fp32_op;        /* an op autocast keeps in FP32 (the loss, or a layer a 16-bit run's
+                           /layers compute column records as fp32; an_compare shares the latter
+                           by name with the other runs): excluded from range rules */
+    char compute[AMPDIAG_TRACE_COMPUTE_LEN]; /* /layers compute: "fp32", "fp16", "bf16", "" */
     int island;         /* named in the run's fp32_layers attribute */
     an_cell cell[AMPDIAG_NKINDS];
     an_series act_rms;  /* activation rms per traced step */
@@ -189,6 +193,7 @@ typedef struct an_run {
     char precision[16], model[128], data[128], optimizer[32], loss_scale_mode[48];
     int grads_unscaled;   /* root attribute grad_stats = "unscaled": gradient records are not loss-scaled */
     char hyper[256], fp32_layers[256], scenario[64], schedule[64];
+    char command_line[1024]; /* the command that made the run, as it recorded it (cut) */
     int64_t seed, steps_planned, batch;
     double lr, clip;
     double scaler_min;       /* "min=" of the scaler attribute; 0 when none */
@@ -252,6 +257,8 @@ typedef struct an_run {
     size_t by_code[AMPDIAG_NEVENT_CODES];
     an_event_ref first_nonfinite;  /* first nan/inf event, forward or backward */
     an_event_ref first_forward;    /* first nan/inf event in the forward pass */
+    an_event_ref eval_forward;     /* first nan/inf event in an evaluation's forward pass (its
+                                      message starts with "eval:", traces/FORMAT.md) */
     int64_t fwd_nonfinite_step;    /* first step with a NaN/inf activation record; -1 */
     int fwd_nonfinite_layer;
     uint64_t nan_values;           /* NaN values in any record */
@@ -271,6 +278,7 @@ typedef struct an_run {
     double step_ratio_median;      /* median of /steps update_ratio */
     uint64_t lost, update_nonzero; /* totals over layers */
     int lost_if_fields;            /* /tensors has lost_if_fp16 and lost_if_bf16 (what-if) */
+    int fp8_fields;                /* /tensors has the e4m3_* and e5m2_* what-if counts */
     int have_lost_if;              /* ... and some count is non-zero: the writer computed them
                                       (ampdiag_trace_append_tensor writes zeros) */
     uint64_t lost_if16, lost_ifb16;/* totals over layers; 0 without the fields */

@@ -21,6 +21,9 @@ static void cell_merge(an_cell *d, const an_cell *s)
     d->b16o += s->b16o;
     d->b16u += s->b16u;
     d->b16s += s->b16s;
+    for (int f = 0; f < 2; f++)
+        for (int c = 0; c < AMPDIAG_WHATIF_NCLASSES; c++)
+            d->f8[f][c] += s->f8[f][c];
     d->lost += s->lost;
     d->lost_if16 += s->lost_if16;
     d->lost_ifb16 += s->lost_ifb16;

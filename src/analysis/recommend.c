@@ -76,6 +76,8 @@
 #define DEAD_SHARE 0.8              /* a layer's weight gradients exactly 0: its units died */
 #define DEAD_AT_START 0.25          /* ... where at its first record fewer were: they died later */
 #define LR_DEAD_FACTOR 0.1          /* dead units at the run's lr: lower it a decade */
+#define LR_RAISE_FLAT_MAX 1000.0    /* a baseline that does not learn at all, steps too small:
+                                       lr x min(1000, 1e-3 / r) (LR_DIVERGE_MIN's mirror) */
 #define RATIO_STRONG 0.1            /* a healthy run's ratio above this still means "lower" */
 #define LR_DIVERGE_MIN 1e-3         /* divergence: lr x at least this (the evidence may ask a lot) */
 
@@ -131,6 +133,8 @@ const char *rec_lr_name(rec_lr_verdict v)
     default: return "unknown";
     }
 }
+
+const char *rec_scope_name(rec_scope s) { return s == REM_EVERY_RUN ? "every-run" : "recommended"; }
 
 static const char *const fail_names[] = {"nan", "skips", "divergence", "overflow"};
 
@@ -213,10 +217,77 @@ static int learned(const an_run *r)
            r->tail_mean < LEARNED_FRACTION * r->loss_first;
 }
 
+/* Dead units: a run that does not learn (LEARNED_FRACTION) and does not fail while some layer's
+ * weight gradients are >= DEAD_SHARE exactly zero, where fewer than DEAD_AT_START were at its
+ * first record (a unit inactive for a whole batch is rare at initialisation; a layer that starts
+ * with many, as with inputs without signal, is not the lr's doing). */
+static int dead_units(const an_run *b)
+{
+    const an_findings *f = &b->find;
+    if (learned(b) || run_failed(b) || f->zero_grad_layer < 0 || f->zero_grad_fraction < DEAD_SHARE)
+        return 0;
+    const an_cell *g0 = &b->layers[f->zero_grad_layer].cell[AMPDIAG_KIND_WEIGHT_GRAD];
+    return g0->first_count > 0 && (double)g0->first_zero / (double)g0->first_count < DEAD_AT_START;
+}
+
+/* The update/weight ratio the lr rules read: the median of the per-layer medians, else the
+ * median of /steps update_ratio (NaN without either). */
+static double run_ratio(const an_run *r)
+{
+    return isfinite(r->ratio_median) ? r->ratio_median : r->step_ratio_median;
+}
+
+/* Steps too small to learn: the run neither learns nor fails, has no dead units, and its
+ * update/weight ratio is below RATIO_TARGET (1e-3). */
+static int steps_too_small(const an_run *r)
+{
+    double q = run_ratio(r);
+    return !learned(r) && !run_failed(r) && !dead_units(r) && isfinite(q) && q < RATIO_TARGET;
+}
+
+/* The run does not learn at all: its final-window loss is not below FLAT_FRACTION of its
+ * first (a run that fails apart). */
+static int learns_nothing(const an_run *r)
+{
+    return !run_failed(r) && !(isfinite(r->tail_mean) && isfinite(r->loss_first) &&
+                               r->tail_mean < FLAT_FRACTION * r->loss_first);
+}
+
 /* The last evaluation's loss is NaN or infinite (a finding however the training loss looks). */
 static int eval_nonfinite(const an_run *r)
 {
     return r->nevals && !isfinite(r->evals[r->nevals - 1].loss);
+}
+
+/* The run's evaluation is not finite while its training stayed finite (no non-finite loss, no
+ * NaN/inf activation record): its evaluation's forward pass met values the training batches
+ * never had. */
+static int eval_only_nonfinite(const an_run *r)
+{
+    return eval_nonfinite(r) && !r->loss_nonfinite && r->fwd_nonfinite_step < 0;
+}
+
+/* The step of the run's first evaluation whose loss is not finite; -1 when none. */
+static int64_t first_nonfinite_eval(const an_run *r)
+{
+    for (size_t i = 0; i < r->nevals; i++)
+        if (!isfinite(r->evals[i].loss))
+            return r->evals[i].step;
+    return -1;
+}
+
+/* Where the evaluation's forward pass went non-finite, from the run's eval event: "NaN in fc1
+ * activations, validation rows 0-63", or "" without one. */
+static void eval_where(const an_run *r, char *buf, size_t n)
+{
+    const an_event_ref *e = &r->eval_forward;
+    const char *rows = strstr(e->message, "validation rows ");
+    size_t len = rows ? strcspn(rows, ":") : 0;
+    if (e->step < 0)
+        snprintf(buf, n, "%s", "");
+    else
+        snprintf(buf, n, "%s in %s activations%s%.*s", e->code == AMPDIAG_EV_NAN_FORWARD ? "NaN" : "inf",
+                 an_layer_name(r, e->layer), rows ? ", " : "", (int)len, rows ? rows : "");
 }
 
 /* A format cause of NaN that no learning rate fixes: AdamW with its state held in FP16 and an
@@ -528,6 +599,9 @@ typedef struct prec_ctx {
                                    skips within the limit, loss within the band), or NULL: what
                                    it did outweighs what-if predictions (observed beats
                                    predicted) */
+    const an_run *eval_run; /* a 16-bit run whose evaluation alone is not finite (eval_cause) */
+    const an_run *fp16_islanded; /* (b)4: a clean fp16 run with FP32 layers (its fp32_layers)
+                                    whose loss is within the noise band, or NULL */
     uint64_t island_params; /* parameters of the islands */
     char islands[256];      /* FP32 islands that would let FP16 run: "fc1,fc2" */
     int bf16_bad;           /* (b)6: a decisive rule rules BF16 out */
@@ -764,10 +838,46 @@ static int fp16_check_divergence(prec_ctx *x, const an_run *r)
     return 1;
 }
 
+/* A 16-bit run whose evaluation alone is not finite (eval_only_nonfinite) where the baseline's
+ * evaluation is finite: the validation data reaches beyond the format's range in the forward
+ * pass (values the training batches never had; loss scaling scales the backward pass only). The
+ * format is ruled out for this data, and the cause is named first (R->why). fmt is "FP16" or
+ * "BF16", f its assessment. Returns 1 when it applies. */
+static int eval_cause(prec_ctx *x, const an_run *r, rec_format *f, const char *fmt)
+{
+    if (r == x->base || !eval_only_nonfinite(r) || eval_nonfinite(x->base) || !x->base->nevals)
+        return 0;
+    char where[160], at[200] = "";
+    eval_where(r, where, sizeof where);
+    if (where[0])
+        snprintf(at, sizeof at, " (%s)", where);
+    int64_t from = first_nonfinite_eval(r);
+    double be = x->base->evals[x->base->nevals - 1].loss;
+    strlist_addf(&f->issues, "%s: eval loss not finite from step %" PRId64 "%s while its training "
+                 "stays finite (no NaN/inf in its loss or activation records) and %s's eval loss is "
+                 "%.4g: validation inputs overflow %s in the forward pass, beyond the range the "
+                 "training batches had; loss scaling cannot help the forward pass", r->label, from,
+                 at, x->base->label, be, fmt);
+    if (!x->eval_run)
+        strlist_addf(&x->R->why, "first: %s's evaluation overflows %s from step %" PRId64 "%s while "
+                     "its training stays finite and %s's eval loss is %.4g: the validation data holds "
+                     "values beyond %s's range that the training batches never had; %s is ruled out "
+                     "for this data (check the validation data's preprocessing)", r->label, fmt, from,
+                     at, x->base->label, be, fmt, fmt);
+    summary(f, "eval loss not finite from step %" PRId64 ": validation inputs overflow %s", from, fmt);
+    f->decisive = 1;
+    if (!x->eval_run)
+        x->eval_run = r;
+    return 1;
+}
+
+/* The evaluation alone is not finite (eval_cause). */
+static int fp16_check_eval(prec_ctx *x, const an_run *r) { return eval_cause(x, r, &x->R->fp16, "FP16"); }
+
 typedef int (*fp16_run_check)(prec_ctx *, const an_run *);
 static const fp16_run_check fp16_run_checks[] = {
     fp16_check_forward, fp16_check_collapse, fp16_check_skips, fp16_check_loss,
-    fp16_check_divergence,
+    fp16_check_divergence, fp16_check_eval,
 };
 
 /* A clean FP16 run: evidence that FP16 works, with its skips and loss scale. */
@@ -847,6 +957,9 @@ static void rule_fp16_runs(prec_ctx *x)
             fp16_check_gap(x, r, i);
             if (!f16->decisive && !before && !x->fp16_healthy)
                 x->fp16_healthy = r;
+            const an_gap *g = &x->c->gap[i];
+            if (r->fp32_layers[0] && !x->fp16_islanded && !(g->have && g->rel > x->c->band))
+                x->fp16_islanded = r;
         }
     }
 }
@@ -1058,6 +1171,15 @@ static void bf16_check_failed(prec_ctx *x, const an_run *r, size_t i, int pure)
     }
 }
 
+/* A BF16 run whose evaluation alone is not finite where the baseline's is (eval_cause): BF16
+ * ruled out for this data (bf16_bad; a bf16-pure run only gets the issue). */
+static void bf16_check_eval(prec_ctx *x, const an_run *r, size_t i, int pure)
+{
+    (void)i;
+    if (eval_cause(x, r, &x->R->bf16, "BF16") && !pure)
+        x->bf16_bad = 1;
+}
+
 /* (b)6(iii) The loss gap of a BF16 run that trains: above the noise band it fails
  * (bf16_gap_bad; for bf16-pure, the lost updates above explain it); within, evidence. */
 static void bf16_check_gap(prec_ctx *x, const an_run *r, size_t i, int pure)
@@ -1094,7 +1216,7 @@ static void bf16_note_clean(prec_ctx *x, const an_run *r, size_t i, int pure)
 
 typedef void (*bf16_run_check)(prec_ctx *, const an_run *, size_t, int);
 static const bf16_run_check bf16_run_checks[] = {
-    bf16_check_master_weights, bf16_check_failed, bf16_check_gap, bf16_note_clean,
+    bf16_check_master_weights, bf16_check_failed, bf16_check_eval, bf16_check_gap, bf16_note_clean,
 };
 
 /* (b)6(i)-(iii) BF16 run evidence. Reads: each bf16 and bf16-pure run at the baseline's lr.
@@ -1341,7 +1463,7 @@ static void verdict_fp16(prec_ctx *x)
 }
 
 /* islands_ok (rule_viability): fp16 + dynamic loss scaling with the FP32 islands, predicted
- * (confirm with a --fp32-layers run). */
+ * (confirm with a --fp32-layers run) unless a healthy fp16 run with these islands was given. */
 static int verdict_fp16_islands_applies(const prec_ctx *x) { return x->islands_ok; }
 static void verdict_fp16_islands(prec_ctx *x)
 {
@@ -1352,12 +1474,16 @@ static void verdict_fp16_islands(prec_ctx *x)
     strlist_addf(&R->why, "the forward overflow is confined to layers holding %.0f%% of the "
                  "parameters: keeping them in FP32 rescues fp16%s", 100 * x->share,
                  !R->bf16.supported ? " (the target has no BF16)" : " (bf16 is ruled out, see below)");
-    R->predicted = 1;
+    /* an fp16 run with exactly these islands that is healthy confirms them */
+    const an_run *h = x->fp16_islanded;
+    int seen = h && strcmp(h->fp32_layers, x->islands) == 0;
+    R->predicted = !seen;
     snprintf(R->fp32_layers, sizeof R->fp32_layers, "%s", x->islands);
     rec_fmt_scale(a, sizeof a, ldexp(1.0, S->have ? S->log2 : SCALE_INIT_LOG2));
     set_verdict(R, "fp16 + dynamic loss scaling (initial %s) with FP32 layers %s (--fp32-layers "
-                "%s: %.0f%% of the parameters); confirm with a run",
-                a, x->islands, x->islands, 100 * x->share);
+                "%s: %.0f%% of the parameters); %s%s",
+                a, x->islands, x->islands, 100 * x->share, seen ? "confirmed by " : "confirm with a run",
+                seen ? h->label : "");
 }
 
 /* (b)6(iii) BF16 supported and ruled out only by its loss gap: bf16 with FP32 layers, the
@@ -1462,6 +1588,25 @@ static void rule_island_warning(prec_ctx *x)
                      x->share > ISLAND_SHARE_MAX ? ": most of the model, no rescue" : "");
 }
 
+/* Why a baseline does not learn, when its numbers say: steps too small (steps_too_small: the
+ * ratio and the updates lost even in FP32) or dead units; "" otherwise. */
+static void flat_cause(const an_run *b, char *buf, size_t n)
+{
+    char a[32], lost[96] = "";
+    if (isfinite(b->find.lost_fraction) && b->find.lost_fraction > LOST_MAX) {
+        pct(a, sizeof a, b->find.lost_fraction);
+        snprintf(lost, sizeof lost, "; %s of its updates round away even in FP32 weights", a);
+    }
+    if (steps_too_small(b))
+        snprintf(buf, n, "; the cause: its steps are too small (update/weight ratio %.3g, target "
+                 "~1e-3%s): the lr is too low", run_ratio(b), lost);
+    else if (dead_units(b))
+        snprintf(buf, n, "; the cause: units died (%s's weight gradients are mostly 0): the lr is too "
+                 "high", b->layers[b->find.zero_grad_layer].name);
+    else
+        snprintf(buf, n, "%s", "");
+}
+
 /* Baseline sanity, first: runs of another model or data set than the baseline's (their gaps
  * mix that difference with the precision), and an FP32 baseline that trains without failing
  * but does not learn (nothing to hold the 16-bit runs against: undecided). */
@@ -1478,15 +1623,16 @@ static void rule_baseline_sanity(prec_ctx *x)
             strlist_addf(&x->R->why, "first: %s ran on data '%s', the baseline %s on '%s': their "
                          "losses are not comparable", r->label, r->data, b->label, b->data);
     }
-    if (x->have_fp32 && !run_failed(b) && !(isfinite(b->tail_mean) && isfinite(b->loss_first) &&
-                                            b->tail_mean < FLAT_FRACTION * b->loss_first)) {
+    if (x->have_fp32 && learns_nothing(b)) {
         x->baseline_flat = 1;
+        char cause[256] = "";
+        flat_cause(b, cause, sizeof cause);
         strlist_addf(&x->R->why, "first: the FP32 baseline %s does not learn: its final training "
-                     "loss %.4g is not below %.0f%% of its first, %.4g%s; a 16-bit run that matches "
+                     "loss %.4g is not below %.0f%% of its first, %.4g%s%s; a 16-bit run that matches "
                      "it shows little: the format findings below hold for these values, but fix the "
                      "training first (see LR)", b->label, b->tail_mean, 100 * FLAT_FRACTION, b->loss_first,
                      b->find.last_eval && b->find.eval_is_accuracy ? " (its eval accuracy is chance-level or "
-                                                                     "close)" : "");
+                                                                     "close)" : "", cause);
     }
 }
 
@@ -1497,9 +1643,21 @@ static void rule_cause_first(prec_ctx *x)
 {
     if (x->baseline_flat) {
         size_t len = strlen(x->R->verdict);
+        const char *why = steps_too_small(x->base) ? ": its lr is too low (see LR)"
+                          : dead_units(x->base)      ? ": its units died, the lr is too high (see LR)"
+                                                     : "";
         snprintf(x->R->verdict + len, sizeof x->R->verdict - len, "; first: the FP32 baseline %s "
-                 "does not learn (its loss stays near its first value), fix the training first",
-                 x->base->label);
+                 "does not learn (its loss stays near its first value)%s, fix the training first",
+                 x->base->label, why);
+    }
+    if (x->eval_run) {
+        char where[160];
+        eval_where(x->eval_run, where, sizeof where);
+        size_t len = strlen(x->R->verdict);
+        snprintf(x->R->verdict + len, sizeof x->R->verdict - len, "; first cause of %s's NaN: its "
+                 "evaluation overflows %s%s%s%s while its training stays finite (validation inputs "
+                 "beyond the training range)", x->eval_run->label, is_prec(x->eval_run, "fp16") ? "FP16" : "BF16",
+                 where[0] ? " (" : "", where, where[0] ? ")" : "");
     }
     if (failed_by_format(x->base))
         return;
@@ -1743,23 +1901,16 @@ static int lr_rule_format_caused(lr_ctx *x)
 }
 
 /* (d)2b Dead units. Reads: the baseline's final-window loss against its first, and the largest
- * share of a layer's weight-gradient values that are exactly 0 (findings). Decides: a run that
- * does not learn (LEARNED_FRACTION) while some layer's weight gradients are >= DEAD_SHARE
- * exactly zero, where fewer than DEAD_AT_START were at its first record, has dead units (ReLUs pushed below zero for every example by too large a step):
- * the lr is too high, LR_LOWER x LR_DEAD_FACTOR, never "raise" (the tiny update/weight ratio
- * there is zero gradients, not a small lr). */
+ * share of a layer's weight-gradient values that are exactly 0 (findings). Decides: a run with
+ * dead_units (ReLUs pushed below zero for every example by too large a step): the lr is too
+ * high, LR_LOWER x LR_DEAD_FACTOR, never "raise" (the tiny update/weight ratio there is zero
+ * gradients, not a small lr). */
 static int lr_rule_dead_units(lr_ctx *x)
 {
     recommendation *R = x->R;
     const an_run *b = x->base;
     const an_findings *f = &b->find;
-    if (learned(b) || run_failed(b) || f->zero_grad_layer < 0 || f->zero_grad_fraction < DEAD_SHARE)
-        return 0;
-    /* units that died while training: few of the layer's weight gradients were 0 at its first
-     * record (a unit inactive for a whole batch is rare at initialisation); a layer that starts
-     * with many (inputs without signal) is not the lr's doing */
-    const an_cell *g0 = &b->layers[f->zero_grad_layer].cell[AMPDIAG_KIND_WEIGHT_GRAD];
-    if (!(g0->first_count > 0 && (double)g0->first_zero / (double)g0->first_count < DEAD_AT_START))
+    if (!dead_units(b))
         return 0;
     char a[32];
     pct(a, sizeof a, f->zero_grad_fraction);
@@ -1788,6 +1939,40 @@ static int lr_rule_no_ratio(lr_ctx *x)
     return 1;
 }
 
+/* (d)3a Steps too small. Reads: the baseline's final-window loss against its first, its ratio r
+ * and its lost updates (steps_too_small: it neither learns nor fails, no dead units, r <
+ * RATIO_TARGET 1e-3). Decides: LR_RAISE x min(LR_RAISE_MAX 10, 1e-3 / r); for a baseline that
+ * does not learn at all (learns_nothing) x min(LR_RAISE_FLAT_MAX 1000, 1e-3 / r): its weights
+ * are still where they started, so r grows in proportion to the lr and 1e-3 / r is a
+ * measurement, not a step in the dark. Not with a run storing weights in 16 bits below 2^-8
+ * (x->pure: lr_rule_master_weights). Does not settle; lr_rule_ratio leaves the lr it set. */
+static int lr_rule_too_low(lr_ctx *x)
+{
+    recommendation *R = x->R;
+    const an_run *b = x->base;
+    double r = x->ratio;
+    if (x->pure || !steps_too_small(b))
+        return 0;
+    int flat = learns_nothing(b);
+    double cap = flat ? LR_RAISE_FLAT_MAX : LR_RAISE_MAX;
+    char lost[128] = "", a[32];
+    if (isfinite(b->find.lost_fraction) && b->find.lost_fraction > LOST_MAX) {
+        pct(a, sizeof a, b->find.lost_fraction);
+        snprintf(lost, sizeof lost, ", and %s of its non-zero updates round away even in its FP32 "
+                 "weights (fl(w + dw) == w)", a);
+    }
+    R->lr = LR_RAISE;
+    R->lr_factor = fmin(cap, RATIO_TARGET / r);
+    strlist_addf(&R->lr_why, "%s does not learn%s: its final training loss %.4g is not below %.0f%% "
+                 "of its first, %.4g; its update/weight ratio %.3g is below the ~1e-3 target%s: the "
+                 "lr is too low, not too high; %slr x min(%g, 1e-3/%.3g) = x%.3g", b->label,
+                 flat ? " at all" : " enough", b->tail_mean, 100 * (flat ? FLAT_FRACTION : LEARNED_FRACTION),
+                 b->loss_first, r, lost,
+                 flat ? "its weights have hardly moved, so the ratio grows in proportion to the lr: " : "",
+                 cap, r, R->lr_factor);
+    return 0;
+}
+
 /* (d)3 Update/weight ratio r and (d)5 loss spikes. Reads: the baseline's ratio and loss
  * spikes. Decides: r > RATIO_HIGH (1e-2): LR_LOWER x max(LR_LOWER_MIN, RATIO_TARGET / r);
  * r < RATIO_LOW (1e-4) and no 16-bit-weights run below 2^-8: LR_RAISE x min(LR_RAISE_MAX,
@@ -1805,6 +1990,8 @@ static int lr_rule_ratio(lr_ctx *x)
     int spiky = base->loss_spikes >= SPIKE_MIN_COUNT && steps > 0 &&
                 (double)base->loss_spikes / steps > SPIKE_RATE_MAX;
     int healthy = learned(base) && !run_failed(base) && !spiky;
+    if (R->lr != LR_UNKNOWN)
+        return 0; /* lr_rule_too_low decided */
     if (healthy && (r <= RATIO_STRONG && (r >= RATIO_LOW || x->pure))) {
         /* one healthy run: keep unless the evidence is strong; the 1e-4..1e-2 band is a rule
          * of thumb that a run which trains without spikes outweighs */
@@ -1888,7 +2075,7 @@ static int lr_rule_line(lr_ctx *x)
 typedef int (*lr_rule)(lr_ctx *);
 static const lr_rule lr_rules[] = {
     lr_rule_sweep, lr_rule_format_first, lr_rule_divergence, lr_rule_format_caused, lr_rule_dead_units,
-    lr_rule_no_ratio, lr_rule_ratio, lr_rule_master_weights, lr_rule_line,
+    lr_rule_no_ratio, lr_rule_too_low, lr_rule_ratio, lr_rule_master_weights, lr_rule_line,
 };
 
 static void run_lr_rules(const an_run *runs, size_t n, const an_comparison *c, recommendation *R)
@@ -1898,7 +2085,7 @@ static void run_lr_rules(const an_run *runs, size_t n, const an_comparison *c, r
     R->lr_current = base->lr;
     R->lr_factor = 1;
     R->lr_suggested = base->lr;
-    x.ratio = isfinite(base->ratio_median) ? base->ratio_median : base->step_ratio_median;
+    x.ratio = run_ratio(base);
     for (size_t l = 0; l < base->nlayers; l++)
         x.layers_n += base->layers[l].ratio_n > 0;
     for (size_t i = 0; i < n; i++)
@@ -2006,6 +2193,78 @@ static void run_clip_rules(const an_run *runs, const an_comparison *c, recommend
 }
 
 /* ------------------------------------------------------------------------------------------
+ * Remedies: the options of `ampdiag run` that the advice names, each with the runs it applies
+ * to (ampdiag tune applies them, re-runs and verifies). remedy_rules[] run after the precision
+ * rules, in order.
+ * ------------------------------------------------------------------------------------------ */
+
+/* Add a remedy (at most REC_MAX_REMEDIES; a later one for the same option is dropped). */
+static void remedy_add(recommendation *R, rec_scope scope, const char *option, const char *value,
+                       const char *why)
+{
+    for (size_t i = 0; i < R->nremedies; i++)
+        if (strcmp(R->remedies[i].option, option) == 0)
+            return;
+    if (R->nremedies >= REC_MAX_REMEDIES)
+        return;
+    rec_remedy *m = &R->remedies[R->nremedies++];
+    m->scope = scope;
+    snprintf(m->option, sizeof m->option, "%s", option);
+    snprintf(m->value, sizeof m->value, "%s", value);
+    snprintf(m->why, sizeof m->why, "%s", why);
+}
+
+/* A run whose AdamW eps rounds to 0 in its FP16 optimizer state (adam_eps_zero, rule_adam_eps,
+ * rule_cause_first): --optim-state fp32 for every run (the FP32 baseline's state too). */
+static void remedy_optim_state(const an_run *runs, size_t n, recommendation *R)
+{
+    for (size_t i = 0; i < n; i++)
+        if (adam_eps_zero(&runs[i])) {
+            char why[192];
+            snprintf(why, sizeof why, "AdamW eps %g rounds to 0 in FP16 optimizer state (0/0 = NaN on "
+                     "zero gradients)", runs[i].adam_eps);
+            remedy_add(R, REM_EVERY_RUN, "--optim-state", "fp32", why);
+            return;
+        }
+}
+
+/* A verdict that keeps layers in FP32 (verdict_fp16_islands, verdict_bf16_islands):
+ * --fp32-layers for the recommended precision's run. */
+static void remedy_islands(const an_run *runs, size_t n, recommendation *R)
+{
+    (void)runs;
+    (void)n;
+    if (R->fp32_layers[0] && R->precision != REC_UNDECIDED && R->precision != REC_FP32)
+        remedy_add(R, REM_RECOMMENDED, "--fp32-layers", R->fp32_layers,
+                   "FP32 islands named by the verdict");
+}
+
+/* An fp16 verdict (fp16 + dynamic loss scaling, initial scale S) where no fp16 run at the
+ * baseline's lr scaled dynamically (a run without scaling, or with a static scale, or none
+ * run): --loss-scale dynamic --scale-init S for the fp16 run. An fp16 run that scaled
+ * dynamically is the evidence the verdict rests on: no remedy. */
+static void remedy_loss_scale(const an_run *runs, size_t n, recommendation *R)
+{
+    if (R->precision != REC_FP16)
+        return;
+    const an_run *b = &runs[R->ref];
+    for (size_t i = 0; i < n; i++)
+        if (is_prec(&runs[i], "fp16") && lr_eq(runs[i].lr, b->lr) &&
+            strcmp(runs[i].loss_scale_mode, "dynamic") == 0)
+            return;
+    char v[64], why[192];
+    int k = R->scale.have ? R->scale.log2 : SCALE_INIT_LOG2;
+    snprintf(v, sizeof v, "%.17g", ldexp(1.0, k));
+    snprintf(why, sizeof why, "the fp16 verdict needs dynamic loss scaling, initial scale 2^%d%s", k,
+             R->fp16.needs_scaling & 1 ? " (gradients flush to zero without it)" : "");
+    remedy_add(R, REM_RECOMMENDED, "--loss-scale", "dynamic", why);
+    remedy_add(R, REM_RECOMMENDED, "--scale-init", v, why);
+}
+
+typedef void (*remedy_rule)(const an_run *, size_t, recommendation *);
+static const remedy_rule remedy_rules[] = {remedy_optim_state, remedy_islands, remedy_loss_scale};
+
+/* ------------------------------------------------------------------------------------------
  * --fail-on: each check looks at one run and returns 1 (with a line in why) when its
  * condition holds; recorded in fail_held whether or not --fail-on asked for it
  * ------------------------------------------------------------------------------------------ */
@@ -2018,9 +2277,11 @@ static int fail_check_nan(const an_run *r, strlist *why)
           r->by_code[AMPDIAG_EV_INF_FORWARD] || r->by_code[AMPDIAG_EV_NAN_BACKWARD] || r->weight_nonfinite ||
           eval_nonfinite(r)))
         return 0;
-    if (eval_nonfinite(r) && !(r->fwd_nonfinite_step >= 0 || r->loss_nonfinite)) {
-        strlist_addf(why, "nan: %s's eval loss at step %" PRId64 " is not finite", r->label,
-                     r->evals[r->nevals - 1].step);
+    if (eval_only_nonfinite(r)) {
+        char where[160];
+        eval_where(r, where, sizeof where);
+        strlist_addf(why, "nan: %s's eval loss at step %" PRId64 " is not finite%s%s%s", r->label,
+                     r->evals[r->nevals - 1].step, where[0] ? " (" : "", where, where[0] ? ")" : "");
         return 1;
     }
     if (r->fwd_nonfinite_step >= 0)
@@ -2130,6 +2391,8 @@ int recommend(const an_run *runs, size_t n, const an_comparison *c, rec_target t
     if (n == 0)
         return 0;
     run_precision_rules(runs, n, c, R);
+    for (size_t k = 0; k < NELEM(remedy_rules); k++)
+        remedy_rules[k](runs, n, R);
     run_lr_rules(runs, n, c, R);
     run_clip_rules(runs, c, R);
     run_fail_checks(runs, n, R);

@@ -77,6 +77,24 @@ typedef enum rec_lr_verdict {
 
 const char *rec_lr_name(rec_lr_verdict v); /* "unknown", "keep", "lower", "raise", ... */
 
+/* A remedy: an option of `ampdiag run` that the advice sets besides the precision and the lr
+ * (ampdiag tune applies them and re-runs). */
+typedef enum rec_scope {
+    REM_EVERY_RUN = 0,   /* every run, the FP32 baseline included ("every-run") */
+    REM_RECOMMENDED = 1  /* the run of the recommended precision ("recommended") */
+} rec_scope;
+
+const char *rec_scope_name(rec_scope s); /* "every-run", "recommended" */
+
+typedef struct rec_remedy {
+    rec_scope scope;
+    char option[32];        /* "--optim-state" */
+    char value[256];        /* "fp32" */
+    char why[192];          /* the finding it answers */
+} rec_remedy;
+
+#define REC_MAX_REMEDIES 8
+
 #define FAIL_NAN 1u
 #define FAIL_SKIPS 2u
 #define FAIL_DIVERGENCE 4u
@@ -117,6 +135,9 @@ typedef struct recommendation {
     strlist clip_why;
 
     strlist warnings;
+
+    rec_remedy remedies[REC_MAX_REMEDIES]; /* the run options the advice sets, in rule order */
+    size_t nremedies;
 
     unsigned fail_mask, fail_held;
     strlist fail_why;

@@ -241,8 +241,11 @@ int backend_cuda_available(int device, char *err, size_t errlen);
 const backend *backend_cpu(void);
 /* Which rounding code the CPU backend uses: "f16c+avx2", "f16c", "avx2" or "generic". */
 const char *backend_cpu_round_impl(void);
-/* Use the portable rounding code even where SIMD code exists (tests compare the two; the
- * environment variable AMPDIAG_ROUND_IMPL=generic does the same for a whole run). */
+/* Use the portable code even where SIMD code exists: the rounding passes, the optimizer's weight
+ * rounding and the vector pass of update_stats (tests compare the two; the environment variable
+ * AMPDIAG_ROUND_IMPL=generic does the same for a whole run). The statistics kernels
+ * (ampdiag_tstats, src/numerics/tstats.c) have their own switch, AMPDIAG_TSTATS_IMPL; the
+ * optimizer's compiler clones (target_clones) have none and compute the same values. */
 void backend_cpu_force_generic(int on);
 
 #ifdef __cplusplus

@@ -4,6 +4,7 @@
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
 #include "cli/cli.h"
+#include "util/escape.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -76,9 +77,9 @@ static void unknown_command(const char *who, const char *name)
     names[NCOMMANDS + 1] = "version";
     const char *s = cli_suggest(name, names, (int)NCOMMANDS + 2);
     if (s)
-        fprintf(stderr, "%s: unknown command '%s'; did you mean '%s'?\n", who, name, s);
+        fprintf_text(stderr, "%s: unknown command '%s'; did you mean '%s'?\n", who, name, s);
     else
-        fprintf(stderr, "%s: unknown command '%s' (see ampdiag --help)\n", who, name);
+        fprintf_text(stderr, "%s: unknown command '%s' (see ampdiag --help)\n", who, name);
 }
 
 /* ampdiag help [COMMAND]: as COMMAND --help */

@@ -6,6 +6,7 @@
  */
 #include "cli/cli.h"
 #include "backend/backend.h"
+#include "util/escape.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -26,8 +27,8 @@ static void say(const cli_parser *p, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "ampdiag%s%s: ", *p->cmd ? " " : "", p->cmd);
-    vfprintf(stderr, fmt, ap);
+    fprintf_text(stderr, "ampdiag%s%s: ", *p->cmd ? " " : "", p->cmd);
+    vfprintf_text(stderr, fmt, ap);
     va_end(ap);
 }
 
@@ -306,7 +307,7 @@ int cli_run_self(char **argv, const char *stdout_path, const char *prog)
                     : posix_spawnp(&pid, exe, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     if (rc) {
-        fprintf(stderr, "%s: cannot run '%s': %s\n", prog, exe, strerror(rc));
+        fprintf_text(stderr, "%s: cannot run '%s': %s\n", prog, exe, strerror(rc));
         return EXIT_IO;
     }
     int st;

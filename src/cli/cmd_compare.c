@@ -11,6 +11,7 @@
 #include "plot/plot.h"
 #include "report/report.h"
 #include "util/path.h"
+#include "util/escape.h"
 
 #include <errno.h>
 #include <math.h>
@@ -101,12 +102,12 @@ static int write_file(const char *prog, const char *path, compare_format fmt, co
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
+        fprintf_text(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
         return EXIT_IO;
     }
     int rc = render(f, fmt, runs, n, c, R, ro);
     if (fclose(f) != 0 || rc) {
-        fprintf(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
+        fprintf_text(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
         return EXIT_IO;
     }
     return 0;
@@ -138,7 +139,7 @@ static int list_inputs(cmp_inputs *in, const char *const *paths, size_t n, const
     in->all = malloc((total ? total : 1) * sizeof *in->all);
     in->runs = calloc(total ? total : 1, sizeof *in->runs);
     if (!in->all || !in->runs) {
-        fprintf(stderr, "%s: out of memory\n", in->prog);
+        fprintf_text(stderr, "%s: out of memory\n", in->prog);
         return EXIT_IO;
     }
     size_t k = 0;
@@ -163,9 +164,9 @@ static int load_inputs(cmp_inputs *in, const compare_opts *o)
         if (e) {
             char s[128];
             if (strstr(err, in->all[i]) || strstr(err, path_short(in->all[i], s, sizeof s)))
-                fprintf(stderr, "%s: %s\n", in->prog, err);
+                fprintf_text(stderr, "%s: %s\n", in->prog, err);
             else
-                fprintf(stderr, "%s: '%s': %s\n", in->prog, s, err);
+                fprintf_text(stderr, "%s: '%s': %s\n", in->prog, s, err);
             return ampdiag_trace_err_is_io(e) ? EXIT_IO : EXIT_USAGE;
         }
     }
@@ -222,11 +223,11 @@ static int draw_charts(const cmp_inputs *in, const compare_opts *o, const recomm
         snprintf(ch->note, sizeof ch->note, "gnuplot failed on some charts: %.600s", err);
     else if (prc != PLOT_OK) {
         snprintf(ch->note, sizeof ch->note, "no charts: %.600s", err);
-        fprintf(stderr, "%s: --plots %s: %s\n", in->prog, o->plots_dir, err);
+        fprintf_text(stderr, "%s: --plots %s: %s\n", in->prog, o->plots_dir, err);
         plot_rc = plot_exit_status(prc);
     }
     if (ch->pres.n && !(ch->charts = calloc(ch->pres.n, sizeof *ch->charts))) {
-        fprintf(stderr, "%s: out of memory\n", in->prog);
+        fprintf_text(stderr, "%s: out of memory\n", in->prog);
         plot_rc = EXIT_IO;
     }
     for (size_t i = 0; ch->charts && i < ch->pres.n; i++) {
@@ -250,7 +251,7 @@ static int write_reports(const cmp_inputs *in, const compare_opts *o, const an_c
 {
     int rc = 0;
     if (render(stdout, o->format, in->runs, in->total, c, R, ro) || fflush(stdout) != 0) {
-        fprintf(stderr, "%s: cannot write the report: %s\n", in->prog, strerror(errno));
+        fprintf_text(stderr, "%s: cannot write the report: %s\n", in->prog, strerror(errno));
         rc = EXIT_IO;
     }
     if (!rc && o->md_path) {
@@ -274,7 +275,7 @@ static int fail_on(const recommendation *R, const char *prog)
             const char *nm = rec_fail_name(b);
             size_t len = strlen(nm);
             if ((R->fail_mask & b) && strncmp(R->fail_why.s[i], nm, len) == 0 && R->fail_why.s[i][len] == ':')
-                fprintf(stderr, "%s: --fail-on %s\n", prog, R->fail_why.s[i]);
+                fprintf_text(stderr, "%s: --fail-on %s\n", prog, R->fail_why.s[i]);
         }
     }
     return EXIT_FAIL_ON;
@@ -289,7 +290,7 @@ static int compare_and_report(const cmp_inputs *in, const compare_opts *o)
     memset(&R, 0, sizeof R);
     if (an_compare(in->runs, in->total, in->bidx, &c) ||
         recommend(in->runs, in->total, &c, o->target, o->fail_mask, &R)) {
-        fprintf(stderr, "%s: out of memory\n", in->prog);
+        fprintf_text(stderr, "%s: out of memory\n", in->prog);
         an_comparison_free(&c);
         rec_free(&R);
         return EXIT_IO;
@@ -362,7 +363,7 @@ int cmd_compare(int argc, char **argv)
             break;
         case O_FORMAT:
             if (compare_format_parse(v, &o.format)) {
-                fprintf(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
+                fprintf_text(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
                 rc = EXIT_USAGE;
             }
             break;
@@ -371,14 +372,14 @@ int cmd_compare(int argc, char **argv)
             break;
         case O_TARGET:
             if (rec_target_parse(v, &o.target) || o.target == TGT_ANY) {
-                fprintf(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
-                        "sm89, sm90 or cpu)\n", v);
+                fprintf_text(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
+                             "sm89, sm90 or cpu)\n", v);
                 rc = EXIT_USAGE;
             }
             break;
         case O_FAIL_ON:
             if (rec_fail_parse(v, &o.fail_mask, err, sizeof err)) {
-                fprintf(stderr, "ampdiag compare: %s\n", err);
+                fprintf_text(stderr, "ampdiag compare: %s\n", err);
                 rc = EXIT_USAGE;
             }
             break;
@@ -387,7 +388,7 @@ int cmd_compare(int argc, char **argv)
             errno = 0;
             long w = strtol(v, &end, 10);
             if (end == v || *end || errno || w < 0 || w > 1000000000L) {
-                fprintf(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
+                fprintf_text(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
                 rc = EXIT_USAGE;
             } else {
                 o.warmup = w;

@@ -1,9 +1,10 @@
 /*
- * cmd_formats.c - `ampdiag formats`: the limits of each number format, and what rounding
- * given values to each format does.
+ * cmd_formats.c - `ampdiag formats`: the format table (limits and class thresholds of every
+ * row), and what rounding given values to each format does.
  */
 #include "ampdiag.h"
 #include "cli/cli.h"
+#include "util/escape.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,10 +16,12 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ampdiag formats [--ftz] [VALUE ...]\n"
             "\n"
-            "Without values: the limits of fp32, fp16 and bf16 (max finite, min normal, min\n"
-            "subnormal, unit roundoff, overflow and underflow thresholds).\n"
+            "Without values: the format table: for fp32, fp16, bf16 and the OCP FP8 formats e4m3\n"
+            "and e5m2, the limits (max finite, min normal, min subnormal, unit roundoff), the\n"
+            "overflow, underflow and normal thresholds, the layout and what an overflow becomes.\n"
             "With values: each value rounded to every format (round to nearest even; with --ftz,\n"
-            "subnormal inputs and results flushed to zero), with the FP16/BF16 bit patterns.\n"
+            "subnormal inputs and results flushed to zero), with the bit patterns and the class.\n"
+            "E4M3 has no infinities: an overflow becomes NaN (OCP's non-saturating conversion).\n"
             "Negative numbers (-1e-8, -inf) are values, not options.\n"
             "\n"
             "options:\n"
@@ -26,14 +29,70 @@ static void usage(FILE *f)
             "  -h, --help\n");
 }
 
-static const char *classify(ampdiag_format fmt, float in, float r)
+/* The class of in rounded to fmt (r, rounded with or without ftz), as the table prints it. */
+static const char *classify(ampdiag_format fmt, float in, float r, int ftz)
 {
-    if (isnan(in)) return "nan";
-    if (isinf(in)) return "inf";
-    if (isinf(r)) return "OVERFLOW";
-    if (in != 0 && r == 0) return "UNDERFLOW";
-    if (r != 0 && fabsf(r) < ampdiag_format_get(fmt)->min_normal) return "subnormal";
-    return "";
+    switch (ampdiag_classify(fmt, in)) {
+    case AMPDIAG_CLASS_NAN: return "nan";
+    case AMPDIAG_CLASS_INF: return "inf";
+    case AMPDIAG_CLASS_OVERFLOW: return "OVERFLOW";
+    case AMPDIAG_CLASS_UNDERFLOW: return "UNDERFLOW";
+    case AMPDIAG_CLASS_SUBNORMAL: return ftz ? "UNDERFLOW" : "subnormal";
+    default: return in != 0 && r == 0 ? "UNDERFLOW" : "";
+    }
+}
+
+/* The format table, one row per format. */
+static void print_limits(void)
+{
+    printf("%-5s %-14s %-14s %-14s %-12s %-14s %-14s %-14s %-7s %-4s %s\n", "fmt", "max_finite", "min_normal",
+           "min_subnormal", "unit_round", "overflow_at", "underflow_at", "normal_at", "s/e/m", "bias", "overflow");
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
+        const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
+        char layout[16];
+        snprintf(layout, sizeof layout, "1/%d/%d", i->exp_bits, i->mant_bits);
+        printf("%-5s %-14.8g %-14.8g %-14.8g %-12.6g %-14.8g %-14.8g %-14.8g %-7s %-4d %s\n", i->name, i->max_finite,
+               i->min_normal, i->min_subnormal, i->unit_roundoff, i->overflow_at, i->underflow_at, i->normal_at,
+               layout, i->bias, i->has_inf ? "inf" : "NaN");
+    }
+    printf("\noverflow_at: the smallest float32 |x| that overflows (e4m3: |x| > 464, since 464 ties to 448);\n"
+           "underflow_at: the largest |x| that rounds to 0; normal_at: the smallest that rounds to a normal.\n");
+}
+
+/* Print line without its trailing blanks. */
+static void put_trimmed(char *line)
+{
+    size_t n = strlen(line);
+    while (n > 0 && line[n - 1] == ' ')
+        line[--n] = '\0';
+    puts(line);
+}
+
+/* Each value rounded to every format but FP32 (whose rounding is the value itself): one line
+ * per value, three columns per format (the value it becomes, its bit pattern, its class). */
+static void print_values(const float *vals, int nv, int ftz)
+{
+    char line[512];
+    int len = snprintf(line, sizeof line, "%-16s", "value");
+    for (int f = AMPDIAG_FP32 + 1; f < AMPDIAG_NFORMATS; f++) {
+        const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
+        len += snprintf(line + len, sizeof line - (size_t)len, " %-16s %-*s %-10s", i->name, i->bits / 4 + 2, "bits", "");
+    }
+    put_trimmed(line);
+    for (int k = 0; k < nv; k++) {
+        float v = vals[k];
+        len = isnan(v) ? snprintf(line, sizeof line, "%-16s", "nan") : snprintf(line, sizeof line, "%-16.9g", v);
+        for (int f = AMPDIAG_FP32 + 1; f < AMPDIAG_NFORMATS; f++) {
+            const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
+            float r = ftz ? i->round_ftz(v) : i->round(v);
+            char rs[32] = "nan"; /* whatever its sign: the bits show it */
+            if (!isnan(r))
+                snprintf(rs, sizeof rs, "%.9g", r);
+            len += snprintf(line + len, sizeof line - (size_t)len, " %-16s 0x%0*x %-10s", rs, i->bits / 4,
+                            i->encode(r), classify((ampdiag_format)f, v, r, ftz));
+        }
+        put_trimmed(line);
+    }
 }
 
 enum { O_FTZ = 1, O_HELP };
@@ -64,13 +123,7 @@ int cmd_formats(int argc, char **argv)
         }
     }
     if (nv == 0) {
-        printf("%-5s %-14s %-14s %-14s %-12s %-14s %s\n", "fmt", "max_finite", "min_normal",
-               "min_subnormal", "unit_round", "overflow_at", "underflow_at");
-        for (int f = 0; f < AMPDIAG_NFORMATS; f++) {
-            const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
-            printf("%-5s %-14.8g %-14.8g %-14.8g %-12.6g %-14.8g %.8g\n", i->name, i->max_finite,
-                   i->min_normal, i->min_subnormal, i->unit_roundoff, i->overflow_at, i->underflow_at);
-        }
+        print_limits();
         free(args);
         return 0;
     }
@@ -85,20 +138,13 @@ int cmd_formats(int argc, char **argv)
         const char *arg = args[i];
         vals[i] = strtof(arg, &end);
         if (end == arg || *end) {
-            fprintf(stderr, "ampdiag formats: '%s' is not a number (expected e.g. 65520, 1e-8, -inf)\n", arg);
+            fprintf_text(stderr, "ampdiag formats: '%s' is not a number (expected e.g. 65520, 1e-8, -inf)\n", arg);
             free(vals);
             free(args);
             return EXIT_USAGE;
         }
     }
-    printf("%-16s %-16s %-6s %-10s %-16s %-6s %s\n", "value", "fp16", "bits", "", "bf16", "bits", "");
-    for (int i = 0; i < nv; i++) {
-        float v = vals[i];
-        float h = ftz ? ampdiag_round_ftz(AMPDIAG_FP16, v) : ampdiag_round(AMPDIAG_FP16, v);
-        float b = ftz ? ampdiag_round_ftz(AMPDIAG_BF16, v) : ampdiag_round(AMPDIAG_BF16, v);
-        printf("%-16.9g %-16.9g 0x%04x %-10s %-16.9g 0x%04x %s\n", v, h, ampdiag_fp16_encode(h),
-               classify(AMPDIAG_FP16, v, h), b, ampdiag_bf16_encode(b), classify(AMPDIAG_BF16, v, b));
-    }
+    print_values(vals, nv, ftz);
     free(vals);
     free(args);
     return 0;

@@ -11,6 +11,7 @@
 #include "analysis/findings.h"
 #include "cli/cli.h"
 #include "report/info.h"
+#include "util/escape.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -78,8 +79,8 @@ int cmd_info(int argc, char **argv)
         } else if (id == O_FORMAT) {
             format = a;
             if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0) {
-                fprintf(stderr, "ampdiag info: unknown --format '%s' (expected text or json)\n",
-                        format);
+                fprintf_text(stderr, "ampdiag info: unknown --format '%s' (expected text or json)\n",
+                             format);
                 return EXIT_USAGE;
             }
         } else if (id == O_TOP) {
@@ -87,14 +88,14 @@ int cmd_info(int argc, char **argv)
             errno = 0;
             top = strtol(a, &end, 10);
             if (end == a || *end || errno || top < 0 || top > 1000000) {
-                fprintf(stderr, "ampdiag info: --top needs a count (0..1000000), got '%s'\n", a);
+                fprintf_text(stderr, "ampdiag info: --top needs a count (0..1000000), got '%s'\n", a);
                 return EXIT_USAGE;
             }
         } else if (id != CLI_POS) {
             return EXIT_USAGE;
         } else if (path) {
-            fprintf(stderr, "ampdiag info: one trace at a time ('%s' and '%s'); to compare traces "
-                            "use ampdiag compare\n", path, a);
+            fprintf_text(stderr, "ampdiag info: one trace at a time ('%s' and '%s'); to compare traces "
+                                 "use ampdiag compare\n", path, a);
             return EXIT_USAGE;
         } else {
             path = a;
@@ -112,7 +113,7 @@ int cmd_info(int argc, char **argv)
     char err[512] = "";
     int rc = an_load(path, &ao, &run, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "ampdiag info: %s\n", err);
+        fprintf_text(stderr, "ampdiag info: %s\n", err);
         an_free(&run);
         return exit_for(rc);
     }
@@ -122,7 +123,7 @@ int cmd_info(int argc, char **argv)
         report_info_text(stdout, &run, &run.find, (size_t)top);
     an_free(&run);
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "ampdiag info: cannot write the output: %s\n", strerror(errno));
+        fprintf_text(stderr, "ampdiag info: cannot write the output: %s\n", strerror(errno));
         return EXIT_IO;
     }
     return 0;

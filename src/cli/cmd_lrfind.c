@@ -10,6 +10,7 @@
 #include "analysis/analyze.h"
 #include "analysis/lrfind.h"
 #include "cli/cli.h"
+#include "util/escape.h"
 #include "util/json.h"
 #include "util/util.h"
 
@@ -73,7 +74,7 @@ static int parse_pos(const char *what, const char *s, double *v)
     errno = 0;
     double x = strtod(s, &end);
     if (end == s || *end || errno || !(x > 0) || !isfinite(x)) {
-        fprintf(stderr, "%s: %s: expected a positive number, got '%s'\n", PROG, what, s);
+        fprintf_text(stderr, "%s: %s: expected a positive number, got '%s'\n", PROG, what, s);
         return -1;
     }
     *v = x;
@@ -83,7 +84,8 @@ static int parse_pos(const char *what, const char *s, double *v)
 static void print_text(const char *path, const an_run *r, const lr_suggest *s, double lo, double hi)
 {
     char a[32];
-    printf("LR range test: %zu steps, lr %g -> %g (%s, %s)\n", r->nsteps, lo, hi, path, r->precision);
+    fprintf_text(stdout, "LR range test: %zu steps, lr %g -> %g (%s, %s)\n", r->nsteps, lo, hi, path,
+                 r->precision);
     if (isfinite(s->diverged_at))
         printf("  the smoothed loss passed 4x its minimum (%s) at lr %.3g\n",
                fmt_num(a, sizeof a, s->min_loss, 4), s->diverged_at);
@@ -142,13 +144,13 @@ int cmd_lrfind(int argc, char **argv)
         case L_FORMAT:
             format = p.arg;
             if (strcmp(format, "text") && strcmp(format, "json")) {
-                fprintf(stderr, "%s: --format: expected text or json, got '%s'\n", PROG, format);
+                fprintf_text(stderr, "%s: --format: expected text or json, got '%s'\n", PROG, format);
                 rc = EXIT_USAGE;
             }
             break;
         case L_HELP: usage(stdout); free(rargv); return 0;
         case L_REFUSE:
-            fprintf(stderr, "%s: %s is set by lrfind (use --lr-min and --lr-max)\n", PROG, p.opt->name);
+            fprintf_text(stderr, "%s: %s is set by lrfind (use --lr-min and --lr-max)\n", PROG, p.opt->name);
             rc = EXIT_USAGE;
             break;
         case L_PASS:
@@ -158,14 +160,14 @@ int cmd_lrfind(int argc, char **argv)
                 rargv[k++] = (char *)p.arg;
             break;
         case CLI_POS:
-            fprintf(stderr, "%s: unexpected argument '%s' (see ampdiag lrfind --help)\n", PROG, p.arg);
+            fprintf_text(stderr, "%s: unexpected argument '%s' (see ampdiag lrfind --help)\n", PROG, p.arg);
             rc = EXIT_USAGE;
             break;
         default: rc = EXIT_USAGE; break;
         }
     }
     if (!rc && !(lo < hi)) {
-        fprintf(stderr, "%s: --lr-min %g must be below --lr-max %g\n", PROG, lo, hi);
+        fprintf_text(stderr, "%s: --lr-min %g must be below --lr-max %g\n", PROG, lo, hi);
         rc = EXIT_USAGE;
     }
     char sched[64], lrs[32];
@@ -185,7 +187,7 @@ int cmd_lrfind(int argc, char **argv)
     an_options ao = {-1, 1, 0};
     char err[1024];
     if ((rc = an_load(out, &ao, &r, err, sizeof err)) != 0) {
-        fprintf(stderr, "%s: %s\n", PROG, err);
+        fprintf_text(stderr, "%s: %s\n", PROG, err);
         an_free(&r);
         return EXIT_IO;
     }

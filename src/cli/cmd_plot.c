@@ -5,6 +5,7 @@
  */
 #include "cli/cli.h"
 #include "plot/plot.h"
+#include "util/escape.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -120,7 +121,7 @@ int cmd_plot(int argc, char **argv)
             else if (strcmp(v, "svg") == 0)
                 opt.format = PLOT_SVG;
             else {
-                fprintf(stderr, "ampdiag plot: unknown --format '%s' (expected png or svg)\n", v);
+                fprintf_text(stderr, "ampdiag plot: unknown --format '%s' (expected png or svg)\n", v);
                 goto done;
             }
             break;
@@ -129,7 +130,7 @@ int cmd_plot(int argc, char **argv)
             errno = 0;
             double x = strtod(v, &end);
             if (end == v || *end || errno || !isfinite(x) || !(x > 0)) {
-                fprintf(stderr, "ampdiag plot: --clip needs a positive number, got '%s'\n", v);
+                fprintf_text(stderr, "ampdiag plot: --clip needs a positive number, got '%s'\n", v);
                 goto done;
             }
             opt.clip = x;
@@ -145,8 +146,8 @@ int cmd_plot(int argc, char **argv)
             }
             opt.nlayers = split_list(layer_buf, layers, MAX_LIST);
             if (!opt.nlayers) {
-                fprintf(stderr, "ampdiag plot: --layers needs layer names separated by commas "
-                                "(at most %d), got '%s'\n", MAX_LIST, v);
+                fprintf_text(stderr, "ampdiag plot: --layers needs layer names separated by commas "
+                                     "(at most %d), got '%s'\n", MAX_LIST, v);
                 goto done;
             }
             opt.layers = (const char *const *)layers;
@@ -162,8 +163,8 @@ int cmd_plot(int argc, char **argv)
             char *items[MAX_LIST];
             size_t n = split_list(steps_buf, items, 6);
             if (!n) {
-                fprintf(stderr, "ampdiag plot: --hist-steps needs 1 to 6 steps separated by "
-                                "commas, got '%s'\n", v);
+                fprintf_text(stderr, "ampdiag plot: --hist-steps needs 1 to 6 steps separated by "
+                                     "commas, got '%s'\n", v);
                 goto done;
             }
             for (size_t k = 0; k < n; k++) {
@@ -171,8 +172,8 @@ int cmd_plot(int argc, char **argv)
                 errno = 0;
                 long long s = strtoll(items[k], &end, 10);
                 if (end == items[k] || *end || errno || s < 0) {
-                    fprintf(stderr, "ampdiag plot: --hist-steps: '%s' is not a step number\n",
-                            items[k]);
+                    fprintf_text(stderr, "ampdiag plot: --hist-steps: '%s' is not a step number\n",
+                                 items[k]);
                     goto done;
                 }
                 steps[k] = s;
@@ -206,22 +207,23 @@ int cmd_plot(int argc, char **argv)
     for (size_t i = 0; i < res.n; i++) {
         const plot_chart *ch = &res.charts[i];
         const char *mark = !opt.draw || res.gnuplot_missing ? "script" : ch->drawn ? "" : "FAILED";
-        printf("%s/%s%s%s%s\n    %s\n", out, ch->drawn || !*mark ? ch->file : ch->script,
-               *mark ? " (" : "", mark, *mark ? ")" : "", ch->desc);
+        fprintf_text(stdout, "%s/%s%s%s%s\n", out, ch->drawn || !*mark ? ch->file : ch->script,
+                     *mark ? " (" : "", mark, *mark ? ")" : "");
+        fprintf_text(stdout, "    %s\n", ch->desc);
         if (ch->warned)
-            fprintf(stderr, "ampdiag plot: gnuplot warned on %s/%s: %s (see %s/%.*s.log)\n", out,
-                    ch->script, ch->message, out, (int)(strlen(ch->script) - 3), ch->script);
+            fprintf_text(stderr, "ampdiag plot: gnuplot warned on %s/%s: %s (see %s/%.*s.log)\n", out,
+                         ch->script, ch->message, out, (int)(strlen(ch->script) - 3), ch->script);
     }
     if (res.notes[0])
-        printf("not drawn: %s\n", res.notes);
+        fprintf_text(stdout, "not drawn: %s\n", res.notes);
     plot_result_free(&res);
     if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "ampdiag plot: cannot write the output: %s\n", strerror(errno));
+        fprintf_text(stderr, "ampdiag plot: cannot write the output: %s\n", strerror(errno));
         status = EXIT_IO;
         goto done;
     }
     if (rc) {
-        fprintf(stderr, "ampdiag plot: %s\n", err);
+        fprintf_text(stderr, "ampdiag plot: %s\n", err);
         status = plot_exit_status(rc);
         goto done;
     }

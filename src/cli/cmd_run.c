@@ -10,6 +10,7 @@
 #include "train/data.h"
 #include "train/train.h"
 #include "util/path.h"
+#include "util/escape.h"
 
 #include <errno.h>
 #include <math.h>
@@ -38,6 +39,13 @@ static const struct scenario {
      "a learning rate so large that training diverges in every precision"},
     {"fp16-adam-eps", "--precision fp16 --optim-state fp16 --steps 200",
      "AdamW state held in FP16: eps 1e-8 rounds to 0, zero gradients give 0/0 = NaN weights"},
+    {"lr-too-low", "--optimizer sgd --momentum 0 --lr 1e-6 --steps 300",
+     "a learning rate ~10^4.7 below a working one (SGD without momentum): updates are ~2e-8 of "
+     "the weights, most round away even in FP32, and the loss stays at its first value in every "
+     "precision"},
+    {"fp16-eval-overflow", "--precision fp16 --data synthetic:blobs-valraw --steps 300",
+     "one validation example in raw units (x 1e5, its preprocessing skipped): training stays "
+     "finite in FP16, but the evaluation's forward pass overflows and the eval loss is NaN"},
     {"fp16-tail-underflow", "--precision fp16 --lr 3e-3 --steps 1500",
      "long training: confidently classified examples' gradients are tiny and a fifth of fc4's "
      "activation gradients would flush in FP16, but they carry none of the gradient's norm: "
@@ -153,7 +161,7 @@ static int num(int code, const char *s, double lo, double hi, double *out)
     errno = 0;
     double v = strtod(s, &end);
     if (end == s || *end || errno || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "ampdiag run: %s '%s': expected a number in [%g, %g]\n", optname(code), s, lo, hi);
+        fprintf_text(stderr, "ampdiag run: %s '%s': expected a number in [%g, %g]\n", optname(code), s, lo, hi);
         return -1;
     }
     *out = v;
@@ -166,7 +174,7 @@ static int integer(int code, const char *s, long lo, long hi, long *out)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (end == s || *end || errno || v < lo || v > hi) {
-        fprintf(stderr, "ampdiag run: %s '%s': expected an integer in [%ld, %ld]\n", optname(code), s, lo, hi);
+        fprintf_text(stderr, "ampdiag run: %s '%s': expected an integer in [%ld, %ld]\n", optname(code), s, lo, hi);
         return -1;
     }
     *out = v;
@@ -176,7 +184,7 @@ static int integer(int code, const char *s, long lo, long hi, long *out)
 static int parse_fmt(int code, const char *s, ampdiag_format *f)
 {
     if (ampdiag_format_parse(s, f) != 0) {
-        fprintf(stderr, "ampdiag run: %s '%s': expected fp32, fp16 or bf16\n", optname(code), s);
+        fprintf_text(stderr, "ampdiag run: %s '%s': expected fp32, fp16 or bf16\n", optname(code), s);
         return -1;
     }
     return 0;
@@ -208,7 +216,7 @@ static int print_summary(const train_config *c, const train_result *r)
     char err[512] = "";
     int rc = an_load(c->out, &ao, &run, err, sizeof err);
     if (rc) {
-        fprintf(stderr, "ampdiag run: the trace was written but cannot be read back: %s\n", err);
+        fprintf_text(stderr, "ampdiag run: the trace was written but cannot be read back: %s\n", err);
         an_free(&run);
         return EXIT_IO;
     }
@@ -238,7 +246,7 @@ static char **expand_scenario(int argc, char **argv, int *nargc, char **buf, con
             if (strcmp(scenarios[i].name, want) == 0)
                 sc = &scenarios[i];
         if (!sc) {
-            fprintf(stderr, "ampdiag run: --scenario '%s': unknown; the scenarios are:\n", want);
+            fprintf_text(stderr, "ampdiag run: --scenario '%s': unknown; the scenarios are:\n", want);
             list_scenarios(stderr);
             return NULL;
         }
@@ -325,7 +333,7 @@ static int model_option(run_args *a, int ch, const char *arg)
     switch (ch) {
     case O_PRECISION:
         if (precision_parse(arg, &c->mo.precision) != 0) {
-            fprintf(stderr, "ampdiag run: --precision '%s': expected fp32, fp16, bf16 or bf16-pure\n", arg);
+            fprintf_text(stderr, "ampdiag run: --precision '%s': expected fp32, fp16, bf16 or bf16-pure\n", arg);
             return EXIT_USAGE;
         }
         return 0;
@@ -338,7 +346,7 @@ static int model_option(run_args *a, int ch, const char *arg)
     case O_DEVICE: {
         char berr[256];
         if (!backend_by_name(arg, berr, sizeof berr)) {
-            fprintf(stderr, "ampdiag run: --device %s: %s\n", arg, berr);
+            fprintf_text(stderr, "ampdiag run: --device %s: %s\n", arg, berr);
             return EXIT_USAGE;
         }
         c->device = arg;
@@ -348,7 +356,7 @@ static int model_option(run_args *a, int ch, const char *arg)
     case O_SHUFFLE:
         if (strcmp(arg, "on") == 0) c->shuffle = 1;
         else if (strcmp(arg, "off") == 0) c->shuffle = 0;
-        else { fprintf(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", arg); return EXIT_USAGE; }
+        else { fprintf_text(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", arg); return EXIT_USAGE; }
         return 0;
     default: return NOT_MINE;
     }
@@ -365,7 +373,7 @@ static int optim_option(run_args *a, int ch, const char *arg)
     case O_SCHEDULE: c->schedule = arg; return 0;
     case O_OPTIMIZER:
         if (optim_kind_parse(arg, &a->okind) != 0) {
-            fprintf(stderr, "ampdiag run: --optimizer '%s': expected adamw or sgd\n", arg);
+            fprintf_text(stderr, "ampdiag run: --optimizer '%s': expected adamw or sgd\n", arg);
             return EXIT_USAGE;
         }
         return 0;
@@ -394,7 +402,7 @@ static int loss_scale_option(run_args *a, int ch, const char *arg)
         if (num(ch, arg + 7, 1e-30, 1e30, &a->sv.init)) return EXIT_USAGE;
         a->s_init = 1;
     } else {
-        fprintf(stderr, "ampdiag run: --loss-scale '%s': expected dynamic, static:S or none\n", arg);
+        fprintf_text(stderr, "ampdiag run: --loss-scale '%s': expected dynamic, static:S or none\n", arg);
         return EXIT_USAGE;
     }
     return 0;
@@ -424,7 +432,7 @@ static int progress_option(run_args *a, const char *arg)
     else if (strcmp(arg, "bar") == 0) a->progress_mode = 2;
     else if (strcmp(arg, "lines") == 0) a->progress_mode = 1;
     else if (strcmp(arg, "none") == 0) a->progress_mode = 0;
-    else { fprintf(stderr, "ampdiag run: --progress '%s': expected auto, bar, lines or none\n", arg); return EXIT_USAGE; }
+    else { fprintf_text(stderr, "ampdiag run: --progress '%s': expected auto, bar, lines or none\n", arg); return EXIT_USAGE; }
     return 0;
 }
 
@@ -471,7 +479,7 @@ static int parse_args(run_args *a, int argc, char **argv, int *help)
         if (ch == O_SCENARIO)
             continue; /* applied before parsing */
         if (ch == CLI_POS) {
-            fprintf(stderr, "ampdiag run: unexpected argument '%s' (see ampdiag run --help)\n", arg);
+            fprintf_text(stderr, "ampdiag run: unexpected argument '%s' (see ampdiag run --help)\n", arg);
             return EXIT_USAGE;
         }
         int rc = model_option(a, ch, arg);
@@ -539,7 +547,7 @@ static int refuse_clobber(const train_config *c)
         const char *path = i < 2 ? outs[i].path : ins[i - 2].path;
         char msg[400];
         if (path && path_too_long(path, msg, sizeof msg)) {
-            fprintf(stderr, "ampdiag run: %s %s\n", opt, msg);
+            fprintf_text(stderr, "ampdiag run: %s %s\n", opt, msg);
             return EXIT_USAGE;
         }
     }
@@ -550,15 +558,15 @@ static int refuse_clobber(const train_config *c)
             if (!ins[j].path || (i == 1 && j == 1))
                 continue;
             if (same_file(outs[i].path, ins[j].path)) {
-                fprintf(stderr, "ampdiag run: %s '%s' and %s '%s' are the same file: the run would "
-                        "destroy its own input\n", outs[i].opt, outs[i].path, ins[j].opt, ins[j].path);
+                fprintf_text(stderr, "ampdiag run: %s '%s' and %s '%s' are the same file: the run would "
+                             "destroy its own input\n", outs[i].opt, outs[i].path, ins[j].opt, ins[j].path);
                 return EXIT_USAGE;
             }
         }
     }
     if (c->save_weights && same_file(c->out, c->save_weights)) {
-        fprintf(stderr, "ampdiag run: -o/--out '%s' and --save-weights '%s' are the same file\n",
-                c->out, c->save_weights);
+        fprintf_text(stderr, "ampdiag run: -o/--out '%s' and --save-weights '%s' are the same file\n",
+                     c->out, c->save_weights);
         return EXIT_USAGE;
     }
     return 0;
@@ -572,12 +580,12 @@ static int refuse_existing(const train_config *c)
     if (rc)
         return rc;
     if (!c->overwrite && access(c->out, F_OK) == 0) {
-        fprintf(stderr, "ampdiag run: '%s' exists (use --overwrite to replace it)\n", c->out);
+        fprintf_text(stderr, "ampdiag run: '%s' exists (use --overwrite to replace it)\n", c->out);
         return EXIT_USAGE;
     }
     if (!c->overwrite && c->save_weights && access(c->save_weights, F_OK) == 0) {
-        fprintf(stderr, "ampdiag run: --save-weights '%s' exists (use --overwrite to replace it)\n",
-                c->save_weights);
+        fprintf_text(stderr, "ampdiag run: --save-weights '%s' exists (use --overwrite to replace it)\n",
+                     c->save_weights);
         return EXIT_USAGE;
     }
     return 0;
@@ -587,10 +595,10 @@ static int refuse_existing(const train_config *c)
 static void announce(const train_config *c)
 {
     if (c->progress)
-        fprintf(stderr, "ampdiag run: model %s, data %s, %s%s, %ld steps of %d\n", c->mo.spec ? c->mo.spec : "mlp",
-                c->data ? c->data : "(default synthetic)", precision_name(c->mo.precision),
-                c->scaler.kind == SCALER_DYNAMIC ? " + dynamic loss scale" : c->scaler.kind == SCALER_STATIC ? " + static loss scale" : "",
-                c->steps, c->batch);
+        fprintf_text(stderr, "ampdiag run: model %s, data %s, %s%s, %ld steps of %d\n", c->mo.spec ? c->mo.spec : "mlp",
+                     c->data ? c->data : "(default synthetic)", precision_name(c->mo.precision),
+                     c->scaler.kind == SCALER_DYNAMIC ? " + dynamic loss scale" : c->scaler.kind == SCALER_STATIC ? " + static loss scale" : "",
+                     c->steps, c->batch);
 }
 
 /* Train as configured and print the summary. The exit status: 0, EXIT_USAGE or EXIT_IO (the
@@ -601,7 +609,7 @@ static int train_and_report(const train_config *c)
     char err[1024] = "";
     int rc = train_run(c, &r, err, sizeof err);
     if (rc != TRAIN_OK) {
-        fprintf(stderr, "ampdiag run: %s\n", err);
+        fprintf_text(stderr, "ampdiag run: %s\n", err);
         return rc == TRAIN_EIO ? EXIT_IO : EXIT_USAGE;
     }
     int st = print_summary(c, &r);

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/compare.h"
 #include "util/path.h"
+#include "util/escape.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -131,9 +132,11 @@ static void print_log_tail(const char *path)
             lines++;
     if (*p == '\n')
         p++;
-    fprintf(stderr, "%s", p);
-    if (n && buf[n - 1] != '\n')
-        fputc('\n', stderr);
+    while (*p) { /* line by line, each escaped */
+        size_t len = strcspn(p, "\n");
+        fprintf_text(stderr, "%.*s\n", (int)len, p);
+        p += len + (p[len] == '\n');
+    }
 }
 
 /* SIGINT/SIGTERM: passed on to the running runs (each finishes its step and marks its trace
@@ -182,7 +185,7 @@ static pid_t start(job *j, const char *exe, char **argv, int jobs)
     signals_restore();
     int fd = open(j->log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (fd < 0) {
-        fprintf(stderr, "%s: cannot write '%s': %s\n", PROG, j->log, strerror(errno));
+        fprintf_text(stderr, "%s: cannot write '%s': %s\n", PROG, j->log, strerror(errno));
         _exit(EXIT_IO);
     }
     if (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
@@ -199,7 +202,7 @@ static pid_t start(job *j, const char *exe, char **argv, int jobs)
     }
     execv(exe, argv);
     execvp("ampdiag", argv);
-    fprintf(stderr, "%s: cannot run '%s' (or ampdiag on PATH): %s\n", PROG, exe, strerror(errno));
+    fprintf_text(stderr, "%s: cannot run '%s' (or ampdiag on PATH): %s\n", PROG, exe, strerror(errno));
     _exit(EXIT_IO);
 }
 
@@ -256,7 +259,7 @@ static int sweep_init(sweep *sw, int argc)
     sw->co.prog = PROG;
     sw->pass = malloc((size_t)(2 * argc + 1) * sizeof *sw->pass);
     if (!sw->pass) {
-        fprintf(stderr, "%s: out of memory\n", PROG);
+        fprintf_text(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
     }
     return 0;
@@ -285,7 +288,7 @@ static int parse_jobs(sweep *sw, const char *v)
     errno = 0;
     sw->jobs = strtol(v, &end, 10);
     if (end == v || *end || errno || sw->jobs < 1 || sw->jobs > 256) {
-        fprintf(stderr, "%s: -j needs a number of jobs in 1..256, got '%s'\n", PROG, v);
+        fprintf_text(stderr, "%s: -j needs a number of jobs in 1..256, got '%s'\n", PROG, v);
         return EXIT_USAGE;
     }
     return 0;
@@ -298,7 +301,7 @@ static int parse_warmup(sweep *sw, const char *v)
     errno = 0;
     sw->co.warmup = strtol(v, &end, 10);
     if (end == v || *end || errno || sw->co.warmup < 0) {
-        fprintf(stderr, "%s: --warmup needs a step count >= 0, got '%s'\n", PROG, v);
+        fprintf_text(stderr, "%s: --warmup needs a step count >= 0, got '%s'\n", PROG, v);
         return EXIT_USAGE;
     }
     return 0;
@@ -312,20 +315,20 @@ static int compare_option(sweep *sw, int id, const char *v)
     switch (id) {
     case S_FORMAT:
         if (compare_format_parse(v, &sw->co.format)) {
-            fprintf(stderr, "%s: unknown --format '%s' (expected text, md or json)\n", PROG, v);
+            fprintf_text(stderr, "%s: unknown --format '%s' (expected text, md or json)\n", PROG, v);
             return EXIT_USAGE;
         }
         return 0;
     case S_TARGET:
         if (rec_target_parse(v, &sw->co.target) || sw->co.target == TGT_ANY) {
-            fprintf(stderr, "%s: unknown --target '%s' (expected sm70, sm75, sm80, sm89, sm90 or "
-                    "cpu)\n", PROG, v);
+            fprintf_text(stderr, "%s: unknown --target '%s' (expected sm70, sm75, sm80, sm89, sm90 or "
+                         "cpu)\n", PROG, v);
             return EXIT_USAGE;
         }
         return 0;
     case S_FAIL_ON:
         if (rec_fail_parse(v, &sw->co.fail_mask, err, sizeof err)) {
-            fprintf(stderr, "%s: %s\n", PROG, err);
+            fprintf_text(stderr, "%s: %s\n", PROG, err);
             return EXIT_USAGE;
         }
         return 0;
@@ -346,7 +349,7 @@ static int sweep_option(sweep *sw, int id, const cli_opt *opt, const char *v)
     case S_DRY: sw->dry = 1; return 0;
     case S_PLOTS: sw->plots = 1; return 0;
     case S_PRECISION:
-        fprintf(stderr, "%s: use --precisions LIST (the sweep sets each run's --precision)\n", PROG);
+        fprintf_text(stderr, "%s: use --precisions LIST (the sweep sets each run's --precision)\n", PROG);
         return EXIT_USAGE;
     case S_SET: return 0; /* the sweep sets these */
     case S_PASS:
@@ -356,7 +359,7 @@ static int sweep_option(sweep *sw, int id, const cli_opt *opt, const char *v)
             sw->pass[sw->npass++] = (char *)v;
         return cli_check_passed_option(PROG, opt, v);
     case CLI_POS:
-        fprintf(stderr, "%s: unexpected argument '%s' (see ampdiag sweep --help)\n", PROG, v);
+        fprintf_text(stderr, "%s: unexpected argument '%s' (see ampdiag sweep --help)\n", PROG, v);
         return EXIT_USAGE;
     default: {
         int rc = compare_option(sw, id, v);
@@ -393,11 +396,11 @@ static int split_lists(sweep *sw)
     sw->np = split(sw->precisions, &sw->pcopy, sw->plist, 16);
     sw->nl = sw->lrs ? split(sw->lrs, &sw->lcopy, sw->llist, 32) : 0;
     if (sw->np == -1 || sw->nl == -1) {
-        fprintf(stderr, "%s: out of memory\n", PROG);
+        fprintf_text(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
     }
     if (sw->np <= 0 || sw->np == -2 || sw->nl == -2 || (sw->lrs && sw->nl <= 0)) {
-        fprintf(stderr, "%s: --precisions takes 1..16 and --lrs 1..32 comma-separated values\n", PROG);
+        fprintf_text(stderr, "%s: --precisions takes 1..16 and --lrs 1..32 comma-separated values\n", PROG);
         return EXIT_USAGE;
     }
     return 0;
@@ -416,8 +419,8 @@ static int check_values(const sweep *sw)
             if (strcmp(sw->plist[p], sw->plist[q]) == 0)
                 good = 0;
         if (!good) {
-            fprintf(stderr, "%s: --precisions: '%s' is not one of fp32, fp16, bf16, bf16-pure (or is "
-                    "repeated)\n", PROG, sw->plist[p]);
+            fprintf_text(stderr, "%s: --precisions: '%s' is not one of fp32, fp16, bf16, bf16-pure (or is "
+                         "repeated)\n", PROG, sw->plist[p]);
             return EXIT_USAGE;
         }
     }
@@ -426,7 +429,7 @@ static int check_values(const sweep *sw)
         errno = 0;
         double x = strtod(sw->llist[l], &end);
         if (end == sw->llist[l] || *end || errno || !(x > 0)) {
-            fprintf(stderr, "%s: --lrs: '%s' is not a positive number\n", PROG, sw->llist[l]);
+            fprintf_text(stderr, "%s: --lrs: '%s' is not a positive number\n", PROG, sw->llist[l]);
             return EXIT_USAGE;
         }
     }
@@ -439,11 +442,11 @@ static int check_sweep(sweep *sw)
 {
     int rc;
     if (sw->lrs && sw->lr_given) {
-        fprintf(stderr, "%s: --lr and --lrs together: give the learning rates in --lrs\n", PROG);
+        fprintf_text(stderr, "%s: --lr and --lrs together: give the learning rates in --lrs\n", PROG);
         return EXIT_USAGE;
     }
     if (!sw->dir) {
-        fprintf(stderr, "%s: no output directory (-o DIR)\n", PROG);
+        fprintf_text(stderr, "%s: no output directory (-o DIR)\n", PROG);
         return EXIT_USAGE;
     }
     if ((rc = split_lists(sw)))
@@ -466,7 +469,7 @@ static int name_job(sweep *sw, job *j, int p, int l)
     j->log = join(sw->dir, j->name, ".log");
     j->status = -1;
     if (!j->trace || !j->log) {
-        fprintf(stderr, "%s: out of memory\n", PROG);
+        fprintf_text(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
     }
     return 0;
@@ -482,7 +485,7 @@ static int make_jobs(sweep *sw)
     sw->paths = calloc((size_t)sw->nj, sizeof *sw->paths);
     sw->cargv = malloc((size_t)(sw->npass + 16) * sizeof *sw->cargv);
     if (!sw->js || !sw->paths || !sw->cargv) {
-        fprintf(stderr, "%s: out of memory\n", PROG);
+        fprintf_text(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
     }
     int k = 0;
@@ -504,7 +507,7 @@ static int prepare_runs(sweep *sw)
     char msg[600];
     int mrc = sw->dry ? 0 : path_make_dir(sw->dir, msg, sizeof msg);
     if (mrc) {
-        fprintf(stderr, "%s: -o: %s\n", PROG, msg);
+        fprintf_text(stderr, "%s: -o: %s\n", PROG, msg);
         return mrc == 2 ? EXIT_USAGE : EXIT_IO;
     }
     ssize_t el = readlink("/proc/self/exe", sw->exe, sizeof sw->exe - 1);
@@ -549,7 +552,7 @@ static void start_runs(sweep *sw)
         int c = run_argv(sw, j);
         if (sw->dry) {
             for (int q = 0; q < c; q++)
-                printf("%s%s", q ? " " : "", sw->cargv[q]);
+                fprintf_text(stdout, "%s%s", q ? " " : "", sw->cargv[q]);
             printf("\n");
             j->status = 0;
             sw->done++;
@@ -559,7 +562,7 @@ static void start_runs(sweep *sw)
         j->t0 = now();
         j->pid = start(j, sw->exe, sw->cargv, (int)sw->jobs);
         if (j->pid < 0) {
-            fprintf(stderr, "%s: cannot start a run: %s\n", PROG, strerror(errno));
+            fprintf_text(stderr, "%s: cannot start a run: %s\n", PROG, strerror(errno));
             j->status = EXIT_IO;
             sw->done++;
             sw->failed++;
@@ -567,15 +570,15 @@ static void start_runs(sweep *sw)
             continue;
         }
         sw->running++;
-        fprintf(stderr, "%s: started %s -> %s\n", PROG, j->name, j->trace);
+        fprintf_text(stderr, "%s: started %s -> %s\n", PROG, j->name, j->trace);
     }
 }
 
 /* The signal the sweep caught, passed on to the runs still running (once). */
 static void pass_on_signal(sweep *sw)
 {
-    fprintf(stderr, "%s: signal %d: stopping the runs (each finishes its step and marks its trace "
-            "interrupted)\n", PROG, (int)stop_signal);
+    fprintf_text(stderr, "%s: signal %d: stopping the runs (each finishes its step and marks its trace "
+                 "interrupted)\n", PROG, (int)stop_signal);
     for (int q = 0; q < sw->next; q++)
         if (sw->js[q].pid > 0 && sw->js[q].status < 0)
             kill(sw->js[q].pid, (int)stop_signal);
@@ -595,20 +598,20 @@ static void run_ended(sweep *sw, pid_t pid, int st)
         sw->running--;
         sw->done++;
         if (j->status == 0) {
-            fprintf(stderr, "%s: [%d/%d] %s done in %.1f s\n", PROG, sw->done, sw->nj, j->name, j->secs);
+            fprintf_text(stderr, "%s: [%d/%d] %s done in %.1f s\n", PROG, sw->done, sw->nj, j->name, j->secs);
         } else if (stop_signal) {
-            fprintf(stderr, "%s: %s stopped (exit %d); its log is %s\n", PROG, j->name, j->status, j->log);
+            fprintf_text(stderr, "%s: %s stopped (exit %d); its log is %s\n", PROG, j->name, j->status, j->log);
         } else {
             sw->failed++;
             int code = j->status == EXIT_USAGE ? EXIT_USAGE : EXIT_IO;
             if (code > sw->worst)
                 sw->worst = code;
             if (WIFSIGNALED(st))
-                fprintf(stderr, "%s: %s was killed by signal %d; its log %s ends:\n", PROG, j->name,
-                        WTERMSIG(st), j->log);
+                fprintf_text(stderr, "%s: %s was killed by signal %d; its log %s ends:\n", PROG, j->name,
+                             WTERMSIG(st), j->log);
             else
-                fprintf(stderr, "%s: %s failed (exit %d); its log %s ends:\n", PROG, j->name,
-                        j->status, j->log);
+                fprintf_text(stderr, "%s: %s failed (exit %d); its log %s ends:\n", PROG, j->name,
+                             j->status, j->log);
             print_log_tail(j->log);
         }
     }
@@ -633,7 +636,7 @@ static int run_all(sweep *sw)
         if (pid < 0) {
             if (errno == EINTR)
                 continue;
-            fprintf(stderr, "%s: waiting for the runs: %s\n", PROG, strerror(errno));
+            fprintf_text(stderr, "%s: waiting for the runs: %s\n", PROG, strerror(errno));
             return EXIT_IO;
         }
         run_ended(sw, pid, st);
@@ -653,7 +656,7 @@ static int compare_runs(sweep *sw)
         free(md);
         free(json);
         free(charts);
-        fprintf(stderr, "%s: out of memory\n", PROG);
+        fprintf_text(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
     }
     sw->co.md_path = md;
@@ -663,7 +666,7 @@ static int compare_runs(sweep *sw)
     int rc = compare_files(sw->paths, (size_t)sw->nj, &sw->co);
     free(charts);
     if (rc == 0 || rc == EXIT_FAIL_ON)
-        fprintf(stderr, "%s: reports in %s and %s\n", PROG, md, json);
+        fprintf_text(stderr, "%s: reports in %s and %s\n", PROG, md, json);
     free(md);
     free(json);
     return rc;
@@ -689,13 +692,13 @@ static int run_and_compare(sweep *sw)
     if (rc || sw->dry)
         return rc;
     if (stop_signal) {
-        fprintf(stderr, "%s: interrupted by signal %d: %d of %d runs started, no comparison\n", PROG,
-                (int)stop_signal, sw->next, sw->nj);
+        fprintf_text(stderr, "%s: interrupted by signal %d: %d of %d runs started, no comparison\n", PROG,
+                     (int)stop_signal, sw->next, sw->nj);
         return EXIT_SIGNAL + stop_signal;
     }
-    fprintf(stderr, "%s: %d runs in %.1f s\n", PROG, sw->nj, now() - t_all);
+    fprintf_text(stderr, "%s: %d runs in %.1f s\n", PROG, sw->nj, now() - t_all);
     if (sw->failed) {
-        fprintf(stderr, "%s: %d of %d runs failed: no comparison\n", PROG, sw->failed, sw->nj);
+        fprintf_text(stderr, "%s: %d of %d runs failed: no comparison\n", PROG, sw->failed, sw->nj);
         return sw->worst ? sw->worst : EXIT_IO;
     }
     return compare_runs(sw);

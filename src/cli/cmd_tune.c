@@ -2,16 +2,20 @@
  * cmd_tune.c - `ampdiag tune`: the closed loop. A recommendation is only as good as the run that
  * follows it, so tune runs the baseline and the candidate precisions (`ampdiag sweep` into
  * DIR/round-K), compares them (the rules of `ampdiag compare`), and, while the advice changes the
- * learning rate, runs the next round at the suggested lr; at most --rounds rounds. The last
- * round's run of the recommended configuration is its verification: it must be healthy against
- * the FP32 run of the same round (status complete, no NaN/inf, skips within the limit, eval
- * loss within the noise band) and must not be worse than the first baseline beyond that band.
- * The report (stdout as text, DIR/tune.md, DIR/tune.json) gives each round's evidence and says
+ * learning rate or names a remedy for every run (--optim-state fp32), runs the next round with
+ * them; at most --rounds rounds. The recommended configuration (its precision and the remedies
+ * for its run: --fp32-layers, --loss-scale dynamic --scale-init S) is run beside FP32 in
+ * DIR/verify when the last round did not run it as it is; that run verifies the advice: it
+ * must be healthy against the FP32 run of its round (status complete, no NaN/inf in its loss,
+ * forward pass or evaluation, skips within the limit, eval loss within the noise band) and must
+ * not be worse than the first baseline beyond that band. The report (stdout as text,
+ * DIR/tune.md, DIR/tune.json) gives each round's evidence and the remedies applied, and says
  * whether the recommendation was verified.
  */
 #include "analysis/analyze.h"
 #include "analysis/recommend.h"
 #include "cli/cli.h"
+#include "util/escape.h"
 #include "util/json.h"
 #include "util/path.h"
 #include "util/util.h"
@@ -33,16 +37,19 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ampdiag tune -o DIR [--precisions P,...] [--lr X] [--rounds N] [-j N]\n"
-            "                    [run options]\n"
+            "                    [--target T] [run options]\n"
             "\n"
             "The closed loop: run the precisions at the lr (ampdiag sweep into DIR/round-1),\n"
-            "compare them, and while the advice changes the lr, run the next round at the\n"
-            "suggested lr (at most --rounds rounds). The recommended configuration's run in the\n"
-            "last round verifies the advice: healthy against that round's FP32 run (complete, no\n"
-            "NaN/inf, skips within 1 in 500 after calibration, eval loss within the noise band)\n"
-            "and not worse than the first FP32 run beyond the band. The report goes to stdout,\n"
-            "DIR/tune.md and DIR/tune.json; each round's runs and sweep report stay in\n"
-            "DIR/round-K/.\n"
+            "compare them, and while the advice changes the lr or names an option for every run\n"
+            "(--optim-state fp32), run the next round with it (at most --rounds rounds). The\n"
+            "recommended configuration, with the options the advice names for its run\n"
+            "(--fp32-layers, --loss-scale dynamic --scale-init S), is run beside FP32 in\n"
+            "DIR/verify unless the last round ran it as it is. Its run verifies the advice:\n"
+            "healthy against the FP32 run of its round (complete, no NaN/inf in loss, forward\n"
+            "pass or evaluation, skips within 1 in 500 after calibration, eval loss within the\n"
+            "noise band) and not worse than the first FP32 run beyond the band. The report goes\n"
+            "to stdout, DIR/tune.md and DIR/tune.json; each round's runs and sweep reports stay\n"
+            "in DIR/round-K/ (DIR/verify/).\n"
             "\n"
             "options:\n"
             "  -o, --out DIR       output directory (created if missing)\n"
@@ -51,6 +58,7 @@ static void usage(FILE *f)
             "                      --scenario or ampdiag run's default 1e-3)\n"
             "  --rounds N          at most N rounds (default 3, at most 10)\n"
             "  -j, --jobs N        runs at once in a round (default 1)\n"
+            "  --target T          hardware the advice is for (as ampdiag compare; default any)\n"
             "  -h, --help\n"
             "Every option of `ampdiag run` goes to each run (--model, --data, -s/--steps,\n"
             "--optimizer, --scenario, ...), except --precision, --out and --lr, which tune sets.\n"
@@ -60,20 +68,76 @@ static void usage(FILE *f)
             "(SIGTERM)\n");
 }
 
-enum { T_OUT = 1, T_PRECISIONS, T_LR, T_ROUNDS, T_JOBS, T_HELP, T_REFUSE, T_PASS };
+enum { T_OUT = 1, T_PRECISIONS, T_LR, T_ROUNDS, T_JOBS, T_TARGET, T_HELP, T_REFUSE, T_PASS };
 
 static const cli_opt own_options[] = {
     {"--out", 'o', CLI_ARG, T_OUT}, {"--precisions", 0, CLI_ARG, T_PRECISIONS},
     {"--lr", 0, CLI_ARG, T_LR}, {"--rounds", 0, CLI_ARG, T_ROUNDS}, {"--jobs", 'j', CLI_ARG, T_JOBS},
-    {"--help", 'h', CLI_NOARG, T_HELP}, CLI_OPT_END};
+    {"--target", 0, CLI_ARG, T_TARGET}, {"--help", 'h', CLI_NOARG, T_HELP}, CLI_OPT_END};
 
 /* run's options: --precision refused, the rest passed on to the sweeps. */
 static int tune_id_of(const char *name) { return strcmp(name, "--precision") == 0 ? T_REFUSE : T_PASS; }
 
-/* One round: the lr it ran at, its runs and what compare concluded. */
+/* Remedies (recommend.h) as tune applies them: those for every run stay in force from the round
+ * whose advice named them on; those for the recommended precision's run go to its run in the
+ * verification round. */
+typedef struct remedy_set {
+    rec_remedy m[REC_MAX_REMEDIES];
+    size_t n;
+} remedy_set;
+
+static int set_has(const remedy_set *s, const char *option)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (strcmp(s->m[i].option, option) == 0)
+            return 1;
+    return 0;
+}
+
+/* The remedies of R of this scope whose option *have does not hold yet, added to *to (when it
+ * does not hold them either). Returns how many were new. */
+static size_t take_new(const recommendation *R, rec_scope scope, const remedy_set *have, remedy_set *to)
+{
+    size_t added = 0;
+    for (size_t i = 0; i < R->nremedies; i++) {
+        const rec_remedy *m = &R->remedies[i];
+        if (m->scope != scope || set_has(have, m->option) || set_has(to, m->option) ||
+            to->n >= REC_MAX_REMEDIES)
+            continue;
+        to->m[to->n++] = *m;
+        added++;
+    }
+    return added;
+}
+
+/* "--optim-state fp32 --fp32-layers fc1" (or "" when both sets are empty). */
+static void set_text(char *buf, size_t n, const remedy_set *a, const remedy_set *b)
+{
+    buf[0] = 0;
+    const remedy_set *sets[2] = {a, b};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; sets[k] && i < sets[k]->n; i++) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, n - len, "%s%s %s", len ? " " : "", sets[k]->m[i].option, sets[k]->m[i].value);
+        }
+}
+
+/* What every round shares: the output directory, -j, the target, the run options passed on. */
+typedef struct tune_cfg {
+    const char *out, *precisions, *jobs;
+    rec_target target;
+    char **pass;
+    int npass;
+} tune_cfg;
+
+/* One round: the lr it ran at, the remedies its runs got, its runs and what compare
+ * concluded. */
 typedef struct tune_round {
     double lr;
     char dir[4096];
+    remedy_set every;       /* remedies all its runs got */
+    remedy_set own;         /* remedies only the run of own_prec got (the verification) */
+    char own_prec[16];
     an_run *runs;
     size_t n;
     size_t base;            /* the FP32 run (compare's baseline) */
@@ -94,31 +158,40 @@ static void round_free(tune_round *r)
     r->have = 0;
 }
 
-/* Run `ampdiag sweep` for one round; its report goes to DIR/round-K/sweep.txt. Returns the
- * sweep's exit status (0, 1: a --fail-on condition, which tune does not ask for), or EXIT_IO. */
-static int run_sweep(const char *dir, const char *precisions, double lr, const char *jobs,
-                     char **pass, int npass)
+/* Run `ampdiag sweep` of precisions into the round's directory, with the remedies of sets a and
+ * b after the options passed on (so they override them); its report goes to DIR/sweep.txt
+ * (DIR/sweep-TAG.txt). Returns the sweep's exit status (0, 1: a --fail-on condition, which tune
+ * does not ask for), or EXIT_IO. */
+static int run_sweep(const tune_cfg *t, const tune_round *r, const char *tag, const char *precisions,
+                     const remedy_set *a, const remedy_set *b)
 {
     char lrs[64], out[4200];
-    snprintf(lrs, sizeof lrs, "%.6g", lr);
-    snprintf(out, sizeof out, "%s/sweep.txt", dir);
-    char **argv = calloc((size_t)npass + 16, sizeof *argv);
+    snprintf(lrs, sizeof lrs, "%.6g", r->lr);
+    snprintf(out, sizeof out, "%s/sweep%s%s.txt", r->dir, tag ? "-" : "", tag ? tag : "");
+    size_t nrem = 2 * (a->n + (b ? b->n : 0));
+    char **argv = calloc((size_t)t->npass + nrem + 16, sizeof *argv);
     if (!argv)
         return EXIT_IO;
     int k = 1;
     argv[k++] = "sweep";
     argv[k++] = "--precisions";
     argv[k++] = (char *)precisions;
-    if (isfinite(lr)) { /* else the runs' own lr (given, a scenario's, or the default) */
+    if (isfinite(r->lr)) { /* else the runs' own lr (given, a scenario's, or the default) */
         argv[k++] = "--lrs";
         argv[k++] = lrs;
     }
     argv[k++] = "-o";
-    argv[k++] = (char *)dir;
+    argv[k++] = (char *)r->dir;
     argv[k++] = "-j";
-    argv[k++] = (char *)jobs;
-    for (int i = 0; i < npass; i++)
-        argv[k++] = pass[i];
+    argv[k++] = (char *)t->jobs;
+    for (int i = 0; i < t->npass; i++)
+        argv[k++] = t->pass[i];
+    const remedy_set *sets[2] = {a, b};
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; sets[s] && i < sets[s]->n; i++) {
+            argv[k++] = (char *)sets[s]->m[i].option;
+            argv[k++] = (char *)sets[s]->m[i].value;
+        }
     argv[k] = NULL;
     int rc = cli_run_self(argv, out, PROG);
     free(argv);
@@ -132,12 +205,12 @@ static int is_trace(const struct dirent *e)
 }
 
 /* Load the round's traces (FP32 first: compare's baseline) and apply the rules. */
-static int round_analyse(tune_round *r)
+static int round_analyse(tune_round *r, rec_target target)
 {
     struct dirent **ents = NULL;
     int ne = scandir(r->dir, &ents, is_trace, alphasort);
     if (ne <= 0) {
-        fprintf(stderr, "%s: no traces in '%s'\n", PROG, r->dir);
+        fprintf_text(stderr, "%s: no traces in '%s'\n", PROG, r->dir);
         free(ents);
         return EXIT_IO;
     }
@@ -149,7 +222,7 @@ static int round_analyse(tune_round *r)
         char p[8192];
         snprintf(p, sizeof p, "%s/%s", r->dir, ents[i]->d_name);
         if (!rc && an_load(p, &ao, &r->runs[r->n], err, sizeof err) != 0) {
-            fprintf(stderr, "%s: %s\n", PROG, err);
+            fprintf_text(stderr, "%s: %s\n", PROG, err);
             rc = EXIT_IO;
         }
         if (r->runs)
@@ -166,7 +239,7 @@ static int round_analyse(tune_round *r)
             break;
         }
     if (an_compare(r->runs, r->n, r->base, &r->c) ||
-        recommend(r->runs, r->n, &r->c, TGT_ANY, 0, &r->R))
+        recommend(r->runs, r->n, &r->c, target, 0, &r->R))
         return EXIT_IO;
     r->lr = r->runs[r->base].lr; /* as the runs recorded it */
     r->have = 1;
@@ -188,12 +261,37 @@ static const an_run *run_of(const tune_round *r, rec_precision p, size_t *idx)
 /* The verification of the last round's recommendation. */
 typedef struct verdict {
     int verified;
-    char why[512];       /* what held or failed */
+    char why[1024];      /* what held or failed */
+    const char *path;    /* the run verified (NULL when none) */
     double eval, base_eval, first_eval, band;
 } verdict;
 
+/* Why run r (index i of round last) is not healthy, or NULL: not complete, NaN/inf in its loss,
+ * forward pass or evaluation, skips above 1 in 500 after calibration, an eval loss worse than the
+ * FP32 run's beyond the band or worse than the first baseline's (first_eval). */
+static const char *unhealthy(const tune_round *last, const an_run *r, size_t i, double eval, double first_eval)
+{
+    double skip_rate = r->steps_after ? (double)r->skipped_after / (double)r->steps_after : 0;
+    const an_gap *g = &last->c.gap[i];
+    if (r->status != AMPDIAG_STATUS_COMPLETE)
+        return "its run did not complete";
+    if (r->loss_nonfinite || r->fwd_nonfinite_step >= 0)
+        return "its run has NaN/inf";
+    if (r->nevals && !isfinite(r->evals[r->nevals - 1].loss))
+        return "its eval loss is not finite";
+    if (r->skipped_after >= 2 && skip_rate > 1.0 / 500)
+        return "its run skips more than 1 step in 500 after calibration";
+    if (i != last->base && g->have && g->rel > last->c.band)
+        return "its eval loss is worse than the FP32 run's beyond the noise band";
+    if (isfinite(first_eval) && !(eval <= first_eval * (1 + last->c.band)))
+        return "its eval loss is worse than the first baseline's beyond the noise band";
+    return NULL;
+}
+
+static double last_eval(const an_run *r) { return r->find.last_eval ? r->find.last_eval->loss : NAN; }
+
 /* Verify the recommendation of round adv with the runs of round last (the same round, or the
- * verification round that ran the recommended precision beside FP32). */
+ * verification round that ran the recommended configuration beside FP32). */
 static void verify(const tune_round *first, const tune_round *adv, const tune_round *last, verdict *v)
 {
     memset(v, 0, sizeof *v);
@@ -205,54 +303,123 @@ static void verify(const tune_round *first, const tune_round *adv, const tune_ro
         snprintf(v->why, sizeof v->why, "no configuration to verify: %s", adv->R.verdict);
         return;
     }
-    const an_run *b = &last->runs[last->base];
-    const an_run *b0 = &first->runs[first->base];
-    v->eval = r->find.last_eval ? r->find.last_eval->loss : NAN;
-    v->base_eval = b->find.last_eval ? b->find.last_eval->loss : NAN;
-    v->first_eval = b0->find.last_eval ? b0->find.last_eval->loss : NAN;
-    double skip_rate = r->steps_after ? (double)r->skipped_after / (double)r->steps_after : 0;
-    const an_gap *g = &last->c.gap[i];
-    const char *bad = NULL;
-    if (r->status != AMPDIAG_STATUS_COMPLETE)
-        bad = "its run did not complete";
-    else if (r->loss_nonfinite || r->fwd_nonfinite_step >= 0)
-        bad = "its run has NaN/inf";
-    else if (r->skipped_after >= 2 && skip_rate > 1.0 / 500)
-        bad = "its run skips more than 1 step in 500 after calibration";
-    else if (i != last->base && g->have && g->rel > last->c.band)
-        bad = "its eval loss is worse than the FP32 run's beyond the noise band";
-    else if (isfinite(v->first_eval) && !(v->eval <= v->first_eval * (1 + last->c.band)))
-        bad = "its eval loss is worse than the first baseline's beyond the noise band";
-    char e[32], be[32], fe[32];
+    v->path = r->path;
+    v->eval = last_eval(r);
+    v->base_eval = last_eval(&last->runs[last->base]);
+    v->first_eval = last_eval(&first->runs[first->base]);
+    const char *bad = unhealthy(last, r, i, v->eval, v->first_eval);
+    char e[32], be[32], fe[32], with[700] = "";
     fmt_num(e, sizeof e, v->eval, 4);
     fmt_num(be, sizeof be, v->base_eval, 4);
     fmt_num(fe, sizeof fe, v->first_eval, 4);
+    set_text(with, sizeof with, &last->every, strcmp(last->own_prec, r->precision) == 0 ? &last->own : NULL);
     v->verified = bad == NULL;
-    snprintf(v->why, sizeof v->why, "%s at lr %g (%s): %s; eval loss %s vs fp32 %s at that lr and %s "
-             "at the first lr, noise band +-%.3g%%", rec_precision_name(adv->R.precision), last->lr,
-             r->path, bad ? bad : "complete, no NaN/inf, skips within the limit, eval loss within the "
-                                 "noise band", e, be, fe, 100 * last->c.band);
+    snprintf(v->why, sizeof v->why, "%s at lr %g%s%s (%s): %s; eval loss %s vs fp32 %s at that lr and "
+             "%s at the first lr, noise band +-%.3g%%", rec_precision_name(adv->R.precision), last->lr,
+             with[0] ? " with " : "", with, r->path,
+             bad ? bad : "complete, no NaN/inf, skips within the limit, eval loss within the noise band",
+             e, be, fe, 100 * last->c.band);
+}
+
+/* What a round's runs got beyond the options passed on: "--optim-state fp32 (every run);
+ * --fp32-layers fc1 (fp16 run)", or "". */
+static void applied_text(char *buf, size_t n, const tune_round *r)
+{
+    char a[600], b[600];
+    set_text(a, sizeof a, &r->every, NULL);
+    set_text(b, sizeof b, &r->own, NULL);
+    snprintf(buf, n, "%s%s%s%s%s%s%s", a, a[0] ? " (every run)" : "", a[0] && b[0] ? "; " : "", b,
+             b[0] ? " (" : "", b[0] ? r->own_prec : "", b[0] ? " run)" : "");
 }
 
 static void report_text(FILE *f, const tune_round *rs, int nr, const verdict *v)
 {
+    char ap[1300];
     for (int k = 0; k < nr; k++) {
         const tune_round *r = &rs[k];
-        fprintf(f, "round %d: lr %g (%s)\n", k + 1, r->lr, r->dir);
-        fprintf(f, "  verdict  %s\n", r->R.verdict);
-        fprintf(f, "  lr       %s\n", r->R.lr_line);
+        fprintf_text(f, "round %d: lr %g (%s)\n", k + 1, r->lr, r->dir);
+        applied_text(ap, sizeof ap, r);
+        if (ap[0])
+            fprintf_text(f, "  applied  %s\n", ap);
+        fprintf_text(f, "  verdict  %s\n", r->R.verdict);
+        for (size_t i = 0; i < r->R.nremedies; i++)
+            fprintf_text(f, "  remedy   %s %s (%s): %s\n", r->R.remedies[i].option, r->R.remedies[i].value,
+                         r->R.remedies[i].scope == REM_EVERY_RUN ? "every run" : "the recommended run",
+                         r->R.remedies[i].why);
+        fprintf_text(f, "  lr       %s\n", r->R.lr_line);
         for (size_t i = 0; i < r->R.lr_why.n; i++)
-            fprintf(f, "           %s\n", r->R.lr_why.s[i]);
+            fprintf_text(f, "           %s\n", r->R.lr_why.s[i]);
     }
-    fprintf(f, "%s: %s\n", v->verified ? "Verified" : "NOT verified", v->why);
+    fprintf_text(f, "%s: %s\n", v->verified ? "Verified" : "NOT verified", v->why);
 }
 
 static void report_md(FILE *f, const tune_round *rs, int nr, const verdict *v)
 {
-    fprintf(f, "# ampdiag tune\n\n**%s**: %s\n\n| round | lr | verdict | lr advice |\n|---|---|---|---|\n",
-            v->verified ? "Verified" : "Not verified", v->why);
-    for (int k = 0; k < nr; k++)
-        fprintf(f, "| %d | %g | %s | %s |\n", k + 1, rs[k].lr, rs[k].R.verdict, rs[k].R.lr_line);
+    char ap[1300];
+    fprintf(f, "# ampdiag tune\n\n**%s**: ", v->verified ? "Verified" : "Not verified");
+    str_fputs(v->why, SINK_MD, f);
+    fprintf(f, "\n\n| round | lr | applied | verdict | lr advice |\n|---|---|---|---|---|\n");
+    for (int k = 0; k < nr; k++) {
+        applied_text(ap, sizeof ap, &rs[k]);
+        fprintf(f, "| %d | %g | ", k + 1, rs[k].lr);
+        str_fputs(ap[0] ? ap : "-", SINK_MD, f);
+        fputs(" | ", f);
+        str_fputs(rs[k].R.verdict, SINK_MD, f);
+        fputs(" | ", f);
+        str_fputs(rs[k].R.lr_line, SINK_MD, f);
+        fputs(" |\n", f);
+    }
+}
+
+/* The remedies of set s as JSON objects {option, value, runs} ("every" or the precision). */
+static void json_applied(jw *w, const remedy_set *s, const char *runs)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        jw_open(w, NULL, '{');
+        jw_str(w, "option", s->m[i].option);
+        jw_str(w, "value", s->m[i].value);
+        jw_str(w, "runs", runs);
+        jw_str(w, "why", s->m[i].why);
+        jw_close(w, '}');
+    }
+}
+
+/* One round: its lr, directory, the remedies applied, its runs with their command lines, and
+ * what compare advised. */
+static void json_round(jw *w, const tune_round *r)
+{
+    jw_open(w, NULL, '{');
+    jw_num(w, "lr", r->lr);
+    jw_str(w, "dir", r->dir);
+    jw_open(w, "applied", '[');
+    json_applied(w, &r->every, "every");
+    json_applied(w, &r->own, r->own_prec);
+    jw_close(w, ']');
+    jw_open(w, "runs", '[');
+    for (size_t i = 0; i < r->n; i++) {
+        jw_open(w, NULL, '{');
+        jw_str(w, "precision", r->runs[i].precision);
+        jw_str(w, "path", r->runs[i].path);
+        jw_str(w, "command_line", r->runs[i].command_line);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_str(w, "precision", rec_precision_name(r->R.precision));
+    jw_str(w, "verdict", r->R.verdict);
+    jw_open(w, "remedies", '[');
+    for (size_t i = 0; i < r->R.nremedies; i++) {
+        jw_open(w, NULL, '{');
+        jw_str(w, "option", r->R.remedies[i].option);
+        jw_str(w, "value", r->R.remedies[i].value);
+        jw_str(w, "scope", rec_scope_name(r->R.remedies[i].scope));
+        jw_str(w, "why", r->R.remedies[i].why);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    jw_str(w, "lr_advice", rec_lr_name(r->R.lr));
+    jw_num(w, "lr_suggested", r->R.lr_suggested);
+    jw_str(w, "lr_text", r->R.lr_line);
+    jw_close(w, '}');
 }
 
 static void report_json(FILE *f, const tune_round *rs, int nr, const verdict *v)
@@ -264,22 +431,20 @@ static void report_json(FILE *f, const tune_round *rs, int nr, const verdict *v)
     jw_int(&w, "format_version", TUNE_JSON_VERSION);
     jw_bool(&w, "verified", v->verified);
     jw_str(&w, "verification", v->why);
+    jw_str(&w, "run", v->path);
     jw_num(&w, "eval_loss", v->eval);
     jw_num(&w, "fp32_eval_loss", v->base_eval);
     jw_num(&w, "first_fp32_eval_loss", v->first_eval);
     jw_num(&w, "noise_band", v->band);
-    jw_open(&w, "rounds", '[');
-    for (int k = 0; k < nr; k++) {
-        jw_open(&w, NULL, '{');
-        jw_num(&w, "lr", rs[k].lr);
-        jw_str(&w, "dir", rs[k].dir);
-        jw_str(&w, "precision", rec_precision_name(rs[k].R.precision));
-        jw_str(&w, "verdict", rs[k].R.verdict);
-        jw_str(&w, "lr_advice", rec_lr_name(rs[k].R.lr));
-        jw_num(&w, "lr_suggested", rs[k].R.lr_suggested);
-        jw_str(&w, "lr_text", rs[k].R.lr_line);
-        jw_close(&w, '}');
+    jw_open(&w, "remedies_applied", '[');
+    if (nr > 0) {
+        json_applied(&w, &rs[nr - 1].every, "every");
+        json_applied(&w, &rs[nr - 1].own, rs[nr - 1].own_prec);
     }
+    jw_close(&w, ']');
+    jw_open(&w, "rounds", '[');
+    for (int k = 0; k < nr; k++)
+        json_round(&w, &rs[k]);
     jw_close(&w, ']');
     jw_close(&w, '}');
     jw_end(&w);
@@ -294,7 +459,7 @@ static int write_reports(const char *dir, const tune_round *rs, int nr, const ve
         snprintf(p, sizeof p, "%s/%s", dir, names[k]);
         FILE *f = fopen(p, "w");
         if (!f) {
-            fprintf(stderr, "%s: cannot write '%s': %s\n", PROG, p, strerror(errno));
+            fprintf_text(stderr, "%s: cannot write '%s': %s\n", PROG, p, strerror(errno));
             return EXIT_IO;
         }
         if (k)
@@ -302,35 +467,40 @@ static int write_reports(const char *dir, const tune_round *rs, int nr, const ve
         else
             report_md(f, rs, nr, v);
         if (ferror(f) | fclose(f)) {
-            fprintf(stderr, "%s: cannot write '%s'\n", PROG, p);
+            fprintf_text(stderr, "%s: cannot write '%s'\n", PROG, p);
             return EXIT_IO;
         }
     }
     return 0;
 }
 
-/* Run and analyse one round into DIR/round-K (or DIR/NAME). 0 or an exit status. */
-static int do_round(tune_round *r, const char *out, int k, const char *name, const char *precisions,
-                    double lr, const char *jobs, char **pass, int npass)
+/* Run and analyse one round into DIR/round-K (or DIR/NAME): the precisions with the every-run
+ * remedies (r->every); with remedies for one precision's run (r->own), that precision runs in
+ * a second sweep that adds them. r->lr, r->every, r->own and r->own_prec are set by the caller.
+ * 0 or an exit status. */
+static int do_round(const tune_cfg *t, tune_round *r, int k, const char *name, const char *precisions)
 {
-    r->lr = lr;
     if (name)
-        snprintf(r->dir, sizeof r->dir, "%s/%s", out, name);
+        snprintf(r->dir, sizeof r->dir, "%s/%s", t->out, name);
     else
-        snprintf(r->dir, sizeof r->dir, "%s/round-%d", out, k);
-    fprintf(stderr, "%s: %s %d (%s) at lr %g -> %s\n", PROG, name ? name : "round", k, precisions, lr,
-            r->dir);
+        snprintf(r->dir, sizeof r->dir, "%s/round-%d", t->out, k);
+    char ap[1300];
+    applied_text(ap, sizeof ap, r);
+    fprintf_text(stderr, "%s: %s %d (%s%s%s) at lr %g%s%s -> %s\n", PROG, name ? name : "round", k, precisions,
+                 r->own.n ? "," : "", r->own.n ? r->own_prec : "", r->lr, ap[0] ? " with " : "", ap, r->dir);
     if (mkdir(r->dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: cannot create '%s': %s\n", PROG, r->dir, strerror(errno));
+        fprintf_text(stderr, "%s: cannot create '%s': %s\n", PROG, r->dir, strerror(errno));
         return EXIT_IO;
     }
-    int st = run_sweep(r->dir, precisions, lr, jobs, pass, npass);
+    int st = run_sweep(t, r, r->own.n ? precisions : NULL, precisions, &r->every, NULL);
+    if ((st == 0 || st == EXIT_FAIL_ON) && r->own.n)
+        st = run_sweep(t, r, r->own_prec, r->own_prec, &r->every, &r->own);
     if (st != 0 && st != EXIT_FAIL_ON) {
-        fprintf(stderr, "%s: the sweep of round %d failed (exit %d; see %s/sweep.txt and the run logs "
-                "there)\n", PROG, k, st, r->dir);
+        fprintf_text(stderr, "%s: the sweep of round %d failed (exit %d; see %s/sweep*.txt and the run logs "
+                     "there)\n", PROG, k, st, r->dir);
         return st;
     }
-    return round_analyse(r);
+    return round_analyse(r, t->target);
 }
 
 static int parse_num(const char *what, const char *s, double lo, double hi, double *v)
@@ -339,11 +509,63 @@ static int parse_num(const char *what, const char *s, double lo, double hi, doub
     errno = 0;
     double x = strtod(s, &end);
     if (end == s || *end || errno || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "%s: %s: expected a number in [%g, %g], got '%s'\n", PROG, what, lo, hi, s);
+        fprintf_text(stderr, "%s: %s: expected a number in [%g, %g], got '%s'\n", PROG, what, lo, hi, s);
         return -1;
     }
     *v = x;
     return 0;
+}
+
+/* The rounds: each runs at the lr and with the every-run remedies in force; the next one follows
+ * while the advice moves the lr or names a new every-run remedy (at most rounds). Returns 0 or
+ * an exit status; *nr the rounds run. */
+static int tune_rounds(const tune_cfg *t, tune_round *rs, int rounds, double lr, int *nr)
+{
+    remedy_set every = {.n = 0};
+    int rc = 0;
+    while (!rc && *nr < rounds) {
+        tune_round *r = &rs[*nr];
+        r->lr = lr;
+        r->every = every;
+        if ((rc = do_round(t, r, *nr + 1, NULL, t->precisions)))
+            break;
+        (*nr)++;
+        int moves = (r->R.lr == LR_LOWER || r->R.lr == LR_RAISE) && isfinite(r->R.lr_suggested) &&
+                    r->R.lr_suggested > 0;
+        size_t added = take_new(&r->R, REM_EVERY_RUN, &every, &every);
+        if (!moves && !added)
+            break;
+        if (moves)
+            lr = r->R.lr_suggested;
+        else
+            lr = r->lr; /* the same lr, as the runs recorded it */
+    }
+    return rc;
+}
+
+/* The recommended configuration of the last round, when that round did not run it as it is (a
+ * predicted precision, or remedies for its run): run it beside FP32 into DIR/verify. 0 or an
+ * exit status; *nr counts the round. */
+static int tune_verify_round(const tune_cfg *t, tune_round *rs, int *nr)
+{
+    const tune_round *last = &rs[*nr - 1];
+    rec_precision p = last->R.precision;
+    size_t ri;
+    if (p == REC_UNDECIDED || *nr >= TUNE_MAX_ROUNDS)
+        return 0;
+    tune_round *v = &rs[*nr];
+    v->lr = last->lr;
+    v->every = last->every;
+    take_new(&last->R, REM_RECOMMENDED, &v->every, &v->own);
+    if (run_of(last, p, &ri) && v->own.n == 0)
+        return 0;
+    snprintf(v->own_prec, sizeof v->own_prec, "%s", rec_precision_name(p));
+    char prec[64];
+    snprintf(prec, sizeof prec, v->own.n ? "fp32" : "fp32,%s", rec_precision_name(p));
+    int rc = do_round(t, v, *nr + 1, "verify", prec);
+    if (!rc)
+        (*nr)++;
+    return rc;
 }
 
 int cmd_tune(int argc, char **argv)
@@ -351,84 +573,76 @@ int cmd_tune(int argc, char **argv)
     cli_opt table[CLI_MAX_OPTS + 1];
     if (cli_with_run_options(table, own_options, tune_id_of))
         return EXIT_USAGE;
-    const char *out = NULL, *precisions = "fp32,fp16,bf16", *jobs = "1";
+    tune_cfg t = {.out = NULL, .precisions = "fp32,fp16,bf16", .jobs = "1", .target = TGT_ANY};
     double lr = NAN, rounds = 3, jv;
-    char **pass = calloc((size_t)argc * 2 + 1, sizeof *pass);
-    int npass = 0;
-    if (!pass)
+    t.pass = calloc((size_t)argc * 2 + 1, sizeof *t.pass);
+    if (!t.pass)
         return EXIT_IO;
     cli_parser p;
     int rc = cli_parser_init(&p, "tune", table, argc, argv, 0) ? EXIT_USAGE : 0;
     for (int id; !rc && (id = cli_next(&p)) != CLI_DONE;) {
         switch (id) {
-        case T_OUT: out = p.arg; break;
-        case T_PRECISIONS: precisions = p.arg; break;
+        case T_OUT: t.out = p.arg; break;
+        case T_PRECISIONS: t.precisions = p.arg; break;
         case T_LR: rc = parse_num("--lr", p.arg, 1e-12, 1e6, &lr) ? EXIT_USAGE : 0; break;
         case T_ROUNDS: rc = parse_num("--rounds", p.arg, 1, TUNE_MAX_ROUNDS, &rounds) ? EXIT_USAGE : 0; break;
-        case T_JOBS: rc = parse_num("--jobs", p.arg, 1, 64, &jv) ? EXIT_USAGE : 0; jobs = p.arg; break;
-        case T_HELP: usage(stdout); free(pass); return 0;
+        case T_JOBS: rc = parse_num("--jobs", p.arg, 1, 64, &jv) ? EXIT_USAGE : 0; t.jobs = p.arg; break;
+        case T_TARGET:
+            if (rec_target_parse(p.arg, &t.target) != 0) {
+                fprintf_text(stderr, "%s: --target '%s': expected any, sm70, sm75, sm80, sm89, sm90 or cpu\n",
+                             PROG, p.arg);
+                rc = EXIT_USAGE;
+            }
+            break;
+        case T_HELP: usage(stdout); free(t.pass); return 0;
         case T_REFUSE:
-            fprintf(stderr, "%s: --precision is set by tune (use --precisions)\n", PROG);
+            fprintf_text(stderr, "%s: --precision is set by tune (use --precisions)\n", PROG);
             rc = EXIT_USAGE;
             break;
         case T_PASS:
             rc = cli_check_passed_option(PROG, p.opt, p.arg);
-            pass[npass++] = (char *)p.opt->name;
+            t.pass[t.npass++] = (char *)p.opt->name;
             if (p.arg)
-                pass[npass++] = (char *)p.arg;
+                t.pass[t.npass++] = (char *)p.arg;
             break;
         case CLI_POS:
-            fprintf(stderr, "%s: unexpected argument '%s' (see ampdiag tune --help)\n", PROG, p.arg);
+            fprintf_text(stderr, "%s: unexpected argument '%s' (see ampdiag tune --help)\n", PROG, p.arg);
             rc = EXIT_USAGE;
             break;
         default: rc = EXIT_USAGE; break;
         }
     }
-    if (!rc && !out) {
-        fprintf(stderr, "%s: no output directory (-o DIR)\n", PROG);
+    if (!rc && !t.out) {
+        fprintf_text(stderr, "%s: no output directory (-o DIR)\n", PROG);
         rc = EXIT_USAGE;
     }
     char msg[600];
-    int mrc = rc ? 0 : path_make_dir(out, msg, sizeof msg);
+    int mrc = rc ? 0 : path_make_dir(t.out, msg, sizeof msg);
     if (mrc) {
-        fprintf(stderr, "%s: -o: %s\n", PROG, msg);
+        fprintf_text(stderr, "%s: -o: %s\n", PROG, msg);
         rc = mrc == 2 ? EXIT_USAGE : EXIT_IO;
     }
-    tune_round rs[TUNE_MAX_ROUNDS];
-    memset(rs, 0, sizeof rs);
+    tune_round *rs = calloc(TUNE_MAX_ROUNDS, sizeof *rs);
     int nr = 0;
-    while (!rc && nr < (int)rounds) {
-        tune_round *r = &rs[nr];
-        if ((rc = do_round(r, out, nr + 1, NULL, precisions, lr, jobs, pass, npass)))
-            break;
-        nr++;
-        int moves = (r->R.lr == LR_LOWER || r->R.lr == LR_RAISE) && isfinite(r->R.lr_suggested) &&
-                    r->R.lr_suggested > 0;
-        if (!moves)
-            break;
-        lr = r->R.lr_suggested;
-    }
-    /* a recommended precision that was predicted, not run: run it beside FP32 to verify it */
-    size_t ri;
+    if (!rs && !rc)
+        rc = EXIT_IO;
+    if (!rc)
+        rc = tune_rounds(&t, rs, (int)rounds, lr, &nr);
     int adv = nr - 1; /* the round whose recommendation is verified */
-    if (!rc && nr > 0 && nr < TUNE_MAX_ROUNDS && rs[nr - 1].R.precision != REC_UNDECIDED &&
-        !run_of(&rs[nr - 1], rs[nr - 1].R.precision, &ri)) {
-        char verify_prec[64];
-        snprintf(verify_prec, sizeof verify_prec, "fp32,%s", rec_precision_name(rs[nr - 1].R.precision));
-        if (!(rc = do_round(&rs[nr], out, nr + 1, "verify", verify_prec, rs[nr - 1].lr, jobs, pass, npass)))
-            nr++;
-    }
+    if (!rc && nr > 0)
+        rc = tune_verify_round(&t, rs, &nr);
     if (!rc && nr > 0) {
         verdict v;
         verify(&rs[0], &rs[adv], &rs[nr - 1], &v);
         report_text(stdout, rs, nr, &v);
-        rc = write_reports(out, rs, nr, &v);
+        rc = write_reports(t.out, rs, nr, &v);
         if (!rc && !v.verified)
             rc = EXIT_FAIL_ON;
     }
     for (int k = 0; k < nr; k++)
         round_free(&rs[k]);
-    free(pass);
+    free(rs);
+    free(t.pass);
     if (fflush(stdout) != 0 && !rc)
         rc = EXIT_IO;
     return rc;

@@ -7,12 +7,15 @@ libampdiag_train_la_SOURCES += \
 	src/model/layers.h src/model/layers.c \
 	src/model/model.h src/model/model.c src/model/model_spec.c
 
-check_PROGRAMS += tests/t_layers tests/t_model
+check_PROGRAMS += tests/t_layers tests/t_model tests/t_backend_ops
 tests_t_layers_SOURCES = tests/t_layers.c tests/layers_ref.c tests/layers_ref.h
 tests_t_layers_LDADD = $(AMPDIAG_TRAIN_LIBS) -lm
 tests_t_model_SOURCES = tests/t_model.c tests/layers_ref.c tests/layers_ref.h
 tests_t_model_LDADD = $(AMPDIAG_TRAIN_LIBS) -lm
-TESTS += tests/t_layers tests/t_model
+# every operation of the backend table against the CPU backend's portable code
+tests_t_backend_ops_SOURCES = tests/t_backend_ops.c
+tests_t_backend_ops_LDADD = $(AMPDIAG_TRAIN_LIBS) -lm
+TESTS += tests/t_layers tests/t_model tests/t_backend_ops
 CLEANFILES += t_model_spec.tmp
 
 EXTRA_DIST += docs/model-spec.md

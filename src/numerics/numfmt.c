@@ -4,6 +4,7 @@
 #include "ampdiag.h"
 #include "numerics/numfmt.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,14 +18,62 @@
 
 const char *ampdiag_version(void) { return AMPDIAG_VERSION_STRING; }
 
+/* The host rounding of each row, as functions the table can point to. */
+static float fp32_round(float x) { return x; }
+static float fp32_ftz(float x)
+{
+    uint32_t u = ampdiag_f32_bits(x);
+    return (u & 0x7fffffffu) < AMPDIAG_F32_MIN_NORMAL ? ampdiag_f32_from_bits(u & 0x80000000u) : x;
+}
+static uint32_t fp32_encode(float x) { return ampdiag_f32_bits(x); }
+static float fp32_decode(uint32_t c) { return ampdiag_f32_from_bits(c); }
+static float fp16_round(float x) { return ampdiag_fp16_rne(x); }
+static float fp16_ftz(float x) { return ampdiag_fp16_rne_ftz(x); }
+static uint32_t fp16_encode(float x) { return ampdiag_fp16_bits_rne(x); }
+static float fp16_decode(uint32_t c) { return ampdiag_fp16_bits_to_f32((uint16_t)c); }
+static float bf16_round(float x) { return ampdiag_bf16_rne(x); }
+static float bf16_ftz(float x) { return ampdiag_bf16_rne_ftz(x); }
+static uint32_t bf16_encode(float x) { return ampdiag_bf16_bits_rne(x); }
+static float bf16_decode(uint32_t c) { return ampdiag_bf16_bits_to_f32((uint16_t)c); }
+static float e4m3_round(float x) { return ampdiag_e4m3_rne(x); }
+static float e4m3_ftz(float x) { return ampdiag_e4m3_rne_ftz(x); }
+static uint32_t e4m3_encode(float x) { return ampdiag_e4m3_bits_rne(x); }
+static float e4m3_decode(uint32_t c) { return ampdiag_e4m3_bits_to_f32((uint8_t)c); }
+static float e5m2_round(float x) { return ampdiag_e5m2_rne(x); }
+static float e5m2_ftz(float x) { return ampdiag_e5m2_rne_ftz(x); }
+static uint32_t e5m2_encode(float x) { return ampdiag_e5m2_bits_rne(x); }
+static float e5m2_decode(uint32_t c) { return ampdiag_e5m2_bits_to_f32((uint8_t)c); }
+
+/* The format table (docs/numerics.md, "The formats" and "FP8: E4M3 and E5M2"). Each row:
+ * name, bits, exponent and mantissa bits, bias, emin, emax, max finite, min normal, min
+ * subnormal, epsilon, unit roundoff, overflow_at, underflow_at, normal_at (the class thresholds
+ * of numfmt.h as floats), has inf, has NaN, the swamping ratios 2^-(p+1) and 2^-p, rounding. */
 static const ampdiag_format_info format_table[AMPDIAG_NFORMATS] = {
     [AMPDIAG_FP32] = {"fp32", 32, 8, 23, 127, -126, 127, 3.40282347e38f, 0x1p-126f, 0x1p-149f,
-                      0x1p-23f, 0x1p-24f, INFINITY, 0.0f},
+                      0x1p-23f, 0x1p-24f, INFINITY, 0.0f, 0x1p-126f, 1, 1, 0x1p-25f, 0x1p-24f,
+                      fp32_round, fp32_ftz, fp32_encode, fp32_decode},
     [AMPDIAG_FP16] = {"fp16", 16, 5, 10, 15, -14, 15, (float)AMPDIAG_FP16_MAX, 0x1p-14f, 0x1p-24f,
-                      0x1p-10f, 0x1p-11f, 65520.0f, 0x1p-25f},
+                      0x1p-10f, 0x1p-11f, 65520.0f, 0x1p-25f, 0x1.ffcp-15f, 1, 1, 0x1p-12f, 0x1p-11f,
+                      fp16_round, fp16_ftz, fp16_encode, fp16_decode},
     [AMPDIAG_BF16] = {"bf16", 16, 8, 7, 127, -126, 127, 0x1.fep127f, 0x1p-126f, 0x1p-133f,
-                      0x1p-7f, 0x1p-8f, 0x1.ffp127f, 0x1p-134f},
+                      0x1p-7f, 0x1p-8f, 0x1.ffp127f, 0x1p-134f, 0x1.fep-127f, 1, 1, 0x1p-9f, 0x1p-8f,
+                      bf16_round, bf16_ftz, bf16_encode, bf16_decode},
+    [AMPDIAG_E4M3] = {"e4m3", 8, 4, 3, 7, -6, 8, (float)AMPDIAG_E4M3_MAX, 0x1p-6f, 0x1p-9f,
+                      0x1p-3f, 0x1p-4f, 0x1.d00002p8f, 0x1p-10f, 0x1.ep-7f, 0, 1, 0x1p-5f, 0x1p-4f,
+                      e4m3_round, e4m3_ftz, e4m3_encode, e4m3_decode},
+    [AMPDIAG_E5M2] = {"e5m2", 8, 5, 2, 15, -14, 15, (float)AMPDIAG_E5M2_MAX, 0x1p-14f, 0x1p-16f,
+                      0x1p-2f, 0x1p-3f, 61440.0f, 0x1p-17f, 0x1.cp-15f, 1, 1, 0x1p-4f, 0x1p-3f,
+                      e5m2_round, e5m2_ftz, e5m2_encode, e5m2_decode},
 };
+
+/* The class thresholds of numfmt.h, one row per format (the bit patterns of overflow_at,
+ * normal_at and underflow_at: t_numfmt checks that they agree). */
+static const uint32_t class_bits[AMPDIAG_CLASS_NFORMATS][3] = AMPDIAG_CLASS_BITS_TABLE;
+_Static_assert(AMPDIAG_CLASS_NFORMATS == AMPDIAG_NFORMATS, "numfmt.h's class table has one row per format");
+
+/* The rows a run can hold tensors in (ampdiag_format_parse); the FP8 rows after them are for
+ * rounding and what-if counts only, until the training loop learns them. */
+#define STORAGE_FORMATS 3
 
 const ampdiag_format_info *ampdiag_format_get(ampdiag_format fmt)
 {
@@ -33,11 +82,11 @@ const ampdiag_format_info *ampdiag_format_get(ampdiag_format fmt)
     return &format_table[fmt];
 }
 
-int ampdiag_format_parse(const char *name, ampdiag_format *fmt)
+static int find_row(const char *name, int nrows, ampdiag_format *fmt)
 {
     if (!name)
         return -1;
-    for (int i = 0; i < AMPDIAG_NFORMATS; i++)
+    for (int i = 0; i < nrows; i++)
         if (strcasecmp(name, format_table[i].name) == 0) {
             *fmt = (ampdiag_format)i;
             return 0;
@@ -45,30 +94,46 @@ int ampdiag_format_parse(const char *name, ampdiag_format *fmt)
     return -1;
 }
 
-float ampdiag_round(ampdiag_format fmt, float x)
+int ampdiag_format_parse(const char *name, ampdiag_format *fmt) { return find_row(name, STORAGE_FORMATS, fmt); }
+int ampdiag_format_lookup(const char *name, ampdiag_format *fmt) { return find_row(name, AMPDIAG_NFORMATS, fmt); }
+
+ampdiag_class ampdiag_classify(ampdiag_format fmt, float x)
 {
-    switch (fmt) {
-    case AMPDIAG_FP32: return x;
-    case AMPDIAG_FP16: return ampdiag_fp16_rne(x);
-    case AMPDIAG_BF16: return ampdiag_bf16_rne(x);
-    default: return NAN;
-    }
+    uint32_t a = ampdiag_f32_bits(x) & 0x7fffffffu;
+    if (!ampdiag_format_get(fmt) || a > AMPDIAG_F32_INF)
+        return AMPDIAG_CLASS_NAN;
+    if (a == AMPDIAG_F32_INF)
+        return AMPDIAG_CLASS_INF;
+    if (a == 0)
+        return AMPDIAG_CLASS_ZERO;
+    const uint32_t *t = class_bits[fmt];
+    if (a >= t[0])
+        return AMPDIAG_CLASS_OVERFLOW;
+    if (a >= t[1])
+        return AMPDIAG_CLASS_NORMAL;
+    return a <= t[2] ? AMPDIAG_CLASS_UNDERFLOW : AMPDIAG_CLASS_SUBNORMAL;
 }
 
-static float fp32_ftz(float x)
+float ampdiag_round(ampdiag_format fmt, float x)
 {
-    uint32_t u = ampdiag_f32_bits(x);
-    return (u & 0x7fffffffu) < AMPDIAG_F32_MIN_NORMAL ? ampdiag_f32_from_bits(u & 0x80000000u) : x;
+    const ampdiag_format_info *f = ampdiag_format_get(fmt);
+    return f ? f->round(x) : NAN;
 }
 
 float ampdiag_round_ftz(ampdiag_format fmt, float x)
 {
-    switch (fmt) {
-    case AMPDIAG_FP32: return fp32_ftz(x);
-    case AMPDIAG_FP16: return ampdiag_fp16_rne_ftz(x);
-    case AMPDIAG_BF16: return ampdiag_bf16_rne_ftz(x);
-    default: return NAN;
-    }
+    const ampdiag_format_info *f = ampdiag_format_get(fmt);
+    return f ? f->round_ftz(x) : NAN;
+}
+
+int ampdiag_update_lost(ampdiag_format fmt, unsigned flags, float w, float d)
+{
+    const ampdiag_format_info *f = ampdiag_format_get(fmt);
+    if (!f)
+        return 0;
+    float (*r)(float) = (flags & AMPDIAG_ROUND_FTZ) ? f->round_ftz : f->round;
+    float wr = r(w);
+    return d != 0.0f && r(wr + d) == wr;
 }
 
 #ifdef NUMFMT_X86
@@ -136,45 +201,108 @@ static int round_simd_caps(void)
     return atomic_load_explicit(&caps, memory_order_relaxed);
 }
 
+/* x[0..n) := rounded in[0..n), one scalar loop per row and flag (the rounding inlined). */
+#define ROUND_LOOPS(fn, rne, rne_ftz)                                                     \
+    static void fn(const float *in, float *out, size_t n, int ftz)                        \
+    {                                                                                     \
+        if (ftz)                                                                          \
+            for (size_t i = 0; i < n; i++) out[i] = rne_ftz(in[i]);                       \
+        else                                                                              \
+            for (size_t i = 0; i < n; i++) out[i] = rne(in[i]);                           \
+    }
+static void round_n_fp32(const float *in, float *out, size_t n, int ftz)
+{
+    if (ftz)
+        for (size_t i = 0; i < n; i++) out[i] = fp32_ftz(in[i]);
+    else if (in != out)
+        memmove(out, in, n * sizeof *out);
+}
+ROUND_LOOPS(round_n_fp16, ampdiag_fp16_rne, ampdiag_fp16_rne_ftz)
+ROUND_LOOPS(round_n_bf16, ampdiag_bf16_rne, ampdiag_bf16_rne_ftz)
+ROUND_LOOPS(round_n_e4m3, ampdiag_e4m3_rne, ampdiag_e4m3_rne_ftz)
+ROUND_LOOPS(round_n_e5m2, ampdiag_e5m2_rne, ampdiag_e5m2_rne_ftz)
+#undef ROUND_LOOPS
+
+typedef void (*round_n_fn)(const float *, float *, size_t, int);
+
+/* Per row: the portable loop, and a vector path with the CPU capability it needs (0: none). */
+static const struct {
+    round_n_fn scalar, simd;
+    int cap;
+} round_impl[AMPDIAG_NFORMATS] = {
+    [AMPDIAG_FP32] = {round_n_fp32, NULL, 0},
+#ifdef NUMFMT_X86
+    [AMPDIAG_FP16] = {round_n_fp16, round_fp16_f16c, 1},
+    [AMPDIAG_BF16] = {round_n_bf16, round_bf16_avx2, 2},
+#else
+    [AMPDIAG_FP16] = {round_n_fp16, NULL, 0},
+    [AMPDIAG_BF16] = {round_n_bf16, NULL, 0},
+#endif
+    [AMPDIAG_E4M3] = {round_n_e4m3, NULL, 0},
+    [AMPDIAG_E5M2] = {round_n_e5m2, NULL, 0},
+};
+
 int ampdiag_round_array(ampdiag_format fmt, unsigned flags, const float *in, float *out, size_t n)
 {
-#ifdef NUMFMT_X86
-    int caps = round_simd_caps();
-    if (fmt == AMPDIAG_FP16 && (caps & 1)) {
-        round_fp16_f16c(in, out, n, (flags & AMPDIAG_ROUND_FTZ) != 0);
-        return 0;
-    }
-    if (fmt == AMPDIAG_BF16 && (caps & 2)) {
-        round_bf16_avx2(in, out, n, (flags & AMPDIAG_ROUND_FTZ) != 0);
-        return 0;
-    }
-#endif
-    int ftz = (flags & AMPDIAG_ROUND_FTZ) != 0;
-    switch (fmt) {
-    case AMPDIAG_FP32:
-        if (ftz)
-            for (size_t i = 0; i < n; i++) out[i] = fp32_ftz(in[i]);
-        else if (in != out)
-            memmove(out, in, n * sizeof *out);
-        return 0;
-    case AMPDIAG_FP16:
-        if (ftz)
-            for (size_t i = 0; i < n; i++) out[i] = ampdiag_fp16_rne_ftz(in[i]);
-        else
-            for (size_t i = 0; i < n; i++) out[i] = ampdiag_fp16_rne(in[i]);
-        return 0;
-    case AMPDIAG_BF16:
-        if (ftz)
-            for (size_t i = 0; i < n; i++) out[i] = ampdiag_bf16_rne_ftz(in[i]);
-        else
-            for (size_t i = 0; i < n; i++) out[i] = ampdiag_bf16_rne(in[i]);
-        return 0;
-    default:
+    if (!ampdiag_format_get(fmt))
         return -1;
-    }
+    int ftz = (flags & AMPDIAG_ROUND_FTZ) != 0;
+    if (round_impl[fmt].simd && (round_simd_caps() & round_impl[fmt].cap))
+        round_impl[fmt].simd(in, out, n, ftz);
+    else
+        round_impl[fmt].scalar(in, out, n, ftz);
+    return 0;
 }
 
 uint16_t ampdiag_fp16_encode(float x) { return ampdiag_fp16_bits_rne(x); }
 float ampdiag_fp16_decode(uint16_t h) { return ampdiag_fp16_bits_to_f32(h); }
 uint16_t ampdiag_bf16_encode(float x) { return ampdiag_bf16_bits_rne(x); }
 float ampdiag_bf16_decode(uint16_t b) { return ampdiag_bf16_bits_to_f32(b); }
+uint8_t ampdiag_e4m3_encode(float x) { return ampdiag_e4m3_bits_rne(x); }
+float ampdiag_e4m3_decode(uint8_t c) { return ampdiag_e4m3_bits_to_f32(c); }
+uint8_t ampdiag_e5m2_encode(float x) { return ampdiag_e5m2_bits_rne(x); }
+float ampdiag_e5m2_decode(uint8_t c) { return ampdiag_e5m2_bits_to_f32(c); }
+
+float ampdiag_delayed_scale(ampdiag_format fmt, const float *amax_history, size_t len, int margin,
+                            float prev_scale)
+{
+    const ampdiag_format_info *f = ampdiag_format_get(fmt);
+    if (!f || len == 0)
+        return prev_scale;
+    float amax = amax_history[0];
+    for (size_t i = 1; i < len && !isnan(amax); i++)
+        if (isnan(amax_history[i]) || amax_history[i] > amax)
+            amax = amax_history[i]; /* a NaN wins, as in torch.max */
+    if (!(amax > 0.0f) || !isfinite(amax))
+        return prev_scale;
+    /* float32 throughout, as TE's tensors: (max / amax) / 2^margin */
+    float sf = (f->max_finite / amax) / ldexpf(1.0f, margin);
+    return isinf(sf) ? FLT_MAX : sf;
+}
+
+/* The smallest |x| bit pattern a in [0, 2^31) with |fl(x * scale)| bits >= t, or AMPDIAG_F32_INF
+ * when no finite x has one (fl(|x| * scale) is monotone in |x|: bisection). */
+static uint32_t first_scaled_at_least(float scale, uint32_t t)
+{
+    uint32_t lo = 0, hi = AMPDIAG_F32_INF; /* answer in [lo, hi]; hi stands for "none" */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        float y = ampdiag_f32_from_bits(mid) * scale;
+        if ((ampdiag_f32_bits(y) & 0x7fffffffu) >= t)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+int ampdiag_scaled_thresholds(ampdiag_format fmt, float scale, uint32_t bits[3])
+{
+    if (!ampdiag_format_get(fmt) || !(scale > 0.0f) || !isfinite(scale))
+        return -1;
+    const uint32_t *t = class_bits[fmt];
+    bits[0] = first_scaled_at_least(scale, t[0]);
+    bits[1] = first_scaled_at_least(scale, t[1]);
+    bits[2] = first_scaled_at_least(scale, t[2] + 1u) - 1u; /* the last one at most t[2] */
+    return 0;
+}

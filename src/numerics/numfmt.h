@@ -1,13 +1,15 @@
 /*
- * numfmt.h - number formats: bit-exact rounding of float32 to FP16 and BF16.
+ * numfmt.h - number formats: bit-exact rounding of float32 to FP16, BF16 and FP8 (E4M3, E5M2).
  *
  * Everything here is integer arithmetic on the IEEE-754 bit pattern, so it is exact at any
  * optimisation level (no -ffast-math hazard) and compiles unchanged for the host and, through
- * AMPDIAG_HD, for CUDA devices. Rounding is round-to-nearest-even, overflow goes to +-inf, NaN
- * stays a quiet NaN with its sign and top payload bits, and subnormals are kept.
+ * AMPDIAG_HD, for CUDA devices (device code calls these functions directly: the format table's
+ * function pointers in numfmt.c are host pointers). Rounding is round-to-nearest-even, overflow
+ * goes to +-inf (NaN in E4M3, which has no infinities), NaN stays a quiet NaN with its sign and
+ * subnormals are kept.
  *
  * The thresholds below are the exact float32 bit patterns at which the rounded result changes
- * class (docs/numerics.md, "Rounding to FP16 and BF16"); tests/t_numfmt.c checks each one
+ * class (docs/numerics.md, "Rounding to FP16 and BF16", "FP8: E4M3 and E5M2"); tests/t_numfmt.c checks each one
  * against the converters.
  */
 #ifndef AMPDIAG_NUMFMT_H
@@ -37,6 +39,36 @@
 #define AMPDIAG_BF16_NORM_BITS   0x007f8000u /* |x| >= this rounds to a normal (>= 2^-126) */
 #define AMPDIAG_BF16_UNF_BITS    0x00008000u /* 2^-134: 0 < |x| <= this rounds to zero */
 #define AMPDIAG_F32_MIN_NORMAL   0x00800000u /* 2^-126 */
+
+/* The same for the OCP FP8 formats (docs/numerics.md, "FP8: E4M3 and E5M2"). E4M3 (E4M3FN) has
+ * no infinities: what overflows becomes NaN. */
+#define AMPDIAG_E4M3_OVF_BITS    0x43e80001u /* the float32 after 464 = 448 + half ulp (464 ties to even 448) */
+#define AMPDIAG_E4M3_NORM_BITS   0x3c700000u /* 2^-6 - 2^-10: |x| >= this rounds to a normal */
+#define AMPDIAG_E4M3_UNF_BITS    0x3a800000u /* 2^-10: 0 < |x| <= this rounds to zero */
+#define AMPDIAG_E5M2_OVF_BITS    0x47700000u /* 61440 = 57344 + half ulp: |x| >= this -> inf */
+#define AMPDIAG_E5M2_NORM_BITS   0x38600000u /* 2^-14 - 2^-17: |x| >= this rounds to a normal */
+#define AMPDIAG_E5M2_UNF_BITS    0x37000000u /* 2^-17: 0 < |x| <= this rounds to zero */
+
+/* The largest finite FP8 values (docs/numerics.md), as doubles like AMPDIAG_FP16_MAX. */
+#define AMPDIAG_E4M3_MAX 448.0
+#define AMPDIAG_E5M2_MAX 57344.0
+
+/*
+ * The class thresholds of every row of the format table, in the order of ampdiag_format
+ * (FP32, FP16, BF16, E4M3, E5M2): { overflow, normal, underflow } as |x| bit patterns, with
+ *   overflow : finite |x| >= it overflows (to inf; to NaN in E4M3);
+ *   normal   : |x| >= it rounds to a normal number (or overflows);
+ *   underflow: 0 < |x| <= it rounds to zero; between underflow and normal the result is subnormal.
+ * FP32's row says that rounding to FP32 is the identity: nothing finite overflows or flushes, and
+ * float32 subnormals are held as subnormals. The statistics kernels count these classes.
+ */
+#define AMPDIAG_CLASS_BITS_TABLE                                                                   \
+    {{AMPDIAG_F32_INF, AMPDIAG_F32_MIN_NORMAL, 0u},                                               \
+     {AMPDIAG_FP16_OVF_BITS, AMPDIAG_FP16_NORM_BITS, AMPDIAG_FP16_UNF_BITS},                      \
+     {AMPDIAG_BF16_OVF_BITS, AMPDIAG_BF16_NORM_BITS, AMPDIAG_BF16_UNF_BITS},                      \
+     {AMPDIAG_E4M3_OVF_BITS, AMPDIAG_E4M3_NORM_BITS, AMPDIAG_E4M3_UNF_BITS},                      \
+     {AMPDIAG_E5M2_OVF_BITS, AMPDIAG_E5M2_NORM_BITS, AMPDIAG_E5M2_UNF_BITS}}
+#define AMPDIAG_CLASS_NFORMATS 5
 
 AMPDIAG_HD uint32_t ampdiag_f32_bits(float f)
 {
@@ -126,6 +158,87 @@ AMPDIAG_HD float ampdiag_fp16_rne(float x) { return ampdiag_fp16_bits_to_f32(amp
 AMPDIAG_HD float ampdiag_bf16_rne(float x) { return ampdiag_bf16_bits_to_f32(ampdiag_bf16_bits_rne(x)); }
 
 /*
+ * The OCP FP8 formats (OFP8 rev 1.0). Both round to nearest, ties to even, keep subnormals and
+ * keep the sign of zero. E4M3 (E4M3FN: 1/4/3, bias 7) has no infinities and one NaN per sign,
+ * S.1111.111; it is converted in the OCP "non-saturating" mode: a finite |x| beyond 464 (448 +
+ * half an ulp), and +-inf, become NaN of the same sign. E5M2 (1/5/2, bias 15) is IEEE-like:
+ * |x| >= 61440 (57344 + half an ulp) becomes +-inf. A float32 NaN becomes the NaN S.11111.11
+ * (S.1111.111 in E4M3), its sign kept, as PyTorch converts it.
+ */
+
+/* |x| bit pattern a (finite, below the format's overflow threshold) -> magnitude code of a
+ * binary format with m mantissa bits and exponent bias b, round to nearest even (the FP16
+ * conversion above is this with m = 10, b = 15). */
+AMPDIAG_HD uint32_t ampdiag_minifloat_mag_rne(uint32_t a, uint32_t m, uint32_t b)
+{
+    uint32_t shift = 23u - m;
+    if (a >= (128u - b) << 23) { /* |x| >= the smallest normal 2^(1-b): rebias by 127 - b */
+        uint32_t r = a - ((127u - b) << 23);
+        r += ((1u << (shift - 1u)) - 1u) + ((r >> shift) & 1u);
+        return r >> shift;
+    }
+    if (a <= (127u - b - m) << 23) /* at most half the smallest subnormal: the tie goes to 0 */
+        return 0;
+    /* subnormal result: |x| = f * 2^(e - 150), in units of the smallest subnormal 2^(1-b-m) */
+    uint32_t e = a >> 23;
+    uint32_t f = (a & 0x7fffffu) | 0x800000u;
+    uint32_t s = 151u - b - m - e;
+    uint32_t q = f >> s, rem = f & ((1u << s) - 1u), half = 1u << (s - 1u);
+    if (rem > half || (rem == half && (q & 1u)))
+        q++; /* may carry into the smallest normal: right */
+    return q;
+}
+
+/* float32 -> OCP FP8 E4M3 bit pattern (non-saturating: overflow and inf -> NaN). */
+AMPDIAG_HD uint8_t ampdiag_e4m3_bits_rne(float f)
+{
+    uint32_t u = ampdiag_f32_bits(f);
+    uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    if (a >= AMPDIAG_E4M3_OVF_BITS) /* overflow, inf and NaN */
+        return (uint8_t)(sign | 0x7fu);
+    return (uint8_t)(sign | ampdiag_minifloat_mag_rne(a, 3u, 7u));
+}
+
+/* OCP FP8 E4M3 bit pattern -> float32 (exact). S.1111.111 is a quiet NaN of sign S with the
+ * mantissa bits at the top of float32's (0x7ff00000), as PyTorch decodes it and as E5M2 and FP16
+ * NaNs decode. */
+AMPDIAG_HD float ampdiag_e4m3_bits_to_f32(uint8_t c)
+{
+    uint32_t sign = ((uint32_t)c & 0x80u) << 24;
+    uint32_t e = ((uint32_t)c >> 3) & 0xfu, m = (uint32_t)c & 7u;
+    if (e == 0xfu && m == 7u)
+        return ampdiag_f32_from_bits(sign | 0x7fc00000u | (m << 20));
+    if (e != 0)
+        return ampdiag_f32_from_bits(sign | ((e + 120u) << 23) | (m << 20));
+    float v = (float)m * 0.001953125f; /* subnormal: m * 2^-9 */
+    return sign ? -v : v;
+}
+
+/* float32 -> OCP FP8 E5M2 bit pattern (overflow -> +-inf). */
+AMPDIAG_HD uint8_t ampdiag_e5m2_bits_rne(float f)
+{
+    uint32_t u = ampdiag_f32_bits(f);
+    uint32_t sign = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+    if (a > AMPDIAG_F32_INF)
+        return (uint8_t)(sign | 0x7fu);
+    if (a >= AMPDIAG_E5M2_OVF_BITS) /* includes inf */
+        return (uint8_t)(sign | 0x7cu);
+    return (uint8_t)(sign | ampdiag_minifloat_mag_rne(a, 2u, 15u));
+}
+
+/* OCP FP8 E5M2 bit pattern -> float32 (exact: E5M2 is the top byte of an FP16 pattern; a NaN
+ * keeps its sign and mantissa bits and comes out quiet). */
+AMPDIAG_HD float ampdiag_e5m2_bits_to_f32(uint8_t c)
+{
+    if ((c & 0x7cu) == 0x7cu && (c & 3u))
+        return ampdiag_f32_from_bits((((uint32_t)c & 0x80u) << 24) | 0x7fc00000u | (((uint32_t)c & 3u) << 21));
+    return ampdiag_fp16_bits_to_f32((uint16_t)((uint32_t)c << 8));
+}
+
+AMPDIAG_HD float ampdiag_e4m3_rne(float x) { return ampdiag_e4m3_bits_to_f32(ampdiag_e4m3_bits_rne(x)); }
+AMPDIAG_HD float ampdiag_e5m2_rne(float x) { return ampdiag_e5m2_bits_to_f32(ampdiag_e5m2_bits_rne(x)); }
+
+/*
  * Flush-to-zero variants, for hardware that flushes denormals (TPU, Intel VCVTNEPS2BF16, AMD
  * MI200 FP16 matrix units): float32 subnormal inputs are read as zero, and a result that would
  * be subnormal in the target format becomes a zero of the same sign.
@@ -147,6 +260,23 @@ AMPDIAG_HD float ampdiag_bf16_rne_ftz(float x)
     if ((u & 0x7fffffffu) < AMPDIAG_F32_MIN_NORMAL) /* a normal input never rounds to a bf16 subnormal */
         return ampdiag_f32_from_bits(u & 0x80000000u);
     return ampdiag_bf16_rne(x);
+}
+
+/* FP8 with flush to zero: float32 subnormal inputs and subnormal results become signed zeros. */
+AMPDIAG_HD float ampdiag_e4m3_rne_ftz(float x)
+{
+    uint32_t u = ampdiag_f32_bits(x);
+    if ((u & 0x7fffffffu) < AMPDIAG_E4M3_NORM_BITS)
+        return ampdiag_f32_from_bits(u & 0x80000000u);
+    return ampdiag_e4m3_rne(x);
+}
+
+AMPDIAG_HD float ampdiag_e5m2_rne_ftz(float x)
+{
+    uint32_t u = ampdiag_f32_bits(x);
+    if ((u & 0x7fffffffu) < AMPDIAG_E5M2_NORM_BITS)
+        return ampdiag_f32_from_bits(u & 0x80000000u);
+    return ampdiag_e5m2_rne(x);
 }
 
 #endif /* AMPDIAG_NUMFMT_H */

@@ -1,22 +1,32 @@
 /*
  * tstats.c - fused per-tensor statistics (ampdiag.h): one pass over the data fills every
- * field of an ampdiag_tstats record and, optionally, the exponent histogram.
+ * field of an ampdiag_tstats record (with the what-if classes of every row of the format
+ * table) and, optionally, the exponent histogram.
  *
  * The data is cut into blocks of TSTATS_BLOCK values. On x86-64 with AVX2 a block is first
- * read by the clean-block kernel (fast_avx2: FP16 thresholds, zeros, signs, extremes and sums
- * only); a block that turns out to hold NaN, inf, a float32 subnormal or an FP16 overflow is
- * redone by the full kernel (block_avx2: every class by compares). The histogram is counted
- * from exponent bytes that the same loop stores, by bit-sliced adders. Everywhere else, or with
- * AMPDIAG_TSTATS_IMPL=generic, a portable kernel in plain C (lane arrays the compiler
- * vectorises) does every block. All
+ * read by the clean-block kernel (fast_avx2: the format thresholds inside the clean window,
+ * zeros, signs, extremes and sums only); a block that turns out to hold NaN, inf, a float32
+ * subnormal or a value at the top of FP16's range is redone by the full kernel (block_avx2:
+ * every class by compares). The histogram is counted from exponent bytes that the same loop
+ * stores, by bit-sliced adders. Everywhere else, or with AMPDIAG_TSTATS_IMPL=generic, a
+ * portable kernel in plain C (lane arrays the compiler vectorises) does every block. All
  * paths give identical counts and extremes, and sums that differ only by the order of the
  * additions (tests/t_tstats.c checks all of them against a slow reference).
+ *
+ * Every kernel takes the class thresholds from the format table (numfmt.h's
+ * AMPDIAG_CLASS_BITS_TABLE) and loops over its rows; a new row needs no new kernel code
+ * unless its thresholds outnumber the clean kernel's compares (fast_plan says so, and the
+ * full kernel then takes every block).
+ *
+ * Per-tensor scaled what-if counts (ampdiag_whatif_scaled) are a separate pass with thresholds
+ * found for the scale (ampdiag_scaled_thresholds, numfmt.c).
  */
 #include "ampdiag.h"
 #include "numerics/numfmt.h"
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,18 +37,50 @@
 
 #define TSTATS_BLOCK 4096 /* values per block: counts per lane stay below 2^15 */
 #define TSTATS_LANES 8
+#define NFMT AMPDIAG_NFORMATS
 
+/* The class thresholds of every row of the format table (numfmt.h): { overflow, normal,
+ * underflow } on |x| bits. Every kernel counts the what-if classes from these. */
+static const uint32_t class_bits[NFMT][3] = AMPDIAG_CLASS_BITS_TABLE;
+_Static_assert(AMPDIAG_CLASS_NFORMATS == NFMT, "numfmt.h's class table has one row per format");
+_Static_assert(offsetof(ampdiag_tstats, e5m2_subnormal) ==
+                   offsetof(ampdiag_tstats, whatif) + sizeof(uint64_t) * (3 * AMPDIAG_E5M2 + AMPDIAG_WHATIF_SUBNORMAL),
+               "the named what-if counters alias whatif[][]");
 
-
+/*
+ * Every what-if class is a difference of monotone counts G(g) = #{values with |x| bits >= g}:
+ *   overflow  = G(ovf) - G(inf)     (finite values at or above the overflow threshold)
+ *   underflow = G(1) - G(unf + 1)   (non-zero values at or below the underflow threshold)
+ *   subnormal = G(unf + 1) - G(norm)
+ * The vector kernels count G at these thresholds (the "G thresholds" of a row, below) and
+ * turn them into classes with classes_from_g.
+ */
+enum { G_UNF = 0, G_NORM = 1, G_OVF = 2 };
+static inline uint32_t g_threshold(int f, int j)
+{
+    return j == G_UNF ? class_bits[f][2] + 1u : j == G_NORM ? class_bits[f][1] : class_bits[f][0];
+}
 
 /* One block's partial results. Counts are exact; kmin/kmax are order-preserving keys. */
 struct block {
     uint64_t nan, pinf, ninf, zero, neg;
-    uint64_t hovf, hunf, hsub, bovf, bunf, bsub;
+    uint64_t wi[NFMT][AMPDIAG_WHATIF_NCLASSES]; /* as ampdiag_tstats.whatif */
     int32_t kmin, kmax; /* over finite values; INT32_MAX / INT32_MIN when none */
     int32_t amax, amin; /* |x| bits over finite / finite non-zero; 0 / INT32_MAX when none */
     double sum, sq;
 };
+
+/* wi[f][*] += the classes of row f from its G counts g[f][G_*], the count of non-zero values
+ * nz and of non-finite values nonfin (see above). */
+static void classes_from_g(uint64_t wi[NFMT][AMPDIAG_WHATIF_NCLASSES], const uint64_t g[NFMT][3], uint64_t nz,
+                           uint64_t nonfin)
+{
+    for (int f = 0; f < NFMT; f++) {
+        wi[f][AMPDIAG_WHATIF_OVERFLOW] += g[f][G_OVF] - nonfin;
+        wi[f][AMPDIAG_WHATIF_UNDERFLOW] += nz - g[f][G_UNF];
+        wi[f][AMPDIAG_WHATIF_SUBNORMAL] += g[f][G_UNF] - g[f][G_NORM];
+    }
+}
 
 /* The bit pattern of x[i] (memcpy: no aliasing of float as integer). */
 static inline uint32_t load_bits(const float *x, size_t i)
@@ -82,12 +124,12 @@ static inline void block_add1(struct block *b, uint32_t u)
     b->ninf += u == 0xff800000u;
     b->zero += a == 0;
     b->neg += fin & nz & (u >> 31);
-    b->hovf += fin & (a >= AMPDIAG_FP16_OVF_BITS);
-    b->hunf += nz & (a <= AMPDIAG_FP16_UNF_BITS);
-    b->hsub += (a > AMPDIAG_FP16_UNF_BITS) & (a < AMPDIAG_FP16_NORM_BITS);
-    b->bovf += fin & (a >= AMPDIAG_BF16_OVF_BITS);
-    b->bunf += nz & (a <= AMPDIAG_BF16_UNF_BITS);
-    b->bsub += (a > AMPDIAG_BF16_UNF_BITS) & (a < AMPDIAG_BF16_NORM_BITS);
+    for (int f = 0; f < NFMT; f++) {
+        const uint32_t *t = class_bits[f];
+        b->wi[f][AMPDIAG_WHATIF_OVERFLOW] += fin & (a >= t[0]);
+        b->wi[f][AMPDIAG_WHATIF_UNDERFLOW] += nz & (a <= t[2]);
+        b->wi[f][AMPDIAG_WHATIF_SUBNORMAL] += (a > t[2]) & (a < t[1]);
+    }
 }
 
 static void block_init(struct block *b)
@@ -98,18 +140,48 @@ static void block_init(struct block *b)
     b->amin = INT32_MAX;
 }
 
+/* G(g), the count of |x| bits >= g among nv values at x (a block, still in L1): one short
+ * loop, a compare and an add per vector once the compiler has vectorised it. */
+static uint64_t block_count_at_least(const float *x, size_t nv, uint32_t g)
+{
+    int32_t t = (int32_t)g; /* |x| bits and every threshold are below 2^31: signed compares */
+    uint32_t c = 0;
+    for (size_t i = 0; i < nv; i++)
+        c += (int32_t)(load_bits(x, i) & 0x7fffffffu) >= t;
+    return c;
+}
+
+/* The what-if classes of a block from its G counts: every threshold at or below the block's
+ * smallest non-zero |x| counts all non-zero values, every one above its largest none, and only
+ * those in between take a pass over the block (most rows need none on most blocks). */
+static void block_classes(const float *x, size_t nv, struct block *b)
+{
+    uint64_t nonfin = b->nan + b->pinf + b->ninf, nz = nv - b->zero;
+    uint32_t lo = (uint32_t)b->amin, hi = (uint32_t)b->amax; /* over finite values */
+    if (nonfin) {
+        lo = lo < AMPDIAG_F32_INF ? lo : AMPDIAG_F32_INF;
+        hi = 0x7fffffffu;
+    }
+    uint64_t g[NFMT][3];
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < 3; j++) {
+            uint32_t t = g_threshold(f, j);
+            g[f][j] = t <= lo ? nz : t > hi ? 0 : block_count_at_least(x, nv, t);
+        }
+    classes_from_g(b->wi, g, nz, nonfin);
+}
+
 /*
  * Portable block kernel: nv (a multiple of TSTATS_LANES, at most TSTATS_BLOCK) values in
  * lanes, written branch-free with signed compares so that the compiler vectorises it.
- * Eleven counters are packed three to a 32-bit lane (10 bits each: a lane sees at most
- * TSTATS_BLOCK / TSTATS_LANES = 512 values) to keep the accumulators in registers.
+ * Five counters are packed three to a 32-bit lane (10 bits each: a lane sees at most
+ * TSTATS_BLOCK / TSTATS_LANES = 512 values) to keep the accumulators in registers; the what-if
+ * classes then come from block_classes.
  */
 static void block_generic(const float *x, size_t nv, struct block *b)
 {
     uint32_t c0[TSTATS_LANES] = {0}; /* nan | +inf << 10 | -inf << 20 */
-    uint32_t c1[TSTATS_LANES] = {0}; /* zero | neg << 10 | fp16 overflow << 20 */
-    uint32_t c2[TSTATS_LANES] = {0}; /* fp16 underflow | fp16 subnormal << 10 | bf16 overflow << 20 */
-    uint32_t c3[TSTATS_LANES] = {0}; /* bf16 underflow | bf16 subnormal << 10 */
+    uint32_t c1[TSTATS_LANES] = {0}; /* zero | neg << 10 */
     int32_t k_min[TSTATS_LANES], k_max[TSTATS_LANES], a_max[TSTATS_LANES], a_min[TSTATS_LANES];
     double d_sum[TSTATS_LANES] = {0}, d_sq[TSTATS_LANES] = {0};
     for (int l = 0; l < TSTATS_LANES; l++) {
@@ -137,16 +209,8 @@ static void block_generic(const float *x, size_t nv, struct block *b)
             a_min[l] = amn < a_min[l] ? amn : a_min[l];
             int32_t isnan_ = -(int32_t)(a > (int32_t)AMPDIAG_F32_INF);
             int32_t isinf_ = -(int32_t)(a == (int32_t)AMPDIAG_F32_INF);
-            int32_t h_ovf = fin & -(int32_t)(a >= (int32_t)AMPDIAG_FP16_OVF_BITS);
-            int32_t h_unf = nz & -(int32_t)(a <= (int32_t)AMPDIAG_FP16_UNF_BITS);
-            int32_t h_sub = -(int32_t)(a > (int32_t)AMPDIAG_FP16_UNF_BITS) & -(int32_t)(a < (int32_t)AMPDIAG_FP16_NORM_BITS);
-            int32_t b_ovf = fin & -(int32_t)(a >= (int32_t)AMPDIAG_BF16_OVF_BITS);
-            int32_t b_unf = nz & -(int32_t)(a <= (int32_t)AMPDIAG_BF16_UNF_BITS);
-            int32_t b_sub = -(int32_t)(a > (int32_t)AMPDIAG_BF16_UNF_BITS) & -(int32_t)(a < (int32_t)AMPDIAG_BF16_NORM_BITS);
             c0[l] += (uint32_t)((isnan_ & 1) | (isinf_ & ~neg & (1 << 10)) | (isinf_ & neg & (1 << 20)));
-            c1[l] += (uint32_t)((~nz & 1) | (fnz & neg & (1 << 10)) | (h_ovf & (1 << 20)));
-            c2[l] += (uint32_t)((h_unf & 1) | (h_sub & (1 << 10)) | (b_ovf & (1 << 20)));
-            c3[l] += (uint32_t)((b_unf & 1) | (b_sub & (1 << 10)));
+            c1[l] += (uint32_t)((~nz & 1) | (fnz & neg & (1 << 10)));
             /* non-finite values become 0 on the bit pattern: the conversion can't trap and
              * the loop needs no branch */
             float vf = ampdiag_f32_from_bits(u & (uint32_t)fin);
@@ -157,9 +221,7 @@ static void block_generic(const float *x, size_t nv, struct block *b)
     }
     for (int l = 0; l < TSTATS_LANES; l++) {
         b->nan += c0[l] & 0x3ffu; b->pinf += (c0[l] >> 10) & 0x3ffu; b->ninf += c0[l] >> 20;
-        b->zero += c1[l] & 0x3ffu; b->neg += (c1[l] >> 10) & 0x3ffu; b->hovf += c1[l] >> 20;
-        b->hunf += c2[l] & 0x3ffu; b->hsub += (c2[l] >> 10) & 0x3ffu; b->bovf += c2[l] >> 20;
-        b->bunf += c3[l] & 0x3ffu; b->bsub += (c3[l] >> 10) & 0x3ffu;
+        b->zero += c1[l] & 0x3ffu; b->neg += c1[l] >> 10;
         b->kmin = k_min[l] < b->kmin ? k_min[l] : b->kmin;
         b->kmax = k_max[l] > b->kmax ? k_max[l] : b->kmax;
         b->amax = a_max[l] > b->amax ? a_max[l] : b->amax;
@@ -167,126 +229,150 @@ static void block_generic(const float *x, size_t nv, struct block *b)
         b->sum += d_sum[l];
         b->sq += d_sq[l];
     }
+    block_classes(x, nv, b);
 }
 
 #ifdef TSTATS_HAVE_AVX2
 /*
- * AVX2 block kernel. Every class count is a difference of monotone counts "a > T" over the
- * |x| bit pattern a (and four over the signed pattern for the sign split), so each costs one
+ * AVX2 block kernel (every class by compares). Every count is a monotone count "a > t" over
+ * the |x| bit pattern a, or over the signed pattern s for the sign split, so each costs one
  * compare; pairs of 32-bit compare masks are packed into 16-bit lanes (vpackssdw) and
- * subtracted into 7 accumulators (-1 per hit).
- *   on a = |x| bits:  A0 a>0  A1 a>bf16_unf  A2 a>=bf16_norm  A3 a>fp16_unf  A4 a>=fp16_norm
- *                     A5 a>=fp16_ovf  A6 a>=bf16_ovf  A7 a>=inf  A8 a>inf (NaN)
- *   on s = bits as int32:  S0 s>=0 (sign clear)  S1 s>INT32_MIN (not -0)
- *                     S2 s>=(int)0xff800000 (sign clear, or negative with a>=inf)  S3 s>(int)0xff800000
+ * subtracted into accumulators (-1 per hit). The compares, in this order:
+ *   on a: the three G thresholds of every row of the format table (G_UNF, G_NORM, G_OVF),
+ *   on s: S0 s > -1 (sign clear),
+ *   on a: a > 0, a >= inf, a > inf (NaN),
+ *   on s: S1 s > INT32_MIN (not -0), S2 s >= (int)0xff800000 (sign clear, or negative with
+ *         a >= inf), S3 s > (int)0xff800000.
+ * A vector whose values are all finite normal float32 (nearly every vector of real data)
+ * takes the first FULL_NFAST compares only: the others are known.
  */
+#define FULL_S0 (3 * NFMT)
+#define FULL_NFAST (FULL_S0 + 1)          /* the compares of a finite normal vector */
+#define FULL_NZ FULL_NFAST
+#define FULL_NONFIN (FULL_NFAST + 1)
+#define FULL_NAN (FULL_NFAST + 2)
+#define FULL_S1 (FULL_NFAST + 3)
+#define FULL_S2 (FULL_NFAST + 4)
+#define FULL_S3 (FULL_NFAST + 5)
+#define FULL_NCMP (FULL_NFAST + 6)
+_Static_assert(FULL_NFAST % 2 == 0 && FULL_NCMP % 2 == 0, "compares pack in pairs");
+
+/* The compare constants ("> t") of the full kernel. */
+static void full_thresholds(int32_t t[FULL_NCMP])
+{
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < 3; j++)
+            t[3 * f + j] = (int32_t)(g_threshold(f, j) - 1u);
+    t[FULL_S0] = -1;
+    t[FULL_NZ] = 0;
+    t[FULL_NONFIN] = (int32_t)(AMPDIAG_F32_INF - 1u);
+    t[FULL_NAN] = (int32_t)AMPDIAG_F32_INF;
+    t[FULL_S1] = INT32_MIN;
+    t[FULL_S2] = (int32_t)0xff800000u - 1;
+    t[FULL_S3] = (int32_t)0xff800000u;
+}
+
+/* Sum of the -1 hits of each of the two compares packed into a 16-bit accumulator: packs_epi32(p,
+ * q) puts p in int16 lanes 0-3 and 8-11, q in 4-7 and 12-15. */
+__attribute__((target("avx2")))
+static void packed_counts(__m256i acc, uint64_t *p, uint64_t *q)
+{
+    int16_t t[16];
+    _mm256_storeu_si256((__m256i *)(void *)t, acc);
+    int64_t sp = 0, sq = 0;
+    for (int j = 0; j < 4; j++) {
+        sp += (int64_t)t[j] + t[j + 8];
+        sq += (int64_t)t[j + 4] + t[j + 12];
+    }
+    *p += (uint64_t)sp;
+    *q += (uint64_t)sq;
+}
+
 #define CMPGT(v, t) _mm256_cmpgt_epi32((v), _mm256_set1_epi32((int)(t)))
+
+/* The sums of one vector (v, non-finite lanes already zeroed) into vsum, vsq. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void add_sums(__m256 v, __m256d *vsum, __m256d *vsq)
+{
+    __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+    __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+    *vsum = _mm256_add_pd(*vsum, _mm256_add_pd(lo, hi));
+    *vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, *vsq));
+}
 
 __attribute__((target("avx2,fma")))
 static void block_avx2(const float *x, size_t nv, struct block *b)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
     const __m256i imax = _mm256_set1_epi32(INT32_MAX), imin = _mm256_set1_epi32(INT32_MIN);
-    __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
-    __m256i acc4 = acc0, acc5 = acc0, acc6 = acc0;
+    int32_t tc[FULL_NCMP];
+    full_thresholds(tc);
+    __m256i t[FULL_NCMP], acc[FULL_NCMP / 2], facc[FULL_NFAST / 2];
+    for (int k = 0; k < FULL_NCMP; k++) t[k] = _mm256_set1_epi32(tc[k]);
+    for (int k = 0; k < FULL_NCMP / 2; k++) acc[k] = _mm256_setzero_si256();
+    for (int k = 0; k < FULL_NFAST / 2; k++) facc[k] = _mm256_setzero_si256();
     __m256i vkmin = imax, vkmax = imin, vamin = imax;
     __m256d vsum = _mm256_setzero_pd(), vsq = vsum;
-    /* fast path: eight values all finite, non-zero and BF16-normal (nearly every vector of real
-     * data): only the FP16 thresholds and the sign need counting, and the extremes no masking */
-    __m256i f0 = _mm256_setzero_si256(), f1 = f0;
     uint64_t nfast = 0;
     /* one branch per 8 values (testing 16 at a time measured slower) */
     for (size_t i = 0; i < nv; i += 8) {
         __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)(x + i));
         __m256i a = _mm256_and_si256(u, absmask);
-        __m256i in_bf16 = _mm256_andnot_si256(CMPGT(a, AMPDIAG_BF16_OVF_BITS - 1), CMPGT(a, AMPDIAG_BF16_NORM_BITS - 1));
-        if (_mm256_movemask_epi8(in_bf16) == -1) {
-            f0 = _mm256_sub_epi16(f0, _mm256_packs_epi32(CMPGT(a, AMPDIAG_FP16_UNF_BITS), CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1)));
-            f1 = _mm256_sub_epi16(f1, _mm256_packs_epi32(CMPGT(a, AMPDIAG_FP16_OVF_BITS - 1), CMPGT(u, -1)));
+        __m256i key = _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
+        __m256i normal = _mm256_andnot_si256(CMPGT(a, AMPDIAG_F32_INF - 1), CMPGT(a, AMPDIAG_F32_MIN_NORMAL - 1));
+        if (_mm256_movemask_epi8(normal) == -1) {
+#pragma GCC unroll 16
+            for (int k = 0; k < FULL_NFAST; k += 2)
+                facc[k / 2] = _mm256_sub_epi16(facc[k / 2], _mm256_packs_epi32(_mm256_cmpgt_epi32(a, t[k]),
+                                                                               _mm256_cmpgt_epi32(k + 1 == FULL_S0 ? u : a, t[k + 1])));
             nfast += 8;
-            __m256i key = _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
             vkmin = _mm256_min_epi32(vkmin, key);
             vkmax = _mm256_max_epi32(vkmax, key);
             vamin = _mm256_min_epi32(vamin, a);
-            __m256 v = _mm256_castsi256_ps(u);
-            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-            vsum = _mm256_add_pd(vsum, _mm256_add_pd(lo, hi));
-            vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, vsq));
+            add_sums(_mm256_castsi256_ps(u), &vsum, &vsq);
             continue;
         }
-        __m256i a0 = CMPGT(a, 0);
-        __m256i a1 = CMPGT(a, AMPDIAG_BF16_UNF_BITS);
-        __m256i a2 = CMPGT(a, AMPDIAG_BF16_NORM_BITS - 1);
-        __m256i a3 = CMPGT(a, AMPDIAG_FP16_UNF_BITS);
-        __m256i a4 = CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1);
-        __m256i a5 = CMPGT(a, AMPDIAG_FP16_OVF_BITS - 1);
-        __m256i a6 = CMPGT(a, AMPDIAG_BF16_OVF_BITS - 1);
-        __m256i a7 = CMPGT(a, AMPDIAG_F32_INF - 1);      /* non-finite */
-        __m256i a8 = CMPGT(a, AMPDIAG_F32_INF);          /* NaN */
-        __m256i s0 = CMPGT(u, -1);
-        __m256i s1 = CMPGT(u, INT32_MIN);
-        __m256i s2 = CMPGT(u, (int32_t)0xff800000u - 1);
-        __m256i s3 = CMPGT(u, (int32_t)0xff800000u);
-        acc0 = _mm256_sub_epi16(acc0, _mm256_packs_epi32(a0, a1));
-        acc1 = _mm256_sub_epi16(acc1, _mm256_packs_epi32(a2, a3));
-        acc2 = _mm256_sub_epi16(acc2, _mm256_packs_epi32(a4, a5));
-        acc3 = _mm256_sub_epi16(acc3, _mm256_packs_epi32(a6, a7));
-        acc4 = _mm256_sub_epi16(acc4, _mm256_packs_epi32(a8, s0));
-        acc5 = _mm256_sub_epi16(acc5, _mm256_packs_epi32(s1, s2));
-        acc6 = _mm256_sub_epi16(acc6, _mm256_packs_epi32(s3, s3));
-        /* extremes: non-finite values (a7) replaced by the identities */
-        __m256i key = _mm256_xor_si256(u, _mm256_srli_epi32(_mm256_srai_epi32(u, 31), 1));
-        vkmin = _mm256_min_epi32(vkmin, _mm256_blendv_epi8(key, imax, a7));
-        vkmax = _mm256_max_epi32(vkmax, _mm256_blendv_epi8(key, imin, a7));
-        vamin = _mm256_min_epi32(vamin, _mm256_blendv_epi8(imax, a, _mm256_andnot_si256(a7, a0)));
-        /* sums in double; non-finite values contribute 0 */
-        __m256 v = _mm256_castsi256_ps(_mm256_andnot_si256(a7, u));
-        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
-        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
-        vsum = _mm256_add_pd(vsum, _mm256_add_pd(lo, hi));
-        vsq = _mm256_fmadd_pd(lo, lo, _mm256_fmadd_pd(hi, hi, vsq));
-    }
-    /* packs_epi32(p, q) puts p in int16 lanes 0-3 and 8-11, q in 4-7 and 12-15; every lane
-     * holds a count (each hit subtracted a mask of -1) */
-    int16_t t[9][16];
-    _mm256_storeu_si256((__m256i *)(void *)t[0], acc0);
-    _mm256_storeu_si256((__m256i *)(void *)t[1], acc1);
-    _mm256_storeu_si256((__m256i *)(void *)t[2], acc2);
-    _mm256_storeu_si256((__m256i *)(void *)t[3], acc3);
-    _mm256_storeu_si256((__m256i *)(void *)t[4], acc4);
-    _mm256_storeu_si256((__m256i *)(void *)t[5], acc5);
-    _mm256_storeu_si256((__m256i *)(void *)t[6], acc6);
-    _mm256_storeu_si256((__m256i *)(void *)t[7], f0);
-    _mm256_storeu_si256((__m256i *)(void *)t[8], f1);
-    uint64_t c[18];
-    for (int k = 0; k < 9; k++) {
-        int64_t p = 0, q = 0;
-        for (int j = 0; j < 4; j++) {
-            p += (int64_t)t[k][j] + t[k][j + 8];
-            q += (int64_t)t[k][j + 4] + t[k][j + 12];
+        __m256i m[FULL_NCMP];
+#pragma GCC unroll 32
+        for (int k = 0; k < FULL_NCMP; k++) {
+            int on_s = k == FULL_S0 || k == FULL_S1 || k == FULL_S2 || k == FULL_S3;
+            m[k] = _mm256_cmpgt_epi32(on_s ? u : a, t[k]);
         }
-        c[2 * k] = (uint64_t)p;
-        c[2 * k + 1] = (uint64_t)q;
+#pragma GCC unroll 16
+        for (int k = 0; k < FULL_NCMP; k += 2)
+            acc[k / 2] = _mm256_sub_epi16(acc[k / 2], _mm256_packs_epi32(m[k], m[k + 1]));
+        /* extremes: non-finite values replaced by the identities */
+        __m256i nonfin = m[FULL_NONFIN];
+        vkmin = _mm256_min_epi32(vkmin, _mm256_blendv_epi8(key, imax, nonfin));
+        vkmax = _mm256_max_epi32(vkmax, _mm256_blendv_epi8(key, imin, nonfin));
+        vamin = _mm256_min_epi32(vamin, _mm256_blendv_epi8(imax, a, _mm256_andnot_si256(nonfin, m[FULL_NZ])));
+        /* sums in double; non-finite values contribute 0 */
+        add_sums(_mm256_castsi256_ps(_mm256_andnot_si256(nonfin, u)), &vsum, &vsq);
     }
-    uint64_t A0 = c[0], A1 = c[1], A2 = c[2], A3 = c[3], A4 = c[4], A5 = c[5], A6 = c[6];
-    uint64_t A7 = c[7], A8 = c[8], S0 = c[9], S1 = c[10], S2 = c[11], S3 = c[12];
-    /* fast vectors: every value is > 0 in |x|, >= the BF16 thresholds, below BF16 overflow,
-     * finite, and not -0; their FP16 counts and positive count are in f0, f1 */
-    A0 += nfast; A1 += nfast; A2 += nfast;
-    A3 += c[14]; A4 += c[15]; A5 += c[16];
-    S0 += c[17]; S1 += nfast; S2 += c[17]; S3 += c[17];
+    uint64_t c[FULL_NCMP] = {0};
+    for (int k = 0; k < FULL_NCMP; k += 2)
+        packed_counts(acc[k / 2], &c[k], &c[k + 1]);
+    uint64_t cf[FULL_NFAST] = {0};
+    for (int k = 0; k < FULL_NFAST; k += 2)
+        packed_counts(facc[k / 2], &cf[k], &cf[k + 1]);
+    /* the finite normal vectors: their compares in cf; every value is > 0, finite, not NaN,
+     * not -0, and S2, S3 equal S0 */
+    for (int k = 0; k < FULL_NFAST; k++) c[k] += cf[k];
+    c[FULL_NZ] += nfast;
+    c[FULL_S1] += nfast;
+    c[FULL_S2] += cf[FULL_S0];
+    c[FULL_S3] += cf[FULL_S0];
+    uint64_t g[NFMT][3];
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < 3; j++) g[f][j] = c[3 * f + j];
+    uint64_t nz = c[FULL_NZ], nonfin = c[FULL_NONFIN], nan = c[FULL_NAN];
+    uint64_t S0 = c[FULL_S0], S1 = c[FULL_S1], S2 = c[FULL_S2], S3 = c[FULL_S3];
     uint64_t neg_big = S2 - S0, neg_nan = S3 - S0;
-    b->zero += nv - A0;
-    b->bunf += A0 - A1;
-    b->bsub += A1 - A2;
-    b->hunf += A0 - A3;
-    b->hsub += A3 - A4;
-    b->hovf += A5 - A7;
-    b->bovf += A6 - A7;
-    b->nan += A8;
+    classes_from_g(b->wi, g, nz, nonfin);
+    b->zero += nv - nz;
+    b->nan += nan;
     b->ninf += neg_big - neg_nan;
-    b->pinf += (A7 - A8) - (neg_big - neg_nan);
+    b->pinf += (nonfin - nan) - (neg_big - neg_nan);
     b->neg += (S1 - S0) - neg_big;
 
     int32_t k4[8];
@@ -314,14 +400,24 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
 /*
  * The clean-block AVX2 path (the default on x86-64 with AVX2).
  *
- * Most blocks of real tensors are "clean": no NaN/inf, no float32 subnormal, nothing at or above
- * FP16's overflow threshold (65520). In a clean block no overflow (FP16 or BF16) and no BF16
- * underflow or subnormal can occur and every value is finite, so per value the kernel keeps
- * only: two FP16 threshold counts (underflow, subnormal), the counts of zeros and of negative
- * values, the extremes (integer min/max on the bit patterns, no masking) and the two double
- * sums. Whether the block was clean is read off its extremes at the end; a block that was not
- * is redone by the full kernel (block_avx2: every class by compares, non-finite values masked).
- * So the results are identical to the portable kernel's on every input.
+ * Most blocks of real tensors are "clean": no NaN/inf, no float32 subnormal, every |x| below
+ * CLEAN_HI. In a clean block every value is finite and many what-if classes are settled (no
+ * BF16 or FP32 class occurs, nothing reaches FP16's or E5M2's overflow), so per value the
+ * kernel keeps only: the G counts (|x| bits >= g) of the format thresholds that lie inside the
+ * clean window, the count of negative values, the extremes (integer min/max on the bit
+ * patterns, no masking) and the two double sums. Whether the block was clean is read off its
+ * extremes at the end; a block that was not is redone by the full kernel (block_avx2: every
+ * class by compares, non-finite values masked). So the results are identical to the portable
+ * kernel's on every input.
+ *
+ * The G counts are mostly 16-bit compares, 16 values at a time: the OCP FP8 thresholds, FP16's
+ * underflow threshold and "non-zero" (g = 1) have zero low 16 bits either in g (|x| >= g is
+ * hi16(|x|) >= g >> 16) or in g - 1 (|x| >= g is hi16(|x| - 1) >= (g - 1) >> 16, and a zero,
+ * whose |x| - 1 is all ones, never counts). The two keys of 16 values fit one vector each (a
+ * shift and a word blend). Thresholds with other low bits (FP16's normal threshold) take a
+ * 32-bit compare. Which threshold takes which compare is worked out from the format table
+ * (fast_plan); a table that needs more compares than the kernel has falls back to the full
+ * kernel for every block.
  *
  * With the exponent histogram, the same loop also stores each value's exponent field as a byte.
  * The non-zero values' fields lie between those of the block's smallest and largest |x| (a
@@ -331,126 +427,293 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
  * (README: the speeds bench_tstats measured).
  */
 
+/* The clean window of |x| bits: [CLEAN_LO, CLEAN_HI). CLEAN_HI is 61440, E5M2's overflow
+ * threshold, just below FP16's (65520): values that large are rare, and above it the clean
+ * kernel would need two more compares. */
+#define CLEAN_LO AMPDIAG_F32_MIN_NORMAL
+#define CLEAN_HI 0x47700000u
+
+/* The compares of the clean kernel: FAST_NM on hi16(|x| - 1) (the first counts non-zero
+ * values), FAST_NA on hi16(|x|), FAST_N32 on |x|. */
+#define FAST_NM 5
+#define FAST_NA 2
+#define FAST_N32 1
+#define FAST_NSLOT (FAST_NM + FAST_NA + FAST_N32)
+enum { SRC_ALL = -1, SRC_NONE = -2 };
+
+/* Which compare ("slot") counts each G threshold of each row in a clean block. */
+struct fastplan {
+    int16_t tm[FAST_NM], ta[FAST_NA]; /* compare constants: key > t */
+    int32_t t32[FAST_N32];
+    int src[NFMT][3];  /* slot, or SRC_ALL (every non-zero value: g <= CLEAN_LO), SRC_NONE (g >= CLEAN_HI) */
+    int ok;            /* 0 when the table needs more slots than the kernel has */
+};
+
+static void fast_plan(struct fastplan *p)
+{
+    int nm = 1, na = 0, n32 = 0;
+    for (int k = 0; k < FAST_NM; k++) p->tm[k] = INT16_MAX; /* never counts */
+    for (int k = 0; k < FAST_NA; k++) p->ta[k] = INT16_MAX;
+    for (int k = 0; k < FAST_N32; k++) p->t32[k] = INT32_MAX;
+    p->tm[0] = -1; /* |x| >= 1: non-zero */
+    p->ok = 1;
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < 3; j++) {
+            uint32_t g = g_threshold(f, j);
+            int src;
+            if (g <= CLEAN_LO)
+                src = SRC_ALL;
+            else if (g >= CLEAN_HI)
+                src = SRC_NONE;
+            else if (((g - 1u) & 0xffffu) == 0 && nm < FAST_NM) {
+                p->tm[nm] = (int16_t)(((g - 1u) >> 16) - 1u);
+                src = nm++;
+            } else if ((g & 0xffffu) == 0 && na < FAST_NA) {
+                p->ta[na] = (int16_t)((g >> 16) - 1u);
+                src = FAST_NM + na++;
+            } else if (n32 < FAST_N32) {
+                p->t32[n32] = (int32_t)(g - 1u);
+                src = FAST_NM + FAST_NA + n32++;
+            } else {
+                src = SRC_NONE;
+                p->ok = 0;
+            }
+            p->src[f][j] = src;
+        }
+}
+
 /* Per-block results of the fast kernel (reduced from its lanes). */
 struct fastblock {
     int32_t smin, smax;   /* signed min / max of the bit patterns */
     uint32_t umax;        /* unsigned max of the bit patterns */
     uint32_t am1;         /* unsigned min of |x| bits - 1 (0xffffffff: no non-zero value) */
-    uint64_t g_unf, g_norm;  /* counts of |x| bits > FP16_UNF, >= FP16_NORM */
-    uint64_t zero, neg;      /* counts of 0 (either sign) and of negative non-zero values */
+    uint64_t neg;         /* count of negative non-zero values */
+    uint64_t slot[FAST_NSLOT]; /* the G counts of the plan's compares (slot 0: non-zero values) */
     double sum, sq;
 };
 
-#define CMPGT(v, t) _mm256_cmpgt_epi32((v), _mm256_set1_epi32((int)(t)))
+/* Prefetch distance of the clean-block kernel: without it the loop waits on DRAM at every 4 KiB
+ * page (where the hardware prefetcher stops), and its arithmetic does not overlap the loads. */
+#define TSTATS_PREFETCH 4096
 
-static inline uint64_t lanes_sum(const uint32_t *t)
+/* The 16-bit masks of 16 values (the FAST_NM and FAST_NA slots, then "negative") are packed in
+ * pairs into bytes and counted in 8-bit lanes, at most FAST_CHUNK / 16 = 128 per lane before
+ * they are added up (vpsadbw) into 64-bit lanes. */
+#define FAST_NMASK (FAST_NM + FAST_NA + 1)
+#define FAST_NBYTEACC (FAST_NMASK / 2)
+#define FAST_CHUNK 2048
+_Static_assert(FAST_NMASK % 2 == 0, "16-bit masks pack in pairs");
+
+/* The clean-block accumulators and compare constants (in registers as far as they go). */
+struct fastacc {
+    __m256i smin, smax, umax, am1, g32[FAST_N32];
+    __m256i b8[FAST_NBYTEACC];  /* byte counts of the mask pairs, this chunk */
+    __m256i q64[FAST_NBYTEACC]; /* their sums so far: per 128-bit lane, the pair's first, second */
+    __m256d sum, sq0, sq1;
+    __m256i tm[FAST_NM], ta[FAST_NA], t32[FAST_N32];
+};
+
+/* The parts of one vector of 8 values (u, also at xi) that are kept in 32-bit lanes; returns
+ * |x| bits - 1. */
+__attribute__((target("avx2,fma"), always_inline))
+static inline __m256i fast_lanes32(struct fastacc *c, __m256i u, const float *xi)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), m1 = _mm256_set1_epi32(-1);
+    __m256i a = _mm256_and_si256(u, absmask);
+    __m256i am = _mm256_add_epi32(a, m1); /* |x| bits - 1: all ones for a zero */
+    c->am1 = _mm256_min_epu32(c->am1, am);
+    c->smin = _mm256_min_epi32(c->smin, u);
+    c->smax = _mm256_max_epi32(c->smax, u);
+    c->umax = _mm256_max_epu32(c->umax, u);
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_N32; k++)
+        c->g32[k] = _mm256_sub_epi32(c->g32[k], _mm256_cmpgt_epi32(a, c->t32[k]));
+    /* the sums: this vector's halves added first, so that the loop-carried chains stay short */
+    __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(xi));
+    __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(xi + 4));
+    c->sum = _mm256_add_pd(c->sum, _mm256_add_pd(lo, hi));
+    c->sq0 = _mm256_fmadd_pd(lo, lo, c->sq0);
+    c->sq1 = _mm256_fmadd_pd(hi, hi, c->sq1);
+    return am;
+}
+
+/* The 16-bit compares of 16 values, given their keys hi16(x bits) and hi16(|x| bits - 1);
+ * returns hi16(|x| bits). */
+__attribute__((target("avx2"), always_inline))
+static inline __m256i fast_lanes16(struct fastacc *c, __m256i ku, __m256i km)
+{
+    const __m256i m1 = _mm256_set1_epi16(-1);
+    __m256i ka = _mm256_and_si256(ku, _mm256_set1_epi16(0x7fff));
+    __m256i m[FAST_NMASK];
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_NM; k++)
+        m[k] = _mm256_cmpgt_epi16(km, c->tm[k]);
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_NA; k++)
+        m[FAST_NM + k] = _mm256_cmpgt_epi16(ka, c->ta[k]);
+    /* negative and non-zero: -32768 < hi16 < 0, i.e. hi16 - 1 < -1 (-0 wraps to 32767; a clean
+     * block has no |x| below 2^16 but zero) */
+    m[FAST_NMASK - 1] = _mm256_cmpgt_epi16(m1, _mm256_add_epi16(ku, m1));
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_NBYTEACC; k++)
+        c->b8[k] = _mm256_sub_epi8(c->b8[k], _mm256_packs_epi16(m[2 * k], m[2 * k + 1]));
+    return ka;
+}
+
+/* 16 values at xi; with eb, their exponent fields are stored at eb as 16 bytes (in an order
+ * the histogram does not mind). */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void fast_step16(struct fastacc *c, const float *xi, uint8_t *eb)
+{
+    const __m256i *p = (const __m256i *)(const void *)xi;
+    __m256i u0 = _mm256_loadu_si256(p), u1 = _mm256_loadu_si256(p + 1);
+    __m256i am0 = fast_lanes32(c, u0, xi);
+    __m256i am1 = fast_lanes32(c, u1, xi + 8);
+    /* the top halves of the 32-bit lanes of both vectors in one: the even words from the first */
+    __m256i ku = _mm256_blend_epi16(_mm256_srli_epi32(u0, 16), u1, 0xaa);
+    __m256i km = _mm256_blend_epi16(_mm256_srli_epi32(am0, 16), am1, 0xaa);
+    __m256i ka = fast_lanes16(c, ku, km);
+    if (eb) {
+        /* the exponent field is hi16(|x|) >> 7; words to bytes, both 128-bit lanes' 8 bytes
+         * next to each other */
+        __m256i e = _mm256_srli_epi16(ka, 7);
+        e = _mm256_permute4x64_epi64(_mm256_packus_epi16(e, e), 0x08);
+        _mm_storeu_si128((__m128i *)(void *)eb, _mm256_castsi256_si128(e));
+    }
+}
+
+/* 8 values at xi (the tail of a block). The odd words of the keys are neutral: 0x8000 in hi16(x)
+ * (|x| 0, not negative) and all ones in hi16(|x| - 1) (a zero). */
+__attribute__((target("avx2,fma"), always_inline))
+static inline void fast_step8(struct fastacc *c, const float *xi)
+{
+    __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)xi);
+    __m256i am = fast_lanes32(c, u, xi);
+    fast_lanes16(c, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32((int)0x80000000u)),
+                 _mm256_or_si256(_mm256_srli_epi32(am, 16), _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* The byte counts of this chunk into the 64-bit sums. */
+__attribute__((target("avx2"), always_inline))
+static inline void fast_flush(struct fastacc *c)
+{
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_NBYTEACC; k++) {
+        c->q64[k] = _mm256_add_epi64(c->q64[k], _mm256_sad_epu8(c->b8[k], _mm256_setzero_si256()));
+        c->b8[k] = _mm256_setzero_si256();
+    }
+}
+
+static inline uint64_t lanes_sum32(const uint32_t *t)
 {
     uint64_t s = 0;
     for (int l = 0; l < 8; l++) s += t[l];
     return s;
 }
 
-/* Prefetch distance of the clean-block kernel: without it the loop waits on DRAM at every 4 KiB
- * page (where the hardware prefetcher stops), and its arithmetic does not overlap the loads. */
-#define TSTATS_PREFETCH 4096
-
-/* The clean-block accumulators (all in registers, also when the loop is unrolled). */
-struct fastacc {
-    __m256i smin, smax, umax, am1, gu, gn, cz, cn;
-    __m256d sum0, sum1, sq0, sq1;
-};
-
-/* One vector of 8 values (u, also at xi) into the accumulators; returns its |x| bits. */
-__attribute__((target("avx2,fma"), always_inline))
-static inline __m256i fast_step(struct fastacc *c, __m256i u, const float *xi)
+/* The block's results from the accumulators. */
+__attribute__((target("avx2")))
+static void fast_reduce(const struct fastacc *c, struct fastblock *fb)
 {
-    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), m1 = _mm256_set1_epi32(-1);
-    __m256i a = _mm256_and_si256(u, absmask);
-    __m256i am = _mm256_add_epi32(a, m1); /* |x| bits - 1: all ones for a zero */
-    c->am1 = _mm256_min_epu32(c->am1, am);
-    c->cz = _mm256_sub_epi32(c->cz, _mm256_cmpeq_epi32(am, m1));
-    /* u - 1 < -1 (signed) exactly when u is negative and not -0 */
-    c->cn = _mm256_sub_epi32(c->cn, _mm256_cmpgt_epi32(m1, _mm256_add_epi32(u, m1)));
-    c->smin = _mm256_min_epi32(c->smin, u);
-    c->smax = _mm256_max_epi32(c->smax, u);
-    c->umax = _mm256_max_epu32(c->umax, u);
-    c->gu = _mm256_sub_epi32(c->gu, CMPGT(a, AMPDIAG_FP16_UNF_BITS));
-    c->gn = _mm256_sub_epi32(c->gn, CMPGT(a, AMPDIAG_FP16_NORM_BITS - 1));
-    /* four independent sums: no chain longer than one add per vector */
-    __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(xi));
-    __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(xi + 4));
-    c->sum0 = _mm256_add_pd(c->sum0, lo);
-    c->sum1 = _mm256_add_pd(c->sum1, hi);
-    c->sq0 = _mm256_fmadd_pd(lo, lo, c->sq0);
-    c->sq1 = _mm256_fmadd_pd(hi, hi, c->sq1);
-    return a;
+    int32_t t[8] __attribute__((aligned(32)));
+    uint32_t *tu = (uint32_t *)(void *)t;
+    fb->smin = INT32_MAX; fb->smax = INT32_MIN; fb->umax = 0; fb->am1 = UINT32_MAX;
+    _mm256_store_si256((__m256i *)(void *)t, c->smin);
+    for (int l = 0; l < 8; l++) fb->smin = t[l] < fb->smin ? t[l] : fb->smin;
+    _mm256_store_si256((__m256i *)(void *)t, c->smax);
+    for (int l = 0; l < 8; l++) fb->smax = t[l] > fb->smax ? t[l] : fb->smax;
+    _mm256_store_si256((__m256i *)(void *)t, c->umax);
+    for (int l = 0; l < 8; l++) fb->umax = tu[l] > fb->umax ? tu[l] : fb->umax;
+    _mm256_store_si256((__m256i *)(void *)t, c->am1);
+    for (int l = 0; l < 8; l++) fb->am1 = tu[l] < fb->am1 ? tu[l] : fb->am1;
+    uint64_t mcount[FAST_NMASK];
+    for (int k = 0; k < FAST_NBYTEACC; k++) {
+        uint64_t q[4];
+        _mm256_storeu_si256((__m256i *)(void *)q, c->q64[k]);
+        mcount[2 * k] = q[0] + q[2];
+        mcount[2 * k + 1] = q[1] + q[3];
+    }
+    for (int k = 0; k < FAST_NM + FAST_NA; k++)
+        fb->slot[k] = mcount[k];
+    fb->neg = mcount[FAST_NMASK - 1];
+    for (int k = 0; k < FAST_N32; k++) {
+        _mm256_store_si256((__m256i *)(void *)t, c->g32[k]);
+        fb->slot[FAST_NM + FAST_NA + k] = lanes_sum32(tu);
+    }
+    double d[4];
+    _mm256_storeu_pd(d, c->sum);
+    fb->sum = (d[0] + d[1]) + (d[2] + d[3]);
+    _mm256_storeu_pd(d, _mm256_add_pd(c->sq0, c->sq1));
+    fb->sq = (d[0] + d[1]) + (d[2] + d[3]);
 }
 
 /* Ports 0, 1 and 5 bound this loop, so it spends as few vector instructions as it can: the
- * conversions to double read memory (no lane extract), a negative non-zero value is one compare
- * on u - 1, and FP16 overflow is not counted: a block whose largest |x| reaches it is not clean.
- * With eb, the exponent fields of the first nv - nv % 16 values are also stored there as bytes
- * (in a lane order the histogram does not mind). */
+ * conversions to double read memory (no lane extract), most counts are 16-bit compares of 16
+ * values at once whose masks are counted two to a byte, and no overflow at the top of FP16's
+ * range is counted: a block whose largest |x| reaches CLEAN_HI is not clean.
+ * With eb, the exponent fields of the first nv - nv % 16 values are also stored there as bytes. */
 __attribute__((target("avx2,fma"), always_inline))
-static inline void fast_body(const float *x, size_t nv, struct fastblock *fb, uint8_t *eb)
+static inline void fast_body(const float *x, size_t nv, const struct fastplan *plan, struct fastblock *fb,
+                             uint8_t *eb)
 {
     struct fastacc c;
     c.smin = _mm256_set1_epi32(INT32_MAX);
     c.smax = _mm256_set1_epi32(INT32_MIN);
     c.umax = _mm256_setzero_si256();
     c.am1 = _mm256_set1_epi32(-1);
-    c.gu = c.gn = c.cz = c.cn = _mm256_setzero_si256();
-    c.sum0 = c.sum1 = c.sq0 = c.sq1 = _mm256_setzero_pd();
-    size_t i = 0;
-    if (eb) {
-        for (; i + 16 <= nv; i += 16) {
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_N32; k++) {
+        c.g32[k] = _mm256_setzero_si256();
+        c.t32[k] = _mm256_set1_epi32(plan->t32[k]);
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_NM; k++)
+        c.tm[k] = _mm256_set1_epi16(plan->tm[k]);
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_NA; k++)
+        c.ta[k] = _mm256_set1_epi16(plan->ta[k]);
+#pragma GCC unroll 8
+    for (int k = 0; k < FAST_NBYTEACC; k++)
+        c.b8[k] = c.q64[k] = _mm256_setzero_si256();
+    c.sum = c.sq0 = c.sq1 = _mm256_setzero_pd();
+    size_t i = 0, n16 = nv - nv % 16;
+    while (i < n16) {
+        size_t end = n16 - i > FAST_CHUNK ? i + FAST_CHUNK : n16;
+        for (; i < end; i += 16) {
             _mm_prefetch((const char *)(x + i) + TSTATS_PREFETCH, _MM_HINT_T0);
-            const __m256i *p = (const __m256i *)(const void *)(x + i);
-            __m256i e0 = _mm256_srli_epi32(fast_step(&c, _mm256_loadu_si256(p), x + i), 23);
-            __m256i e1 = _mm256_srli_epi32(fast_step(&c, _mm256_loadu_si256(p + 1), x + i + 8), 23);
-            /* fields 0..255 in 32-bit lanes to bytes, 8 in each 128-bit lane (the order is
-             * scrambled, which a histogram does not mind) */
-            __m256i w = _mm256_packus_epi32(e0, e1);
-            w = _mm256_packus_epi16(w, w);
-            _mm_storel_epi64((__m128i *)(void *)(eb + i), _mm256_castsi256_si128(w));
-            _mm_storel_epi64((__m128i *)(void *)(eb + i + 8), _mm256_extracti128_si256(w, 1));
+            fast_step16(&c, x + i, eb ? eb + i : NULL);
         }
+        fast_flush(&c);
     }
-    for (; i < nv; i += 8) {
-        _mm_prefetch((const char *)(x + i) + TSTATS_PREFETCH, _MM_HINT_T0);
-        fast_step(&c, _mm256_loadu_si256((const __m256i *)(const void *)(x + i)), x + i);
+    if (i < nv) {
+        fast_step8(&c, x + i);
+        fast_flush(&c);
     }
-    int32_t t[8] __attribute__((aligned(32)));
-    uint32_t *tu = (uint32_t *)(void *)t;
-    fb->smin = INT32_MAX; fb->smax = INT32_MIN; fb->umax = 0; fb->am1 = UINT32_MAX;
-    _mm256_store_si256((__m256i *)(void *)t, c.smin);
-    for (int l = 0; l < 8; l++) fb->smin = t[l] < fb->smin ? t[l] : fb->smin;
-    _mm256_store_si256((__m256i *)(void *)t, c.smax);
-    for (int l = 0; l < 8; l++) fb->smax = t[l] > fb->smax ? t[l] : fb->smax;
-    _mm256_store_si256((__m256i *)(void *)t, c.umax);
-    for (int l = 0; l < 8; l++) fb->umax = tu[l] > fb->umax ? tu[l] : fb->umax;
-    _mm256_store_si256((__m256i *)(void *)t, c.am1);
-    for (int l = 0; l < 8; l++) fb->am1 = tu[l] < fb->am1 ? tu[l] : fb->am1;
-    _mm256_store_si256((__m256i *)(void *)t, c.gu);
-    fb->g_unf = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, c.gn);
-    fb->g_norm = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, c.cz);
-    fb->zero = lanes_sum(tu);
-    _mm256_store_si256((__m256i *)(void *)t, c.cn);
-    fb->neg = lanes_sum(tu);
-    double d[4];
-    _mm256_storeu_pd(d, _mm256_add_pd(c.sum0, c.sum1));
-    fb->sum = (d[0] + d[1]) + (d[2] + d[3]);
-    _mm256_storeu_pd(d, _mm256_add_pd(c.sq0, c.sq1));
-    fb->sq = (d[0] + d[1]) + (d[2] + d[3]);
+    fast_reduce(&c, fb);
 }
 
-__attribute__((target("avx2,fma")))
-static void fast_avx2(const float *x, size_t nv, struct fastblock *fb) { fast_body(x, nv, fb, NULL); }
+/* The clean-block kernel, with (eb) and without the exponent bytes; compiled for AVX2 and for
+ * AVX-512VL/BW, whose 32 vector registers hold every accumulator (the same instructions, EVEX
+ * encoded where they name the upper 16 registers). */
+typedef void (*fast_fn)(const float *, size_t, const struct fastplan *, struct fastblock *, uint8_t *);
 
 __attribute__((target("avx2,fma")))
-static void fast_pack_avx2(const float *x, size_t nv, struct fastblock *fb, uint8_t *eb) { fast_body(x, nv, fb, eb); }
+static void fast_avx2(const float *x, size_t nv, const struct fastplan *plan, struct fastblock *fb, uint8_t *eb)
+{
+    if (eb)
+        fast_body(x, nv, plan, fb, eb);
+    else
+        fast_body(x, nv, plan, fb, NULL);
+}
+
+__attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw")))
+static void fast_avx512vl(const float *x, size_t nv, const struct fastplan *plan, struct fastblock *fb, uint8_t *eb)
+{
+    if (eb)
+        fast_body(x, nv, plan, fb, eb);
+    else
+        fast_body(x, nv, plan, fb, NULL);
+}
 
 /*
  * Histogram of byte-packed exponent fields, bit-sliced: a pass takes 8 consecutive fields
@@ -619,13 +882,13 @@ static void hist_window_avx2(const float *x, size_t nv, uint8_t *eb, int flo, in
             h->bin[AMPDIAG_HIST_BIN((int)e - 127)]++;
     }
 }
-#undef CMPGT
 #endif
 
 typedef void (*block_fn)(const float *, size_t, struct block *);
 
 /* The kernels this CPU runs: 2 = the clean-block AVX2 path with AVX-512VL's vpternlogd in the
- * histogram's adders, 1 = the same without AVX-512, 0 = the portable kernel.
+ * histogram's adders and the clean kernel compiled for AVX-512VL/BW's 32 registers, 1 = the same
+ * without AVX-512, 0 = the portable kernel.
  * AMPDIAG_TSTATS_IMPL=avx2 or =generic forces a lesser one (the tests run all three); the choice
  * is read from the environment once, and again by ampdiag_tstats_impl(). An AVX-512 kernel with
  * mask-register counts for the record was measured slower than AVX2 here (compares into k
@@ -642,7 +905,8 @@ static int choose_kernel(void)
         return 0;
     if (want && strcmp(want, "avx2") == 0)
         return 1;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") ? 2 : 1;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
+               ? 2 : 1;
 #else
     return 0;
 #endif
@@ -715,12 +979,9 @@ static void record_add_block(ampdiag_tstats *s, const struct block *b, size_t nb
     s->n_zero += b->zero;
     s->n_neg += b->neg;
     s->n_pos += nb - nonfinite - b->zero - b->neg;
-    s->fp16_overflow += b->hovf;
-    s->fp16_underflow += b->hunf;
-    s->fp16_subnormal += b->hsub;
-    s->bf16_overflow += b->bovf;
-    s->bf16_underflow += b->bunf;
-    s->bf16_subnormal += b->bsub;
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < AMPDIAG_WHATIF_NCLASSES; j++)
+            s->whatif[f][j] += b->wi[f][j];
     s->sum += b->sum;
     s->sumsq += b->sq;
     if (nonfinite < nb)
@@ -784,47 +1045,68 @@ static void accumulate_generic(ampdiag_tstats *s, ampdiag_hist *h, const float *
 }
 
 #ifdef TSTATS_HAVE_AVX2
-static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n, count8_fn count8)
+/* A clean block's results (fast kernel, nv values at x) into s and h. */
+static void record_clean_block(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t nv, const struct fastplan *plan,
+                               const struct fastblock *fb, uint8_t *eb, count8_fn count8)
+{
+    uint32_t negmax = (fb->umax >> 31) ? fb->umax & 0x7fffffffu : 0;
+    uint32_t posmax = fb->smax >= 0 ? (uint32_t)fb->smax : 0;
+    uint32_t amax = negmax > posmax ? negmax : posmax;
+    int any_nz = fb->am1 != UINT32_MAX;
+    uint32_t amin = fb->am1 + 1u;
+    /* extremes from the bit-pattern extremes, every class by the counts */
+    uint32_t minb = (fb->umax >> 31) ? fb->umax : (uint32_t)fb->smin;
+    uint32_t maxb = fb->smax >= 0 ? (uint32_t)fb->smax : (uint32_t)fb->smin;
+    record_extremes(s, ampdiag_f32_from_bits(minb), ampdiag_f32_from_bits(maxb), ampdiag_f32_from_bits(amax),
+                    any_nz ? ampdiag_f32_from_bits(amin) : INFINITY);
+    uint64_t nz = fb->slot[0], zero = nv - nz;
+    uint64_t g[NFMT][3];
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < 3; j++) {
+            int src = plan->src[f][j];
+            g[f][j] = src == SRC_ALL ? nz : src == SRC_NONE ? 0 : fb->slot[src];
+        }
+    classes_from_g(s->whatif, g, nz, 0);
+    s->count += nv;
+    s->n_zero += zero;
+    s->n_neg += fb->neg;
+    s->n_pos += nz - fb->neg;
+    s->sum += fb->sum;
+    s->sumsq += fb->sq;
+    if (h) {
+        if (any_nz)
+            hist_window_avx2(x, nv, eb, (int)(amin >> 23), (int)(amax >> 23), h, count8);
+        h->bin[AMPDIAG_HIST_ZERO] += zero;
+    }
+}
+
+/* Whether the fast kernel's block was clean (CLEAN_LO <= |x| < CLEAN_HI or 0, no NaN/inf). */
+static int block_is_clean(const struct fastblock *fb)
+{
+    uint32_t negmax = (fb->umax >> 31) ? fb->umax & 0x7fffffffu : 0;
+    uint32_t posmax = fb->smax >= 0 ? (uint32_t)fb->smax : 0;
+    uint32_t amax = negmax > posmax ? negmax : posmax;
+    return amax < CLEAN_HI && (fb->am1 == UINT32_MAX || fb->am1 + 1u >= CLEAN_LO);
+}
+
+static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n, fast_fn fast, count8_fn count8)
 {
     uint8_t eb[TSTATS_BLOCK] __attribute__((aligned(32)));
+    struct fastplan plan;
+    fast_plan(&plan);
     while (n > 0) {
         size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
         size_t nv = nb - nb % TSTATS_LANES;
         if (nv) {
             struct fastblock fb;
-            if (h)
-                fast_pack_avx2(x, nv, &fb, eb);
-            else
-                fast_avx2(x, nv, &fb);
-            uint32_t negmax = (fb.umax >> 31) ? fb.umax & 0x7fffffffu : 0;
-            uint32_t posmax = fb.smax >= 0 ? (uint32_t)fb.smax : 0;
-            uint32_t amax = negmax > posmax ? negmax : posmax;
-            int any_nz = fb.am1 != UINT32_MAX;
-            uint32_t amin = fb.am1 + 1u;
-            if (amax < AMPDIAG_FP16_OVF_BITS && (!any_nz || amin >= AMPDIAG_F32_MIN_NORMAL)) {
-                /* clean: extremes from the bit-pattern extremes, every class by the counts */
-                uint32_t minb = (fb.umax >> 31) ? fb.umax : (uint32_t)fb.smin;
-                uint32_t maxb = fb.smax >= 0 ? (uint32_t)fb.smax : (uint32_t)fb.smin;
-                record_extremes(s, ampdiag_f32_from_bits(minb), ampdiag_f32_from_bits(maxb),
-                                ampdiag_f32_from_bits(amax), any_nz ? ampdiag_f32_from_bits(amin) : INFINITY);
-                uint64_t neg = fb.neg;
-                s->count += nv;
-                s->n_zero += fb.zero;
-                s->n_neg += neg;
-                s->n_pos += nv - fb.zero - neg;
-                s->fp16_underflow += (nv - fb.zero) - fb.g_unf;
-                s->fp16_subnormal += fb.g_unf - fb.g_norm;
-                s->sum += fb.sum;
-                s->sumsq += fb.sq;
-                if (h) {
-                    int flo = (int)(amin >> 23), fhi = (int)(amax >> 23);
-                    if (any_nz)
-                        hist_window_avx2(x, nv, eb, flo, fhi, h, count8);
-                    h->bin[AMPDIAG_HIST_ZERO] += fb.zero;
-                }
+            if (!plan.ok) {
+                add_block(block_avx2, s, h, x, nv); /* the table outgrew the clean kernel */
             } else {
-                /* NaN, inf, a float32 subnormal or an FP16 overflow: the full kernel */
-                add_block(block_avx2, s, h, x, nv);
+                fast(x, nv, &plan, &fb, h ? eb : NULL);
+                if (block_is_clean(&fb))
+                    record_clean_block(s, h, x, nv, &plan, &fb, eb, count8);
+                else /* NaN, inf, a float32 subnormal or |x| >= CLEAN_HI: the full kernel */
+                    add_block(block_avx2, s, h, x, nv);
             }
         }
         if (nb > nv)
@@ -840,7 +1122,10 @@ void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *
 #ifdef TSTATS_HAVE_AVX2
     int k = pick_kernel();
     if (k) {
-        accumulate_fast(s, h, x, n, k == 2 ? count8_avx512vl : count8_avx2);
+        if (k == 2)
+            accumulate_fast(s, h, x, n, fast_avx512vl, count8_avx512vl);
+        else
+            accumulate_fast(s, h, x, n, fast_avx2, count8_avx2);
         return;
     }
 #endif
@@ -864,12 +1149,9 @@ void ampdiag_tstats_merge(ampdiag_tstats *d, const ampdiag_tstats *s)
     d->n_zero += s->n_zero;
     d->n_neg += s->n_neg;
     d->n_pos += s->n_pos;
-    d->fp16_overflow += s->fp16_overflow;
-    d->fp16_underflow += s->fp16_underflow;
-    d->fp16_subnormal += s->fp16_subnormal;
-    d->bf16_overflow += s->bf16_overflow;
-    d->bf16_underflow += s->bf16_underflow;
-    d->bf16_subnormal += s->bf16_subnormal;
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < AMPDIAG_WHATIF_NCLASSES; j++)
+            d->whatif[f][j] += s->whatif[f][j];
     record_extremes(d, s->min, s->max, s->absmax, s->absmin_nz);
     d->sum += s->sum;
     d->sumsq += s->sumsq;
@@ -901,4 +1183,31 @@ int ampdiag_hist_bin_of(float x)
     if (a == 0) return AMPDIAG_HIST_ZERO;
     if (a < AMPDIAG_F32_MIN_NORMAL) return subnormal_bin(a);
     return AMPDIAG_HIST_BIN((int)(a >> 23) - 127);
+}
+
+int ampdiag_whatif_scaled(ampdiag_format fmt, float scale, const float *x, size_t n,
+                          uint64_t counts[AMPDIAG_WHATIF_NCLASSES])
+{
+    uint32_t t[3];
+    if (ampdiag_scaled_thresholds(fmt, scale, t) != 0)
+        return -1;
+    uint64_t c[AMPDIAG_WHATIF_NCLASSES] = {0};
+    while (n > 0) {
+        /* blocks of 32-bit counts, which the compiler vectorises */
+        size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
+        uint32_t ovf = 0, unf = 0, sub = 0;
+        for (size_t i = 0; i < nb; i++) {
+            uint32_t a = load_bits(x, i) & 0x7fffffffu;
+            ovf += (a >= t[0]) & (a < AMPDIAG_F32_INF);
+            unf += (a != 0) & (a <= t[2]);
+            sub += (a > t[2]) & (a < t[1]);
+        }
+        c[AMPDIAG_WHATIF_OVERFLOW] += ovf;
+        c[AMPDIAG_WHATIF_UNDERFLOW] += unf;
+        c[AMPDIAG_WHATIF_SUBNORMAL] += sub;
+        x += nb;
+        n -= nb;
+    }
+    memcpy(counts, c, sizeof c);
+    return 0;
 }

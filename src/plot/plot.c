@@ -13,6 +13,7 @@
  */
 #include "plot/plot.h"
 #include "analysis/analyze.h"
+#include "util/escape.h"
 
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
@@ -223,16 +224,12 @@ static void put_num(FILE *f, double v)
         fputs("NaN", f);
 }
 
-/* A gnuplot single-quoted string: no escapes but '' for a quote. */
+/* A gnuplot single-quoted string: '' for a quote, controls as \xNN (util/escape.h); nothing
+ * in it is substituted (backquotes, @ macros) and no newline can end it. */
 static void gp_quote(FILE *f, const char *s)
 {
     fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'')
-            fputc('\'', f);
-        if (*s != '\n' && *s != '\r')
-            fputc(*s, f);
-    }
+    str_fputs(s, SINK_GP, f);
     fputc('\'', f);
 }
 
@@ -240,15 +237,18 @@ static void gp_quote(FILE *f, const char *s)
 static void gp_text(FILE *f, const char *s)
 {
     fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'')
-            fputc('\'', f);
-        else if (strchr("^_@&~{}\\", *s))
-            fputc('\\', f);
-        if (*s != '\n' && *s != '\r')
-            fputc(*s, f);
-    }
+    str_fputs(s, SINK_GP_ENH, f);
     fputc('\'', f);
+}
+
+/* A comment line of a script: "# " and the text escaped, never ending in a backslash (which
+ * would make gnuplot read the next line as more of the comment). */
+static void gp_comment(FILE *f, const char *text)
+{
+    size_t n = strlen(text);
+    fputs("# ", f);
+    str_fputs(text, SINK_TEXT, f);
+    fputs(n && text[n - 1] == '\\' ? " \n" : "\n", f);
 }
 
 static void gp_var_str(FILE *f, const char *name, const char *value, int text)
@@ -349,14 +349,15 @@ static int script_begin(struct ctx *c, struct out *o, const char *name, int w, i
         ch->width = w;
         ch->height = h;
     }
-    char script[200], file[200];
+    char script[200], file[200], head[800]; /* head: file and a description of < 512 bytes */
     snprintf(script, sizeof script, "%s.gp", name);
     snprintf(file, sizeof file, "%s.%s", name, c->ext);
     int rc = out_open(c, o, script, "w");
     if (rc)
         return rc;
     FILE *f = o->f;
-    fprintf(f, "# %s: %s\n", file, desc);
+    snprintf(head, sizeof head, "%s: %s", file, desc);
+    gp_comment(f, head);
     fprintf(f, "# Written by ampdiag %s (ampdiag plot). Redraw with: cd THIS_DIRECTORY && gnuplot %s\n",
             ampdiag_version(), script);
     fprintf(f, "# The chart's variables come first, then the template; restyle by editing the\n"
@@ -384,8 +385,9 @@ static int script_end(struct ctx *c, struct out *o, const char *tname)
         return fail(c, PLOT_EIO, "cannot read the chart template '%s': %s (set AMPDIAG_PLOTS_DIR "
                     "to the directory holding ampdiag's plots/*.gp)", tpath, strerror(e));
     }
-    fprintf(o->f, "\n# ---------------------------------------------------------------- template %s\n",
-            tpath);
+    fputc('\n', o->f);
+    fprintf_text(o->f, "# ---------------------------------------------------------------- template %s\n",
+                 tpath);
     char buf[8192];
     size_t k;
     while ((k = fread(buf, 1, sizeof buf, t)) > 0)
@@ -495,25 +497,6 @@ static void free_run(struct run *r)
     free(r->ts);
 }
 
-/* File name part: [A-Za-z0-9._-], other runs of characters become one '-'. */
-static void make_tag(char *dst, size_t n, const char *src)
-{
-    size_t k = 0;
-    for (; *src && k + 1 < n; src++) {
-        char ch = *src;
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-            ch == '.' || ch == '_' || ch == '-')
-            dst[k++] = ch;
-        else if (k && dst[k - 1] != '-')
-            dst[k++] = '-';
-    }
-    while (k && dst[k - 1] == '-')
-        k--;
-    if (!k)
-        dst[k++] = 'x';
-    dst[k] = 0;
-}
-
 /* Labels, file tags and colours. */
 static void name_runs(struct ctx *c)
 {
@@ -550,7 +533,7 @@ static void name_runs(struct ctx *c)
     /* unique tags */
     for (int i = 0; i < c->nruns; i++) {
         struct run *r = &c->runs[i];
-        make_tag(r->tag, sizeof r->tag, r->label);
+        str_file_part(r->tag, sizeof r->tag, r->label);
         for (int j = 0; j < i; j++)
             if (strcmp(c->runs[j].tag, r->tag) == 0) {
                 char t[64];
@@ -739,13 +722,13 @@ static int chart_loss(struct ctx *c)
     }
     for (int i = 0; i < c->nruns; i++) {
         const struct run *r = &c->runs[i];
-        fprintf(d.f, "# run %d: %s (%s)\n", i + 1, r->label, r->path);
+        fprintf_text(d.f, "# run %d: %s (%s)\n", i + 1, r->label, r->path);
         if (write_series_block(d.f, r, 0, w)) {
             free(has_eval);
             rc = fail(c, PLOT_ENOMEM, "out of memory");
             goto fail;
         }
-        fprintf(e.f, "# run %d: %s\n", i + 1, r->label);
+        fprintf_text(e.f, "# run %d: %s\n", i + 1, r->label);
         for (size_t k = 0; k < r->nevals; k++) {
             fprintf(e.f, "%" PRId64 " ", r->evals[k].step);
             put_num(e.f, r->evals[k].loss);
@@ -759,7 +742,7 @@ static int chart_loss(struct ctx *c)
             fputs("NaN NaN NaN\n", e.f);
         fputs("\n\n", e.f);
         /* skipped steps */
-        fprintf(m.f, "# run %d: %s, skipped steps\n", i + 1, r->label);
+        fprintf_text(m.f, "# run %d: %s, skipped steps\n", i + 1, r->label);
         size_t k0 = 0;
         for (size_t k = 0; k < r->nsteps; k++)
             if (r->steps[k].skipped) {
@@ -772,7 +755,8 @@ static int chart_loss(struct ctx *c)
         if (!k0)
             fputs("NaN NaN\n", m.f);
         nskip += k0;
-        fprintf(m.f, "\n\n# run %d: %s, NaN/inf in forward or backward\n", i + 1, r->label);
+        fputs("\n\n", m.f);
+        fprintf_text(m.f, "# run %d: %s, NaN/inf in forward or backward\n", i + 1, r->label);
         k0 = 0;
         int64_t last = INT64_MIN;
         for (size_t k = 0; k < r->nevents; k++) {
@@ -869,7 +853,7 @@ static int chart_loss_scale(struct ctx *c)
     fprintf(m.f, "# per run: index 2(run-1) backoffs, 2(run-1)+1 growths; step scale_at_that_step\n");
     for (size_t j = 0; j < n; j++) {
         const struct run *r = &c->runs[idx[j]];
-        fprintf(d.f, "# run %zu: %s (%s)\n", j + 1, r->label, r->path);
+        fprintf_text(d.f, "# run %zu: %s (%s)\n", j + 1, r->label, r->path);
         for (size_t k = 0; k < r->nsteps; k++) {
             double v = r->steps[k].loss_scale;
             if (!(v > 0) || !isfinite(v))
@@ -892,7 +876,7 @@ static int chart_loss_scale(struct ctx *c)
                 have_events = 1;
         for (int g = 0; g < 2; g++) {
             int code = g ? AMPDIAG_EV_SCALE_GROWTH : AMPDIAG_EV_SCALE_BACKOFF;
-            fprintf(m.f, "# run %zu: %s, %s\n", j + 1, r->label, g ? "growths" : "backoffs");
+            fprintf_text(m.f, "# run %zu: %s, %s\n", j + 1, r->label, g ? "growths" : "backoffs");
             size_t cnt = 0;
             if (have_events) {
                 for (size_t k = 0; k < r->nevents; k++) {
@@ -1056,7 +1040,7 @@ static int chart_grad_norm(struct ctx *c)
     fprintf(d.f, "# global gradient L2 norm (unscaled, before clipping) per run (index = run - 1): "
                  "step norm centred_mean_of_%zu_steps\n", w);
     for (int i = 0; i < c->nruns; i++) {
-        fprintf(d.f, "# run %d: %s (%s)\n", i + 1, c->runs[i].label, c->runs[i].path);
+        fprintf_text(d.f, "# run %d: %s (%s)\n", i + 1, c->runs[i].label, c->runs[i].path);
         if (write_series_block(d.f, &c->runs[i], 1, w)) {
             rc = fail(c, PLOT_ENOMEM, "out of memory");
             goto fail;
@@ -1064,8 +1048,8 @@ static int chart_grad_norm(struct ctx *c)
     }
     fprintf(l.f, "# clip values (index = line - 1): step value\n");
     for (size_t i = 0; i < nclip; i++) {
-        fprintf(l.f, "# %s\n%" PRId64 " %.9g\n%" PRId64 " %.9g\n\n\n", clipt[i], c->xmin, clipv[i],
-                c->xmax, clipv[i]);
+        fprintf_text(l.f, "# %s\n", clipt[i]);
+        fprintf(l.f, "%" PRId64 " %.9g\n%" PRId64 " %.9g\n\n\n", c->xmin, clipv[i], c->xmax, clipv[i]);
     }
     if (!nclip)
         fputs("NaN NaN\n", l.f);
@@ -1183,7 +1167,7 @@ static int chart_layer_ranges(struct ctx *c, int si)
         for (int r = 0; r < c->nruns; r++) {
             const struct run *run = &c->runs[r];
             const struct tser *ts = &run->ts[(size_t)panel[p] * NSER + (size_t)si];
-            fprintf(d.f, "# layer %s, run %d: %s\n", c->lname[panel[p]], r + 1, run->label);
+            fprintf_text(d.f, "# layer %s, run %d: %s\n", c->lname[panel[p]], r + 1, run->label);
             for (size_t k = 0; k < ts->n; k++) {
                 fprintf(d.f, "%" PRId64 " ", ts->p[k].step);
                 put_num(d.f, ts->p[k].absmax);
@@ -1450,6 +1434,21 @@ static size_t pick_hist_steps(const struct ctx *c, const struct run *r, int64_t 
     return n;
 }
 
+/* Union layer u in a file name: its name reduced to [A-Za-z0-9._-], with "-N" (N = u + 1)
+ * added when a layer charted before it reduces to the same ("a|b" and "a b"). */
+static void layer_file_part(const struct ctx *c, int u, char *dst, size_t n)
+{
+    str_file_part(dst, n, c->lname[u]);
+    for (size_t k = 0; k < c->nhsel && c->hsel[k] != u; k++) {
+        char other[AMPDIAG_TRACE_NAME_LEN];
+        if (strcmp(str_file_part(other, sizeof other, c->lname[c->hsel[k]]), dst) == 0) {
+            size_t len = strlen(dst);
+            snprintf(dst + len, n - len, "-%d", u + 1);
+            return;
+        }
+    }
+}
+
 static int chart_hist(struct ctx *c, const struct run *r, int u)
 {
     int layer = -1; /* index in this run */
@@ -1498,14 +1497,14 @@ static int chart_hist(struct ctx *c, const struct run *r, int u)
 
     char name[200], dname[220];
     snprintf(name, sizeof name, "exponent-histogram-%s-", r->tag);
-    make_tag(name + strlen(name), sizeof name - strlen(name), c->lname[u]);
+    layer_file_part(c, u, name + strlen(name), sizeof name - strlen(name));
     snprintf(dname, sizeof dname, "%s.dat", name);
     if ((rc = out_open(c, &d, dname, "w")))
         goto done;
-    fprintf(d.f, "# log2 exponent histograms of %s in %s (%s): index ((panel - 1) * nsteps + "
-                 "step_number - 1) * 2 + {0: as held, 1: unscaled}; columns: x = e + 0.5 (bin "
-                 "centre, |x| in [2^e, 2^(e+1))), fraction of the tensor's values (0: empty bin)\n",
-            c->lname[u], r->label, r->path);
+    fprintf_text(d.f, "# log2 exponent histograms of %s in %s (%s): index ((panel - 1) * nsteps + "
+                      "step_number - 1) * 2 + {0: as held, 1: unscaled}; columns: x = e + 0.5 (bin "
+                      "centre, |x| in [2^e, 2^(e+1))), fraction of the tensor's values (0: empty bin)\n",
+                 c->lname[u], r->label, r->path);
     double xlo = -26, xhi = 17, ymin = 1;
     const char *stitle[2 * MAX_HIST_STEPS];
     char stt[2 * MAX_HIST_STEPS][128];
@@ -1801,19 +1800,15 @@ static int job_start(struct ctx *c, struct job *j, size_t chart, int *missing)
     if (dot)
         *dot = 0;
     snprintf(j->log, sizeof j->log, "%s/%s.log", c->outdir, stem);
-    /* gnuplot runs `cd` first so that the script's relative file names work */
-    size_t cl = strlen(c->outdir) * 2 + 8;
+    /* gnuplot runs `cd` first so that the script's relative file names work (a directory whose
+     * name holds a control character is not found: escaped, it cannot end the command) */
+    size_t cl = STR_ESCAPED_SIZE(strlen(c->outdir)) + 8;
     char *cdcmd = malloc(cl);
     if (!cdcmd)
         return fail(c, PLOT_ENOMEM, "out of memory");
-    char *q = cdcmd;
-    q += sprintf(q, "cd '");
-    for (const char *s = c->outdir; *s; s++) {
-        if (*s == '\'')
-            *q++ = '\'';
-        *q++ = *s;
-    }
-    strcpy(q, "'");
+    memcpy(cdcmd, "cd '", 4);
+    str_escape(cdcmd + 4, cl - 5, c->outdir, SINK_GP);
+    strcat(cdcmd, "'");
     char *argv[] = {(char *)prog, (char *)"-d", (char *)"-e", cdcmd, ch->script, NULL};
     posix_spawn_file_actions_t fa;
     int e = posix_spawn_file_actions_init(&fa);

@@ -4,6 +4,7 @@
  */
 #include "report/info.h"
 #include "analysis/recommend.h"
+#include "util/escape.h"
 #include "util/json.h"
 #include "util/util.h"
 
@@ -45,7 +46,7 @@ static void fmt_pct(char *buf, size_t n, uint64_t k, uint64_t total)
 
 static void text_headline(FILE *f, const an_run *r)
 {
-    fprintf(f, "%s: ", r->path);
+    fprintf_text(f, "%s: ", r->path);
     switch (r->status) {
     case AMPDIAG_STATUS_RUNNING:
         fprintf(f, "cut off (status still 'running': the writer was killed or is still writing), "
@@ -61,25 +62,25 @@ static void text_headline(FILE *f, const an_run *r)
         fprintf(f, "complete, %zu step%s", r->nsteps, r->nsteps == 1 ? "" : "s");
         break;
     default:
-        fprintf(f, "status '%s' (unknown), %zu steps", r->status_text, r->nsteps);
+        fprintf_text(f, "status '%s' (unknown), %zu steps", r->status_text, r->nsteps);
         break;
     }
     if (r->nsteps)
         fprintf(f, " (%" PRId64 "..%" PRId64 ")", r->first_step, r->last_step);
-    fprintf(f, ", %s\n", str_or(r->precision, "?"));
+    fprintf_text(f, ", %s\n", str_or(r->precision, "?"));
 }
 
 static void text_run(FILE *f, const an_run *r)
 {
-    fprintf(f, "  model        %s, %zu layer%s, %" PRIu64 " parameters\n", str_or(r->model, "?"),
-            r->nlayers, r->nlayers == 1 ? "" : "s", r->params);
-    fprintf(f, "  data         %s\n", str_or(r->data, "?"));
+    fprintf_text(f, "  model        %s, %zu layer%s, %" PRIu64 " parameters\n", str_or(r->model, "?"),
+                 r->nlayers, r->nlayers == 1 ? "" : "s", r->params);
+    fprintf_text(f, "  data         %s\n", str_or(r->data, "?"));
     if (r->optimizer[0] || !isnan(r->lr)) {
-        fprintf(f, "  optimizer    %s", str_or(r->optimizer, "?"));
+        fprintf_text(f, "  optimizer    %s", str_or(r->optimizer, "?"));
         if (!isnan(r->lr))
             fprintf(f, ", lr %g", r->lr);
         if (r->schedule[0])
-            fprintf(f, " (%s)", r->schedule);
+            fprintf_text(f, " (%s)", r->schedule);
         if (!isnan(r->clip)) {
             if (r->clip > 0)
                 fprintf(f, ", clip %g", r->clip);
@@ -89,12 +90,12 @@ static void text_run(FILE *f, const an_run *r)
         fprintf(f, "\n");
     }
     if (r->device[0])
-        fprintf(f, "  device       %s%s%s%s\n", r->device, r->device_name[0] ? " (" : "",
-                r->device_name, r->device_name[0] ? ")" : "");
-    fprintf(f, "  trace        format %d, tool_version %s, started %s", r->format_version,
-            str_or(r->tool_version, "?"), str_or(r->start_time, "?"));
+        fprintf_text(f, "  device       %s%s%s%s\n", r->device, r->device_name[0] ? " (" : "",
+                     r->device_name, r->device_name[0] ? ")" : "");
+    fprintf_text(f, "  trace        format %d, tool_version %s, started %s", r->format_version,
+                 str_or(r->tool_version, "?"), str_or(r->start_time, "?"));
     if (r->end_time[0])
-        fprintf(f, ", ended %s", r->end_time);
+        fprintf_text(f, ", ended %s", r->end_time);
     fprintf(f, "\n");
     if (r->repaired)
         fprintf(f, "  note         the file's open-for-write mark was cleared to read it\n");
@@ -125,7 +126,8 @@ static void text_loss_scale(FILE *f, const an_run *r, const an_findings *fd)
         if (isfinite(e->loss_se))
             fprintf(f, " (standard error %s)", fmt_num(b, sizeof b, e->loss_se, 3));
         if (!isnan(e->metric))
-            fprintf(f, ", %s %s", str_or(r->eval_metric, "metric"), fmt_metric(b, sizeof b, fd, e->metric));
+            fprintf_text(f, ", %s %s", str_or(r->eval_metric, "metric"),
+                         fmt_metric(b, sizeof b, fd, e->metric));
         fprintf(f, " at step %" PRId64 " (%zu evaluation%s)\n", e->step, r->nevals,
                 r->nevals == 1 ? "" : "s");
     }
@@ -144,9 +146,9 @@ static void text_loss_scale(FILE *f, const an_run *r, const an_findings *fd)
         }
     }
     if (r->skipped)
-        fprintf(f, "skipped steps  %zu (%.3g%%), first at step %" PRId64 ": %s\n", r->skipped,
-                100.0 * (double)r->skipped / (double)r->nsteps, r->first_skip_step,
-                str_or(r->first_skip_reason, "(no reason recorded)"));
+        fprintf_text(f, "skipped steps  %zu (%.3g%%), first at step %" PRId64 ": %s\n", r->skipped,
+                     100.0 * (double)r->skipped / (double)r->nsteps, r->first_skip_step,
+                     str_or(r->first_skip_reason, "(no reason recorded)"));
     else if (r->nsteps)
         fprintf(f, "skipped steps  0\n");
 }
@@ -166,8 +168,8 @@ static void text_events(FILE *f, const an_run *r, size_t top)
     for (size_t i = 0; i < r->nevents && i < top; i++) {
         const ampdiag_trace_event *e = &r->events[i];
         const char *ln = lname(r, e->layer);
-        fprintf(f, "  step %-6" PRId64 " %-14s %-12s %s\n", e->step,
-                str_or(ampdiag_event_name(e->code), "unknown"), ln ? ln : "(global)", e->message);
+        fprintf_text(f, "  step %-6" PRId64 " %-14s %-12s %s\n", e->step,
+                     str_or(ampdiag_event_name(e->code), "unknown"), ln ? ln : "(global)", e->message);
     }
     if (r->nevents > top)
         fprintf(f, "  ... %zu more\n", r->nevents - top);
@@ -199,30 +201,108 @@ static void text_headroom(FILE *f, const an_run *r, const an_findings *fd, int f
                 note = "  underflows to 0";
             else if (side && b < 0)
                 note = "  subnormal";
-            fprintf(f, "  %-20s %-16s %+7.1f  %s %-10.3g at step %" PRId64 "%s\n",
-                    lname(r, h[i].layer), ampdiag_kind_name(h[i].kind), b,
-                    side ? "absmin_nz" : "absmax   ", side ? h[i].absmin_nz : h[i].absmax,
-                    side ? h[i].absmin_step : h[i].absmax_step, note);
+            fprintf_text(f, "  %-20s %-16s %+7.1f  %s %-10.3g at step %" PRId64 "%s\n",
+                         lname(r, h[i].layer), ampdiag_kind_name(h[i].kind), b,
+                         side ? "absmin_nz" : "absmax   ", side ? h[i].absmin_nz : h[i].absmax,
+                         side ? h[i].absmin_step : h[i].absmax_step, note);
+        }
+    }
+}
+
+/* The what-if counts of a cell for format fm: 0 fp16, 1 bf16, 2 e4m3, 3 e5m2. */
+static void cell_whatif(const an_cell *a, int fm, uint64_t *o, uint64_t *u, uint64_t *s)
+{
+    if (fm >= 2) {
+        *o = a->f8[fm - 2][AMPDIAG_WHATIF_OVERFLOW];
+        *u = a->f8[fm - 2][AMPDIAG_WHATIF_UNDERFLOW];
+        *s = a->f8[fm - 2][AMPDIAG_WHATIF_SUBNORMAL];
+        return;
+    }
+    *o = fm ? a->b16o : a->f16o;
+    *u = fm ? a->b16u : a->f16u;
+    *s = fm ? a->b16s : a->f16s;
+}
+
+static const char *const whatif_name[4] = {"fp16", "bf16", "e4m3", "e5m2"};
+
+/* How many formats the trace has what-if counts for: FP16 and BF16, and the two FP8 ones
+ * where the trace records them. */
+static int whatif_formats(const an_run *r) { return r->fp8_fields ? 4 : 2; }
+
+#define FP8_HURT_TOP 3
+typedef struct fp8_hurt {
+    int layer, kind;
+    double over, under; /* fractions of the cell's values */
+} fp8_hurt;
+
+/* The layer x kind cells an unscaled FP8 format fm (2 or 3) would hurt most: the largest share
+ * of values that overflow or flush, at least 0.1%; up to FP8_HURT_TOP into h. Returns how many. */
+static int fp8_hurt_most(const an_run *r, int fm, fp8_hurt *h)
+{
+    int n = 0;
+    for (size_t l = 0; l < r->nlayers; l++)
+        for (int k = 0; k < AMPDIAG_NKINDS; k++) {
+            const an_cell *c = &r->layers[l].cell[k];
+            if (!c->count)
+                continue;
+            uint64_t o, u, s;
+            cell_whatif(c, fm, &o, &u, &s);
+            fp8_hurt x = {(int)l, k, (double)o / (double)c->count, (double)u / (double)c->count};
+            if (x.over + x.under < 1e-3)
+                continue;
+            double sx = x.over + x.under;
+            int at;
+            if (n < FP8_HURT_TOP)
+                at = n++;
+            else if (sx > h[FP8_HURT_TOP - 1].over + h[FP8_HURT_TOP - 1].under)
+                at = FP8_HURT_TOP - 1;
+            else
+                continue;
+            h[at] = x;
+            for (int i = at; i > 0 && h[i].over + h[i].under > h[i - 1].over + h[i - 1].under; i--) {
+                fp8_hurt t = h[i];
+                h[i] = h[i - 1];
+                h[i - 1] = t;
+            }
+        }
+    return n;
+}
+
+static void text_fp8_hurt(FILE *f, const an_run *r)
+{
+    if (!r->fp8_fields)
+        return;
+    for (int fm = 2; fm < 4; fm++) {
+        fp8_hurt h[FP8_HURT_TOP];
+        int n = fp8_hurt_most(r, fm, h);
+        fprintf(f, "%s (unscaled) would hurt most:%s\n", whatif_name[fm], n ? "" : " nothing (under 0.1% of any tensor)");
+        for (int i = 0; i < n; i++) {
+            char tl[160];
+            fprintf(f, "  %-12s %-16s %.3g%% overflow, %.3g%% flush to zero\n",
+                    str_escape_ctl(tl, sizeof tl, lname(r, h[i].layer)), ampdiag_kind_name(h[i].kind),
+                    100.0 * h[i].over, 100.0 * h[i].under);
         }
     }
 }
 
 static void text_whatif(FILE *f, const an_run *r, const an_findings *fd)
 {
-    fprintf(f, "what if stored in fp16 / bf16 (values summed over the trace; %% of all values of "
-               "that kind):\n");
+    fprintf(f, "what if stored in fp16 / bf16%s (values summed over the trace; %% of all values of "
+               "that kind):\n", r->fp8_fields ? " / e4m3 / e5m2 (FP8 unscaled)" : "");
     fprintf(f, "  %-16s %12s  %-18s %-18s %-18s\n", "kind", "values", "overflow", "underflow",
             "subnormal");
-    for (int fm = 0; fm < 2; fm++) {
-        fprintf(f, " %s\n", fm == 0 ? "fp16" : "bf16");
+    for (int fm = 0; fm < whatif_formats(r); fm++) {
+        fprintf(f, " %s\n", whatif_name[fm]);
         for (int k = 0; k <= AMPDIAG_NKINDS; k++) {
             const an_cell *a = k < AMPDIAG_NKINDS ? &fd->kind[k] : &fd->all;
             if (k < AMPDIAG_NKINDS && a->records == 0)
                 continue;
             char o[40], u[40], sb[40];
-            fmt_pct(o, sizeof o, fm ? a->b16o : a->f16o, a->count);
-            fmt_pct(u, sizeof u, fm ? a->b16u : a->f16u, a->count);
-            fmt_pct(sb, sizeof sb, fm ? a->b16s : a->f16s, a->count);
+            uint64_t co, cu, cs;
+            cell_whatif(a, fm, &co, &cu, &cs);
+            fmt_pct(o, sizeof o, co, a->count);
+            fmt_pct(u, sizeof u, cu, a->count);
+            fmt_pct(sb, sizeof sb, cs, a->count);
             fprintf(f, "  %-16s %12" PRIu64 "  %-18s %-18s %-18s\n",
                     k < AMPDIAG_NKINDS ? ampdiag_kind_name(k) : "all", a->count, o, u, sb);
         }
@@ -252,6 +332,7 @@ int report_info_text(FILE *f, const an_run *r, const an_findings *fd, size_t top
     text_headroom(f, r, fd, 0, top);
     text_headroom(f, r, fd, 1, top);
     text_whatif(f, r, fd);
+    text_fp8_hurt(f, r);
     return ferror(f) ? -1 : 0;
 }
 
@@ -295,10 +376,11 @@ static void json_headroom(jw *w, const char *k, const an_run *r, const an_findin
     jw_close(w, ']');
 }
 
-static void json_whatif_entry(jw *w, const char *k, const an_cell *a, int bf)
+static void json_whatif_entry(jw *w, const char *k, const an_cell *a, int fm)
 {
     double n = a->count ? (double)a->count : NAN;
-    uint64_t o = bf ? a->b16o : a->f16o, u = bf ? a->b16u : a->f16u, s = bf ? a->b16s : a->f16s;
+    uint64_t o, u, s;
+    cell_whatif(a, fm, &o, &u, &s);
     jw_open(w, k, '{');
     jw_u64(w, "values", a->count);
     jw_u64(w, "overflow", o);
@@ -418,12 +500,26 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
     jw_close(w, '}');
     jw_open(w, "what_if", '{');
-    for (int bf = 0; bf < 2; bf++) {
-        jw_open(w, bf ? "bf16" : "fp16", '{');
+    for (int fm = 0; fm < whatif_formats(r); fm++) {
+        jw_open(w, whatif_name[fm], '{');
         for (int k = 0; k < AMPDIAG_NKINDS; k++)
             if (fd->kind[k].records)
-                json_whatif_entry(w, ampdiag_kind_name(k), &fd->kind[k], bf);
-        json_whatif_entry(w, "all", &fd->all, bf);
+                json_whatif_entry(w, ampdiag_kind_name(k), &fd->kind[k], fm);
+        json_whatif_entry(w, "all", &fd->all, fm);
+        if (fm >= 2) {
+            fp8_hurt h[FP8_HURT_TOP];
+            int nh = fp8_hurt_most(r, fm, h);
+            jw_open(w, "hurt_most", '[');
+            for (int i = 0; i < nh; i++) {
+                jw_open(w, NULL, '{');
+                jw_str(w, "layer", lname(r, h[i].layer));
+                jw_str(w, "kind", ampdiag_kind_name(h[i].kind));
+                jw_num(w, "overflow_fraction", h[i].over);
+                jw_num(w, "underflow_fraction", h[i].under);
+                jw_close(w, '}');
+            }
+            jw_close(w, ']');
+        }
         jw_close(w, '}');
     }
     jw_close(w, '}');
@@ -553,18 +649,18 @@ static void summary_head(FILE *f, const an_run *r, const report_run_extra *x)
 {
     long t = (long)(x->wall_s + 0.5);
     double kb = (double)x->trace_bytes / 1024.0;
-    fprintf(f, "run %s: %zu steps in %ld:%02ld:%02ld -> %s (%.1f %s)\n", r->status_text, r->nsteps,
-            t / 3600, (t / 60) % 60, t % 60, r->path, kb >= 1024 ? kb / 1024.0 : kb,
-            kb >= 1024 ? "MB" : "KB");
+    fprintf_text(f, "run %s: %zu steps in %ld:%02ld:%02ld -> %s (%.1f %s)\n", r->status_text, r->nsteps,
+                 t / 3600, (t / 60) % 60, t % 60, r->path, kb >= 1024 ? kb / 1024.0 : kb,
+                 kb >= 1024 ? "MB" : "KB");
     if (x->traced && x->trace_threads && x->wall_s > 0)
         fprintf(f, "  tensor statistics on a second thread; training waited %.2f s for it (%.1f%% of "
                    "the run)\n", x->trace_wait_s, 100.0 * x->trace_wait_s / x->wall_s);
     size_t with_params = 0;
     for (size_t l = 0; l < r->nlayers; l++)
         with_params += r->layers[l].params > 0;
-    fprintf(f, "  model %s (%zu layers with parameters, %.2fM params), %s, seed %" PRId64 "\n",
-            str_or(r->model, "?"), with_params, (double)r->params / 1e6, str_or(r->precision, "?"),
-            r->seed);
+    fprintf_text(f, "  model %s (%zu layers with parameters, %.2fM params), %s, seed %" PRId64 "\n",
+                 str_or(r->model, "?"), with_params, (double)r->params / 1e6, str_or(r->precision, "?"),
+                 r->seed);
 }
 
 static void summary_loss(FILE *f, const an_run *r, const an_findings *fd)
@@ -575,8 +671,8 @@ static void summary_loss(FILE *f, const an_run *r, const an_findings *fd)
     if (fd->last_eval) {
         fprintf(f, ", eval loss %s", fmt_num(a, sizeof a, fd->last_eval->loss, 4));
         if (!isnan(fd->last_eval->metric))
-            fprintf(f, ", %s %s", str_or(r->eval_metric, "metric"),
-                    fmt_metric(b, sizeof b, fd, fd->last_eval->metric));
+            fprintf_text(f, ", %s %s", str_or(r->eval_metric, "metric"),
+                         fmt_metric(b, sizeof b, fd, fd->last_eval->metric));
     }
     fprintf(f, "\n");
     if (r->scaled) {
@@ -590,37 +686,37 @@ static void summary_loss(FILE *f, const an_run *r, const an_findings *fd)
         fprintf(f, "\n");
     }
     if (r->skipped)
-        fprintf(f, "  %zu skipped steps (%.1f%%): first at step %" PRId64 ", %s\n", r->skipped,
-                100.0 * (double)r->skipped / (double)(r->nsteps ? r->nsteps : 1), r->first_skip_step,
-                str_or(r->first_skip_reason, "(no reason recorded)"));
+        fprintf_text(f, "  %zu skipped steps (%.1f%%): first at step %" PRId64 ", %s\n", r->skipped,
+                     100.0 * (double)r->skipped / (double)(r->nsteps ? r->nsteps : 1), r->first_skip_step,
+                     str_or(r->first_skip_reason, "(no reason recorded)"));
     else
         fprintf(f, "  no skipped steps\n");
     if (r->diverged)
-        fprintf(f, "  diverged from step %" PRId64 ": %s\n", r->divergence_step,
-                str_or(r->divergence_why, "the trace's status says so"));
+        fprintf_text(f, "  diverged from step %" PRId64 ": %s\n", r->divergence_step,
+                     str_or(r->divergence_why, "the trace's status says so"));
 }
 
 static void summary_layers(FILE *f, const an_run *r, const an_findings *fd)
 {
     const double fp16_log2max = log2(ampdiag_format_get(AMPDIAG_FP16)->max_finite);
     if (fd->nonfinite_act_layer >= 0)
-        fprintf(f, "  non-finite activations: %s holds %" PRIu64 " NaN/inf values over the traced "
-                   "steps, first at step %" PRId64 "\n", lname(r, fd->nonfinite_act_layer),
-                fd->nonfinite_act_count, fd->nonfinite_act_step);
+        fprintf_text(f, "  non-finite activations: %s holds %" PRIu64 " NaN/inf values over the traced "
+                        "steps, first at step %" PRId64 "\n", lname(r, fd->nonfinite_act_layer),
+                     fd->nonfinite_act_count, fd->nonfinite_act_step);
     if (fd->act_headroom_layer >= 0) {
         if (fd->act_headroom >= 0)
-            fprintf(f, "  fp16 range: finite activations peak in %s at 2^%.1f (%.1f binades below "
-                       "65504)\n", lname(r, fd->act_headroom_layer),
-                    fp16_log2max - fd->act_headroom, fd->act_headroom);
+            fprintf_text(f, "  fp16 range: finite activations peak in %s at 2^%.1f (%.1f binades below "
+                            "65504)\n", lname(r, fd->act_headroom_layer),
+                         fp16_log2max - fd->act_headroom, fd->act_headroom);
         else
-            fprintf(f, "  fp16 range: %s activations reach 2^%.1f, above FP16's 65504: FP16 "
-                       "overflows there\n", lname(r, fd->act_headroom_layer),
-                    fp16_log2max - fd->act_headroom);
+            fprintf_text(f, "  fp16 range: %s activations reach 2^%.1f, above FP16's 65504: FP16 "
+                            "overflows there\n", lname(r, fd->act_headroom_layer),
+                         fp16_log2max - fd->act_headroom);
     }
     if (fd->nonfinite_weight_layer >= 0)
-        fprintf(f, "  non-finite weights: %s weights hold NaN/inf from step %" PRId64 " on (an "
-                   "update made them so)\n", lname(r, fd->nonfinite_weight_layer),
-                fd->nonfinite_weight_step);
+        fprintf_text(f, "  non-finite weights: %s weights hold NaN/inf from step %" PRId64 " on (an "
+                        "update made them so)\n", lname(r, fd->nonfinite_weight_layer),
+                     fd->nonfinite_weight_step);
     if (fd->update_nonzero) {
         fprintf(f, "  lost updates: %.3g%% of non-zero updates rounded away in %s weight storage",
                 100.0 * fd->lost_fraction, r->weights_16bit ? "BF16" : "FP32 master");
@@ -630,11 +726,11 @@ static void summary_layers(FILE *f, const an_run *r, const an_findings *fd)
         fprintf(f, "\n");
     }
     if (fd->zero_grad_layer >= 0 && fd->zero_grad_fraction >= 0.05)
-        fprintf(f, "  zero gradients: %.3g%% of %s weight-gradient values are exactly 0\n",
-                100.0 * fd->zero_grad_fraction, lname(r, fd->zero_grad_layer));
+        fprintf_text(f, "  zero gradients: %.3g%% of %s weight-gradient values are exactly 0\n",
+                     100.0 * fd->zero_grad_fraction, lname(r, fd->zero_grad_layer));
     if (fd->flush_layer >= 0 && fd->flush_fraction > 0)
-        fprintf(f, "  fp16 underflow: %.2g%% of %s weight gradients (as held) flush to zero in "
-                   "FP16\n", 100.0 * fd->flush_fraction, lname(r, fd->flush_layer));
+        fprintf_text(f, "  fp16 underflow: %.2g%% of %s weight gradients (as held) flush to zero in "
+                        "FP16\n", 100.0 * fd->flush_fraction, lname(r, fd->flush_layer));
 }
 
 int report_run_summary(FILE *f, const an_run *r, const an_findings *fd, const report_run_extra *x)
@@ -642,6 +738,6 @@ int report_run_summary(FILE *f, const an_run *r, const an_findings *fd, const re
     summary_head(f, r, x);
     summary_loss(f, r, fd);
     summary_layers(f, r, fd);
-    fprintf(f, "  next: ampdiag info %s\n", r->path);
+    fprintf_text(f, "  next: ampdiag info %s\n", r->path);
     return ferror(f) ? -1 : 0;
 }

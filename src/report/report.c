@@ -7,6 +7,7 @@
 #include "report/report.h"
 #include "numerics/numfmt.h"
 #include "report/info.h"
+#include "util/escape.h"
 #include "util/json.h"
 #include "util/util.h"
 
@@ -359,14 +360,17 @@ static void verdict_also(const recommendation *R, char *buf, size_t n)
     }
 }
 
-/* Print `text` after a label column of width `lw`, wrapped at `width`. */
+/* Print `text` (escaped for the terminal) after a label column of width `lw`, wrapped at
+ * `width`. */
 static void wrap(FILE *f, const char *label, int lw, const char *text, int width)
 {
+    size_t size = STR_ESCAPED_SIZE(strlen(text));
+    char *esc = malloc(size);
+    const char *p = esc ? str_escape_ctl(esc, size, text) : "(out of memory)";
     int col = fprintf(f, "%-*s", lw, label ? label : "");
     int avail = width - lw;
     if (avail < 30)
         avail = 30;
-    const char *p = text;
     int first = 1;
     while (*p) {
         while (*p == ' ')
@@ -393,6 +397,7 @@ static void wrap(FILE *f, const char *label, int lw, const char *text, int width
     }
     (void)col;
     fputc('\n', f);
+    free(esc);
 }
 
 static void text_list(FILE *f, const char *label, const strlist *l, const char *prefix, int width)
@@ -408,6 +413,13 @@ static void text_list(FILE *f, const char *label, const strlist *l, const char *
         wrap(f, i == 0 ? label : "", 11, line, width);
         free(line);
     }
+}
+
+/* One remedy as a line: "--optim-state fp32 (every run): AdamW eps ...". */
+static void remedy_line(char *buf, size_t n, const rec_remedy *m)
+{
+    snprintf(buf, n, "%s %s (%s): %s", m->option, m->value,
+             m->scope == REM_EVERY_RUN ? "every run" : "the recommended precision's run", m->why);
 }
 
 int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, const recommendation *R,
@@ -440,21 +452,22 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     int *cw = calloc(n ? n : 1, sizeof *cw);
     if (!cw)
         return -1;
-    char cell[256];
+    char cell[256], esc[STR_ESCAPED_SIZE(sizeof cell)];
     for (size_t i = 0; i < n; i++) {
-        cw[i] = (int)strlen(run_header(runs, i, c, cell, sizeof cell));
+        cw[i] = (int)strlen(str_escape_ctl(esc, sizeof esc, run_header(runs, i, c, cell, sizeof cell)));
         for (int row = 0; row < NROWS; row++) {
             if (!row_wanted(runs, n, row))
                 continue;
             cell_text(cell, sizeof cell, runs, i, c, row);
-            int w = (int)strlen(cell);
+            int w = (int)strlen(str_escape_ctl(esc, sizeof esc, cell));
             if (w > cw[i])
                 cw[i] = w < CW ? w : CW;
         }
     }
     fprintf(f, "%-*s", lw, "");
     for (size_t i = 0; i < n; i++)
-        fprintf(f, "%-*s  ", cw[i], run_header(runs, i, c, cell, sizeof cell));
+        fprintf(f, "%-*s  ", cw[i],
+                str_escape_ctl(esc, sizeof esc, run_header(runs, i, c, cell, sizeof cell)));
     fputc('\n', f);
     for (int row = 0; row < NROWS; row++) {
         if (!row_wanted(runs, n, row))
@@ -462,7 +475,7 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
         fprintf(f, "%-*s", lw, row_label[row]);
         for (size_t i = 0; i < n; i++) {
             cell_text(cell, sizeof cell, runs, i, c, row);
-            fprintf(f, "%-*s  ", cw[i], cell);
+            fprintf(f, "%-*s  ", cw[i], str_escape_ctl(esc, sizeof esc, cell));
         }
         row_note(cell, sizeof cell, c, runs, row);
         fprintf(f, "%s\n", cell);
@@ -493,6 +506,10 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
                  R->scale.from_hist ? "" : " (bound: no histograms)");
         wrap(f, "Loss scale", 11, line, width);
     }
+    for (size_t i = 0; i < R->nremedies; i++) {
+        remedy_line(line, sizeof line, &R->remedies[i]);
+        wrap(f, i ? "" : "Run with", 11, line, width);
+    }
     wrap(f, "LR", 11, R->lr_line, width);
     text_list(f, "", &R->lr_why, "", width);
     wrap(f, "Clip", 11, R->clip_line, width);
@@ -518,16 +535,8 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
  * Markdown
  * ------------------------------------------------------------------------------------------ */
 
-/* Markdown-safe text: escape the characters that would break a table cell or add markup. */
-static void md(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '|' || *s == '*' || *s == '_' || *s == '`' || *s == '<' || *s == '>' || *s == '[' ||
-            *s == ']' || *s == '\\')
-            fputc('\\', f);
-        fputc(*s == '\n' ? ' ' : *s, f);
-    }
-}
+/* Markdown-safe text: nothing in it breaks a table cell or adds markup (util/escape.h). */
+static void md(FILE *f, const char *s) { str_fputs(s, SINK_MD, f); }
 
 static void md_list(FILE *f, const strlist *l, const char *prefix)
 {
@@ -546,7 +555,7 @@ static void md_ranges(FILE *f, const an_run *r)
     static const int kinds[] = {AMPDIAG_KIND_ACTIVATION, AMPDIAG_KIND_WEIGHT, AMPDIAG_KIND_ACTIVATION_GRAD,
                                 AMPDIAG_KIND_WEIGHT_GRAD};
     fprintf(f, "\n<details><summary>Ranges per layer in ");
-    md(f, r->label);
+    str_fputs(r->label, SINK_HTML, f); /* an HTML block: Markdown's escapes do not work there */
     fprintf(f, " (FP16/BF16 headroom in binades, what FP16/BF16 would do to the values as held)"
                "</summary>\n\n");
     fprintf(f, "| layer | kind | absmax (step) | fp16 headroom over | fp16 headroom under | fp16 overflow "
@@ -647,6 +656,15 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
         md(f, cell);
         fputc('\n', f);
     }
+    if (R->nremedies)
+        fprintf(f, "\n### Run with\n\n");
+    for (size_t i = 0; i < R->nremedies; i++) {
+        char rl[sizeof R->remedies[i].value + 512];
+        remedy_line(rl, sizeof rl, &R->remedies[i]);
+        fputs("- ", f);
+        md(f, rl);
+        fputc('\n', f);
+    }
     fprintf(f, "\n### Learning rate\n\n**");
     md(f, R->lr_line);
     fprintf(f, "**\n\n");
@@ -668,7 +686,9 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
         const an_run *r = &runs[i];
         fprintf(f, "| ");
         md(f, r->label);
-        fprintf(f, " | `%s` | ", r->path);
+        fprintf(f, " | ");
+        str_fputs_md_code(r->path, f);
+        fprintf(f, " | ");
         md(f, r->precision);
         fprintf(f, " | ");
         md(f, r->model);
@@ -680,13 +700,19 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
         fprintf(f, "\n### Charts\n\n");
         for (size_t i = 0; i < o->ncharts; i++) {
             const report_chart *ch = &o->charts[i];
+            const char *dir = o->md_plots_dir ? o->md_plots_dir : o->plots_dir;
             if (ch->drawn) {
                 fprintf(f, "![");
                 md(f, ch->desc);
-                fprintf(f, "](%s/%s)\n\n", o->md_plots_dir ? o->md_plots_dir : o->plots_dir, ch->file);
+                fputs("](", f);
+                str_fputs(dir, SINK_TEXT, f);
+                fprintf(f, "/%s)\n\n", ch->file);
             } else {
-                fprintf(f, "- `%s/%s` (not drawn): ", o->md_plots_dir ? o->md_plots_dir : o->plots_dir,
-                        ch->file);
+                char path[4096];
+                snprintf(path, sizeof path, "%s/%s", dir, ch->file);
+                fputs("- ", f);
+                str_fputs_md_code(path, f);
+                fputs(" (not drawn): ", f);
                 md(f, ch->desc);
                 fputc('\n', f);
             }
@@ -852,6 +878,7 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
     jw_int(w, "nonfinite_events", (int64_t)ne);
     json_event(w, "first_nonfinite_event", r, &r->first_nonfinite);
     json_event(w, "first_forward_event", r, &r->first_forward);
+    json_event(w, "eval_forward_event", r, &r->eval_forward);
     jw_opt_int(w, "forward_nonfinite_step", r->fwd_nonfinite_step);
     jw_layer_name(w, "forward_nonfinite_layer", r, r->fwd_nonfinite_layer);
     jw_u64(w, "nan_values", r->nan_values);
@@ -1032,6 +1059,16 @@ int report_json(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
         jw_key(&w, "loss_scale");
         fputs("null", f);
     }
+    jw_open(&w, "remedies", '[');
+    for (size_t i = 0; i < R->nremedies; i++) {
+        jw_open(&w, NULL, '{');
+        jw_str(&w, "option", R->remedies[i].option);
+        jw_str(&w, "value", R->remedies[i].value);
+        jw_str(&w, "scope", rec_scope_name(R->remedies[i].scope));
+        jw_str(&w, "why", R->remedies[i].why);
+        jw_close(&w, '}');
+    }
+    jw_close(&w, ']');
     jw_open(&w, "lr", '{');
     jw_str(&w, "verdict", rec_lr_name(R->lr));
     jw_str(&w, "text", R->lr_line);

@@ -1,6 +1,8 @@
 /* h5safe.c - reading HDF5 files that may have been crafted (see h5safe.h). */
 #include "trace/h5safe.h"
+#include "trace/trace_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 static herr_t deny_elink(const char *parent_file_name, const char *parent_group_name,
@@ -106,4 +108,12 @@ hid_t h5safe_open_dataset(hid_t loc, const char *name, hid_t lapl, char *why, si
         return -1;
     }
     return d;
+}
+
+int h5safe_open_failed_io(char *detail, size_t n)
+{
+    trace_h5err e;
+    trace_h5err_get(&e);
+    snprintf(detail, n, "%s", e.detail);
+    return e.os_errno != 0 && e.os_errno != ENOENT && !e.truncated;
 }

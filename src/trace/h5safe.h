@@ -20,4 +20,9 @@ int h5safe_check_dataset(hid_t loc, const char *name, hid_t lapl, char *why, siz
 /* Open a dataset after h5safe_check_dataset; -1 (with why) when refused or unopenable. */
 hid_t h5safe_open_dataset(hid_t loc, const char *name, hid_t lapl, char *why, size_t n);
 
+/* After an H5Fopen that failed: 1 when HDF5 met an operating-system error other than "no
+ * such file" (an I/O failure: exit 3), 0 when the file's contents are the problem (corrupt or
+ * truncated: bad input, exit 2). detail (n bytes) gets HDF5's innermost message. */
+int h5safe_open_failed_io(char *detail, size_t n);
+
 #endif

@@ -357,6 +357,48 @@ static void writer_release(ampdiag_trace_writer *w)
     free(w);
 }
 
+/* A fresh name "<path>.tmp-XXXXXX" that nothing holds (made by mkstemp, then removed, so that
+ * HDF5 creates it with O_EXCL), or NULL with errno set. */
+static char *tmp_name_for(const char *path)
+{
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return NULL;
+    snprintf(tmp, n, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        errno = e;
+        return NULL;
+    }
+    close(fd);
+    unlink(tmp);
+    return tmp;
+}
+
+/* Give the finished file tmp the name path: replacing what is there when overwrite, else
+ * only if nothing is (link fails with EEXIST; where hard links are not supported, a rename
+ * after checking). 0, or -1 with errno set. */
+static int put_in_place(const char *tmp, const char *path, int overwrite)
+{
+    if (overwrite)
+        return rename(tmp, path);
+    if (link(tmp, path) == 0) {
+        unlink(tmp); /* the trace is in place under both names: drop the temporary one */
+        return 0;
+    }
+    if (errno == EEXIST)
+        return -1;
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return rename(tmp, path);
+}
+
 int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
                          ampdiag_trace_writer **out)
 {
@@ -394,6 +436,7 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
     }
 
     int rc = 0;
+    char *tmp = NULL;
     trace_quiet q;
     trace_quiet_begin(&q);
     hid_t fapl = -1, fcpl = -1;
@@ -403,7 +446,16 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
         rc = io_fail(w, "set up file properties");
         goto done;
     }
-    w->file = H5Fcreate(path, o.overwrite ? H5F_ACC_TRUNC : H5F_ACC_EXCL, fcpl, fapl);
+    /* Made under a temporary name next to it and renamed into place once its header is on
+     * disk: a writer killed while HDF5 creates the file leaves no unreadable trace under the
+     * name asked for (only the temporary file). The name is unpredictable (mkstemp) and the
+     * file is created with O_EXCL, which refuses a symlink planted there in between. */
+    tmp = tmp_name_for(path);
+    if (!tmp) {
+        rc = trace_fail(AMPDIAG_TRACE_EIO, "cannot create trace '%s': %s", path, strerror(errno));
+        goto done;
+    }
+    w->file = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, fapl);
     if (w->file < 0) {
         trace_h5err e;
         trace_h5err_get(&e);
@@ -443,6 +495,14 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
     /* on disk now, so that a writer killed during its setup leaves a readable (empty) trace */
     if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
         rc = io_fail(w, "flush");
+    else if (put_in_place(tmp, path, o.overwrite) != 0)
+        rc = errno == EEXIST ? trace_fail(AMPDIAG_TRACE_EEXIST, "trace '%s' exists (ask to overwrite it, or "
+                                          "choose another name)", path)
+                             : trace_fail(AMPDIAG_TRACE_EIO, "cannot create trace '%s': %s", path, strerror(errno));
+    else {
+        free(tmp);
+        tmp = NULL;
+    }
 done:
     if (fapl >= 0)
         H5Pclose(fapl);
@@ -458,8 +518,10 @@ done:
                     w->tb[i].dset = -1;
                 }
             H5Fclose(w->file);
-            unlink(path); /* created here and holding no record: no unreadable file is left */
         }
+        if (tmp)
+            unlink(tmp); /* holding no record: no unreadable file is left */
+        free(tmp);
         writer_release(w);
         trace_quiet_end(&q);
         return trace_fail(rc, "%s", msg);
@@ -689,6 +751,12 @@ static int flush_all(ampdiag_trace_writer *w, int wait)
 {
     int rc = begin(w);
     if (w->bg) {
+        /* at most one window in flight: the last flush must be done before this one is handed
+         * over (it was handed over a window ago, so this rarely waits), which bounds what a
+         * kill can lose to that window and the one being filled, and the writer's memory to
+         * two windows, however far behind the thread falls */
+        if (!rc)
+            rc = bg_sync(w);
         for (int t = 0; t < TBL_N && !rc; t++)
             rc = bg_hand_over(w, t);
         if (!rc)
@@ -771,8 +839,24 @@ static void commit_row(ampdiag_trace_writer *w, int t) { w->tb[t].n++; }
  * Records
  * ------------------------------------------------------------------------------------------ */
 
+/* The formats a layer may compute in (the /layers compute column), "" = not recorded. */
+static int valid_compute(const char *compute)
+{
+    static const char *const known[] = {"", "fp32", "fp16", "bf16"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(compute, known[i]) == 0)
+            return 1;
+    return 0;
+}
+
 int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const char *op,
                             const char *shape, uint64_t params)
+{
+    return ampdiag_trace_add_layer_compute(w, name, op, shape, params, NULL);
+}
+
+int ampdiag_trace_add_layer_compute(ampdiag_trace_writer *w, const char *name, const char *op,
+                                    const char *shape, uint64_t params, const char *compute)
 {
     int rc = check_usable(w, "ampdiag_trace_add_layer");
     if (rc)
@@ -789,6 +873,10 @@ int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const cha
             return trace_fail(AMPDIAG_TRACE_EINVAL,
                               "ampdiag_trace_add_layer: layer '%s' declared twice (trace '%s')", name,
                               w->path);
+    if (compute && !valid_compute(compute))
+        return trace_fail(AMPDIAG_TRACE_EINVAL,
+                          "ampdiag_trace_add_layer: layer '%s': compute format '%.16s' is not fp32, fp16, "
+                          "bf16 or empty (trace '%s')", name, compute, w->path);
     if (w->nnames >= INT32_MAX)
         return trace_fail(AMPDIAG_TRACE_EINVAL, "ampdiag_trace_add_layer: too many layers");
     if (w->nnames == w->capnames) {
@@ -824,6 +912,7 @@ int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const cha
     trace_copy_text(l->op, sizeof l->op, op, SIZE_MAX);
     trace_copy_text(l->shape, sizeof l->shape, shape, SIZE_MAX);
     l->params = params;
+    trace_copy_text(l->compute, sizeof l->compute, compute, SIZE_MAX);
     b->n++;
     trace_copy_text(w->names[w->nnames], AMPDIAG_TRACE_NAME_LEN, name, SIZE_MAX);
     w->info.layers++;

@@ -63,6 +63,7 @@ int ampdiag_status_parse(const char *name) { return parse_name(status_names, NST
 #define F(rec, member, type) {#member, type, offsetof(rec, member), 0, 0}
 #define FO(rec, member, type) {#member, type, offsetof(rec, member), 0, 1} /* optional */
 #define FS(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 0}
+#define FSO(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 1}
 #define NF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const trace_field layer_fields[] = {
@@ -71,6 +72,8 @@ static const trace_field layer_fields[] = {
     FS(ampdiag_trace_layer, op),
     FS(ampdiag_trace_layer, shape),
     F(ampdiag_trace_layer, params, FT_U64),
+    /* added in v1 after the reference traces: optional for readers (absent: "") */
+    FSO(ampdiag_trace_layer, compute),
 };
 
 static const trace_field step_fields[] = {
@@ -114,6 +117,12 @@ static const trace_field tensor_fields[] = {
     /* added in v1 after the reference traces: optional for readers */
     FO(ampdiag_trace_tensor, lost_if_fp16, FT_U64),
     FO(ampdiag_trace_tensor, lost_if_bf16, FT_U64),
+    FO(ampdiag_trace_tensor, e4m3_overflow, FT_U64),
+    FO(ampdiag_trace_tensor, e4m3_underflow, FT_U64),
+    FO(ampdiag_trace_tensor, e4m3_subnormal, FT_U64),
+    FO(ampdiag_trace_tensor, e5m2_overflow, FT_U64),
+    FO(ampdiag_trace_tensor, e5m2_underflow, FT_U64),
+    FO(ampdiag_trace_tensor, e5m2_subnormal, FT_U64),
 };
 
 static const trace_field hist_fields[] = {
@@ -300,6 +309,12 @@ void ampdiag_trace_tensor_from_tstats(ampdiag_trace_tensor *t, const ampdiag_tst
     t->bf16_overflow = s->bf16_overflow;
     t->bf16_underflow = s->bf16_underflow;
     t->bf16_subnormal = s->bf16_subnormal;
+    t->e4m3_overflow = s->e4m3_overflow;
+    t->e4m3_underflow = s->e4m3_underflow;
+    t->e4m3_subnormal = s->e4m3_subnormal;
+    t->e5m2_overflow = s->e5m2_overflow;
+    t->e5m2_underflow = s->e5m2_underflow;
+    t->e5m2_subnormal = s->e5m2_subnormal;
 }
 
 void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstats *s)
@@ -318,6 +333,12 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
     s->bf16_overflow = t->bf16_overflow;
     s->bf16_underflow = t->bf16_underflow;
     s->bf16_subnormal = t->bf16_subnormal;
+    s->e4m3_overflow = t->e4m3_overflow;
+    s->e4m3_underflow = t->e4m3_underflow;
+    s->e4m3_subnormal = t->e4m3_subnormal;
+    s->e5m2_overflow = t->e5m2_overflow;
+    s->e5m2_underflow = t->e5m2_underflow;
+    s->e5m2_subnormal = t->e5m2_subnormal;
     uint64_t finite = ampdiag_tstats_finite(s);
     if (finite > 0) {
         if (!isnan(t->min)) s->min = t->min;

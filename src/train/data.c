@@ -29,13 +29,19 @@ const char *data_synthetic_help(void)
     return "  synthetic:blobs      10 Gaussian classes in 32 features, 4096 + 512 rows (mlp default)\n"
            "  synthetic:blobs-raw  the same features in raw units (x 1e5): unnormalised inputs\n"
            "  synthetic:blobs-tiny the same features x 1e-6: tiny activations and gradients\n"
+           "  synthetic:blobs-valraw  blobs whose first validation row is its class's centre in raw\n"
+           "                       units (x 1e5, preprocessing skipped): only the evaluation's forward\n"
+           "                       pass sees values beyond FP16's range\n"
            "  synthetic:tokens     sequences of 33 tokens over 64 symbols from a sparse Markov chain,\n"
            "                       2048 + 256 rows (transformer default)\n";
 }
 
 /* --------------------------------------------------------------------------- synthetic */
 
-static int make_blobs(dataset *ds, uint64_t seed, float scale)
+/* scale multiplies every row. The first raw_val validation rows are their class's centre in
+ * raw units (x 1e5, the preprocessing skipped): a ReLU network classifies such a scaled
+ * prototype as its unscaled direction, so in FP32 its loss is ~0, while FP16 overflows on it. */
+static int make_blobs(dataset *ds, uint64_t seed, float scale, int raw_val)
 {
     enum { D = 32, K = 10, N = 4096, NV = 512 };
     ds->kind = DATA_CLASSIFICATION;
@@ -59,6 +65,9 @@ static int make_blobs(dataset *ds, uint64_t seed, float scale)
         float *row = i < N ? ds->x + (size_t)i * D : ds->x_val + (size_t)(i - N) * D;
         for (int j = 0; j < D; j++)
             row[j] = scale * (float)(centers[k][j] + rng_normal(&r));
+        if (i >= N && i - N < raw_val) /* its class's centre, in raw units */
+            for (int j = 0; j < D; j++)
+                row[j] = 1e5f * centers[k][j];
         if (i < N) ds->y[i] = k; else ds->y_val[i - N] = k;
     }
     return 0;
@@ -247,15 +256,22 @@ static int load_file(dataset *ds, const char *fname, int want_tokens, char *err,
     if (path_too_long(fname, err, errlen))
         return DATA_EBADINPUT;
     FILE *probe = fopen(fname, "rb");
-    if (!probe)
-        return errf(err, errlen, "%s: cannot open (%s)", fname, strerror(errno)), DATA_EBADINPUT;
+    if (!probe) {
+        int e = errno; /* a name that is not there is bad input; a file that cannot be read, I/O */
+        errf(err, errlen, "%s: cannot open (%s)", fname, strerror(e));
+        return e == ENOENT || e == ENOTDIR || e == EISDIR ? DATA_EBADINPUT : DATA_EIO;
+    }
     fclose(probe);
     htri_t is = H5Fis_hdf5(fname);
     if (is <= 0)
         return errf(err, errlen, "%s: not an HDF5 file (expected /x and /y, or /tokens)", fname), DATA_EBADINPUT;
     hid_t f = H5Fopen(fname, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0)
-        return errf(err, errlen, "%s: HDF5 could not open it", fname), DATA_EIO;
+    if (f < 0) {
+        char d[256];
+        int io = h5safe_open_failed_io(d, sizeof d);
+        errf(err, errlen, "%s: %s (%s)", fname, io ? "cannot read it" : "corrupt or truncated HDF5 file", d);
+        return io ? DATA_EIO : DATA_EBADINPUT;
+    }
     snprintf(ds->name, sizeof ds->name, "%s", fname);
     int rc = DATA_EBADINPUT;
     hsize_t d1[2], d2[2];
@@ -414,7 +430,8 @@ int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, cha
         snprintf(ds->name, sizeof ds->name, "%s", spec);
         int is_tok = strcmp(name, "tokens") == 0;
         float scale = strcmp(name, "blobs-raw") == 0 ? 1e5f : strcmp(name, "blobs-tiny") == 0 ? 1e-6f : 1.0f;
-        if (!is_tok && strcmp(name, "blobs") != 0 && scale == 1.0f) {
+        int raw_val = strcmp(name, "blobs-valraw") == 0;
+        if (!is_tok && strcmp(name, "blobs") != 0 && scale == 1.0f && !raw_val) {
             errf(err, errlen, "--data %s: unknown synthetic set; expected one of:\n%s", spec, data_synthetic_help());
             return DATA_EBADINPUT;
         }
@@ -423,7 +440,7 @@ int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, cha
                  want_tokens ? "transformer" : "mlp");
             return DATA_EBADINPUT;
         }
-        rc = is_tok ? make_tokens(ds, seed) : make_blobs(ds, seed, scale);
+        rc = is_tok ? make_tokens(ds, seed) : make_blobs(ds, seed, scale, raw_val);
         if (rc) {
             data_free(ds);
             errf(err, errlen, "--data %s: out of memory", spec);

@@ -9,6 +9,7 @@
 #include "train/data.h"
 #include "train/tracer.h"
 #include "train/weights.h"
+#include "util/escape.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -385,6 +386,29 @@ static int holds_nan(const run *R, const float *x, size_t n)
     return s.n_nan > 0;
 }
 
+/* After a forward pass whose loss is not finite: the first layer (in forward order) whose
+ * activations are non-finite into *li and *nan (NaN or inf), with a nan_forward/inf_forward
+ * event at step; where ("" for a training step, else e.g. "eval: ... rows 0-63") leads its
+ * message. 0 or a TRAIN_ error. */
+static int forward_origin_event(run *R, long step, float loss, const char *where, int *li, int *nan,
+                                char *err, size_t errlen)
+{
+    model *m = R->m;
+    *nan = 0;
+    *li = model_first_nonfinite_activation(m);
+    if (*li < 0)
+        return 0;
+    size_t n;
+    float *x = model_tensor(m, *li, MT_ACTIVATION, &n);
+    *nan = holds_nan(R, x, n);
+    char msg[128];
+    char lv[32];
+    snprintf(msg, sizeof msg, "%s%s in %s activation (first in forward order); loss %s", where,
+             *nan ? "NaN" : "inf", m->layers[*li].name, fmt_num(lv, sizeof lv, (double)loss, 6));
+    return event(R, step, *li, *nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)loss, msg, err,
+                 errlen);
+}
+
 static int evaluate(run *R, long step, char *err, size_t errlen)
 {
     const dataset *ds = &R->ds;
@@ -392,6 +416,7 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
     int nval = ds->n_val;
     double loss_sum = 0, ex_sum = 0, ex_sumsq = 0;
     long correct = 0, total = 0, rows_done = 0;
+    int origin_told = 0;
     for (int start = 0; start < nval; start += B) {
         int b = nval - start < B ? nval - start : B;
         for (int i = 0; i < b; i++)
@@ -403,6 +428,14 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
                           ds->kind == DATA_TOKENS ? R->inb : NULL, targets, b, &loss) != 0) {
             say(err, errlen, "evaluation: %s", model_error(R->m));
             return TRAIN_EBADINPUT;
+        }
+        if (!isfinite(loss) && !origin_told) { /* the first such batch of this evaluation */
+            char where[64];
+            int li, nan, rc;
+            snprintf(where, sizeof where, "eval: validation rows %d-%d: ", start, start + b - 1);
+            if ((rc = forward_origin_event(R, step, loss, where, &li, &nan, err, errlen)))
+                return rc;
+            origin_told = 1;
         }
         loss_sum += (double)loss * b;
         rows_done += b;
@@ -439,7 +472,7 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
     if (total > 1) {
         double m = ex_sum / (double)total;
         double var = (ex_sumsq - ex_sum * m) / (double)(total - 1);
-        se = var > 0 ? sqrt(var / (double)total) : 0;
+        se = isnan(var) ? NAN : var > 0 ? sqrt(var / (double)total) : 0;
     }
     R->r->eval_loss = el;
     R->r->eval_metric = acc;
@@ -457,6 +490,39 @@ static void describe_model(run *R)
              mp < 0.1 ? 3 : 2, mp);
     R->r->nparams = R->m->nparams;
     R->r->nlayers = R->m->nlayers;
+}
+
+/* The settings the analysis's rules read, as typed attributes. 0 or a TRAIN_ error. */
+static int write_typed_settings(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    ampdiag_trace_writer *w = R->w;
+    const int adam = c->opt.kind == OPT_ADAMW;
+    const struct {
+        const char *k;
+        double v;
+        int on;
+    } dbl[] = {
+        {AMPDIAG_ATTR_OPT_EPS, c->opt.eps, adam},
+        {AMPDIAG_ATTR_OPT_BETA1, c->opt.beta1, adam},
+        {AMPDIAG_ATTR_OPT_BETA2, c->opt.beta2, adam},
+        {AMPDIAG_ATTR_OPT_MOMENTUM, c->opt.momentum, !adam},
+        {AMPDIAG_ATTR_OPT_WEIGHT_DECAY, c->opt.weight_decay, 1},
+        {AMPDIAG_ATTR_SCALER_INIT, c->scaler.init, 1},
+        {AMPDIAG_ATTR_SCALER_GROWTH, c->scaler.growth_factor, 1},
+        {AMPDIAG_ATTR_SCALER_BACKOFF, c->scaler.backoff_factor, 1},
+        {AMPDIAG_ATTR_SCALER_MIN, c->scaler.min_scale, 1},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++)
+        if (dbl[i].on && (rc = ampdiag_trace_set_attr_double(w, dbl[i].k, dbl[i].v)) < 0)
+            return trace_fail(rc, err, errlen);
+    if ((rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_SCALER_INTERVAL, c->scaler.growth_interval)) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_SCALER_HYSTERESIS, c->scaler.hysteresis)) < 0 ||
+        (rc = ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_OPT_STATE_FORMAT,
+                                         ampdiag_format_get(c->opt.state_fmt)->name)) < 0)
+        return trace_fail(rc, err, errlen);
+    return 0;
 }
 
 static int write_header(run *R, char *err, size_t errlen)
@@ -492,7 +558,7 @@ static int write_header(run *R, char *err, size_t errlen)
         {AMPDIAG_ATTR_DEVICE_NAME, R->m->bk->desc},
         {AMPDIAG_ATTR_COMMAND_LINE, c->command_line ? c->command_line : ""},
         {AMPDIAG_ATTR_EVAL_METRIC, "accuracy"},
-        {"fp32_layers", c->mo.fp32_layers ? c->mo.fp32_layers : ""},
+        {AMPDIAG_ATTR_FP32_LAYERS, c->mo.fp32_layers ? c->mo.fp32_layers : ""},
         {"flush_to_zero", (c->mo.round_flags & AMPDIAG_ROUND_FTZ) ? "yes" : "no"},
         {"scenario", c->scenario ? c->scenario : ""},
         /* activation_grad / weight_grad records hold the gradients as the backward pass left
@@ -512,6 +578,8 @@ static int write_header(run *R, char *err, size_t errlen)
         (rc = ampdiag_trace_set_attr_int(w, "hist_every", c->hist_every)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, "params", (int64_t)R->m->nparams)) < 0)
         return trace_fail(rc, err, errlen);
+    if ((rc = write_typed_settings(R, err, errlen)))
+        return rc;
     for (int i = 0; i < R->m->nlayers; i++) {
         const layer *L = &R->m->layers[i];
         char shape[64] = "";
@@ -636,25 +704,11 @@ static int forward_step(run *R, step_state *s, char *err, size_t errlen)
  * s->fwd_li and s->fwd_nan (NaN or inf), with an event. 0 or a TRAIN_ error. */
 static int find_forward_origin(run *R, step_state *s, char *err, size_t errlen)
 {
-    model *m = R->m;
     s->fwd_li = -1;
     s->fwd_nan = 0;
     if (isfinite(s->loss))
         return 0;
-    int li = model_first_nonfinite_activation(m);
-    s->fwd_li = li;
-    if (li < 0)
-        return 0;
-    size_t n;
-    float *x = model_tensor(m, li, MT_ACTIVATION, &n);
-    int nan = holds_nan(R, x, n);
-    s->fwd_nan = nan;
-    char msg[128];
-    char lv[32];
-    snprintf(msg, sizeof msg, "%s in %s activation (first in forward order); loss %s", nan ? "NaN" : "inf",
-             m->layers[li].name, fmt_num(lv, sizeof lv, (double)s->loss, 6));
-    return event(R, s->t, li, nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)s->loss, msg, err,
-                 errlen);
+    return forward_origin_event(R, s->t, s->loss, "", &s->fwd_li, &s->fwd_nan, err, errlen);
 }
 
 /* The backward pass of loss * scale (once the tracer has read the last traced step's
@@ -1075,7 +1129,7 @@ static int load_data(run *R, char *err, size_t errlen)
     /* what the checks at load found: on stderr now, as note events in the trace (open_trace) */
     for (const char *w = R->ds.warnings; *w;) {
         size_t len = strcspn(w, "\n");
-        fprintf(stderr, "ampdiag run: warning: %.*s\n", (int)len, w);
+        fprintf_text(stderr, "ampdiag run: warning: %.*s\n", (int)len, w);
         w += len + (w[len] == '\n');
     }
     return 0;

@@ -162,8 +162,10 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
     }
     f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
-        errf(err, errlen, "%s: HDF5 could not open it", path);
-        rc = WEIGHTS_EIO;
+        char d[256];
+        int io = h5safe_open_failed_io(d, sizeof d);
+        errf(err, errlen, "%s: %s (%s)", path, io ? "cannot read it" : "corrupt or truncated HDF5 file", d);
+        rc = io ? WEIGHTS_EIO : WEIGHTS_EBADINPUT;
         goto out;
     }
     /* read everything into a copy first: nothing changes unless all of it fits */

@@ -2,6 +2,7 @@
  * json.c - the JSON writer (json.h).
  */
 #include "util/json.h"
+#include "util/escape.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -28,7 +29,8 @@ static void jw_sep(jw *w)
     }
 }
 
-/* JSON string: escapes, and bytes that are not valid UTF-8 become U+FFFD. */
+/* JSON string: escapes, control characters (C0, DEL, C1) as \u00XX, and bytes that are not
+ * valid UTF-8 as U+FFFD (util/escape.h). */
 void json_write_string(FILE *f, const char *s)
 {
     if (!s) {
@@ -39,7 +41,17 @@ void json_write_string(FILE *f, const char *s)
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         unsigned char ch = *p;
-        if (ch < 0x80) {
+        size_t len = str_utf8_len((const char *)p);
+        if (len == 0) {
+            fputs("\\ufffd", f);
+            p++;
+        } else if (len == 2 && ch == 0xc2 && p[1] < 0xa0) {
+            fprintf(f, "\\u%04x", p[1]); /* a C1 control, U+0080..U+009F */
+            p += 2;
+        } else if (len > 1) {
+            fwrite(p, 1, len, f);
+            p += len;
+        } else {
             switch (ch) {
             case '"': fputs("\\\"", f); break;
             case '\\': fputs("\\\\", f); break;
@@ -52,28 +64,6 @@ void json_write_string(FILE *f, const char *s)
                 else
                     fputc(ch, f);
             }
-            p++;
-            continue;
-        }
-        int len = ch >= 0xf0 && ch <= 0xf4 ? 4 : ch >= 0xe0 ? 3 : ch >= 0xc2 && ch <= 0xdf ? 2 : 0;
-        if (ch >= 0xf5)
-            len = 0;
-        int ok = len > 0;
-        for (int i = 1; ok && i < len; i++)
-            ok = (p[i] & 0xc0) == 0x80;
-        if (ok && len == 3) {
-            if ((ch == 0xe0 && p[1] < 0xa0) || (ch == 0xed && p[1] >= 0xa0))
-                ok = 0;
-        }
-        if (ok && len == 4) {
-            if ((ch == 0xf0 && p[1] < 0x90) || (ch == 0xf4 && p[1] >= 0x90))
-                ok = 0;
-        }
-        if (ok) {
-            fwrite(p, 1, (size_t)len, f);
-            p += len;
-        } else {
-            fputs("\\ufffd", f);
             p++;
         }
     }

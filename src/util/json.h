@@ -1,7 +1,8 @@
 /*
  * json.h - the one JSON writer of every command (compare's report, info, sweep): keys and values
  * written as they come, commas placed by nesting depth, strings escaped and always valid UTF-8
- * (bytes that are not valid UTF-8 become U+FFFD), non-finite numbers written as null.
+ * (control characters, C1 included, as \u00XX; bytes that are not valid UTF-8 become U+FFFD),
+ * non-finite numbers written as null.
  * Every document a command writes carries a "format_version" key (JSON_FORMAT_VERSION or the
  * document's own version) so that scripts can tell revisions apart.
  *

@@ -14,13 +14,6 @@ void errf(char *err, size_t errlen, const char *fmt, ...);
  * every number a person reads goes through this. Returns buf. */
 const char *fmt_num(char *buf, size_t n, double v, int digits);
 
-/* Copy src into dst (n bytes, NUL-terminated), each control byte (< 0x20 and 0x7f) written as
- * the four characters \xNN, so that text from a file (a trace's names, messages, attributes)
- * cannot send terminal escapes. An escape is never cut: what does not fit is left out.
- * Returns dst. */
-char *str_escape_ctl(char *dst, size_t n, const char *src);
-
-/* The same for Markdown tables and text: also '|' as \|, '`' as \` and '<' as &lt;. */
-char *str_escape_md(char *dst, size_t n, const char *src);
+/* Escaping text from files for where it is printed: util/escape.h. */
 
 #endif

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """xcheck_optim.py - ampdiag's FP32 training against PyTorch, step by step.
 
-The default mlp (fc1..fc4 with ReLU, softmax cross-entropy) is built in PyTorch with the
-weights of a weights file, trained on the same data in the same order (ampdiag run --shuffle
-off: batches of B consecutive rows, wrapping at the end), and the per-step training losses
-are compared with the /steps losses of ampdiag's trace. Prints TAP.
+The default mlp (mlp.py: fc1..fc4 with ReLU, softmax cross-entropy) is built in PyTorch with
+the weights of a weights file, trained on the same data in the same order (ampdiag run --shuffle
+off), and the per-step training losses are compared with the /steps losses of ampdiag's trace.
+Prints TAP.
 
 It also checks that PyTorch itself gives the values tests/t_layers.c and tests/t_scaler.c
 hold ampdiag to (ReLU's backward at NaN; GradScaler's float32 scale at its floor).
@@ -16,8 +16,9 @@ import subprocess
 import sys
 
 import h5py
-import numpy as np
 import torch
+
+from mlp import MLP, batches, layer_shapes, make_data, save_weights
 
 STEPS = 50
 BATCH = 64
@@ -28,51 +29,11 @@ CONFIGS = [
 ]
 
 
-def make_data(path, n=1024, d=32, k=10, seed=7):
-    rng = np.random.default_rng(seed)
-    centres = rng.normal(0, 1, (k, d)).astype(np.float32)
-    y = rng.integers(0, k, n).astype(np.int32)
-    x = (centres[y] + rng.normal(0, 2.0, (n, d))).astype(np.float32)
-    yv = rng.integers(0, k, 128).astype(np.int32)
-    xv = (centres[yv] + rng.normal(0, 2.0, (128, d))).astype(np.float32)
-    with h5py.File(path, "w") as f:
-        f["x"], f["y"], f["x_val"], f["y_val"] = x, y, xv, yv
-    return x, y
-
-
-def layer_shapes(ampdiag, data, work):
-    """Names and shapes of the mlp's parameters, as ampdiag saves them."""
-    w = os.path.join(work, "shapes.h5")
-    subprocess.run([ampdiag, "run", "--data", data, "--steps", "1", "--progress", "none",
-                    "--trace-every", "0", "--overwrite", "-o", os.path.join(work, "shapes-trace.h5"),
-                    "--save-weights", w], check=True, stdout=subprocess.DEVNULL)
-    with h5py.File(w, "r") as f:
-        return [(name, f[name]["weight"].shape) for name in ("fc1", "fc2", "fc3", "fc4")]
-
-
-class MLP(torch.nn.Module):
-    def __init__(self, shapes):
-        super().__init__()
-        self.fcs = torch.nn.ModuleList(torch.nn.Linear(s[1], s[0]) for _, s in shapes)
-
-    def forward(self, x):
-        for i, fc in enumerate(self.fcs):
-            x = fc(x)
-            if i + 1 < len(self.fcs):
-                x = torch.relu(x)
-        return x
-
-
 def torch_losses(model, opt, x, y):
-    n = x.shape[0]
-    pos = 0
     out = []
-    for _ in range(STEPS):
-        rows = [(pos + i) % n for i in range(BATCH)]
-        pos = (pos + BATCH) % n
+    for xb, yb in batches(x, y, STEPS, BATCH):
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(x[rows])),
-                                                 torch.from_numpy(y[rows]).long())
+        loss = torch.nn.functional.cross_entropy(model(xb), yb)
         loss.backward()
         opt.step()
         out.append(loss.item())
@@ -91,10 +52,7 @@ def main():
     for name, args in CONFIGS:
         model = MLP(shapes)
         w0 = os.path.join(work, "w0-%s.h5" % name)
-        with h5py.File(w0, "w") as f:
-            for (lname, _), fc in zip(shapes, model.fcs):
-                f[lname + "/weight"] = fc.weight.detach().numpy()
-                f[lname + "/bias"] = fc.bias.detach().numpy()
+        save_weights(model, w0)
         trace = os.path.join(work, "xcheck-%s.h5" % name)
         subprocess.run([ampdiag, "run", "--precision", "fp32", "--data", data, "--init-from", w0,
                         "--shuffle", "off", "--steps", str(STEPS), "--batch", str(BATCH),

@@ -76,6 +76,11 @@ static atomic_int simd_forced_off;
 
 void backend_cpu_force_generic(int on) { atomic_store(&simd_forced_off, on != 0); }
 
+int cpu_simd_forced_off(void)
+{
+    return atomic_load_explicit(&simd_forced_off, memory_order_relaxed);
+}
+
 static int simd_caps(void)
 {
     if (atomic_load_explicit(&simd_detected, memory_order_relaxed) < 0) {
@@ -91,7 +96,7 @@ static int simd_caps(void)
 #endif
         atomic_store(&simd_detected, caps); /* every thread computes the same value */
     }
-    if (atomic_load_explicit(&simd_forced_off, memory_order_relaxed))
+    if (cpu_simd_forced_off())
         return 0;
     return atomic_load_explicit(&simd_detected, memory_order_relaxed);
 }
@@ -223,7 +228,7 @@ KERNEL void round_k(float *out, const float *in, size_t n, rnd_fn R)
         out[i] = R(in[i]);
 }
 
-static void cpu_round(const backend *bk, float *out, const float *in, size_t n, bk_rnd r)
+void cpu_round(const backend *bk, float *out, const float *in, size_t n, bk_rnd r)
 {
     (void)bk;
     if (rnd_kind(r) == RK_NONE) {

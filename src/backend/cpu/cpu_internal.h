@@ -4,6 +4,12 @@
 
 #include "backend/backend.h"
 
+/* out[i] = rnd(in[i]) (in == out allowed): the vector rounding code, or the portable code when
+ * backend_cpu_force_generic or AMPDIAG_ROUND_IMPL=generic turned it off. */
+void cpu_round(const backend *bk, float *out, const float *in, size_t n, bk_rnd r);
+/* backend_cpu_force_generic(1) is in effect: every SIMD path of the backend steps aside. */
+int cpu_simd_forced_off(void);
+
 void cpu_grad_norm(const backend *bk, const float *g, size_t n, float inv_scale, double *sumsq,
                    uint64_t *nonfinite);
 void cpu_optim_step(const backend *bk, const bk_optim *c, long t, float *w, const float *g, float *m,

@@ -111,7 +111,6 @@ static void compute_dw(const bk_optim *c, long t, const float *w, const float *g
 void cpu_optim_step(const backend *bk, const bk_optim *c, long t, float *w, const float *g, float *m, float *v,
                     size_t n, double lr, float ginv, float gscale, float *dw_keep, float *w_keep)
 {
-    (void)bk;
     float dwb[OPTIM_BLOCK];
     ampdiag_format wf = c->weight_fmt;
     unsigned fl = c->round_flags;
@@ -125,8 +124,7 @@ void cpu_optim_step(const backend *bk, const bk_optim *c, long t, float *w, cons
             memcpy(w_keep + b, wb, k * sizeof *wb);
         for (size_t i = 0; i < k; i++)
             wb[i] += dw[i];
-        if (wf != AMPDIAG_FP32)
-            ampdiag_round_array(wf, fl, wb, wb, k);
+        cpu_round(bk, wb, wb, k, bk_rnd_make(wf, fl));
     }
 }
 
@@ -163,14 +161,16 @@ UPD_TARGET static inline __m256 v_bf16_num(__m256 v, int ftz)
     return _mm256_castsi256_ps(r);
 }
 
-/* One pass over k values (a multiple of 8) of w_old and dw: the counts of optim_update_stats
- * (lost as stored, lost if FP16, lost if BF16) and the eight lanes of the sums of squares, each
- * lane the same sum, in the same order, as the plain loop's. */
 /* Lanes where an update counts: d != 0 and neither w nor d NaN (with a NaN the sums are NaN and
- * never equal, so such lanes are never lost, and the BF16 rounding need not be NaN-safe). */
+ * never equal, so such lanes are never lost, and the BF16 rounding need not be NaN-safe). Two
+ * compares that valgrind runs right: ORD_Q(w, d), and d != 0 with NEQ_UQ (true for a NaN d,
+ * but those lanes are out already); _CMP_NEQ_OQ, which would say "d != 0, not NaN" in one,
+ * runs as NEQ_UQ under valgrind 3.19, and a NaN d of payload 0x7fffffff then counts as lost
+ * (its BF16 rounding carries into the sign: -0, equal to a zero weight). */
 UPD_TARGET static inline __m256 counts_mask(__m256 w, __m256 d)
 {
-    return _mm256_and_ps(_mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_OQ), _mm256_cmp_ps(w, w, _CMP_ORD_Q));
+    return _mm256_and_ps(_mm256_cmp_ps(w, d, _CMP_ORD_Q),
+                         _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ));
 }
 
 /* Lanes of k values (a multiple of 8) where fl(fl(w) + d) == fl(w) in format f (FP16 or BF16),
@@ -223,6 +223,8 @@ UPD_TARGET static void update_pass_avx2(const float *wb, const float *db, size_t
         cnt[0] += t[l];
 }
 
+/* The vector pass runs unless the CPU lacks it, AMPDIAG_ROUND_IMPL=generic (read once) or
+ * backend_cpu_force_generic(1). */
 static int update_pass_simd(void)
 {
     static _Atomic int have = -1;
@@ -233,14 +235,13 @@ static int update_pass_simd(void)
             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
         atomic_store_explicit(&have, h, memory_order_relaxed);
     }
-    return h;
+    return h && !cpu_simd_forced_off();
 }
 #endif
 
 void cpu_update_stats(const backend *bk, const bk_optim *c, const float *w_old, const float *dw, size_t n,
                       bk_update_stats *st, ampdiag_hist *hu)
 {
-    (void)bk;
     ampdiag_format wf = c->weight_fmt;
     unsigned fl = c->round_flags;
     float wr[OPTIM_BLOCK], sum[OPTIM_BLOCK];
@@ -270,18 +271,17 @@ void cpu_update_stats(const backend *bk, const bk_optim *c, const float *w_old, 
             /* what-if: would dw be lost with weights stored in FP16 / BF16? wr = fl(w), sum =
              * fl(wr + dw): lost when dw != 0 and sum == wr */
             for (int f = 0; f < 2; f++) {
-                ampdiag_round_array(what_if[f], fl, wt, wr, kt);
+                cpu_round(bk, wr, wt, kt, bk_rnd_make(what_if[f], fl));
                 for (size_t i = 0; i < kt; i++)
                     sum[i] = wr[i] + dt[i];
-                ampdiag_round_array(what_if[f], fl, sum, sum, kt);
+                cpu_round(bk, sum, sum, kt, bk_rnd_make(what_if[f], fl));
                 for (size_t i = 0; i < kt; i++)
                     lw[f] += (dt[i] != 0.0f) & (sum[i] == wr[i]);
             }
             /* the update as optim_update stored it: lost when the stored weight did not change */
             for (size_t i = 0; i < kt; i++)
                 sum[i] = wt[i] + dt[i];
-            if (wf != AMPDIAG_FP32)
-                ampdiag_round_array(wf, fl, sum, sum, kt);
+            cpu_round(bk, sum, sum, kt, bk_rnd_make(wf, fl));
             for (size_t i = 0; i < kt; i++)
                 lost += (dt[i] != 0.0f) & (sum[i] == wt[i]);
         }

@@ -414,6 +414,8 @@ AMPDIAG_HD void ck_grad_norm_add(double *ss, unsigned long long *nonfinite, floa
 typedef struct ck_stats {
     unsigned long long nan, pinf, ninf, zero, neg;
     unsigned long long hovf, hunf, hsub, bovf, bunf, bsub;
+    unsigned long long e4ovf, e4unf, e4sub, e5ovf, e5unf, e5sub; /* FP8 E4M3 / E5M2, unscaled */
+    unsigned long long fsub; /* float32 subnormals (the FP32 row's what-if) */
     int32_t kmin, kmax; /* over finite values; INT32_MAX / INT32_MIN when none */
     int32_t amax, amin; /* |x| bits over finite / finite non-zero; 0 / INT32_MAX when none */
     double sum, sq;
@@ -423,6 +425,7 @@ AMPDIAG_HD void ck_stats_init(ck_stats *b)
 {
     b->nan = b->pinf = b->ninf = b->zero = b->neg = 0;
     b->hovf = b->hunf = b->hsub = b->bovf = b->bunf = b->bsub = 0;
+    b->e4ovf = b->e4unf = b->e4sub = b->e5ovf = b->e5unf = b->e5sub = b->fsub = 0;
     b->kmin = INT32_MAX;
     b->kmax = INT32_MIN;
     b->amax = 0;
@@ -464,6 +467,13 @@ AMPDIAG_HD void ck_stats_add(ck_stats *b, uint32_t u)
     b->bovf += fin & (a >= AMPDIAG_BF16_OVF_BITS);
     b->bunf += nz & (a <= AMPDIAG_BF16_UNF_BITS);
     b->bsub += (a > AMPDIAG_BF16_UNF_BITS) & (a < AMPDIAG_BF16_NORM_BITS);
+    b->e4ovf += fin & (a >= AMPDIAG_E4M3_OVF_BITS);
+    b->e4unf += nz & (a <= AMPDIAG_E4M3_UNF_BITS);
+    b->e4sub += (a > AMPDIAG_E4M3_UNF_BITS) & (a < AMPDIAG_E4M3_NORM_BITS);
+    b->e5ovf += fin & (a >= AMPDIAG_E5M2_OVF_BITS);
+    b->e5unf += nz & (a <= AMPDIAG_E5M2_UNF_BITS);
+    b->e5sub += (a > AMPDIAG_E5M2_UNF_BITS) & (a < AMPDIAG_E5M2_NORM_BITS);
+    b->fsub += nz & (a < AMPDIAG_F32_MIN_NORMAL);
 }
 
 /* d := d merged with s (counts added, extremes combined, sums added). */
@@ -472,6 +482,9 @@ AMPDIAG_HD void ck_stats_merge(ck_stats *d, const ck_stats *s)
     d->nan += s->nan; d->pinf += s->pinf; d->ninf += s->ninf; d->zero += s->zero; d->neg += s->neg;
     d->hovf += s->hovf; d->hunf += s->hunf; d->hsub += s->hsub;
     d->bovf += s->bovf; d->bunf += s->bunf; d->bsub += s->bsub;
+    d->e4ovf += s->e4ovf; d->e4unf += s->e4unf; d->e4sub += s->e4sub;
+    d->e5ovf += s->e5ovf; d->e5unf += s->e5unf; d->e5sub += s->e5sub;
+    d->fsub += s->fsub;
     d->kmin = s->kmin < d->kmin ? s->kmin : d->kmin;
     d->kmax = s->kmax > d->kmax ? s->kmax : d->kmax;
     d->amax = s->amax > d->amax ? s->amax : d->amax;
@@ -517,6 +530,14 @@ static inline void ck_stats_record(const ck_stats *b, uint64_t n, ampdiag_tstats
     s->bf16_overflow = b->bovf;
     s->bf16_underflow = b->bunf;
     s->bf16_subnormal = b->bsub;
+    s->e4m3_overflow = b->e4ovf;
+    s->e4m3_underflow = b->e4unf;
+    s->e4m3_subnormal = b->e4sub;
+    s->e5m2_overflow = b->e5ovf;
+    s->e5m2_underflow = b->e5unf;
+    s->e5m2_subnormal = b->e5sub;
+    s->fp32_overflow = s->fp32_underflow = 0;
+    s->fp32_subnormal = b->fsub;
     s->sum = b->sum;
     s->sumsq = b->sq;
     int any = nonfinite < n;

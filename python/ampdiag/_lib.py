@@ -1,0 +1,284 @@
+"""ctypes binding to libampdiag: the trace writer and the tensor statistics.
+
+libampdiag (include/ampdiag.h, include/ampdiag_trace.h) is the one writer of the trace format;
+this module only declares its functions and structures and turns its error codes into Python
+exceptions. The library is found, in this order, at:
+
+1. ``$AMPDIAG_LIB`` (a path to ``libampdiag.so``);
+2. the build tree this package sits in (``<source tree>/.libs/libampdiag.so`` after ``make``);
+3. the system's (``ctypes.util.find_library("ampdiag")``, then ``libampdiag.so.0`` in the
+   dynamic linker's path and in ``/usr/local/lib``).
+"""
+import ctypes
+import ctypes.util
+import math
+import os
+
+__all__ = [
+    "AmpdiagError", "LibraryNotFound", "Tstats", "Hist", "StepRecord", "TraceWriter", "lib",
+    "library_path", "KINDS", "EVENTS", "STATUSES", "HIST_BINS",
+]
+
+HIST_BINS = 281
+KINDS = {"activation": 0, "activation_grad": 1, "weight": 2, "weight_grad": 3, "update": 4}
+EVENTS = {"nan_forward": 0, "inf_forward": 1, "nan_backward": 2, "inf_backward": 3, "overflow": 4,
+          "scale_backoff": 5, "scale_growth": 6, "skipped_step": 7, "clipped": 8, "loss_spike": 9,
+          "divergence": 10, "stop": 11, "note": 12}
+STATUSES = {"running": 0, "complete": 1, "diverged": 2, "interrupted": 3}
+_KEEP_STATUS = -1  # AMPDIAG_STATUS_UNKNOWN: close keeps the status last set
+
+
+class LibraryNotFound(OSError):
+    """libampdiag could not be loaded."""
+
+
+class AmpdiagError(RuntimeError):
+    """A libampdiag call failed; ``code`` is its negative AMPDIAG_TRACE_E* code and ``io`` says
+    whether it was an I/O or resource failure (ampdiag exits 3 for those, 2 for bad input)."""
+
+    def __init__(self, message, code, io=False):
+        super().__init__(message)
+        self.code = code
+        self.io = io
+
+
+class Tstats(ctypes.Structure):
+    """struct ampdiag_tstats: one tensor's statistics (ampdiag.h)."""
+    _fields_ = [(n, ctypes.c_uint64) for n in (
+        "count", "n_nan", "n_posinf", "n_neginf", "n_zero", "n_neg", "n_pos",
+        # the what-if counts, one row per format of the table (ampdiag.h: whatif[5][3])
+        "fp32_overflow", "fp32_underflow", "fp32_subnormal",
+        "fp16_overflow", "fp16_underflow", "fp16_subnormal",
+        "bf16_overflow", "bf16_underflow", "bf16_subnormal",
+        "e4m3_overflow", "e4m3_underflow", "e4m3_subnormal",
+        "e5m2_overflow", "e5m2_underflow", "e5m2_subnormal")] + \
+        [(n, ctypes.c_float) for n in ("min", "max", "absmax", "absmin_nz")] + \
+        [("sum", ctypes.c_double), ("sumsq", ctypes.c_double)]
+
+    COUNTS = ("count", "n_nan", "n_posinf", "n_neginf", "n_zero", "n_neg", "n_pos",
+              "fp32_subnormal",
+              "fp16_overflow", "fp16_underflow", "fp16_subnormal",
+              "bf16_overflow", "bf16_underflow", "bf16_subnormal",
+              "e4m3_overflow", "e4m3_underflow", "e4m3_subnormal",
+              "e5m2_overflow", "e5m2_underflow", "e5m2_subnormal")
+
+    def as_dict(self):
+        return {n: getattr(self, n) for n, _ in self._fields_}
+
+    def finite(self):
+        return self.count - self.n_nan - self.n_posinf - self.n_neginf
+
+
+class Hist(ctypes.Structure):
+    """struct ampdiag_hist: the 281-bin exponent histogram."""
+    _fields_ = [("bin", ctypes.c_uint64 * HIST_BINS)]
+
+
+class StepRecord(ctypes.Structure):
+    """struct ampdiag_trace_step: one /steps row."""
+    _fields_ = [("step", ctypes.c_int64), ("loss", ctypes.c_double), ("loss_scale", ctypes.c_double),
+                ("grad_norm", ctypes.c_double), ("clip_coef", ctypes.c_double),
+                ("skipped", ctypes.c_int32), ("skip_reason", ctypes.c_char * 96),
+                ("lr", ctypes.c_double), ("update_ratio", ctypes.c_double),
+                ("nonfinite_grads", ctypes.c_uint64), ("wall_ms", ctypes.c_double)]
+
+
+class _Options(ctypes.Structure):
+    """struct ampdiag_trace_options."""
+    _fields_ = [("flush_every_steps", ctypes.c_uint), ("flush_seconds", ctypes.c_double),
+                ("overwrite", ctypes.c_int), ("compact_on_close", ctypes.c_int),
+                ("background", ctypes.c_int)]
+
+
+def _candidates():
+    env = os.environ.get("AMPDIAG_LIB")
+    if env:
+        return [env], True
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))  # <source tree>/python/ampdiag -> <source tree>
+    out = []
+    if os.path.exists(os.path.join(root, "include", "ampdiag_trace.h")):  # used from the source tree
+        out.append(os.path.join(root, ".libs", "libampdiag.so"))
+    found = ctypes.util.find_library("ampdiag")
+    if found:
+        out.append(found)
+    out += ["libampdiag.so.0", "/usr/local/lib/libampdiag.so.0", "/usr/local/lib64/libampdiag.so.0"]
+    return out, False
+
+
+_lib = None
+_lib_path = None
+
+
+def _declare(L):
+    P = ctypes.c_void_p
+    sig = {
+        "ampdiag_version": (ctypes.c_char_p, []),
+        "ampdiag_trace_errmsg": (ctypes.c_char_p, []),
+        "ampdiag_trace_err_is_io": (ctypes.c_int, [ctypes.c_int]),
+        "ampdiag_tstats_init": (None, [ctypes.POINTER(Tstats)]),
+        "ampdiag_tstats_compute": (None, [P, ctypes.c_size_t, ctypes.POINTER(Tstats), ctypes.POINTER(Hist)]),
+        "ampdiag_tstats_merge": (None, [ctypes.POINTER(Tstats), ctypes.POINTER(Tstats)]),
+        "ampdiag_hist_merge": (None, [ctypes.POINTER(Hist), ctypes.POINTER(Hist)]),
+        "ampdiag_trace_options_init": (None, [ctypes.POINTER(_Options)]),
+        "ampdiag_trace_create": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_Options), ctypes.POINTER(P)]),
+        "ampdiag_trace_set_attr_str": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_char_p]),
+        "ampdiag_trace_set_attr_double": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_double]),
+        "ampdiag_trace_set_attr_int": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_int64]),
+        "ampdiag_trace_add_layer_compute": (ctypes.c_int, [P, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                                                           ctypes.c_uint64, ctypes.c_char_p]),
+        "ampdiag_trace_append_step": (ctypes.c_int, [P, ctypes.POINTER(StepRecord)]),
+        "ampdiag_trace_append_tensor": (ctypes.c_int, [P, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
+                                                       ctypes.POINTER(Tstats), ctypes.c_uint64]),
+        "ampdiag_trace_append_update": (ctypes.c_int, [P, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(Tstats),
+                                                       ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64]),
+        "ampdiag_trace_append_hist": (ctypes.c_int, [P, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
+                                                     ctypes.POINTER(Hist)]),
+        "ampdiag_trace_append_event": (ctypes.c_int, [P, ctypes.c_int64, ctypes.c_int, ctypes.c_int,
+                                                      ctypes.c_double, ctypes.c_char_p]),
+        "ampdiag_trace_append_eval_se": (ctypes.c_int, [P, ctypes.c_int64, ctypes.c_double, ctypes.c_double,
+                                                        ctypes.c_double]),
+        "ampdiag_trace_flush": (ctypes.c_int, [P]),
+        "ampdiag_trace_set_status": (ctypes.c_int, [P, ctypes.c_int]),
+        "ampdiag_trace_close": (ctypes.c_int, [P, ctypes.c_int]),
+    }
+    for name, (res, args) in sig.items():
+        f = getattr(L, name)  # AttributeError: a libampdiag older than this package
+        f.restype = res
+        f.argtypes = args
+
+
+def lib():
+    """The loaded libampdiag (ctypes.CDLL); raises LibraryNotFound with what was tried."""
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    paths, from_env = _candidates()
+    tried = []
+    for p in paths:
+        if os.sep in p and not os.path.exists(p):
+            tried.append("%s (no such file)" % p)
+            continue
+        try:
+            L = ctypes.CDLL(p)
+        except OSError as e:
+            tried.append("%s (%s)" % (p, e))
+            continue
+        try:
+            _declare(L)
+        except AttributeError as e:
+            tried.append("%s (too old for this package: %s)" % (p, e))
+            continue
+        _lib, _lib_path = L, p
+        return L
+    hint = ("AMPDIAG_LIB=%s cannot be loaded" % paths[0]) if from_env else \
+        "set AMPDIAG_LIB to the path of libampdiag.so, or build ampdiag (make) or install it (make install)"
+    raise LibraryNotFound("libampdiag not found: %s; tried: %s" % (hint, "; ".join(tried)))
+
+
+def library_path():
+    """The path libampdiag was loaded from (loading it if need be)."""
+    lib()
+    return _lib_path
+
+
+def _b(s):
+    if s is None:
+        return None
+    return s.encode("utf-8", "replace") if isinstance(s, str) else bytes(s)
+
+
+def _check(rc):
+    if rc < 0:
+        L = lib()
+        raise AmpdiagError(L.ampdiag_trace_errmsg().decode("utf-8", "replace"), rc,
+                           bool(L.ampdiag_trace_err_is_io(rc)))
+    return rc
+
+
+class TraceWriter:
+    """A trace being written: a thin wrapper of libampdiag's ampdiag_trace_writer.
+
+    ``flush_every`` steps / ``flush_seconds`` seconds bound what a killed process loses;
+    ``background`` lets a thread of the writer compress and write full batches."""
+
+    def __init__(self, path, overwrite=False, flush_every=10, flush_seconds=2.0, background=False,
+                 compact_on_close=True):
+        L = lib()
+        opt = _Options()
+        L.ampdiag_trace_options_init(ctypes.byref(opt))
+        opt.flush_every_steps = int(flush_every)
+        opt.flush_seconds = float(flush_seconds)
+        opt.overwrite = 1 if overwrite else 0
+        opt.background = 1 if background else 0
+        opt.compact_on_close = 1 if compact_on_close else 0
+        w = ctypes.c_void_p()
+        _check(L.ampdiag_trace_create(_b(os.fspath(path)), ctypes.byref(opt), ctypes.byref(w)))
+        self._w = w
+        self._L = L
+        self.path = os.fspath(path)
+
+    @property
+    def closed(self):
+        return self._w is None
+
+    def _h(self):
+        if self._w is None:
+            raise AmpdiagError("trace '%s' is closed" % self.path, -1)
+        return self._w
+
+    def set_attr(self, name, value):
+        """A root attribute (before the first record): str, int (bool too) or float."""
+        if isinstance(value, bool):
+            value = int(value)
+        if isinstance(value, int):
+            _check(self._L.ampdiag_trace_set_attr_int(self._h(), _b(name), value))
+        elif isinstance(value, float):
+            _check(self._L.ampdiag_trace_set_attr_double(self._h(), _b(name), value))
+        else:
+            _check(self._L.ampdiag_trace_set_attr_str(self._h(), _b(name), _b(str(value))))
+
+    def add_layer(self, name, op="", shape="", params=0, compute=""):
+        return _check(self._L.ampdiag_trace_add_layer_compute(self._h(), _b(name), _b(op), _b(shape),
+                                                              int(params), _b(compute or "")))
+
+    def append_tensor(self, step, layer, kind, stats, lost_updates=0):
+        _check(self._L.ampdiag_trace_append_tensor(self._h(), step, layer, KINDS[kind] if isinstance(kind, str)
+                                                   else kind, ctypes.byref(stats), lost_updates))
+
+    def append_update(self, step, layer, stats, lost_updates, lost_if_fp16, lost_if_bf16):
+        _check(self._L.ampdiag_trace_append_update(self._h(), step, layer, ctypes.byref(stats),
+                                                   lost_updates, lost_if_fp16, lost_if_bf16))
+
+    def append_hist(self, step, layer, kind, hist):
+        if not isinstance(hist, Hist):
+            h = Hist()
+            for i, v in enumerate(hist):
+                h.bin[i] = int(v)
+            hist = h
+        _check(self._L.ampdiag_trace_append_hist(self._h(), step, layer, KINDS[kind] if isinstance(kind, str)
+                                                 else kind, ctypes.byref(hist)))
+
+    def append_event(self, step, layer, code, value=math.nan, message=None):
+        _check(self._L.ampdiag_trace_append_event(self._h(), step, -1 if layer is None else layer,
+                                                  EVENTS[code] if isinstance(code, str) else code,
+                                                  float(value), _b(message)))
+
+    def append_step(self, rec):
+        _check(self._L.ampdiag_trace_append_step(self._h(), ctypes.byref(rec)))
+
+    def append_eval(self, step, loss, metric=math.nan, loss_se=math.nan):
+        _check(self._L.ampdiag_trace_append_eval_se(self._h(), step, float(loss), float(metric), float(loss_se)))
+
+    def flush(self):
+        _check(self._L.ampdiag_trace_flush(self._h()))
+
+    def set_status(self, status):
+        _check(self._L.ampdiag_trace_set_status(self._h(), STATUSES[status]))
+
+    def close(self, status="complete"):
+        """Close with that status (None keeps the last one set); safe to call twice."""
+        if self._w is None:
+            return
+        w, self._w = self._w, None
+        _check(self._L.ampdiag_trace_close(w, _KEEP_STATUS if status is None else STATUSES[status]))

@@ -1,0 +1,857 @@
+"""Trace a PyTorch training run into an ampdiag trace (docs/pytorch.md).
+
+    import ampdiag.torch
+    tracer = ampdiag.torch.Tracer("run.h5", model, optimizer, scaler)   # scaler: optional
+    for x, y in loader:
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+        tracer.step(loss)          # after the optimizer step and scaler.update()
+    tracer.close()
+
+or ``with ampdiag.torch.trace("run.h5", model, optimizer, scaler) as tracer: ...``.
+
+The tracer writes the records ``ampdiag run`` writes (traces/FORMAT.md) through libampdiag's
+trace writer: per step the loss, the loss scale the backward pass ran with, whether GradScaler
+skipped the update and the first layer and tensor that held a non-finite value, the unscaled
+gradient norm before clipping, the clip coefficient and the learning rate; on traced steps
+(every ``trace_every``-th) per layer the statistics of its output (forward hooks), of the
+gradient of its output (tensor hooks on the output), of its weights before the update, of its
+weight gradients as held (loss-scaled, before unscaling and clipping) and of the update, with
+the lost-update counts; the histograms every ``hist_every``-th step; events (non-finite
+values, loss-scale backoffs and growths, skipped steps, clipping); evaluations from ``eval()``.
+Each layer's compute format under autocast (the dtype of its output) goes to the /layers
+``compute`` column.
+"""
+import atexit
+import fnmatch
+import math
+import os
+import platform
+import re
+import sys
+import time
+import weakref
+
+import torch
+
+from . import _lib, _stats
+from ._lib import AmpdiagError, LibraryNotFound
+
+__all__ = ["Tracer", "trace", "AmpdiagError", "LibraryNotFound"]
+
+A, AG, W, WG, U = "activation", "activation_grad", "weight", "weight_grad", "update"
+_KIND = _lib.KINDS
+
+_OPS = {"Linear": "linear", "LayerNorm": "layernorm", "Embedding": "embedding", "ReLU": "relu",
+        "GELU": "gelu", "MultiheadAttention": "attention", "CrossEntropyLoss": "cross_entropy_loss"}
+
+_FMT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+
+
+def _op_name(module):
+    cls = type(module).__name__
+    if cls in _OPS:
+        return _OPS[cls]
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", cls).lower()[:31]
+
+
+def _shape_text(shape):
+    return "[" + ", ".join(str(int(d)) for d in shape) + "]"
+
+
+def _first_tensor(x):
+    """The first floating-point tensor of a module's output (a tensor, a tuple/list of them, a
+    dict or an object with such attributes such as a Hugging Face ModelOutput)."""
+    if isinstance(x, torch.Tensor):
+        return x if x.is_floating_point() else None
+    if isinstance(x, (tuple, list)):
+        for v in x:
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(x, dict):
+        for v in x.values():
+            t = _first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+def _unwrap_optimizer(opt):
+    """The torch optimizer behind wrappers (Accelerate's AcceleratedOptimizer, Lightning's
+    LightningOptimizer) that call its step()."""
+    seen = 0
+    while opt is not None and seen < 8:
+        inner = getattr(opt, "optimizer", None) or getattr(opt, "_optimizer", None)
+        if inner is None or inner is opt or not hasattr(inner, "param_groups"):
+            break
+        opt, seen = inner, seen + 1
+    return opt
+
+
+def _short_name(name, used):
+    """A layer name that fits the trace (63 bytes): long names keep their head and tail."""
+    if not name:
+        name = "model"
+    b = name.encode("utf-8")
+    if len(b) <= 63 and name not in used:
+        return name
+    k = 0
+    while True:
+        tag = "~%d~" % k if k else "~"
+        keep = 63 - len(tag)
+        cand = b[:keep // 2].decode("utf-8", "ignore") + tag + b[-(keep - keep // 2):].decode("utf-8", "ignore")
+        if cand not in used:
+            return cand
+        k += 1
+
+
+def _autocast_state(device_type):
+    try:
+        on = torch.is_autocast_enabled(device_type)
+        dt = torch.get_autocast_dtype(device_type)
+    except TypeError:  # torch before 2.4
+        if device_type == "cpu":
+            on, dt = torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype()
+        else:
+            on, dt = torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype()
+    return bool(on), dt
+
+
+class _Layer:
+    __slots__ = ("name", "module", "op", "shape", "params", "plist", "compute", "index")
+
+    def __init__(self, name, module):
+        self.name = name
+        self.module = module
+        self.op = _op_name(module)
+        self.plist = [p for p in module.parameters(recurse=False)]
+        self.params = sum(p.numel() for p in self.plist)
+        w = dict(module.named_parameters(recurse=False)).get("weight")
+        self.shape = _shape_text((w if w is not None else self.plist[0]).shape) if self.plist else ""
+        self.compute = ""
+        self.index = -1  # row in /layers, set when the header is written
+
+
+class _Step:
+    """What one step has gathered so far."""
+
+    def __init__(self, t, traced, hist, t0):
+        self.t = t
+        self.traced = traced
+        self.hist = hist
+        self.t0 = t0
+        self.started = False
+        self.recs = {}       # (layer, kind) -> [record]: merged at the end of the step
+        self.wgrad = {}      # layer -> [record]: the last backward's weight gradients
+        self.order = []      # layers in the order their forward hooks first fired
+        self.seen = set()
+        self.losses = []     # losses found in the model's outputs
+        self.scale = None    # the loss scale of the backward pass (tensor or float)
+        self.gnorm = None    # global L2 norm of the gradients as held (scaled), float64 tensor
+        self.nonfinite = 0
+        self.bad = None      # (layer name, kind, "nan"|"inf", layer index or -1) in backward order
+        self.stepped = False
+        self.lr = None
+        self.w_old = {}      # layer -> [(param, copy before the update)]
+        self.lost = {}       # layer -> [device tensor of 3 counts]
+        self.batch = None
+
+
+class _Rec:
+    """One tensor's statistics: a device vector (record_torch) or a host Tstats, with an optional
+    histogram in the same form."""
+    __slots__ = ("vec", "hvec", "st", "h")
+
+    def __init__(self, vec=None, hvec=None, st=None, h=None):
+        self.vec, self.hvec, self.st, self.h = vec, hvec, st, h
+
+
+class Tracer:
+    """Traces the training of ``model`` into the ampdiag trace ``path``.
+
+    model      the torch.nn.Module whose forward is called for training
+    optimizer  its torch.optim optimizer (wrappers with an ``optimizer`` attribute are unwrapped);
+               None: no weight and update records, no learning rate
+    scaler     a torch.amp.GradScaler, or None (a disabled one counts as None)
+    layers     which modules are layers: None = the leaves of model.named_modules(); or a list
+               of names / fnmatch patterns ("encoder.*.attn") and module classes; or a function
+               (name, module) -> bool
+    trace_every  tensor records every N-th step (default 10; 1: every step; 0: step records only); the last step too when
+               ``steps`` is given
+    hist_every   histograms every N-th step (0: none)
+    clip       the max gradient norm the loop clips to (clip_grad_norm_), for clip_coef and the
+               clipped events; None/0: no clipping
+    precision  fp32, fp16, bf16 or bf16-pure; None: seen from autocast and the parameters' dtype
+    stats      "auto" (libampdiag's kernel for CPU tensors, torch elsewhere), "torch" or "lib"
+    updates    record weights and updates (keeps a copy of the traced layers' parameters from
+               before the optimizer step to after it, on traced steps)
+    attrs      more root attributes: {"model": "resnet18", "data": "cifar10", "seed": 1, ...}
+    overwrite  replace an existing trace; flush_every / flush_seconds: what a killed process can
+               lose (the trace holds every record up to the last flush)
+    """
+
+    def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=10, hist_every=50,
+                 clip=None, precision=None, stats="auto", updates=True, steps=None, attrs=None, overwrite=False,
+                 flush_every=100, flush_seconds=2.0, eval_metric="accuracy"):
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError("ampdiag.torch.Tracer: model must be a torch.nn.Module, not %s" % type(model).__name__)
+        if stats not in ("auto", "torch", "lib"):
+            raise ValueError("ampdiag.torch.Tracer: stats must be 'auto', 'torch' or 'lib', not %r" % (stats,))
+        if int(trace_every) < 0 or int(hist_every) < 0:
+            raise ValueError("ampdiag.torch.Tracer: trace_every and hist_every must be >= 0")
+        self.model = model
+        self.optimizer = _unwrap_optimizer(optimizer)
+        enabled = getattr(scaler, "is_enabled", None)
+        self.scaler = scaler if scaler is not None and (enabled is None or enabled()) else None
+        self.trace_every = int(trace_every)
+        self.hist_every = int(hist_every)
+        self.clip = float(clip) if clip else 0.0
+        self.precision = precision
+        self.stats_mode = stats
+        self.updates = bool(updates)
+        self.steps_planned = int(steps) if steps else None
+        self.attrs = dict(attrs or {})
+        self.eval_metric = eval_metric
+        self.layers = self._select(layers)
+        self._owner = {}
+        for li, L in enumerate(self.layers):
+            for p in L.plist:
+                self._owner[id(p)] = li
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        self._pnames = {id(p): n for n, p in model.named_parameters()}
+        self._device = self._params[0].device if self._params else torch.device("cpu")
+        self._autocast = None
+        self.writer = _lib.TraceWriter(path, overwrite=overwrite, flush_every=flush_every,
+                                       flush_seconds=flush_seconds, background=True)
+        self.path = self.writer.path
+        self._header = False
+        self._layer_order = None
+        self.t = 0
+        self._st = _Step(0, self._is_traced(0), self._is_hist(0), None)
+        self._bw_queued = False
+        self._fwd = False
+        self._leaf_handles = []
+        self._handles = []
+        self._closed = False
+        self._install()
+        ref = weakref.ref(self)
+        self._atexit = lambda: ref() is not None and ref()._close_quietly("interrupted")
+        atexit.register(self._atexit)
+
+    # ------------------------------------------------------------------ setup
+
+    def _select(self, spec):
+        named = list(self.model.named_modules())
+        if spec is None:
+            chosen = [(n, m) for n, m in named if not any(True for _ in m.children())]
+        elif callable(spec) and not isinstance(spec, type):
+            chosen = [(n, m) for n, m in named if spec(n, m)]
+        else:
+            items = [spec] if isinstance(spec, (str, type)) else list(spec)
+            pats = [s for s in items if isinstance(s, str)]
+            types = tuple(s for s in items if isinstance(s, type))
+            chosen = [(n, m) for n, m in named
+                      if (types and isinstance(m, types)) or any(fnmatch.fnmatchcase(n, p) for p in pats)]
+        if not chosen:
+            raise ValueError("ampdiag.torch.Tracer: no module of the model matches layers=%r" % (spec,))
+        used, out = set(), []
+        for n, m in chosen:
+            name = _short_name(n, used)
+            used.add(name)
+            out.append(_Layer(name, m))
+        return out
+
+    def _install(self):
+        self._handles.append(self.model.register_forward_pre_hook(self._on_forward_start))
+        self._handles.append(self.model.register_forward_hook(self._on_forward_end))
+        if self.optimizer is not None:
+            self._handles.append(self.optimizer.register_step_pre_hook(self._on_opt_pre))
+            self._handles.append(self.optimizer.register_step_post_hook(self._on_opt_post))
+        # the end of each backward pass: a hook on a parameter's gradient queues a callback that
+        # autograd runs when the pass is over. The first and last parameters suffice (one that
+        # takes no part in a step leaves it to the others; with none, _on_opt_pre stands in)
+        for p in self._params[:2] + self._params[2:][-2:]:
+            self._handles.append(p.register_post_accumulate_grad_hook(self._on_grad_accumulated))
+
+    def _arm(self):
+        if not self._leaf_handles:
+            for li, L in enumerate(self.layers):
+                self._leaf_handles.append(L.module.register_forward_hook(self._leaf_hook(li)))
+
+    def _disarm(self):
+        for h in self._leaf_handles:
+            h.remove()
+        self._leaf_handles = []
+
+    def _is_traced(self, t):
+        return self.trace_every > 0 and (t % self.trace_every == 0 or
+                                         (self.steps_planned is not None and t == self.steps_planned - 1))
+
+    def _is_hist(self, t):
+        return self._is_traced(t) and self.hist_every > 0 and t % self.hist_every == 0
+
+    # ------------------------------------------------------------------ statistics
+
+    def _use_lib(self, x):
+        if self.stats_mode == "lib":
+            return True
+        return self.stats_mode == "auto" and x.device.type == "cpu"
+
+    def _record(self, x, hist):
+        if x.numel() == 0:
+            return None
+        if self._use_lib(x):
+            st, h = _stats.tstats(x, hist)
+            return _Rec(st=st, h=h)
+        vec, hv = _stats.record_torch(x, hist)
+        return _Rec(vec=vec, hvec=hv)
+
+    # ------------------------------------------------------------------ hooks
+
+    def _on_forward_start(self, module, args):
+        self._fwd = torch.is_grad_enabled() and module.training
+        if not self._fwd:
+            return
+        st = self._st
+        if not st.started:
+            st.started = True
+            if st.t0 is None:
+                st.t0 = time.perf_counter()
+            if self._autocast is None:
+                self._autocast = _autocast_state(self._device.type)
+            x = _first_tensor(args)
+            if x is not None and x.dim() > 0:
+                st.batch = int(x.shape[0])
+            if st.traced:
+                self._arm()
+
+    def _on_forward_end(self, module, args, output):
+        if not self._fwd:
+            return
+        self._fwd = False
+        loss = getattr(output, "loss", None)
+        if loss is None and isinstance(output, dict):
+            loss = output.get("loss")
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            self._st.losses.append(loss.detach())
+
+    def _leaf_hook(self, li):
+        def hook(module, args, output):
+            st = self._st
+            if not st.traced or not self._fwd:
+                return
+            x = _first_tensor(output)
+            if x is None:
+                return
+            L = self.layers[li]
+            if not L.compute:
+                L.compute = _FMT.get(x.dtype, "")
+            if li not in st.seen:
+                st.seen.add(li)
+                st.order.append(li)
+            with torch.no_grad():
+                r = self._record(x, st.hist)
+            if r is not None:
+                st.recs.setdefault((li, A), []).append(r)
+            if x.requires_grad:
+                x.register_hook(self._grad_hook(li, st))
+        return hook
+
+    def _grad_hook(self, li, st):
+        def hook(g):
+            if st is self._st and g is not None:
+                with torch.no_grad():
+                    r = self._record(g, st.hist)
+                if r is not None:
+                    st.recs.setdefault((li, AG), []).append(r)
+        return hook
+
+    def _on_grad_accumulated(self, p):
+        if not self._bw_queued:
+            self._bw_queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
+
+    def _scale_now(self):
+        if self.scaler is None:
+            return 1.0
+        s = getattr(self.scaler, "_scale", None)
+        return s.detach().clone() if isinstance(s, torch.Tensor) else float(self.scaler.get_scale())
+
+    def _on_backward_end(self):
+        self._bw_queued = False
+        st = self._st
+        with torch.no_grad():
+            st.scale = self._scale_now()
+            held = [(p, p.grad) for p in self._params if p.grad is not None]
+            if not held:
+                return
+            st.nonfinite, st.bad = 0, None
+            if st.traced and all(self._use_lib(g) for _, g in held):
+                self._grads_lib(st, held)
+            else:
+                self._grads_torch(st, held)
+
+    def _grads_lib(self, st, held):
+        """Gradients in CPU memory: one pass of libampdiag's kernel per tensor gives the norm, the
+        non-finite values and, on traced steps, the weight-gradient records."""
+        per = {}
+        ss = 0.0
+        for p, g in held:
+            s, h = _stats.tstats(g, st.traced and st.hist)
+            per[id(p)] = _Rec(st=s, h=h)
+            ss += s.sumsq
+            st.nonfinite += s.n_nan + s.n_posinf + s.n_neginf
+        st.gnorm = math.inf if st.nonfinite else math.sqrt(ss)
+        if st.nonfinite:
+            kinds = {i: ("nan" if r.st.n_nan else "inf") for i, r in per.items()
+                     if r.st.n_nan or r.st.n_posinf or r.st.n_neginf}
+            self._first_nonfinite(st, held, kinds)
+        if st.traced:
+            st.wgrad = {}
+            for li, L in enumerate(self.layers):
+                recs = [per[id(p)] for p in L.plist if id(p) in per and per[id(p)].st.count]
+                if recs:
+                    st.wgrad[li] = recs
+
+    def _grads_torch(self, st, held):
+        """Gradients on a device: the norm from torch's per-tensor norms (one value per tensor
+        leaves the device), the records by record_torch."""
+        norms = torch._foreach_norm([g for _, g in held])
+        if self._device.type == "cpu":  # a value each is cheaper than three more operations
+            st.gnorm = math.sqrt(sum(float(n) ** 2 for n in norms))
+        else:
+            if any(n.dtype != torch.float32 for n in norms):
+                norms = [n.float() for n in norms]
+            st.gnorm = torch.linalg.vector_norm(torch.stack(norms).double())
+        if not math.isfinite(float(st.gnorm)):
+            kinds = {}
+            for p, g in held:
+                n = int((~torch.isfinite(g)).sum())
+                if n:
+                    st.nonfinite += n
+                    kinds[id(p)] = "nan" if bool(torch.isnan(g).any()) else "inf"
+            self._first_nonfinite(st, held, kinds)
+        if st.traced:
+            st.wgrad = {}
+            for li, L in enumerate(self.layers):
+                recs = [self._record(p.grad, st.hist) for p in L.plist if p.grad is not None]
+                recs = [r for r in recs if r is not None]
+                if recs:
+                    st.wgrad[li] = recs
+
+    def _backward_order(self, st):
+        """Layers in the order the backward pass reaches them: the forward order reversed."""
+        fwd = st.order if st.order else (self._layer_order or list(range(len(self.layers))))
+        rest = [li for li in range(len(self.layers)) if li not in set(fwd)]
+        return list(reversed(fwd)) + list(reversed(rest))
+
+    def _first_nonfinite(self, st, held, bad):
+        """The first layer and tensor holding a non-finite value, in the order of the backward
+        pass (per layer the gradient of its output, then its weight gradients); bad: id(param)
+        -> "nan" or "inf" for the parameters whose gradients hold one."""
+        for li in self._backward_order(st):
+            L = self.layers[li]
+            for r in st.recs.get((li, AG), []):
+                s = self._host(r)
+                if s.n_nan or s.n_posinf or s.n_neginf:
+                    st.bad = (L.name, AG, "nan" if s.n_nan else "inf", li)
+                    return
+            for p in L.plist:
+                if id(p) in bad:
+                    st.bad = (L.name, WG, bad[id(p)], li)
+                    return
+        for p, _ in reversed(held):
+            if id(p) in bad:
+                owner = self._pnames.get(id(p), "?").rsplit(".", 1)[0]
+                st.bad = (owner, WG, bad[id(p)], self._owner.get(id(p), -1))
+                return
+
+    def _on_opt_pre(self, opt, args, kwargs):
+        st = self._st
+        st.lr = self._lr()
+        if st.gnorm is None:  # no end of a backward pass was seen: the gradients as they are now
+            self._on_backward_end()
+        if not (st.traced and self.updates):
+            return
+        with torch.no_grad():
+            for li, L in enumerate(self.layers):
+                if L.plist:
+                    st.w_old[li] = [(p, p.detach().clone()) for p in L.plist]
+
+    def _on_opt_post(self, opt, args, kwargs):
+        st = self._st
+        st.stepped = True
+        if not st.w_old:
+            return
+        with torch.no_grad():
+            for li, pairs in st.w_old.items():
+                recs_w, recs_u, lost = [], [], []
+                for p, old in pairs:
+                    recs_w.append(self._record(old, st.hist))
+                    cnt, d = _stats.lost_counts(old, p.detach(), p.grad)
+                    recs_u.append(self._record(d, st.hist))
+                    lost.append(cnt)
+                st.recs[(li, W)] = [r for r in recs_w if r is not None]
+                st.recs[(li, U)] = [r for r in recs_u if r is not None]
+                st.lost[li] = lost
+        st.w_old = {}
+
+    def _lr(self):
+        if self.optimizer is None or not self.optimizer.param_groups:
+            return math.nan
+        lr = self.optimizer.param_groups[0].get("lr", math.nan)
+        return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
+
+    # ------------------------------------------------------------------ the trace
+
+    def _autocast_dtype(self):
+        """The 16-bit dtype autocast ran the model in: seen at the start of the forward pass, else
+        from the layers' outputs (Accelerate enters autocast inside the model's forward)."""
+        on, dt = self._autocast or (False, None)
+        if on and dt in (torch.float16, torch.bfloat16):
+            return dt
+        seen = {L.compute for L in self.layers}
+        return torch.float16 if "fp16" in seen else torch.bfloat16 if "bf16" in seen else None
+
+    def _infer_precision(self):
+        if self.precision:
+            return self.precision
+        pd = self._params[0].dtype if self._params else torch.float32
+        if pd in (torch.bfloat16, torch.float16):
+            return "bf16-pure" if pd == torch.bfloat16 else "fp16-pure"
+        dt = self._autocast_dtype()
+        return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dt, "fp32")
+
+    def _optimizer_attrs(self):
+        o = self.optimizer
+        if o is None:
+            return "", ""
+        g = o.param_groups[0] if o.param_groups else {}
+        name = type(o).__name__.lower()
+        words = []
+        betas = g.get("betas")
+        if betas is not None:
+            words += ["beta1=%g" % float(betas[0]), "beta2=%g" % float(betas[1])]
+        for k in ("eps", "momentum", "weight_decay"):
+            if k in g and isinstance(g[k], (int, float)):
+                words.append("%s=%g" % (k, g[k]))
+        p = self._params[0] if self._params else None
+        words.append("state=%s" % _FMT.get(p.dtype, str(p.dtype)) if p is not None else "state=fp32")
+        return name, " ".join(words)
+
+    def _scaler_attrs(self):
+        s = self.scaler
+        if s is None:
+            return "none", ""
+        words = []
+        for k, get in (("init", lambda: s._init_scale), ("growth", s.get_growth_factor),
+                       ("backoff", s.get_backoff_factor), ("interval", s.get_growth_interval)):
+            try:
+                words.append("%s=%g" % (k, float(get())))
+            except (AttributeError, TypeError):
+                pass
+        return "dynamic", " ".join(words)
+
+    def _device_attrs(self):
+        d = self._device
+        if d.type == "cuda":
+            try:
+                return "cuda", torch.cuda.get_device_name(d)
+            except (RuntimeError, AssertionError):
+                return "cuda", "cuda"
+        return d.type, (platform.processor() or platform.machine() or d.type)
+
+    def _ensure_header(self):
+        if self._header:
+            return
+        self._header = True
+        w = self.writer
+        opt_name, hyper = self._optimizer_attrs()
+        loss_scale, scaler = self._scaler_attrs()
+        device, device_name = self._device_attrs()
+        dt = self._autocast_dtype()
+        attrs = {
+            "precision": self._infer_precision(),
+            "model": type(self.model).__name__,
+            "optimizer": opt_name,
+            "hyperparameters": hyper,
+            "lr": self._lr(),
+            "clip": self.clip,
+            "loss_scale": loss_scale,
+            "scaler": scaler,
+            "device": device,
+            "device_name": device_name,
+            "command_line": " ".join([os.path.basename(sys.executable)] + sys.argv),
+            "eval_metric": self.eval_metric,
+            "grad_stats": "scaled",
+            "trace_every": self.trace_every,
+            "hist_every": self.hist_every,
+            "params": sum(p.numel() for p in self.model.parameters()),
+            "writer": "ampdiag.torch (torch %s)" % torch.__version__,
+            "autocast": ("%s %s" % (self._device.type, _FMT[dt])) if dt is not None else "off",
+            "update_stats": "applied change (w_after - w_before)",
+        }
+        if self.steps_planned:
+            attrs["steps_planned"] = self.steps_planned
+        if self._st.batch:
+            attrs["batch"] = self._st.batch
+        attrs.update(self.attrs)
+        for k, v in attrs.items():
+            if v is not None:
+                w.set_attr(k, v)
+        order = list(self._st.order)
+        order += [li for li in range(len(self.layers)) if li not in set(order)]
+        self._layer_order = order
+        for li in order:
+            L = self.layers[li]
+            L.index = w.add_layer(L.name, L.op, L.shape, L.params, L.compute)
+
+    def _host(self, r):
+        """A record's Tstats (copying a device vector to the host: only in rare paths)."""
+        if r.st is None:
+            r.st = _stats.unpack(r.vec.cpu().tolist())
+            if r.hvec is not None:
+                r.h = _stats.hist_from(r.hvec.cpu().tolist())
+        return r.st
+
+    def _fetch(self, st):
+        """Bring every device record of the step to the host in one transfer."""
+        pend = [r for rs in st.recs.values() for r in rs if r.st is None]
+        pend += [r for rs in st.wgrad.values() for r in rs if r.st is None]
+        lost = [c for cs in st.lost.values() for c in cs]
+        parts = [r.vec for r in pend] + [r.hvec.double() for r in pend if r.hvec is not None]
+        parts += [c.double() for c in lost]
+        if not parts:
+            return {}
+        flat = torch.cat([p.reshape(-1).to(self._device) for p in parts]).cpu().tolist()
+        k = 0
+        for r in pend:
+            r.st = _stats.unpack(flat[k:k + _stats.RECORD_LEN])
+            k += _stats.RECORD_LEN
+        for r in pend:
+            if r.hvec is not None:
+                r.h = _stats.hist_from(flat[k:k + _lib.HIST_BINS])
+                k += _lib.HIST_BINS
+        out = {}
+        for li, cs in st.lost.items():
+            tot = [0, 0, 0]
+            for _ in cs:
+                for j in range(3):
+                    tot[j] += int(flat[k + j])
+                k += 3
+            out[li] = tot
+        return out
+
+    @staticmethod
+    def _merged(recs):
+        s, h = _lib.Tstats(), None
+        _lib.lib().ampdiag_tstats_init(s)
+        for r in recs:
+            _stats.merge(s, r.st)
+            if r.h is not None:
+                h = _stats.merge_hist(h, r.h) if h is not None else _lib.Hist.from_buffer_copy(r.h)
+        return s, h
+
+    def _write_tensors(self, st, lost):
+        w, t = self.writer, st.t
+        merged = {}
+        for key, recs in list(st.recs.items()) + [((li, WG), recs) for li, recs in st.wgrad.items()]:
+            if recs:
+                merged[key] = self._merged(recs)
+        order = self._layer_order
+        for kind in (A, AG, WG):
+            for li in order:
+                if (li, kind) in merged:
+                    s, h = merged[(li, kind)]
+                    w.append_tensor(t, self.layers[li].index, kind, s)
+                    if h is not None:
+                        w.append_hist(t, self.layers[li].index, kind, h)
+        w_ss = u_ss = 0.0
+        for li in order:
+            if (li, U) not in merged or (li, W) not in merged:
+                continue
+            idx = self.layers[li].index
+            (sw, hw), (su, hu) = merged[(li, W)], merged[(li, U)]
+            w.append_tensor(t, idx, W, sw)
+            if hw is not None:
+                w.append_hist(t, idx, W, hw)
+            lo = lost.get(li, [0, 0, 0])
+            w.append_update(t, idx, su, lo[0], lo[1], lo[2])
+            if hu is not None:
+                w.append_hist(t, idx, U, hu)
+            w_ss += sw.sumsq
+            u_ss += su.sumsq
+        return merged, (math.sqrt(u_ss / w_ss) if w_ss > 0 else math.nan)
+
+    def _first_forward_nonfinite(self, st, merged):
+        for li in self._layer_order:
+            s = merged.get((li, A), (None,))[0]
+            if s is not None and (s.n_nan or s.n_posinf or s.n_neginf):
+                return li, ("nan" if s.n_nan else "inf")
+        return None
+
+    @staticmethod
+    def _loss_value(loss):
+        if loss is None:
+            return math.nan
+        if isinstance(loss, torch.Tensor):
+            return float(loss.item() if loss.numel() == 1 else loss.detach().float().mean().item())
+        return float(loss)
+
+    def step(self, loss=None):
+        """End of a training step: call it after the optimizer step (and scaler.update()). loss: the
+        step's unscaled training loss (tensor or number); None takes the ``loss`` of the model's
+        output (Hugging Face models), averaged over the step's forward passes."""
+        if self._closed:
+            raise AmpdiagError("ampdiag.torch: step() after close() (trace '%s')" % self.path, -1)
+        st = self._st
+        now = time.perf_counter()
+        if loss is None and st.losses:
+            loss = torch.stack([x.float() for x in st.losses]).mean()
+        loss_v = self._loss_value(loss)
+        self._ensure_header()
+        lost = self._fetch(st) if st.traced else {}
+        w, t = self.writer, st.t
+        scale = float(st.scale) if st.scale is not None else (self._scale_f() if self.scaler else 1.0)
+        skipped = self.scaler is not None and st.gnorm is not None and not st.stepped
+        norm = float(st.gnorm) / scale if st.gnorm is not None else math.nan
+        if st.nonfinite:
+            norm = math.inf  # as ampdiag run: the norm of gradients that hold inf or NaN
+        coef = 1.0
+        if self.clip > 0 and math.isfinite(norm) and not skipped:
+            coef = min(1.0, self.clip / (norm + 1e-6))
+        rec = _lib.StepRecord()
+        rec.step, rec.loss, rec.loss_scale, rec.grad_norm, rec.clip_coef = t, loss_v, scale, norm, coef
+        rec.skipped = 1 if skipped else 0
+        rec.lr = st.lr if st.lr is not None else self._lr()
+        rec.nonfinite_grads = st.nonfinite
+        rec.update_ratio = math.nan
+        merged = {}
+        if st.traced:
+            merged, ratio = self._write_tensors(st, lost)
+            rec.update_ratio = ratio if st.stepped else math.nan
+        reason = self._events(st, t, loss_v, merged, scale, norm, coef, skipped)
+        if skipped:
+            rec.skip_reason = reason.encode("utf-8")[:95]
+        rec.wall_ms = (now - st.t0) * 1e3 if st.t0 is not None else math.nan
+        w.append_step(rec)
+        self.t += 1
+        nxt = _Step(self.t, self._is_traced(self.t), self._is_hist(self.t), time.perf_counter())
+        self._st = nxt
+        if not nxt.traced:
+            self._disarm()
+        return rec
+
+    def _scale_f(self):
+        return float(self.scaler.get_scale()) if self.scaler is not None else 1.0
+
+    def _events(self, st, t, loss_v, merged, scale, norm, coef, skipped):
+        """The step's events; returns the skip reason (empty when the gradients were finite)."""
+        w = self.writer
+        fwd = None
+        if not math.isfinite(loss_v):
+            fwd = self._first_forward_nonfinite(st, merged) if st.traced else None
+            if fwd is not None:
+                L = self.layers[fwd[0]]
+                w.append_event(t, L.index, "nan_forward" if fwd[1] == "nan" else "inf_forward", loss_v,
+                               "%s in %s activation (first in forward order); loss %g" %
+                               ("NaN" if fwd[1] == "nan" else "inf", L.name, loss_v))
+            else:
+                w.append_event(t, None, "nan_forward" if math.isnan(loss_v) else "inf_forward", loss_v,
+                               "non-finite loss %g (%s)" % (loss_v, "no layer's output was" if st.traced
+                                                            else "not a traced step: the layers were not")
+                               + " seen non-finite")
+        reason = ""
+        if st.nonfinite:
+            if fwd is not None:
+                reason = "%s in %s activation (forward)" % (fwd[1], self.layers[fwd[0]].name)
+            elif st.bad is not None:
+                name, kind, what, li = st.bad
+                reason = "%s in %s %s" % (what, name, kind)
+                idx = self.layers[li].index if li >= 0 else None
+                w.append_event(t, idx, "nan_backward" if what == "nan" else "inf_backward", st.nonfinite,
+                               "%s (first in backward order); %d non-finite gradient values at scale %g" %
+                               (reason, st.nonfinite, scale))
+            else:
+                reason = "non-finite gradients"
+        if self.scaler is not None and st.scale is not None:
+            new = self._scale_f()
+            if new < scale:
+                w.append_event(t, None, "scale_backoff", new, "loss scale %g -> %g" % (scale, new))
+            elif new > scale:
+                w.append_event(t, None, "scale_growth", new, "loss scale %g -> %g" % (scale, new))
+        if skipped:
+            w.append_event(t, None, "skipped_step", scale, reason or "optimizer step not taken")
+        if coef < 1.0:
+            w.append_event(t, None, "clipped", norm, "gradient norm %.4g clipped to %g" % (norm, self.clip))
+        return reason
+
+    def eval(self, loss, metric=math.nan, loss_se=math.nan, step=None):
+        """An evaluation after the last step (or after ``step``): its loss, the metric named by
+        eval_metric (accuracy in [0, 1]) and the standard error of the loss (sd / sqrt(n) over the
+        validation examples; compare builds its noise band from it)."""
+        self._ensure_header()
+        s = step if step is not None else max(self.t - 1, 0)
+        self.writer.append_eval(s, self._loss_value(loss), self._loss_value(metric), self._loss_value(loss_se))
+
+    def event(self, code, message="", value=math.nan, layer=None):
+        """An event at the current step: code one of ampdiag's event names ("note", ...); layer a
+        layer name or None."""
+        self._ensure_header()
+        idx = None
+        if layer is not None:
+            idx = next((L.index for L in self.layers if L.name == layer), None)
+            if idx is None:
+                raise ValueError("ampdiag.torch: event: no layer named %r" % (layer,))
+        self.writer.append_event(max(self.t - (0 if self._st.started else 1), 0), idx, code, value, message)
+
+    def flush(self):
+        """Write every record so far to disk (a kill loses nothing before this)."""
+        self._ensure_header()
+        self.writer.flush()
+
+    def remove_hooks(self):
+        self._disarm()
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+
+    def close(self, status="complete"):
+        """Remove the hooks and close the trace with that status (complete, diverged,
+        interrupted; running leaves it marked cut off). Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self._atexit)
+        self.remove_hooks()
+        try:
+            self._ensure_header()
+        finally:
+            self.writer.close(status)
+
+    def _close_quietly(self, status):
+        try:
+            self.close(status)
+        except (AmpdiagError, OSError):
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, etype, exc, tb):
+        if etype is None:
+            self.close("complete")
+        else:
+            self._close_quietly("interrupted")
+        return False
+
+
+def trace(path, model, optimizer=None, scaler=None, **kwargs):
+    """A Tracer to use as a context manager: ``with ampdiag.torch.trace(...) as tracer:``; the
+    trace is closed complete at the end of the block, interrupted when the block raises."""
+    return Tracer(path, model, optimizer, scaler, **kwargs)

@@ -1,0 +1,75 @@
+"""mlp.py - ampdiag's default mlp in PyTorch, with its data and weights, for the tests that
+check ampdiag against PyTorch (xcheck_optim.py, xcheck_tracer.py).
+
+The mlp is fc1..fc4 (Linear) with relu1..relu3 (ReLU) between them and softmax cross-entropy,
+named as ampdiag names its layers. The data is a small HDF5 classification file (x, y, x_val,
+y_val) that `ampdiag run --data` reads; with `--shuffle off` ampdiag takes batches of B
+consecutive rows, wrapping at the end (src/train/data.c), as batches() does.
+"""
+import os
+import subprocess
+
+import h5py
+import numpy as np
+import torch
+
+NAMES = ("fc1", "fc2", "fc3", "fc4")
+
+
+def make_data(path, n=1024, d=32, k=10, seed=7):
+    """Gaussian blobs in d features, k classes: n training rows and 128 validation rows."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(0, 1, (k, d)).astype(np.float32)
+    y = rng.integers(0, k, n).astype(np.int32)
+    x = (centres[y] + rng.normal(0, 2.0, (n, d))).astype(np.float32)
+    yv = rng.integers(0, k, 128).astype(np.int32)
+    xv = (centres[yv] + rng.normal(0, 2.0, (128, d))).astype(np.float32)
+    with h5py.File(path, "w") as f:
+        f["x"], f["y"], f["x_val"], f["y_val"] = x, y, xv, yv
+    return x, y
+
+
+def layer_shapes(ampdiag, data, work):
+    """Names and weight shapes of the mlp's linear layers, from a weights file that
+    `ampdiag run --save-weights` writes (one step on the data)."""
+    w = os.path.join(work, "shapes.h5")
+    subprocess.run([ampdiag, "run", "--data", data, "--steps", "1", "--progress", "none",
+                    "--trace-every", "0", "--overwrite", "-o", os.path.join(work, "shapes-trace.h5"),
+                    "--save-weights", w], check=True, stdout=subprocess.DEVNULL)
+    with h5py.File(w, "r") as f:
+        return [(name, f[name]["weight"].shape) for name in NAMES]
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, shapes):
+        super().__init__()
+        for i, (name, s) in enumerate(shapes):
+            self.add_module(name, torch.nn.Linear(s[1], s[0]))
+            if i + 1 < len(shapes):
+                self.add_module("relu%d" % (i + 1), torch.nn.ReLU())
+
+    def forward(self, x):
+        for m in self.children():
+            x = m(x)
+        return x
+
+    def linears(self):
+        return [m for m in self.children() if isinstance(m, torch.nn.Linear)]
+
+
+def save_weights(model, path):
+    """The model's weights as a weights file `ampdiag run --init-from` reads."""
+    with h5py.File(path, "w") as f:
+        for name, fc in zip(NAMES, model.linears()):
+            f[name + "/weight"] = fc.weight.detach().numpy()
+            f[name + "/bias"] = fc.bias.detach().numpy()
+
+
+def batches(x, y, steps, batch):
+    """The batches of `ampdiag run --shuffle off`: B consecutive rows, wrapping at the end."""
+    n = x.shape[0]
+    pos = 0
+    for _ in range(steps):
+        rows = [(pos + i) % n for i in range(batch)]
+        pos = (pos + batch) % n
+        yield torch.from_numpy(x[rows]), torch.from_numpy(y[rows]).long()

@@ -1,0 +1,56 @@
+#!/bin/sh
+# t_pytorch_tracer.sh - the PyTorch tracer (python/ampdiag): tests/pytorch/test_tracer.py (records
+# against values computed by hand, what-if counts against casts, SIGKILL, fp32/bf16/fp16 traces
+# read by info, compare and plot, GradScaler skips), tests/pytorch/xcheck_tracer.py (a traced
+# PyTorch run of the default mlp against `ampdiag run`) and tests/pytorch/test_integrations.py
+# (the Lightning, Hugging Face and Accelerate wrappers; the real packages where installed). Python as in t_pytorch.sh: $AMPDIAG_PYTHON,
+# else the source tree's .venv, else python3; SKIP where none has torch, numpy and h5py. The
+# package is taken from the source tree, libampdiag from the build tree.
+AMPDIAG=${AMPDIAG:-./ampdiag}
+srcdir=${srcdir:-.}
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+py=""
+for c in "${AMPDIAG_PYTHON:-}" "$srcdir/.venv/bin/python" python3; do
+    [ -n "$c" ] || continue
+    if "$c" -c 'import torch, numpy, h5py' >/dev/null 2>&1; then
+        py=$c
+        break
+    fi
+done
+if [ -z "$py" ]; then
+    echo "1..0 # SKIP no Python with torch, numpy and h5py (scripts/install-deps.sh --with-torch)"
+    exit 0
+fi
+if [ ! -f .libs/libampdiag.so ]; then
+    echo "1..0 # SKIP no shared libampdiag in the build tree (.libs/libampdiag.so: configured --disable-shared?)"
+    exit 0
+fi
+T=$(mktemp -d "${TMPDIR:-/tmp}/t_pytorch_tracer.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
+trap 'rm -rf "$T"' EXIT
+AMPDIAG_LIB=$(pwd)/.libs/libampdiag.so
+PYTHONPATH="$srcdir/python${PYTHONPATH:+:$PYTHONPATH}"
+export AMPDIAG_LIB PYTHONPATH
+# one TAP stream from the three scripts (their plans summed; other output as comments)
+rcs=""
+for s in test_tracer xcheck_tracer test_integrations; do
+    "$py" "$srcdir/tests/pytorch/$s.py" "$AMPDIAG" "$T" >"$T/$s.tap" 2>&1
+    rcs="$rcs $?"
+done
+n=0
+for f in "$T/test_tracer.tap" "$T/xcheck_tracer.tap" "$T/test_integrations.tap"; do
+    while IFS= read -r line; do
+        case $line in
+        "ok "* | "not ok "*)
+            n=$((n + 1))
+            echo "$line" | sed "s/^\(not \)\{0,1\}ok [0-9]*/\1ok $n/"
+            ;;
+        1..*) ;;
+        *) echo "# $line" ;;
+        esac
+    done <"$f"
+done
+if [ "$rcs" != " 0 0 0" ]; then
+    n=$((n + 1))
+    echo "not ok $n - the test scripts exited$rcs"
+fi
+echo "1..$n"
