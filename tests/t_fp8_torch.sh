@@ -6,14 +6,8 @@
 # python3; SKIP where none has them.
 srcdir=${srcdir:-.}
 CHECK=${T_FP8_TORCH:-./tests/t_fp8_torch}
-py=""
-for c in "${AMPDIAG_PYTHON:-}" "$srcdir/.venv/bin/python" python3; do
-    [ -n "$c" ] || continue
-    if "$c" -c 'import torch, numpy; torch.float8_e4m3fn, torch.float8_e5m2' >/dev/null 2>&1; then
-        py=$c
-        break
-    fi
-done
+. "${srcdir:-.}/tests/find_python.sh"
+find_python 'import torch, numpy; torch.float8_e4m3fn, torch.float8_e5m2'
 if [ -z "$py" ]; then
     echo "1..0 # SKIP no Python with torch (float8 dtypes) and numpy (scripts/install-deps.sh --with-torch)"
     exit 0

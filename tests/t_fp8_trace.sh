@@ -8,11 +8,8 @@
 AMPDIAG=${AMPDIAG:-./ampdiag}
 srcdir=${srcdir:-.}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
-py=""
-for c in "${AMPDIAG_PYTHON:-}" "$srcdir/.venv/bin/python" python3; do
-    [ -n "$c" ] || continue
-    if "$c" -c 'import torch, numpy, h5py; torch.float8_e4m3fn' >/dev/null 2>&1; then py=$c; break; fi
-done
+. "${srcdir:-.}/tests/find_python.sh"
+find_python 'import torch, numpy, h5py; torch.float8_e4m3fn'
 if [ -z "$py" ]; then
     echo "1..0 # SKIP no Python with torch (float8), numpy and h5py"
     exit 0

@@ -48,11 +48,8 @@ else
 fi
 
 # 3. data and weights files that point elsewhere
-py=""
-for c in "${AMPDIAG_PYTHON:-}" "$srcdir/.venv/bin/python" python3; do
-    [ -n "$c" ] || continue
-    if "$c" -c 'import numpy, h5py' >/dev/null 2>&1; then py=$c; break; fi
-done
+. "${srcdir:-.}/tests/find_python.sh"
+find_python 'import numpy, h5py'
 if [ -z "$py" ]; then
     for i in 1 2 3 4 5 6 7 8 9 10 11 12 13; do skip "no Python with numpy and h5py"; done
     echo "1..$n"
