@@ -357,27 +357,6 @@ static void writer_release(ampdiag_trace_writer *w)
     free(w);
 }
 
-/* A fresh name "<path>.tmp-XXXXXX" that nothing holds (made by mkstemp, then removed, so that
- * HDF5 creates it with O_EXCL), or NULL with errno set. */
-static char *tmp_name_for(const char *path)
-{
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return NULL;
-    snprintf(tmp, n, "%s.tmp-XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        errno = e;
-        return NULL;
-    }
-    close(fd);
-    unlink(tmp);
-    return tmp;
-}
-
 /* Give the finished file tmp the name path: replacing what is there when overwrite, else
  * only if nothing is (link fails with EEXIST; where hard links are not supported, a rename
  * after checking). 0, or -1 with errno set. */
@@ -450,7 +429,7 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
      * disk: a writer killed while HDF5 creates the file leaves no unreadable trace under the
      * name asked for (only the temporary file). The name is unpredictable (mkstemp) and the
      * file is created with O_EXCL, which refuses a symlink planted there in between. */
-    tmp = tmp_name_for(path);
+    tmp = path_tmp_name(path);
     if (!tmp) {
         rc = trace_fail(AMPDIAG_TRACE_EIO, "cannot create trace '%s': %s", path, strerror(errno));
         goto done;

@@ -36,20 +36,14 @@ int weights_save(const model *m, const char *path, int overwrite, char *err, siz
         errf(err, errlen, "%s: exists (use --overwrite to replace it)", path);
         return WEIGHTS_EBADINPUT;
     }
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s.tmpXXXXXX", path) >= (int)sizeof tmp) {
-        errf(err, errlen, "%s: path too long", path);
+    if (path_too_long(path, err, errlen))
         return WEIGHTS_EBADINPUT;
-    }
-    /* An unpredictable temporary name (mkstemp), then created by HDF5 with O_EXCL, which
-     * refuses to follow a symlink planted at that name in between. */
-    int tfd = mkstemp(tmp);
-    if (tfd < 0) {
+    /* an unpredictable temporary name, created by HDF5 with O_EXCL */
+    char *tmp = path_tmp_name(path);
+    if (!tmp) {
         errf(err, errlen, "%s: cannot create a temporary file next to it (%s)", path, strerror(errno));
         return WEIGHTS_EIO;
     }
-    close(tfd);
-    unlink(tmp);
     H5E_auto2_t ef;
     void *ed;
     quiet_hdf5(&ef, &ed);
@@ -107,6 +101,7 @@ close:
         unlink(tmp);
 out:
     free(host);
+    free(tmp);
     H5Eset_auto2(H5E_DEFAULT, ef, ed);
     return rc;
 }

@@ -5,7 +5,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef PATH_MAX
 #define PATH_MAX 4096
@@ -79,4 +81,23 @@ int path_too_long(const char *path, char *msg, size_t n)
              "takes at most %d in a path and %d in a name)",
              path_short(path, s, sizeof s), len, name, PATH_MAX - 1, NAME_MAX);
     return 1;
+}
+
+char *path_tmp_name(const char *path)
+{
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return NULL;
+    snprintf(tmp, n, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        errno = e;
+        return NULL;
+    }
+    close(fd);
+    unlink(tmp);
+    return tmp;
 }

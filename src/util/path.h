@@ -19,4 +19,10 @@ const char *path_short(const char *path, char *buf, size_t n);
  * failure (permissions, a full disk). */
 int path_make_dir(const char *path, char *msg, size_t n);
 
+/* A fresh name "<path>.tmp-XXXXXX" next to path that nothing holds: made by mkstemp (so it is
+ * unpredictable), then removed, so that the caller creates it with O_EXCL (HDF5's
+ * H5F_ACC_EXCL), which refuses a symlink planted there in between. malloc'd; NULL with errno
+ * set. */
+char *path_tmp_name(const char *path);
+
 #endif
