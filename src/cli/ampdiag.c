@@ -3,6 +3,7 @@
  */
 #include "ampdiag.h"
 #include "cli/cli.h"
+#include "trace/hdf5_exit.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -107,6 +108,7 @@ static const cli_opt options[] = {
 
 int main(int argc, char **argv)
 {
+    trace_hdf5_exit_setup(); /* no "HDF5: infinite loop closing library" after a corrupt file */
     cli_parser p;
     if (cli_parser_init(&p, "", options, argc, argv, 0))
         return EXIT_USAGE;

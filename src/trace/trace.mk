@@ -4,8 +4,9 @@
 # reference traces and the trace benchmark. Included from Makefile.am.
 
 libampdiag_base_la_SOURCES += \
-	include/ampdiag_trace.h src/trace/trace_internal.h \
-	src/trace/trace_common.c src/trace/trace.c src/trace/trace_read.c
+	include/ampdiag_trace.h src/trace/trace_internal.h src/trace/hdf5_exit.h \
+	src/trace/trace_common.c src/trace/trace.c src/trace/trace_read.c \
+	src/trace/trace_sandbox.c
 
 ampdiag_SOURCES += src/cli/cmd_info.c
 

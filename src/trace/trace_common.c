@@ -3,6 +3,7 @@
  * from it, enumeration names, and error reporting shared by the writer and the reader.
  */
 #include "trace/trace_internal.h"
+#include "trace/hdf5_exit.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -477,4 +478,17 @@ int trace_copy_text(char *dst, size_t size, const char *src, size_t srcmax)
     memcpy(dst, src, len);
     memset(dst + len, 0, size - len);
     return (int)cut;
+}
+
+/* hdf5_exit.h: at exit, shut HDF5 down only when a file is still open */
+static void hdf5_at_exit(void)
+{
+    if (H5Fget_obj_count((hid_t)H5F_OBJ_ALL, H5F_OBJ_FILE) != 0)
+        H5close();
+}
+
+void trace_hdf5_exit_setup(void)
+{
+    if (H5dont_atexit() >= 0)
+        atexit(hdf5_at_exit);
 }

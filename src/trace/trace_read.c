@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,7 +130,9 @@ static int clear_mark(const char *path, hid_t fapl)
 static int open_file(ampdiag_trace_reader *r, unsigned flags)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0 || H5Pset_metadata_read_attempts(fapl, SWMR_READ_ATTEMPTS) < 0) {
+    /* strong close: closing the file closes whatever an error path left open in it */
+    if (fapl < 0 || H5Pset_metadata_read_attempts(fapl, SWMR_READ_ATTEMPTS) < 0 ||
+        H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0) {
         if (fapl >= 0)
             H5Pclose(fapl);
         return trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot open '%s': HDF5 property list failed", r->path);
@@ -184,7 +187,39 @@ done:
  * Root attributes
  * ------------------------------------------------------------------------------------------ */
 
-static char *read_attr_string(hid_t a, hid_t ftype)
+/*
+ * Limits on the root attributes (traces/FORMAT.md, "Limits"). They are read by a child process
+ * (trace_sandbox.c: HDF5's attribute and global-heap code is the most fragile it has) and come
+ * back through a pipe as records: type (1 byte), name length (4) and name, then the value:
+ * int64 or double (8 bytes), or a string's length (4) and bytes. An error ends the stream as a
+ * record of type ATTR_REC_ERROR: the error code (4 bytes), the message's length (4) and text.
+ */
+#define TRACE_MAX_ATTRS 1024
+#define TRACE_MAX_ATTR_NAME 1024
+#define TRACE_MAX_ATTR_STR 65536
+#define TRACE_ATTR_TIMEOUT_MS 5000
+#define TRACE_ATTR_STREAM_MAX \
+    ((size_t)TRACE_MAX_ATTRS * (9 + TRACE_MAX_ATTR_NAME + TRACE_MAX_ATTR_STR) + 2048)
+#define ATTR_REC_ERROR 0xff
+
+struct attr_iter {
+    ampdiag_trace_reader *r;
+    int rc;
+    char msg[512];
+};
+
+__attribute__((format(printf, 3, 4)))
+static int attr_fail(struct attr_iter *it, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->msg, sizeof it->msg, fmt, ap);
+    va_end(ap);
+    it->rc = rc;
+    return -1;
+}
+
+static char *read_attr_string(struct attr_iter *it, const char *name, hid_t a, hid_t ftype)
 {
     char *out = NULL;
     if (H5Tis_variable_str(ftype) > 0) {
@@ -192,7 +227,11 @@ static char *read_attr_string(hid_t a, hid_t ftype)
         char *p = NULL;
         if (m >= 0 && H5Tset_size(m, H5T_VARIABLE) >= 0 &&
             H5Tset_cset(m, H5Tget_cset(ftype)) >= 0 && H5Aread(a, m, &p) >= 0) {
-            out = strdup(p ? p : "");
+            if (p && strnlen(p, TRACE_MAX_ATTR_STR + 1) > TRACE_MAX_ATTR_STR)
+                attr_fail(it, AMPDIAG_TRACE_ESCHEMA, "attribute '%.64s' is longer than the limit "
+                          "of %d bytes", name, TRACE_MAX_ATTR_STR);
+            else
+                out = strdup(p ? p : "");
             if (p)
                 H5free_memory(p);
         }
@@ -201,6 +240,11 @@ static char *read_attr_string(hid_t a, hid_t ftype)
         return out;
     }
     size_t size = H5Tget_size(ftype);
+    if (size > TRACE_MAX_ATTR_STR) {
+        attr_fail(it, AMPDIAG_TRACE_ESCHEMA, "attribute '%.64s' is a string of %zu bytes, more "
+                  "than the limit of %d", name, size, TRACE_MAX_ATTR_STR);
+        return NULL;
+    }
     if (size == 0)
         return strdup("");
     char *buf = calloc(1, size + 1);
@@ -216,46 +260,16 @@ static char *read_attr_string(hid_t a, hid_t ftype)
     return buf;
 }
 
-struct attr_iter {
-    ampdiag_trace_reader *r;
-    int rc;
-};
-
-static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+/* The value of one attribute into at (left AMPDIAG_ATTR_OTHER when it is not a single string,
+ * integer or float); -1 when a limit is passed. */
+static int read_attr_value(struct attr_iter *it, ampdiag_trace_attr *at, hid_t a)
 {
-    (void)info;
-    struct attr_iter *it = data;
-    ampdiag_trace_reader *r = it->r;
-    if (r->nattrs == r->capattrs) {
-        size_t cap = r->capattrs ? 2 * r->capattrs : 32;
-        void *p = realloc(r->attrs, cap * sizeof *r->attrs);
-        if (!p) {
-            it->rc = AMPDIAG_TRACE_ENOMEM;
-            return -1;
-        }
-        r->attrs = p;
-        r->capattrs = cap;
-    }
-    ampdiag_trace_attr *at = &r->attrs[r->nattrs];
-    memset(at, 0, sizeof *at);
-    at->type = AMPDIAG_ATTR_OTHER;
-    at->d = NAN;
-    if (!(at->name = strdup(name))) {
-        it->rc = AMPDIAG_TRACE_ENOMEM;
-        return -1;
-    }
-    r->nattrs++;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0) {
-        it->rc = AMPDIAG_TRACE_ETRUNCATED;
-        return -1;
-    }
     hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
     hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
     if (np == 1) {
         if (cls == H5T_STRING) {
-            char *s = read_attr_string(a, t);
+            char *s = read_attr_string(it, at->name, a, t);
             if (s) {
                 at->type = AMPDIAG_ATTR_STR;
                 at->s = s;
@@ -279,23 +293,199 @@ static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void 
         H5Sclose(sp);
     if (t >= 0)
         H5Tclose(t);
-    H5Aclose(a);
+    return it->rc ? -1 : 0;
+}
+
+/* Make room for one more attribute in r->attrs; -1 when out of memory. */
+static int attrs_grow(ampdiag_trace_reader *r)
+{
+    if (r->nattrs < r->capattrs)
+        return 0;
+    size_t cap = r->capattrs ? 2 * r->capattrs : 32;
+    void *p = realloc(r->attrs, cap * sizeof *r->attrs);
+    if (!p)
+        return -1;
+    r->attrs = p;
+    r->capattrs = cap;
     return 0;
+}
+
+static ampdiag_trace_attr *attr_new(ampdiag_trace_reader *r)
+{
+    if (attrs_grow(r))
+        return NULL;
+    ampdiag_trace_attr *at = &r->attrs[r->nattrs++];
+    memset(at, 0, sizeof *at);
+    at->type = AMPDIAG_ATTR_OTHER;
+    at->d = NAN;
+    return at;
+}
+
+static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    struct attr_iter *it = data;
+    ampdiag_trace_reader *r = it->r;
+    if (r->nattrs == TRACE_MAX_ATTRS)
+        return attr_fail(it, AMPDIAG_TRACE_ESCHEMA, "more than the limit of %d root attributes",
+                         TRACE_MAX_ATTRS);
+    if (strlen(name) > TRACE_MAX_ATTR_NAME)
+        return attr_fail(it, AMPDIAG_TRACE_ESCHEMA, "an attribute name is longer than the limit "
+                         "of %d bytes", TRACE_MAX_ATTR_NAME);
+    ampdiag_trace_attr *at = attr_new(r);
+    if (!at || !(at->name = strdup(name)))
+        return attr_fail(it, AMPDIAG_TRACE_ENOMEM, "out of memory");
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0)
+        return attr_fail(it, AMPDIAG_TRACE_ETRUNCATED, "cannot open attribute '%.64s'", name);
+    int rc = read_attr_value(it, at, a);
+    H5Aclose(a);
+    return rc;
+}
+
+static void put_u32(trace_buf *b, uint32_t v) { trace_buf_put(b, &v, sizeof v); }
+
+static void put_text(trace_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    put_u32(b, (uint32_t)n);
+    trace_buf_put(b, s, n);
+}
+
+/* In the child: iterate over the root attributes and stream them (see above). */
+static int attrs_child(void *arg, trace_buf *out)
+{
+    ampdiag_trace_reader *r = arg;
+    struct attr_iter it = {r, 0, ""};
+    hsize_t idx = 0;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    herr_t hr = H5Aiterate2(r->file, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &it);
+    if (hr < 0 && !it.rc) {
+        trace_h5err e;
+        trace_h5err_take(&e);
+        attr_fail(&it, AMPDIAG_TRACE_ETRUNCATED, "%s", e.detail);
+    }
+    trace_quiet_end(&q);
+    for (size_t i = 0; i < r->nattrs; i++) {
+        const ampdiag_trace_attr *at = &r->attrs[i];
+        unsigned char type = (unsigned char)at->type;
+        trace_buf_put(out, &type, 1);
+        put_text(out, at->name);
+        if (at->type == AMPDIAG_ATTR_INT)
+            trace_buf_put(out, &at->i, sizeof at->i);
+        else if (at->type == AMPDIAG_ATTR_DOUBLE)
+            trace_buf_put(out, &at->d, sizeof at->d);
+        else if (at->type == AMPDIAG_ATTR_STR)
+            put_text(out, at->s);
+    }
+    if (it.rc) {
+        unsigned char type = ATTR_REC_ERROR;
+        int32_t code = it.rc;
+        trace_buf_put(out, &type, 1);
+        trace_buf_put(out, &code, sizeof code);
+        put_text(out, it.msg);
+    }
+    return 0;
+}
+
+/* A length-prefixed text of at most max bytes from the stream, NUL-terminated; NULL if bad. */
+static char *get_text(const trace_buf *b, size_t *pos, size_t max)
+{
+    uint32_t n;
+    if (trace_buf_get(b, pos, &n, sizeof n) || n > max || n > b->len - *pos)
+        return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, b->data + *pos, n);
+    s[n] = 0;
+    *pos += n;
+    return s;
+}
+
+/* One record of the stream into a new attribute of r; 0, 1 at an error record (its code in
+ * *code, its text in msg), -1 when the stream is malformed or memory ran out. */
+static int take_record(ampdiag_trace_reader *r, const trace_buf *b, size_t *pos, int *code,
+                       char *msg, size_t msglen)
+{
+    unsigned char type;
+    if (trace_buf_get(b, pos, &type, 1))
+        return -1;
+    if (type == ATTR_REC_ERROR) {
+        int32_t c;
+        char *text = NULL;
+        if (trace_buf_get(b, pos, &c, sizeof c) || c >= 0 || !(text = get_text(b, pos, 1024)))
+            return -1;
+        *code = c;
+        snprintf(msg, msglen, "%s", text);
+        free(text);
+        return 1;
+    }
+    if (type > AMPDIAG_ATTR_OTHER || r->nattrs == TRACE_MAX_ATTRS)
+        return -1;
+    ampdiag_trace_attr *at = attr_new(r);
+    if (!at || !(at->name = get_text(b, pos, TRACE_MAX_ATTR_NAME)))
+        return -1;
+    at->type = (ampdiag_attr_type)type;
+    if (type == AMPDIAG_ATTR_INT) {
+        if (trace_buf_get(b, pos, &at->i, sizeof at->i))
+            return -1;
+        at->d = (double)at->i;
+    } else if (type == AMPDIAG_ATTR_DOUBLE) {
+        if (trace_buf_get(b, pos, &at->d, sizeof at->d))
+            return -1;
+    } else if (type == AMPDIAG_ATTR_STR) {
+        if (!(at->s = get_text(b, pos, TRACE_MAX_ATTR_STR)))
+            return -1;
+    }
+    return 0;
+}
+
+static int sandbox_error(const ampdiag_trace_reader *r, int why)
+{
+    switch (why) {
+    case TRACE_SANDBOX_CRASHED:
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
+                          "HDF5 crashed reading them (a corrupt file)", r->path);
+    case TRACE_SANDBOX_TIMEOUT:
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
+                          "HDF5 took longer than %d s reading them (a corrupt file)", r->path,
+                          TRACE_ATTR_TIMEOUT_MS / 1000);
+    case TRACE_SANDBOX_TOO_BIG:
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "'%s': the root attributes are larger than the "
+                          "limits allow (%d attributes, names of %d bytes, strings of %d bytes)",
+                          r->path, TRACE_MAX_ATTRS, TRACE_MAX_ATTR_NAME, TRACE_MAX_ATTR_STR);
+    case TRACE_SANDBOX_NOMEM:
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot read the root attributes of '%s': no "
+                          "process or memory for the reader (%s)", r->path, strerror(errno));
+    }
+    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
+                      "HDF5 failed reading them (a corrupt file)", r->path);
 }
 
 static int load_attrs(ampdiag_trace_reader *r)
 {
-    struct attr_iter it = {r, 0};
-    hsize_t idx = 0;
-    if (H5Aiterate2(r->file, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &it) < 0) {
-        if (it.rc == AMPDIAG_TRACE_ENOMEM)
-            return trace_fail(it.rc, "out of memory reading '%s'", r->path);
-        trace_h5err e;
-        trace_h5err_take(&e);
-        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': %s",
-                          r->path, e.detail);
-    }
-    return 0;
+    trace_buf b;
+    int why = trace_sandbox_run(attrs_child, r, TRACE_ATTR_STREAM_MAX, TRACE_ATTR_TIMEOUT_MS, &b);
+    if (why)
+        return sandbox_error(r, why);
+    size_t pos = 0;
+    int code = 0, rc = 0;
+    char msg[1024] = "";
+    while (pos < b.len && !rc)
+        rc = take_record(r, &b, &pos, &code, msg, sizeof msg);
+    free(b.data);
+    if (rc < 0) /* out of memory, or the child's stream was cut */
+        return sandbox_error(r, TRACE_SANDBOX_FAILED);
+    if (rc == 0)
+        return 0;
+    if (code == AMPDIAG_TRACE_ENOMEM)
+        return trace_fail(code, "out of memory reading '%s'", r->path);
+    if (code == AMPDIAG_TRACE_ESCHEMA)
+        return trace_fail(code, "trace '%s': %s", r->path, msg);
+    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': %s",
+                      r->path, msg);
 }
 
 const ampdiag_trace_attr *ampdiag_trace_attr_find(const ampdiag_trace_reader *r, const char *name)

@@ -1,0 +1,155 @@
+/*
+ * trace_sandbox.c - run a piece of HDF5 parsing in a child process and take back only bytes.
+ *
+ * HDF5 1.10 trusts much of what it decodes: a damaged file can make it read or write out of
+ * bounds, crash or loop (for example on the global heap that holds variable-length strings).
+ * ampdiag cannot fix HDF5, so the parts of a trace that are small but parsed by the most fragile
+ * code (the root attributes) are read by a forked child: it does the HDF5 calls on the already
+ * open file, writes what it read to a pipe and exits. Whatever HDF5 does wrong there stays in the
+ * child; the parent gets bytes, which it checks like any other input, or a failure: the child
+ * died on a signal, exited with an error, sent more than the limit, or took longer than the
+ * time limit (then it is killed).
+ */
+#include "trace/trace_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Under a sanitizer (and a fuzzer), a report in the child must go nowhere and must not run
+ * the fuzzer's crash callback (it would save the input as a crash of the program). Weak: NULL
+ * in a build without sanitizers. */
+extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+extern void __sanitizer_set_report_fd(void *fd) __attribute__((weak));
+
+static void child_run(int fd, trace_sandbox_fn fn, void *arg)
+{
+    int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) /* HDF5's and a sanitizer's messages go nowhere */
+        dup2(null, STDERR_FILENO);
+    if (__sanitizer_set_death_callback)
+        __sanitizer_set_death_callback(NULL);
+    if (__sanitizer_set_report_fd && null >= 0)
+        __sanitizer_set_report_fd((void *)(intptr_t)null);
+    trace_buf b = {0};
+    int rc = fn(arg, &b);
+    size_t off = 0;
+    while (!rc && !b.failed && off < b.len) {
+        ssize_t w = write(fd, b.data + off, b.len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            _exit(3);
+        off += (size_t)w;
+    }
+    _exit(rc || b.failed ? 2 : 0);
+}
+
+static long ms_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long)((t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000);
+}
+
+/* Read the child's bytes into out until end of file; 0, or a TRACE_SANDBOX_* failure. */
+static int collect(int fd, size_t max, long timeout_ms, trace_buf *out)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char chunk[4096];
+    for (;;) {
+        long left = timeout_ms - ms_since(&t0);
+        if (left <= 0)
+            return TRACE_SANDBOX_TIMEOUT;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int n = poll(&p, 1, (int)left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return TRACE_SANDBOX_FAILED;
+        if (n == 0)
+            return TRACE_SANDBOX_TIMEOUT;
+        ssize_t got = read(fd, chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return TRACE_SANDBOX_FAILED;
+        if (got == 0)
+            return 0;
+        if (out->len + (size_t)got > max)
+            return TRACE_SANDBOX_TOO_BIG;
+        trace_buf_put(out, chunk, (size_t)got);
+        if (out->failed)
+            return TRACE_SANDBOX_NOMEM;
+    }
+}
+
+int trace_sandbox_run(trace_sandbox_fn fn, void *arg, size_t max, long timeout_ms, trace_buf *out)
+{
+    memset(out, 0, sizeof *out);
+    int fds[2];
+    if (pipe(fds) != 0)
+        return TRACE_SANDBOX_NOMEM;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return TRACE_SANDBOX_NOMEM;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        child_run(fds[1], fn, arg);
+    }
+    close(fds[1]);
+    int rc = collect(fds[0], max, timeout_ms, out);
+    close(fds[0]);
+    if (rc)
+        kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!rc && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        rc = WIFSIGNALED(st) ? TRACE_SANDBOX_CRASHED : TRACE_SANDBOX_FAILED;
+    if (rc) {
+        free(out->data);
+        memset(out, 0, sizeof *out);
+    }
+    return rc;
+}
+
+void trace_buf_put(trace_buf *b, const void *p, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 1024;
+        while (cap < b->len + n)
+            cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d) {
+            b->failed = 1;
+            return;
+        }
+        b->data = d;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+int trace_buf_get(const trace_buf *b, size_t *pos, void *p, size_t n)
+{
+    if (*pos > b->len || n > b->len - *pos)
+        return -1;
+    memcpy(p, b->data + *pos, n);
+    *pos += n;
+    return 0;
+}
