@@ -99,11 +99,14 @@ int trace_buf_get(const trace_buf *b, size_t *pos, void *p, size_t n);
  * at most max bytes within timeout_ms (trace_sandbox.c). fn returns 0, or non-zero to fail. 0
  * with *out filled (free out->data), or one of the failures below. */
 typedef int (*trace_sandbox_fn)(void *arg, trace_buf *out);
+#define TRACE_SANDBOX_MAX_RSS ((size_t)512 << 20)
 enum {
     TRACE_SANDBOX_CRASHED = 1, /* the child died on a signal */
     TRACE_SANDBOX_FAILED,      /* it exited with an error, or the pipe failed */
     TRACE_SANDBOX_TIMEOUT,     /* it took longer than timeout_ms (killed) */
     TRACE_SANDBOX_TOO_BIG,     /* it sent more than max bytes (killed) */
+    TRACE_SANDBOX_MEMORY,      /* it took TRACE_SANDBOX_MAX_RSS more memory than the parent has
+                                  (killed) */
     TRACE_SANDBOX_NOMEM        /* no pipe, process or memory */
 };
 int trace_sandbox_run(trace_sandbox_fn fn, void *arg, size_t max, long timeout_ms, trace_buf *out);

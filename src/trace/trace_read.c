@@ -452,6 +452,10 @@ static int sandbox_error(const ampdiag_trace_reader *r, int why)
         return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
                           "HDF5 took longer than %d s reading them (a corrupt file)", r->path,
                           TRACE_ATTR_TIMEOUT_MS / 1000);
+    case TRACE_SANDBOX_MEMORY:
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
+                          "HDF5 took more than %zu MiB reading them (a corrupt file)", r->path,
+                          TRACE_SANDBOX_MAX_RSS >> 20);
     case TRACE_SANDBOX_TOO_BIG:
         return trace_fail(AMPDIAG_TRACE_ESCHEMA, "'%s': the root attributes are larger than the "
                           "limits allow (%d attributes, names of %d bytes, strings of %d bytes)",

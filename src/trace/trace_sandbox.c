@@ -7,14 +7,15 @@
  * code (the root attributes) are read by a forked child: it does the HDF5 calls on the already
  * open file, writes what it read to a pipe and exits. Whatever HDF5 does wrong there stays in the
  * child; the parent gets bytes, which it checks like any other input, or a failure: the child
- * died on a signal, exited with an error, sent more than the limit, or took longer than the
- * time limit (then it is killed).
+ * died on a signal, exited with an error, sent more than the limit, took more memory or longer
+ * than the limits (then it is killed).
  */
 #include "trace/trace_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -59,9 +60,28 @@ static long ms_since(const struct timespec *t0)
     return (long)((t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000);
 }
 
-/* Read the child's bytes into out until end of file; 0, or a TRACE_SANDBOX_* failure. */
-static int collect(int fd, size_t max, long timeout_ms, trace_buf *out)
+/* Resident memory of process pid in bytes (Linux /proc); 0 when it cannot be read. */
+static size_t rss_of(pid_t pid)
 {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/statm", (long)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long size = 0, res = 0;
+    if (!f)
+        return 0;
+    int n = fscanf(f, "%lu %lu", &size, &res);
+    fclose(f);
+    long page = sysconf(_SC_PAGESIZE);
+    return n == 2 && page > 0 ? (size_t)res * (size_t)page : 0;
+}
+
+/* Read the child's bytes into out until end of file, checking its memory every POLL_MS; 0, or
+ * a TRACE_SANDBOX_* failure. */
+static int collect(pid_t pid, int fd, size_t max, long timeout_ms, trace_buf *out)
+{
+    enum { POLL_MS = 20 };
+    /* the child starts with the parent's pages (shared until written): count what it adds */
+    size_t cap = rss_of(getpid()) + TRACE_SANDBOX_MAX_RSS;
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char chunk[4096];
@@ -69,14 +89,16 @@ static int collect(int fd, size_t max, long timeout_ms, trace_buf *out)
         long left = timeout_ms - ms_since(&t0);
         if (left <= 0)
             return TRACE_SANDBOX_TIMEOUT;
+        if (rss_of(pid) > cap)
+            return TRACE_SANDBOX_MEMORY;
         struct pollfd p = {.fd = fd, .events = POLLIN};
-        int n = poll(&p, 1, (int)left);
+        int n = poll(&p, 1, left < POLL_MS ? (int)left : POLL_MS);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
             return TRACE_SANDBOX_FAILED;
         if (n == 0)
-            return TRACE_SANDBOX_TIMEOUT;
+            continue;
         ssize_t got = read(fd, chunk, sizeof chunk);
         if (got < 0 && errno == EINTR)
             continue;
@@ -109,7 +131,7 @@ int trace_sandbox_run(trace_sandbox_fn fn, void *arg, size_t max, long timeout_m
         child_run(fds[1], fn, arg);
     }
     close(fds[1]);
-    int rc = collect(fds[0], max, timeout_ms, out);
+    int rc = collect(pid, fds[0], max, timeout_ms, out);
     close(fds[0]);
     if (rc)
         kill(pid, SIGKILL);

@@ -2,6 +2,7 @@
  * data.c - synthetic data sets and the HDF5 data loader (data.h).
  */
 #include "train/data.h"
+#include "train/h5files.h"
 #include "util/rng.h"
 #include "util/util.h"
 
@@ -102,15 +103,24 @@ static int read_array(hid_t f, const char *fname, const char *name, int rank, H5
                       hid_t mtype, size_t elem, hsize_t dims[2], void **out, char *err, size_t errlen)
 {
     *out = NULL;
-    htri_t ex = H5Lexists(f, name, H5P_DEFAULT);
-    if (ex <= 0)
-        return ex < 0 ? (errf(err, errlen, "%s: cannot look up %s", fname, name), -2) : 0;
-    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    int ex = h5files_hard_path(f, name); /* no soft or external link followed (h5files.h) */
+    if (ex == 0)
+        return 0;
+    if (ex == -1)
+        return errf(err, errlen, "%s: cannot look up %s", fname, name), -2;
+    hid_t d = ex > 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
     if (d < 0)
-        return errf(err, errlen, "%s: %s is not a dataset", fname, name), -1;
+        return errf(err, errlen, "%s: %s is not a dataset stored in this file (links to "
+                    "elsewhere are not followed)", fname, name), -1;
     int rc = -1;
     hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
-    if (sp < 0 || ty < 0) {
+    int local = h5files_local(d);
+    if (local == 0) {
+        errf(err, errlen, "%s: %s keeps its data in other files (external or virtual storage: "
+             "refused)", fname, name);
+        goto done;
+    }
+    if (sp < 0 || ty < 0 || local < 0) {
         errf(err, errlen, "%s: cannot read the shape or type of %s", fname, name);
         rc = -2;
         goto done;

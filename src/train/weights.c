@@ -2,6 +2,7 @@
  * weights.c - model parameters to and from HDF5 (weights.h).
  */
 #include "train/weights.h"
+#include "train/h5files.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -130,6 +131,51 @@ static herr_t find_extra(hid_t obj, const char *name, const H5O_info_t *info, vo
     return 1;
 }
 
+/* Read parameter /LAYER/PARAM of the file into dst: its shape and a floating-point type are
+ * checked, and it must be a dataset stored in the file (no link to elsewhere followed, no
+ * external storage). 0, or WEIGHTS_EBADINPUT / WEIGHTS_EIO with a message. */
+static int read_param(hid_t f, const char *path, const char *lname, const param_view *pv,
+                      float *dst, char *err, size_t errlen)
+{
+    char name[300], shp[64];
+    snprintf(name, sizeof name, "/%s/%s", lname, pv->name);
+    int ex = h5files_hard_path(f, name); /* no soft or external link followed (h5files.h) */
+    hid_t d = ex > 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
+    if (ex == 0 || d < 0) {
+        errf(err, errlen, ex == 0 ? "%s: missing %s (expected float32 %s)"
+                                  : "%s: %s is not a dataset stored in this file (expected float32 %s; "
+                                    "links to elsewhere are not followed)",
+             path, name, shape_text(pv, shp, sizeof shp));
+        return WEIGHTS_EBADINPUT;
+    }
+    hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
+    hsize_t dims[2] = {0, 0};
+    int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
+    if (nd >= 1 && nd <= 2) H5Sget_simple_extent_dims(sp, dims, NULL);
+    int shape_ok = nd == pv->ndim && dims[0] == (hsize_t)pv->shape[0] &&
+                   (pv->ndim < 2 || dims[1] == (hsize_t)pv->shape[1]);
+    int type_ok = ty >= 0 && H5Tget_class(ty) == H5T_FLOAT;
+    int local = h5files_local(d);
+    herr_t r = -1;
+    if (shape_ok && type_ok && local == 1)
+        r = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst);
+    if (ty >= 0) H5Tclose(ty);
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(d);
+    if (!type_ok)
+        return errf(err, errlen, "%s: %s must be floating point", path, name), WEIGHTS_EBADINPUT;
+    if (!shape_ok)
+        return errf(err, errlen, "%s: %s has the wrong shape: expected %s%s", path, name,
+                    shape_text(pv, shp, sizeof shp), pv->ndim == 2 ? " (PyTorch order: [out, in])" : ""),
+               WEIGHTS_EBADINPUT;
+    if (local == 0)
+        return errf(err, errlen, "%s: %s keeps its data in other files (external or virtual "
+                    "storage: refused)", path, name), WEIGHTS_EBADINPUT;
+    if (r < 0)
+        return errf(err, errlen, "%s: reading %s failed", path, name), WEIGHTS_EIO;
+    return 0;
+}
+
 int weights_load(model *m, const char *path, char *err, size_t errlen)
 {
     if (access(path, R_OK) != 0) {
@@ -162,48 +208,12 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
         size_t base = (size_t)(L->p - m->params);
-        for (int k = 0; k < L->npv; k++) {
-            const param_view *pv = &L->pv[k];
-            char name[300];
-            snprintf(name, sizeof name, "/%s/%s", L->name, pv->name);
-            htri_t ex = H5Lexists(f, L->name, H5P_DEFAULT) > 0 ? H5Lexists(f, name, H5P_DEFAULT) : 0;
-            if (ex <= 0) {
-                char shp[64];
-                errf(err, errlen, "%s: missing %s (expected float32 %s)", path, name, shape_text(pv, shp, sizeof shp));
+        for (int k = 0; k < L->npv; k++)
+            if ((rc = read_param(f, path, L->name, &L->pv[k], buf + base + L->pv[k].offset, err,
+                                 errlen)))
                 goto out;
-            }
-            hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
-            hid_t sp = d < 0 ? -1 : H5Dget_space(d);
-            hid_t ty = d < 0 ? -1 : H5Dget_type(d);
-            hsize_t dims[2] = {0, 0};
-            int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
-            if (nd >= 1 && nd <= 2) H5Sget_simple_extent_dims(sp, dims, NULL);
-            int shape_ok = nd == pv->ndim && dims[0] == (hsize_t)pv->shape[0] &&
-                           (pv->ndim < 2 || dims[1] == (hsize_t)pv->shape[1]);
-            int type_ok = ty >= 0 && H5Tget_class(ty) == H5T_FLOAT;
-            herr_t r = -1;
-            if (shape_ok && type_ok)
-                r = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf + base + pv->offset);
-            if (ty >= 0) H5Tclose(ty);
-            if (sp >= 0) H5Sclose(sp);
-            if (d >= 0) H5Dclose(d);
-            if (!type_ok) {
-                errf(err, errlen, "%s: %s must be floating point", path, name);
-                goto out;
-            }
-            if (!shape_ok) {
-                char shp[64];
-                errf(err, errlen, "%s: %s has the wrong shape: expected %s%s", path, name, shape_text(pv, shp, sizeof shp),
-                    pv->ndim == 2 ? " (PyTorch order: [out, in])" : "");
-                goto out;
-            }
-            if (r < 0) {
-                errf(err, errlen, "%s: reading %s failed", path, name);
-                rc = WEIGHTS_EIO;
-                goto out;
-            }
-        }
     }
+    rc = WEIGHTS_EBADINPUT;
     struct visit v = {m, 0, ""};
     if (H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, find_extra, &v, H5O_INFO_BASIC) < 0 && !v.extra) {
         errf(err, errlen, "%s: cannot list its contents", path);
