@@ -10,7 +10,7 @@
 # print nothing from HDF5 on stderr (no error stack, no "HDF5: infinite loop closing library").
 AMPDIAG=${AMPDIAG:-./ampdiag}
 S=${srcdir:-.}
-R=$S/fuzz/regress
+R=$(cd "$S/fuzz/regress" && pwd) || { echo "Bail out! no $S/fuzz/regress"; exit 1; }
 LIMIT=${AMPDIAG_REGRESS_SECONDS:-30}
 n=0; fail=0
 t() { n=$((n+1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fail=1; fi; }
@@ -39,6 +39,7 @@ check() {
     if grep -Eq 'Sanitizer|runtime error:' "$tmp/err"; then why="$why sanitizer report"; fi
     [ -z "$why" ] ; t $? "$what: exit $rc${why:+ -- $why}"
     [ -z "$why" ] || sed 's/^/# /' "$tmp/err" | head -20
+    grep -q "no such file" "$tmp/err" && echo "# (the input was not found: a path error in this test?)"
 }
 
 count=0

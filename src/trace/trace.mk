@@ -4,7 +4,7 @@
 # reference traces and the trace benchmark. Included from Makefile.am.
 
 libampdiag_base_la_SOURCES += \
-	include/ampdiag_trace.h src/trace/trace_internal.h src/trace/hdf5_exit.h \
+	include/ampdiag_trace.h src/trace/trace_internal.h src/trace/hdf5_exit.h src/trace/h5check.h \
 	src/trace/trace_common.c src/trace/trace.c src/trace/trace_read.c \
 	src/trace/trace_sandbox.c
 

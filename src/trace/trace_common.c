@@ -3,6 +3,7 @@
  * from it, enumeration names, and error reporting shared by the writer and the reader.
  */
 #include "trace/trace_internal.h"
+#include "trace/h5check.h"
 #include "trace/hdf5_exit.h"
 
 #include <math.h>
@@ -491,4 +492,76 @@ void trace_hdf5_exit_setup(void)
 {
     if (H5dont_atexit() >= 0)
         atexit(hdf5_at_exit);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * h5check.h
+ * ------------------------------------------------------------------------------------------ */
+
+int trace_h5_hard_path(hid_t f, const char *path)
+{
+    char prefix[512];
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof prefix)
+        return 0;
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && path[i] != '/')
+            continue;
+        memcpy(prefix, path, i);
+        prefix[i] = 0;
+        /* the components before this one are hard links: nothing else is traversed here */
+        htri_t ex = H5Lexists(f, prefix, H5P_DEFAULT);
+        if (ex <= 0)
+            return ex < 0 ? -1 : 0;
+        H5L_info_t li;
+        if (H5Lget_info(f, prefix, &li, H5P_DEFAULT) < 0)
+            return -1;
+        if (li.type != H5L_TYPE_HARD)
+            return -2;
+    }
+    return 1;
+}
+
+/* Bytes the data of d takes (points x type size); 0 when unknown or overflowing. */
+static hsize_t data_bytes(hid_t d)
+{
+    hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
+    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    size_t ts = ty >= 0 ? H5Tget_size(ty) : 0;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ty >= 0)
+        H5Tclose(ty);
+    if (np < 0 || ts == 0 || (hsize_t)np > (hsize_t)-1 / ts)
+        return 0;
+    return (hsize_t)np * ts;
+}
+
+const char *trace_h5_storage_problem(hid_t f, hid_t d)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return "has a storage description HDF5 cannot read";
+    int next = H5Pget_external_count(dcpl);
+    H5D_layout_t lay = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    if (next != 0)
+        return next < 0 ? "has a storage description HDF5 cannot read"
+                        : "keeps its data in external files";
+    if (lay == H5D_VIRTUAL)
+        return "is a virtual dataset (its data lies in other files)";
+    if (lay != H5D_COMPACT && lay != H5D_CONTIGUOUS)
+        return lay == H5D_CHUNKED ? NULL : "has an unknown storage layout";
+    hsize_t need = data_bytes(d), have = H5Dget_storage_size(d), fsize = 0;
+    haddr_t at = lay == H5D_CONTIGUOUS ? H5Dget_offset(d) : HADDR_UNDEF;
+    if (need == 0)
+        return NULL; /* nothing to read (or HDF5 refuses the read itself) */
+    if (lay == H5D_COMPACT)
+        return have == need ? NULL : "is compact with a buffer of the wrong size";
+    if (at == HADDR_UNDEF && have == 0)
+        return NULL; /* never written: reads as the fill value */
+    if (H5Fget_filesize(f, &fsize) < 0 || at == HADDR_UNDEF || have < need || at > fsize ||
+        have > fsize - at)
+        return "is contiguous with a size or place that does not fit the file";
+    return NULL;
 }

@@ -100,6 +100,7 @@ int trace_buf_get(const trace_buf *b, size_t *pos, void *p, size_t n);
  * with *out filled (free out->data), or one of the failures below. */
 typedef int (*trace_sandbox_fn)(void *arg, trace_buf *out);
 #define TRACE_SANDBOX_MAX_RSS ((size_t)512 << 20)
+#define TRACE_PROBE_MS 5000 /* the time limit of a probe of a file's structure */
 enum {
     TRACE_SANDBOX_CRASHED = 1, /* the child died on a signal */
     TRACE_SANDBOX_FAILED,      /* it exited with an error, or the pipe failed */

@@ -14,6 +14,7 @@
  * the end of a table whose key is -1 are fill (allocated, never written) and are not counted.
  */
 #include "trace/trace_internal.h"
+#include "trace/h5check.h"
 
 #include <errno.h>
 #include <math.h>
@@ -162,12 +163,7 @@ static int open_file(ampdiag_trace_reader *r, unsigned flags)
                                 r->path, e2.detail);
             goto done;
         }
-        r->repaired = 1;
-        if (!(flags & AMPDIAG_TRACE_READ_QUIET))
-            fprintf(stderr,
-                    "ampdiag: note: '%s' was still marked as open for writing (its writer died "
-                    "before its first flush); cleared the mark as 'h5clear -s' does\n",
-                    r->path);
+        r->repaired = 1; /* the note is printed by ampdiag_trace_open */
         r->file = try_open(r->path, fapl, &r->swmr, &e);
     }
     if (r->file < 0) {
@@ -191,16 +187,16 @@ done:
  * Limits on the root attributes (traces/FORMAT.md, "Limits"). They are read by a child process
  * (trace_sandbox.c: HDF5's attribute and global-heap code is the most fragile it has) and come
  * back through a pipe as records: type (1 byte), name length (4) and name, then the value:
- * int64 or double (8 bytes), or a string's length (4) and bytes. An error ends the stream as a
- * record of type ATTR_REC_ERROR: the error code (4 bytes), the message's length (4) and text.
+ * int64 or double (8 bytes), or a string's length (4) and bytes. The stream ends with a record of
+ * type ATTR_REC_END: the outcome of the child's whole open (an error code or 0, 4 bytes), whether
+ * it cleared an open-for-write mark (1 byte), and the error message's length (4) and text.
  */
 #define TRACE_MAX_ATTRS 1024
 #define TRACE_MAX_ATTR_NAME 1024
 #define TRACE_MAX_ATTR_STR 65536
-#define TRACE_ATTR_TIMEOUT_MS 5000
 #define TRACE_ATTR_STREAM_MAX \
     ((size_t)TRACE_MAX_ATTRS * (9 + TRACE_MAX_ATTR_NAME + TRACE_MAX_ATTR_STR) + 2048)
-#define ATTR_REC_ERROR 0xff
+#define ATTR_REC_END 0xff
 
 struct attr_iter {
     ampdiag_trace_reader *r;
@@ -352,21 +348,30 @@ static void put_text(trace_buf *b, const char *s)
     trace_buf_put(b, s, n);
 }
 
-/* In the child: iterate over the root attributes and stream them (see above). */
-static int attrs_child(void *arg, trace_buf *out)
+/* Read the root attributes into r->attrs with HDF5 (in the child). 0 or a trace error. */
+static int load_attrs_h5(ampdiag_trace_reader *r)
 {
-    ampdiag_trace_reader *r = arg;
     struct attr_iter it = {r, 0, ""};
     hsize_t idx = 0;
-    trace_quiet q;
-    trace_quiet_begin(&q);
     herr_t hr = H5Aiterate2(r->file, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &it);
     if (hr < 0 && !it.rc) {
         trace_h5err e;
         trace_h5err_take(&e);
         attr_fail(&it, AMPDIAG_TRACE_ETRUNCATED, "%s", e.detail);
     }
-    trace_quiet_end(&q);
+    if (!it.rc)
+        return 0;
+    if (it.rc == AMPDIAG_TRACE_ENOMEM)
+        return trace_fail(it.rc, "out of memory reading '%s'", r->path);
+    if (it.rc == AMPDIAG_TRACE_ESCHEMA)
+        return trace_fail(it.rc, "trace '%s': %s", r->path, it.msg);
+    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': %s",
+                      r->path, it.msg);
+}
+
+/* Stream r's attributes, then the outcome record (code, repaired, message). */
+static void put_outcome(trace_buf *out, const ampdiag_trace_reader *r, int rc)
+{
     for (size_t i = 0; i < r->nattrs; i++) {
         const ampdiag_trace_attr *at = &r->attrs[i];
         unsigned char type = (unsigned char)at->type;
@@ -379,14 +384,12 @@ static int attrs_child(void *arg, trace_buf *out)
         else if (at->type == AMPDIAG_ATTR_STR)
             put_text(out, at->s);
     }
-    if (it.rc) {
-        unsigned char type = ATTR_REC_ERROR;
-        int32_t code = it.rc;
-        trace_buf_put(out, &type, 1);
-        trace_buf_put(out, &code, sizeof code);
-        put_text(out, it.msg);
-    }
-    return 0;
+    unsigned char type = ATTR_REC_END, repaired = (unsigned char)r->repaired;
+    int32_t code = rc;
+    trace_buf_put(out, &type, 1);
+    trace_buf_put(out, &code, sizeof code);
+    trace_buf_put(out, &repaired, 1);
+    put_text(out, rc ? ampdiag_trace_errmsg() : "");
 }
 
 /* A length-prefixed text of at most max bytes from the stream, NUL-terminated; NULL if bad. */
@@ -404,20 +407,24 @@ static char *get_text(const trace_buf *b, size_t *pos, size_t max)
     return s;
 }
 
-/* One record of the stream into a new attribute of r; 0, 1 at an error record (its code in
- * *code, its text in msg), -1 when the stream is malformed or memory ran out. */
+/* One record of the stream into a new attribute of r; 0, 1 at the outcome record (its code in
+ * *code, its message in msg, r->repaired set), -1 when the stream is malformed or memory ran
+ * out. */
 static int take_record(ampdiag_trace_reader *r, const trace_buf *b, size_t *pos, int *code,
                        char *msg, size_t msglen)
 {
     unsigned char type;
     if (trace_buf_get(b, pos, &type, 1))
         return -1;
-    if (type == ATTR_REC_ERROR) {
+    if (type == ATTR_REC_END) {
         int32_t c;
+        unsigned char repaired;
         char *text = NULL;
-        if (trace_buf_get(b, pos, &c, sizeof c) || c >= 0 || !(text = get_text(b, pos, 1024)))
+        if (trace_buf_get(b, pos, &c, sizeof c) || c > 0 || trace_buf_get(b, pos, &repaired, 1) ||
+            !(text = get_text(b, pos, 2048)))
             return -1;
         *code = c;
+        r->repaired = repaired != 0;
         snprintf(msg, msglen, "%s", text);
         free(text);
         return 1;
@@ -446,50 +453,39 @@ static int sandbox_error(const ampdiag_trace_reader *r, int why)
 {
     switch (why) {
     case TRACE_SANDBOX_CRASHED:
-        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
-                          "HDF5 crashed reading them (a corrupt file)", r->path);
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 crashed reading its "
+                          "structure (a corrupt file)", r->path);
     case TRACE_SANDBOX_TIMEOUT:
-        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
-                          "HDF5 took longer than %d s reading them (a corrupt file)", r->path,
-                          TRACE_ATTR_TIMEOUT_MS / 1000);
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 took longer than %d s "
+                          "reading its structure (a corrupt file)", r->path,
+                          TRACE_PROBE_MS / 1000);
     case TRACE_SANDBOX_MEMORY:
-        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
-                          "HDF5 took more than %zu MiB reading them (a corrupt file)", r->path,
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 took more than %zu MiB "
+                          "reading its structure (a corrupt file)", r->path,
                           TRACE_SANDBOX_MAX_RSS >> 20);
     case TRACE_SANDBOX_TOO_BIG:
         return trace_fail(AMPDIAG_TRACE_ESCHEMA, "'%s': the root attributes are larger than the "
                           "limits allow (%d attributes, names of %d bytes, strings of %d bytes)",
                           r->path, TRACE_MAX_ATTRS, TRACE_MAX_ATTR_NAME, TRACE_MAX_ATTR_STR);
     case TRACE_SANDBOX_NOMEM:
-        return trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot read the root attributes of '%s': no "
-                          "process or memory for the reader (%s)", r->path, strerror(errno));
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot open '%s': no process or memory to check "
+                          "it (%s)", r->path, strerror(errno));
     }
-    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': "
-                      "HDF5 failed reading them (a corrupt file)", r->path);
+    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 failed reading its "
+                      "structure (a corrupt file)", r->path);
 }
 
-static int load_attrs(ampdiag_trace_reader *r)
+/* The child's stream into r (its attributes and repaired flag): 0, or the child's error. */
+static int take_probe(ampdiag_trace_reader *r, const trace_buf *b)
 {
-    trace_buf b;
-    int why = trace_sandbox_run(attrs_child, r, TRACE_ATTR_STREAM_MAX, TRACE_ATTR_TIMEOUT_MS, &b);
-    if (why)
-        return sandbox_error(r, why);
     size_t pos = 0;
     int code = 0, rc = 0;
-    char msg[1024] = "";
-    while (pos < b.len && !rc)
-        rc = take_record(r, &b, &pos, &code, msg, sizeof msg);
-    free(b.data);
-    if (rc < 0) /* out of memory, or the child's stream was cut */
+    char msg[2048] = "";
+    while (pos < b->len && !rc)
+        rc = take_record(r, b, &pos, &code, msg, sizeof msg);
+    if (rc != 1 || pos != b->len) /* out of memory, or the stream was cut or malformed */
         return sandbox_error(r, TRACE_SANDBOX_FAILED);
-    if (rc == 0)
-        return 0;
-    if (code == AMPDIAG_TRACE_ENOMEM)
-        return trace_fail(code, "out of memory reading '%s'", r->path);
-    if (code == AMPDIAG_TRACE_ESCHEMA)
-        return trace_fail(code, "trace '%s': %s", r->path, msg);
-    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': %s",
-                      r->path, msg);
+    return code ? trace_fail(code, "%s", msg) : 0;
 }
 
 const ampdiag_trace_attr *ampdiag_trace_attr_find(const ampdiag_trace_reader *r, const char *name)
@@ -854,25 +850,13 @@ static int check_link(ampdiag_trace_reader *r, const trace_table *tb)
     return 0;
 }
 
+/* The table's data must lie in the file, consistently with its shape (trace/h5check.h). */
 static int check_storage(ampdiag_trace_reader *r, const trace_table *tb, hid_t d)
 {
-    hid_t dcpl = H5Dget_create_plist(d);
-    if (dcpl < 0)
-        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot read the storage of %s",
-                          r->path, tb->path);
-    int next = H5Pget_external_count(dcpl);
-    H5D_layout_t lay = H5Pget_layout(dcpl);
-    H5Pclose(dcpl);
-    if (next != 0)
-        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
-                          "trace '%s': %s keeps its data in external files (refused: a trace may "
-                          "not refer to other files)",
-                          r->path, tb->path);
-    if (lay == H5D_VIRTUAL || lay < 0)
-        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
-                          "trace '%s': %s is %s (refused: a trace may not refer to other files)",
-                          r->path, tb->path,
-                          lay < 0 ? "of an unknown storage layout" : "a virtual dataset");
+    const char *bad = trace_h5_storage_problem(r->file, d);
+    if (bad)
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': %s %s (refused: a trace's tables "
+                          "must be stored in the file itself)", r->path, tb->path, bad);
     return 0;
 }
 
@@ -943,6 +927,108 @@ static void reader_free(ampdiag_trace_reader *r)
     free(r);
 }
 
+static ampdiag_trace_reader *reader_new(const char *path, off_t size)
+{
+    ampdiag_trace_reader *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return NULL;
+    }
+    r->file = -1;
+    r->file_size = size;
+    for (int t = 0; t < TBL_N; t++)
+        r->dset[t] = r->mtype[t] = -1;
+    r->lapl = H5Pcreate(H5P_DATASET_ACCESS); /* a dapl is also a link access list */
+    if (r->lapl < 0 || H5Pset_elink_cb(r->lapl, deny_elink, NULL) < 0) {
+        reader_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Read the whole chunk index of each chunked table (H5Dget_num_chunks walks it). */
+static int walk_chunks(ampdiag_trace_reader *r)
+{
+    for (int t = 0; t < TBL_N; t++) {
+        hid_t dcpl = H5Dget_create_plist(r->dset[t]);
+        H5D_layout_t lay = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        hsize_t n = 0;
+        hid_t sp = lay == H5D_CHUNKED ? H5Dget_space(r->dset[t]) : -1;
+        herr_t hr = sp >= 0 ? H5Dget_num_chunks(r->dset[t], sp, &n) : 0;
+        if (sp >= 0)
+            H5Sclose(sp);
+        if (lay == H5D_CHUNKED && (sp < 0 || hr < 0)) {
+            trace_h5err e;
+            trace_h5err_take(&e);
+            return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot read the chunk index "
+                              "of %s: %s", r->path, trace_tables[t].path, e.detail);
+        }
+    }
+    return 0;
+}
+
+struct probe {
+    const char *path;
+    unsigned flags;
+    off_t size;
+};
+
+/*
+ * The probe, in a child process (trace_sandbox.c): the whole open as the parent will do it
+ * (clearing a stale open-for-write mark when allowed), the root attributes read, the chunk
+ * indexes walked, and the attributes and outcome streamed back. HDF5 parses every piece of the
+ * file's structure the parent will ask for here first; what crashes, hangs or runs away with
+ * memory does so in the child.
+ */
+static int probe_child(void *arg, trace_buf *out)
+{
+    const struct probe *p = arg;
+    ampdiag_trace_reader *r = reader_new(p->path, p->size);
+    if (!r)
+        return -1;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    int rc = open_file(r, p->flags | AMPDIAG_TRACE_READ_QUIET);
+    if (!rc)
+        rc = load_attrs_h5(r);
+    if (!rc)
+        rc = check_identity(r);
+    if (!rc)
+        rc = open_tables(r);
+    if (!rc)
+        rc = walk_chunks(r);
+    put_outcome(out, r, rc);
+    return 0; /* the child exits: nothing to free */
+}
+
+/* Open r's file after the probe passed: the attributes come from the probe, the rest is done
+ * again here (the same HDF5 calls, which the child survived). */
+static int open_checked(ampdiag_trace_reader *r, unsigned flags)
+{
+    trace_buf b;
+    struct probe pr = {r->path, flags, r->file_size};
+    int why = trace_sandbox_run(probe_child, &pr, TRACE_ATTR_STREAM_MAX, TRACE_PROBE_MS, &b);
+    int rc = why ? sandbox_error(r, why) : take_probe(r, &b);
+    free(b.data);
+    if (rc)
+        return rc;
+    if (r->repaired && !(flags & AMPDIAG_TRACE_READ_QUIET))
+        fprintf(stderr,
+                "ampdiag: note: '%s' was still marked as open for writing (its writer died "
+                "before its first flush); cleared the mark as 'h5clear -s' does\n",
+                r->path);
+    int repaired = r->repaired;
+    rc = open_file(r, flags | AMPDIAG_TRACE_READ_NO_REPAIR); /* the child cleared the mark */
+    r->repaired = repaired;
+    if (!rc)
+        rc = check_identity(r);
+    if (!rc)
+        rc = open_tables(r);
+    return rc;
+}
+
 int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **out)
 {
     if (!out)
@@ -965,34 +1051,16 @@ int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **
     if (st.st_size == 0)
         return trace_fail(AMPDIAG_TRACE_ENOTHDF5, "'%s' is empty, not an HDF5 file", path);
 
-    ampdiag_trace_reader *r = calloc(1, sizeof *r);
-    if (!r || !(r->path = strdup(path))) {
-        free(r);
-        return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory opening '%s'", path);
-    }
-    r->file = -1;
-    r->lapl = -1;
-    r->file_size = st.st_size;
-    for (int t = 0; t < TBL_N; t++)
-        r->dset[t] = r->mtype[t] = -1;
     trace_quiet q;
     trace_quiet_begin(&q);
-    int rc = 0;
-    r->lapl = H5Pcreate(H5P_DATASET_ACCESS); /* a dapl is also a link access list */
-    if (r->lapl < 0 || H5Pset_elink_cb(r->lapl, deny_elink, NULL) < 0)
-        rc = trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot open '%s': HDF5 property list failed", path);
-    if (!rc)
-        rc = open_file(r, flags);
-    if (!rc)
-        rc = load_attrs(r);
-    if (!rc)
-        rc = check_identity(r);
-    if (!rc)
-        rc = open_tables(r);
+    ampdiag_trace_reader *r = reader_new(path, st.st_size);
+    int rc = r ? open_checked(r, flags)
+               : trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory opening '%s'", path);
     if (rc) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ampdiag_trace_errmsg());
-        reader_free(r);
+        if (r)
+            reader_free(r);
         trace_quiet_end(&q);
         return trace_fail(rc, "%s", msg);
     }

@@ -11,6 +11,7 @@
  * than the limits (then it is killed).
  */
 #include "trace/trace_internal.h"
+#include "trace/h5check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -174,4 +175,49 @@ int trace_buf_get(const trace_buf *b, size_t *pos, void *p, size_t n)
     memcpy(p, b->data + *pos, n);
     *pos += n;
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * trace_h5_probe (h5check.h): fn's result (4 bytes) and message (the rest) through the pipe
+ * ------------------------------------------------------------------------------------------ */
+
+struct probe_call {
+    int (*fn)(void *arg, char *msg, size_t msglen);
+    void *arg;
+};
+
+static int probe_in_child(void *arg, trace_buf *out)
+{
+    const struct probe_call *c = arg;
+    char msg[1024] = "";
+    int32_t rc = c->fn(c->arg, msg, sizeof msg);
+    trace_buf_put(out, &rc, sizeof rc);
+    trace_buf_put(out, msg, strnlen(msg, sizeof msg - 1));
+    return 0;
+}
+
+int trace_h5_probe(int (*fn)(void *arg, char *msg, size_t msglen), void *arg, const char *what,
+                   char *msg, size_t msglen)
+{
+    struct probe_call c = {fn, arg};
+    trace_buf b;
+    int why = trace_sandbox_run(probe_in_child, &c, 4096, TRACE_PROBE_MS, &b);
+    int32_t rc = 0;
+    size_t pos = 0;
+    if (!why && trace_buf_get(&b, &pos, &rc, sizeof rc) == 0) {
+        snprintf(msg, msglen, "%.*s", (int)(b.len - pos), b.data + pos);
+        free(b.data);
+        return rc;
+    }
+    free(b.data);
+    if (why == TRACE_SANDBOX_TIMEOUT)
+        snprintf(msg, msglen, "%s: HDF5 took longer than %d s reading it (a corrupt file)", what,
+                 TRACE_PROBE_MS / 1000);
+    else if (why == TRACE_SANDBOX_MEMORY)
+        snprintf(msg, msglen, "%s: HDF5 took more than %zu MiB reading it (a corrupt file)", what,
+                 TRACE_SANDBOX_MAX_RSS >> 20);
+    else
+        snprintf(msg, msglen, "%s: HDF5 %s reading it (a corrupt file)", what,
+                 why == TRACE_SANDBOX_CRASHED ? "crashed" : "failed");
+    return TRACE_H5_PROBE_FAILED;
 }

@@ -2,7 +2,7 @@
  * data.c - synthetic data sets and the HDF5 data loader (data.h).
  */
 #include "train/data.h"
-#include "train/h5files.h"
+#include "trace/h5check.h"
 #include "util/rng.h"
 #include "util/util.h"
 
@@ -103,7 +103,7 @@ static int read_array(hid_t f, const char *fname, const char *name, int rank, H5
                       hid_t mtype, size_t elem, hsize_t dims[2], void **out, char *err, size_t errlen)
 {
     *out = NULL;
-    int ex = h5files_hard_path(f, name); /* no soft or external link followed (h5files.h) */
+    int ex = trace_h5_hard_path(f, name); /* no soft or external link followed (trace/h5check.h) */
     if (ex == 0)
         return 0;
     if (ex == -1)
@@ -114,13 +114,12 @@ static int read_array(hid_t f, const char *fname, const char *name, int rank, H5
                     "elsewhere are not followed)", fname, name), -1;
     int rc = -1;
     hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
-    int local = h5files_local(d);
-    if (local == 0) {
-        errf(err, errlen, "%s: %s keeps its data in other files (external or virtual storage: "
-             "refused)", fname, name);
+    const char *bad = trace_h5_storage_problem(f, d);
+    if (bad) {
+        errf(err, errlen, "%s: %s %s (refused)", fname, name, bad);
         goto done;
     }
-    if (sp < 0 || ty < 0 || local < 0) {
+    if (sp < 0 || ty < 0) {
         errf(err, errlen, "%s: cannot read the shape or type of %s", fname, name);
         rc = -2;
         goto done;
@@ -139,6 +138,15 @@ static int read_array(hid_t f, const char *fname, const char *name, int rank, H5
     hsize_t total = dims[0] * (rank > 1 ? dims[1] : 1);
     if (total == 0 || dims[0] > (hsize_t)INT32_MAX || (rank > 1 && dims[1] > (hsize_t)INT32_MAX)) {
         errf(err, errlen, "%s: %s is empty or too large", fname, name);
+        goto done;
+    }
+    /* as for traces (traces/FORMAT.md, "Limits"): compressed chunks hold more than their size,
+     * not arbitrarily more; a small file must not make us allocate without bound */
+    hsize_t fsize = 0;
+    if (H5Fget_filesize(f, &fsize) < 0 || (long double)total * elem > 1000.0L * fsize) {
+        errf(err, errlen, "%s: %s claims %llu values, more than 1000 times the file's size (%llu "
+             "bytes) can hold: refused", fname, name, (unsigned long long)total,
+             (unsigned long long)fsize);
         goto done;
     }
     *out = malloc((size_t)total * elem);
@@ -401,6 +409,37 @@ done:
     return rc;
 }
 
+/* load_file with our messages instead of HDF5's error stack printout; ds freed on failure */
+static int load_quiet(dataset *ds, const char *fname, int want_tokens, char *err, size_t errlen)
+{
+    H5E_auto2_t efunc;
+    void *edata;
+    H5Eget_auto2(H5E_DEFAULT, &efunc, &edata);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    int rc = load_file(ds, fname, want_tokens, err, errlen);
+    H5Eset_auto2(H5E_DEFAULT, efunc, edata);
+    if (rc)
+        data_free(ds);
+    return rc;
+}
+
+struct load_probe {
+    const char *fname;
+    int want_tokens;
+};
+
+/* The whole load in the probe's child process; its result and message go back. */
+static int probe_load(void *arg, char *msg, size_t msglen)
+{
+    const struct load_probe *p = arg;
+    dataset ds;
+    memset(&ds, 0, sizeof ds);
+    int rc = load_quiet(&ds, p->fname, p->want_tokens, msg, msglen);
+    if (!rc)
+        data_free(&ds);
+    return rc;
+}
+
 int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, char *err, size_t errlen)
 {
     memset(ds, 0, sizeof *ds);
@@ -429,16 +468,12 @@ int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, cha
         }
         return 0;
     }
-    /* our messages replace HDF5's error stack printout */
-    H5E_auto2_t efunc;
-    void *edata;
-    H5Eget_auto2(H5E_DEFAULT, &efunc, &edata);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    rc = load_file(ds, spec, want_tokens, err, errlen);
-    H5Eset_auto2(H5E_DEFAULT, efunc, edata);
-    if (rc)
-        data_free(ds);
-    return rc;
+    /* HDF5 reads the file first in a child process (trace/h5check.h), then here */
+    struct load_probe p = {spec, want_tokens};
+    rc = trace_h5_probe(probe_load, &p, spec, err, errlen);
+    if (rc == TRACE_H5_PROBE_FAILED)
+        return DATA_EBADINPUT;
+    return rc ? rc : load_quiet(ds, spec, want_tokens, err, errlen);
 }
 
 /* --------------------------------------------------------------------------- batches */

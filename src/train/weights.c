@@ -2,7 +2,7 @@
  * weights.c - model parameters to and from HDF5 (weights.h).
  */
 #include "train/weights.h"
-#include "train/h5files.h"
+#include "trace/h5check.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -139,7 +139,7 @@ static int read_param(hid_t f, const char *path, const char *lname, const param_
 {
     char name[300], shp[64];
     snprintf(name, sizeof name, "/%s/%s", lname, pv->name);
-    int ex = h5files_hard_path(f, name); /* no soft or external link followed (h5files.h) */
+    int ex = trace_h5_hard_path(f, name); /* no soft or external link followed (trace/h5check.h) */
     hid_t d = ex > 0 ? H5Dopen2(f, name, H5P_DEFAULT) : -1;
     if (ex == 0 || d < 0) {
         errf(err, errlen, ex == 0 ? "%s: missing %s (expected float32 %s)"
@@ -155,9 +155,9 @@ static int read_param(hid_t f, const char *path, const char *lname, const param_
     int shape_ok = nd == pv->ndim && dims[0] == (hsize_t)pv->shape[0] &&
                    (pv->ndim < 2 || dims[1] == (hsize_t)pv->shape[1]);
     int type_ok = ty >= 0 && H5Tget_class(ty) == H5T_FLOAT;
-    int local = h5files_local(d);
+    const char *bad = trace_h5_storage_problem(f, d);
     herr_t r = -1;
-    if (shape_ok && type_ok && local == 1)
+    if (shape_ok && type_ok && !bad)
         r = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst);
     if (ty >= 0) H5Tclose(ty);
     if (sp >= 0) H5Sclose(sp);
@@ -168,20 +168,16 @@ static int read_param(hid_t f, const char *path, const char *lname, const param_
         return errf(err, errlen, "%s: %s has the wrong shape: expected %s%s", path, name,
                     shape_text(pv, shp, sizeof shp), pv->ndim == 2 ? " (PyTorch order: [out, in])" : ""),
                WEIGHTS_EBADINPUT;
-    if (local == 0)
-        return errf(err, errlen, "%s: %s keeps its data in other files (external or virtual "
-                    "storage: refused)", path, name), WEIGHTS_EBADINPUT;
+    if (bad)
+        return errf(err, errlen, "%s: %s %s (refused)", path, name, bad), WEIGHTS_EBADINPUT;
     if (r < 0)
         return errf(err, errlen, "%s: reading %s failed", path, name), WEIGHTS_EIO;
     return 0;
 }
 
-int weights_load(model *m, const char *path, char *err, size_t errlen)
+/* weights_load after the checks (in the probe's child process first, then for real) */
+static int load_checked(model *m, const char *path, char *err, size_t errlen)
 {
-    if (access(path, R_OK) != 0) {
-        errf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
-        return WEIGHTS_EBADINPUT;
-    }
     H5E_auto2_t ef;
     void *ed;
     quiet_hdf5(&ef, &ed);
@@ -232,4 +228,31 @@ out:
     if (f >= 0) H5Fclose(f);
     H5Eset_auto2(H5E_DEFAULT, ef, ed);
     return rc;
+}
+
+struct load_probe {
+    model *m;
+    const char *path;
+};
+
+/* The whole load in the probe's child process (its copy of the model); result and message go
+ * back. */
+static int probe_load(void *arg, char *msg, size_t msglen)
+{
+    const struct load_probe *p = arg;
+    return load_checked(p->m, p->path, msg, msglen);
+}
+
+int weights_load(model *m, const char *path, char *err, size_t errlen)
+{
+    if (access(path, R_OK) != 0) {
+        errf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        return WEIGHTS_EBADINPUT;
+    }
+    /* HDF5 reads the file first in a child process (trace/h5check.h), then here */
+    struct load_probe p = {m, path};
+    int rc = trace_h5_probe(probe_load, &p, path, err, errlen);
+    if (rc == TRACE_H5_PROBE_FAILED)
+        return WEIGHTS_EBADINPUT;
+    return rc ? rc : load_checked(m, path, err, errlen);
 }
