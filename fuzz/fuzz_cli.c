@@ -5,8 +5,8 @@
  * subcommand's options are all read (cli_parsed_hook), the target leaves: no trace is opened,
  * no file written, no training started. Errors go to stderr (run with -close_fd_mask=3).
  *
- * Leaving by longjmp skips what the command would free after its work: run this target with
- * -detect_leaks=0.
+ * Leaving by longjmp skips what the command would free after its work: leak detection is off
+ * for this target (here and with -detect_leaks=0 in fuzz.mk).
  */
 #include "cli/cli.h"
 
@@ -19,6 +19,10 @@
 #include <unistd.h>
 
 int ampdiag_main(int argc, char **argv);
+
+/* read by AddressSanitizer at start: no leak report at exit either */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "detect_leaks=0"; }
 
 enum { MAX_ARGS = 64, MAX_BYTES = 4096 };
 
