@@ -12,6 +12,10 @@
  * killed after its first flush. A writer killed before that leaves the file marked
  * open-for-write; the mark is cleared the way `h5clear -s` does and the open retried. Rows at
  * the end of a table whose key is -1 are fill (allocated, never written) and are not counted.
+ *
+ * Untrusted files: before the reader opens a trace, a child process opens it the same way and
+ * lets HDF5 parse its whole structure (probe_child, trace_sandbox.c); a crash, hang or runaway
+ * allocation there refuses the file, and the root attributes come from the child.
  */
 #include "trace/trace_internal.h"
 #include "trace/h5check.h"
@@ -184,9 +188,9 @@ done:
  * ------------------------------------------------------------------------------------------ */
 
 /*
- * Limits on the root attributes (traces/FORMAT.md, "Limits"). They are read by a child process
- * (trace_sandbox.c: HDF5's attribute and global-heap code is the most fragile it has) and come
- * back through a pipe as records: type (1 byte), name length (4) and name, then the value:
+ * Limits on the root attributes (traces/FORMAT.md, "Limits"). They are read by the probe's child
+ * process (probe_child below; HDF5's attribute and global-heap code is the most fragile it has)
+ * and come back through a pipe as records: type (1 byte), name length (4) and name, then the value:
  * int64 or double (8 bytes), or a string's length (4) and bytes. The stream ends with a record of
  * type ATTR_REC_END: the outcome of the child's whole open (an error code or 0, 4 bytes), whether
  * it cleared an open-for-write mark (1 byte), and the error message's length (4) and text.
