@@ -683,6 +683,32 @@ static hid_t member_mtype(const trace_field *f, hid_t ft, int *bad)
     return -1;
 }
 
+/* Every field of the file's record must lie inside the record: HDF5 converts the fields at the
+ * offsets the file gives, without checking them against the record's size. */
+static int check_record(ampdiag_trace_reader *r, int t, hid_t ftype)
+{
+    size_t rs = H5Tget_size(ftype);
+    int n = H5Tget_nmembers(ftype);
+    for (int i = 0; i < n; i++) {
+        size_t off = H5Tget_member_offset(ftype, (unsigned)i);
+        hid_t mt = H5Tget_member_type(ftype, (unsigned)i);
+        size_t ms = mt >= 0 ? H5Tget_size(mt) : 0;
+        if (mt >= 0)
+            H5Tclose(mt);
+        if (ms == 0 || off > rs || ms > rs - off) {
+            char *name = H5Tget_member_name(ftype, (unsigned)i);
+            int rc = trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': field '%.64s' of %s lies outside "
+                                "its record (offset %zu, %zu bytes, record of %zu bytes)", r->path,
+                                name ? name : "?", trace_tables[t].path, off, ms, rs);
+            H5free_memory(name);
+            return rc;
+        }
+    }
+    return n < 0 || rs == 0 ? trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': the record type of %s "
+                                         "cannot be read", r->path, trace_tables[t].path)
+                            : 0;
+}
+
 static int build_mtype(ampdiag_trace_reader *r, int t, hid_t ftype)
 {
     const trace_table *tb = &trace_tables[t];
@@ -897,7 +923,7 @@ static int open_tables(ampdiag_trace_reader *r)
             rc = trace_fail(AMPDIAG_TRACE_ESCHEMA,
                             "trace '%s': dataset %s is not a table (expected a compound type)",
                             r->path, tb->path);
-        else
+        else if (!(rc = check_record(r, t, ft)))
             rc = build_mtype(r, t, ft);
         H5Tclose(ft);
         if (rc || (rc = count_rows(r, t)))
