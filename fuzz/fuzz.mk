@@ -35,10 +35,15 @@ BINS := $(patsubst %,$(B)/fuzz_%,$(FUZZ_TARGETS))
 
 # per target: libFuzzer options (the command-line target leaves commands by longjmp, which
 # skips their frees: no leak detection there)
-OPTS_trace := -timeout=10
+# The probe's child (src/trace/trace_sandbox.c) inherits libFuzzer's malloc limit, and a damaged
+# file can make HDF5 ask for gigabytes there: the program kills that child at 512 MiB and
+# refuses the file, but libFuzzer would save the input as an "oom" first. The file readers run
+# with a malloc limit libFuzzer never reaches (the RSS limit still applies to the fuzzer itself).
+OPTS_file := -timeout=10 -malloc_limit_mb=1048576
+OPTS_trace := $(OPTS_file)
 OPTS_model_spec := -timeout=10 -max_len=4096
-OPTS_data := -timeout=10
-OPTS_weights := -timeout=10
+OPTS_data := $(OPTS_file)
+OPTS_weights := $(OPTS_file)
 OPTS_cli := -timeout=10 -max_len=1024 -detect_leaks=0
 
 # A small quarantine: the readers fork a child per file (the probe, src/trace/trace_sandbox.c),
