@@ -361,7 +361,10 @@ typedef struct ampdiag_trace_reader ampdiag_trace_reader;
 
 /* Open and validate a trace. A trace whose writer died before its first flush is still marked
  * open-for-write; unless NO_REPAIR, the mark is cleared (as h5clear -s does) and the open
- * retried, with a note on stderr unless QUIET. */
+ * retried, with a note on stderr unless QUIET. The file is untrusted: HDF5 first parses its
+ * structure in a child process (fork; at most 5 s and 512 MiB), so a damaged file is refused
+ * (AMPDIAG_TRACE_ETRUNCATED) instead of crashing or hanging the caller (traces/FORMAT.md,
+ * "Limits"). */
 int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **out);
 void ampdiag_trace_reader_close(ampdiag_trace_reader *r);
 /* Re-read the table sizes of a trace that is still being written. */

@@ -672,6 +672,67 @@ static void test_run_inputs(void)
     ok(rc == 2, "--loss-scale static:inf: exit 2 (exit %d)", rc);
 }
 
+/* A data file with a valid /y (20 labels) and an /x made by how: "elink" an external link to
+ * secret.h5, "extstore" stored in secret.txt, "huge" a chunked [2^30, 1024] float dataset of
+ * which nothing is written. 0 when built. */
+static int bad_data_file(const char *path, const char *how)
+{
+    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hsize_t yd = 20, xd[2] = {20, 2}, huge[2] = {(hsize_t)1 << 30, 1024}, chunk[2] = {1, 1024};
+    int32_t y[20] = {0};
+    hid_t sy = H5Screate_simple(1, &yd, NULL);
+    hid_t dy = f >= 0 ? H5Dcreate2(f, "y", H5T_STD_I32LE, sy, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    int ok_ = dy >= 0 && H5Dwrite(dy, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, y) >= 0;
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE), sx = -1, dx = -1;
+    if (ok_ && strcmp(how, "elink") == 0) {
+        ok_ = H5Lcreate_external(p("secret.h5"), "/events", f, "x", H5P_DEFAULT, H5P_DEFAULT) >= 0;
+    } else if (ok_) {
+        int is_huge = strcmp(how, "huge") == 0;
+        sx = H5Screate_simple(2, is_huge ? huge : xd, NULL);
+        ok_ = is_huge ? H5Pset_chunk(dcpl, 2, chunk) >= 0
+                      : H5Pset_external(dcpl, p("secret.txt"), 0, H5F_UNLIMITED) >= 0;
+        dx = ok_ ? H5Dcreate2(f, "x", H5T_IEEE_F32LE, sx, H5P_DEFAULT, dcpl, H5P_DEFAULT) : -1;
+        ok_ = dx >= 0;
+    }
+    if (dx >= 0) H5Dclose(dx);
+    if (sx >= 0) H5Sclose(sx);
+    H5Pclose(dcpl);
+    if (dy >= 0) H5Dclose(dy);
+    H5Sclose(sy);
+    if (f >= 0 && H5Fclose(f) < 0)
+        ok_ = 0;
+    return ok_ ? 0 : -1;
+}
+
+/* Data and weights files are read as untrusted too: no link to another file followed, no
+ * external storage, no allocation beyond what the file can hold. */
+static void test_user_files(void)
+{
+    const char *cases[][3] = {{"elink", "data-elink.h5", "not a dataset stored in this file"},
+                              {"extstore", "data-ext.h5", "external files"},
+                              {"huge", "data-huge.h5", "1000 times the file's size"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ok(bad_data_file(p(cases[i][1]), cases[i][0]) == 0, "build a data file: %s", cases[i][0]);
+        int rc = run("run --data %s -o %s --overwrite --steps 1 --progress none", p(cases[i][1]),
+                     p("du.h5"));
+        ok(rc == 2 && has(cases[i][2]) && !has(SECRET), "run --data (%s): exit 2 naming '%s' (exit %d)",
+           cases[i][0], cases[i][2], rc);
+        if (rc != 2 || !has(cases[i][2]))
+            diag("%s", output());
+    }
+    /* weights whose /fc1/weight is an external link into the secret trace */
+    int rc = run("run -o %s --save-weights %s --overwrite --steps 1 --progress none", p("wu.h5"),
+                 p("w-elink.h5"));
+    hid_t f = rc == 0 ? edit(p("w-elink.h5")) : -1;
+    ok(f >= 0 && H5Ldelete(f, "fc1/weight", H5P_DEFAULT) >= 0 &&
+           H5Lcreate_external(p("secret.h5"), "/events", f, "fc1/weight", H5P_DEFAULT, H5P_DEFAULT) >= 0,
+       "build a weights file whose /fc1/weight is an external link");
+    if (f >= 0) H5Fclose(f);
+    rc = run("run -o %s --init-from %s --overwrite --steps 1 --progress none", p("wu.h5"), p("w-elink.h5"));
+    ok(rc == 2 && has("/fc1/weight") && has("not a dataset stored in this file") && !has(SECRET),
+       "run --init-from with an external link: exit 2 naming /fc1/weight (exit %d)", rc);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -685,6 +746,7 @@ int main(void)
     test_absurd();
     test_escapes();
     test_run_inputs();
+    test_user_files();
     if (exit_status() == 0 && !getenv("T_HOSTILE_KEEP")) {
         char cmd[4200];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -94,10 +94,10 @@ with h5py.File(src, "r") as s, h5py.File(os.path.join(T, "w-elink.h5"), "w") as 
 PY
 for how in elink soft external vds; do
     try run --data "$T/data-$how.h5" -o "$T/d-$how.h5" --steps 2 --progress none
-    case $how in elink) what="an external link" ;; soft) what="a soft link" ;;
-        external) what="kept in external files" ;; vds) what="a virtual dataset" ;; esac
-    ok $([ $rc -eq 2 ] && grep -q "/x is $what" "$T/err" && echo 0 || echo 1) \
-        "--data whose /x is $what: exit 2, named (exit $rc: $(head -c 160 "$T/err"))"
+    case $how in elink) what="is an external link" ;; soft) what="is a soft link" ;;
+        external) what="keeps its data in external files" ;; vds) what="is a virtual dataset" ;; esac
+    ok $([ $rc -eq 2 ] && grep -q "/x $what" "$T/err" && echo 0 || echo 1) \
+        "--data whose /x $what: exit 2, named (exit $rc: $(head -c 160 "$T/err"))"
     [ ! -e "$T/d-$how.h5" ]
     ok $? "--data $how: no trace written"
 done

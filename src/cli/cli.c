@@ -183,6 +183,16 @@ static int is_number(const char *s)
     return end != s && !*end;
 }
 
+void (*cli_parsed_hook)(const cli_parser *p);
+
+/* CLI_DONE, after telling the hook */
+static int done(const cli_parser *p)
+{
+    if (cli_parsed_hook)
+        cli_parsed_hook(p);
+    return CLI_DONE;
+}
+
 int cli_next(cli_parser *p)
 {
     p->arg = NULL;
@@ -191,7 +201,7 @@ int cli_next(cli_parser *p)
         /* a new argument: positional, "--", a long option (checked here) or short ones */
         for (;;) {
             if (p->ind >= p->argc)
-                return CLI_DONE;
+                return done(p);
             char *a = p->argv[p->ind];
             if (p->rest || a[0] != '-' || a[1] == 0 || ((p->flags & CLI_NUMBERS) && is_number(a))) {
                 p->ind++;
@@ -232,7 +242,7 @@ int cli_next(cli_parser *p)
     p->cluster = c != -1 && optind == before; /* the rest of "-abc" comes next */
     p->ind = optind;
     if (c == -1)
-        return CLI_DONE;
+        return done(p);
     if (c == ':') {
         const cli_opt *o = by_val(p, optopt);
         char sh[8] = "";

@@ -89,6 +89,10 @@ int cli_parser_init(cli_parser *p, const char *cmd, const cli_opt *opts, int arg
 /* The next option's id (p->arg its value), CLI_POS (p->arg the argument), CLI_DONE at the end,
  * or CLI_ERR after printing what is wrong. */
 int cli_next(cli_parser *p);
+/* Called by cli_next when the options of a parser are all read, just before it returns CLI_DONE;
+ * NULL (nothing called) in the program. The option-parser fuzz target (fuzz/fuzz_cli.c) sets it
+ * to leave there, so that argv is parsed as each command parses it and no work starts. */
+extern void (*cli_parsed_hook)(const cli_parser *p);
 /* The long name ("--steps") of the option with this id in a table; "?" if none. */
 const char *cli_opt_name(const cli_opt *opts, int id);
 

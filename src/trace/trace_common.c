@@ -421,6 +421,10 @@ void trace_h5err_take(trace_h5err *e)
 
 int ampdiag_trace_process_init(void)
 {
+    static int done; /* HDF5 refuses a second H5dont_atexit (a fuzzer calls main many times) */
+    if (done)
+        return 0;
+    done = 1;
     return H5dont_atexit() < 0 ? -1 : 0;
 }
 

@@ -85,6 +85,33 @@ typedef struct trace_quiet {
     H5E_auto2_t func;
     void *data;
 } trace_quiet;
+/* A growing byte buffer (trace_sandbox.c); failed is set when memory ran out. */
+typedef struct trace_buf {
+    char *data;
+    size_t len, cap;
+    int failed;
+} trace_buf;
+void trace_buf_put(trace_buf *b, const void *p, size_t n);
+/* Take n bytes at *pos (advanced); -1 when fewer are left. */
+int trace_buf_get(const trace_buf *b, size_t *pos, void *p, size_t n);
+
+/* Run fn(arg, out) in a forked child (stderr to /dev/null) and take back what it put in out:
+ * at most max bytes within timeout_ms (trace_sandbox.c). fn returns 0, or non-zero to fail. 0
+ * with *out filled (free out->data), or one of the failures below. */
+typedef int (*trace_sandbox_fn)(void *arg, trace_buf *out);
+#define TRACE_SANDBOX_MAX_RSS ((size_t)512 << 20)
+#define TRACE_PROBE_MS 5000 /* the time limit of a probe of a file's structure */
+enum {
+    TRACE_SANDBOX_CRASHED = 1, /* the child died on a signal */
+    TRACE_SANDBOX_FAILED,      /* it exited with an error, or the pipe failed */
+    TRACE_SANDBOX_TIMEOUT,     /* it took longer than timeout_ms (killed) */
+    TRACE_SANDBOX_TOO_BIG,     /* it sent more than max bytes (killed) */
+    TRACE_SANDBOX_MEMORY,      /* it took TRACE_SANDBOX_MAX_RSS more memory than the parent has
+                                  (killed) */
+    TRACE_SANDBOX_NOMEM        /* no pipe, process or memory */
+};
+int trace_sandbox_run(trace_sandbox_fn fn, void *arg, size_t max, long timeout_ms, trace_buf *out);
+
 void trace_quiet_begin(trace_quiet *q);
 void trace_quiet_end(const trace_quiet *q);
 

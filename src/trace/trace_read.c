@@ -12,12 +12,18 @@
  * killed after its first flush. A writer killed before that leaves the file marked
  * open-for-write; the mark is cleared the way `h5clear -s` does and the open retried. Rows at
  * the end of a table whose key is -1 are fill (allocated, never written) and are not counted.
+ *
+ * Untrusted files: before the reader opens a trace, a child process opens it the same way and
+ * lets HDF5 parse its whole structure (probe_child, trace_sandbox.c); a crash, hang or runaway
+ * allocation there refuses the file, and the root attributes come from the child.
  */
 #include "trace/trace_internal.h"
 #include "util/path.h"
+#include "trace/h5safe.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +39,7 @@
 struct ampdiag_trace_reader {
     char *path;
     hid_t file;
-    hid_t lapl; /* dataset and link access: external links are never traversed (deny_elink) */
+    hid_t lapl; /* dataset and link access: external links are never traversed (h5safe_lapl) */
     off_t file_size;
     int swmr;
     int repaired;
@@ -130,7 +136,9 @@ static int clear_mark(const char *path, hid_t fapl)
 static int open_file(ampdiag_trace_reader *r, unsigned flags)
 {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0 || H5Pset_metadata_read_attempts(fapl, SWMR_READ_ATTEMPTS) < 0) {
+    /* strong close: closing the file closes whatever an error path left open in it */
+    if (fapl < 0 || H5Pset_metadata_read_attempts(fapl, SWMR_READ_ATTEMPTS) < 0 ||
+        H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) < 0) {
         if (fapl >= 0)
             H5Pclose(fapl);
         return trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot open '%s': HDF5 property list failed", r->path);
@@ -160,12 +168,7 @@ static int open_file(ampdiag_trace_reader *r, unsigned flags)
                                 r->path, e2.detail);
             goto done;
         }
-        r->repaired = 1;
-        if (!(flags & AMPDIAG_TRACE_READ_QUIET))
-            fprintf(stderr,
-                    "ampdiag: note: '%s' was still marked as open for writing (its writer died "
-                    "before its first flush); cleared the mark as 'h5clear -s' does\n",
-                    r->path);
+        r->repaired = 1; /* the note is printed by ampdiag_trace_open */
         r->file = try_open(r->path, fapl, &r->swmr, &e);
     }
     if (r->file < 0) {
@@ -185,7 +188,39 @@ done:
  * Root attributes
  * ------------------------------------------------------------------------------------------ */
 
-static char *read_attr_string(hid_t a, hid_t ftype)
+/*
+ * Limits on the root attributes (traces/FORMAT.md, "Limits"). They are read by the probe's child
+ * process (probe_child below; HDF5's attribute and global-heap code is the most fragile it has)
+ * and come back through a pipe as records: type (1 byte), name length (4) and name, then the value:
+ * int64 or double (8 bytes), or a string's length (4) and bytes. The stream ends with a record of
+ * type ATTR_REC_END: the outcome of the child's whole open (an error code or 0, 4 bytes), whether
+ * it cleared an open-for-write mark (1 byte), and the error message's length (4) and text.
+ */
+#define TRACE_MAX_ATTRS 1024
+#define TRACE_MAX_ATTR_NAME 1024
+#define TRACE_MAX_ATTR_STR 65536
+#define TRACE_ATTR_STREAM_MAX \
+    ((size_t)TRACE_MAX_ATTRS * (9 + TRACE_MAX_ATTR_NAME + TRACE_MAX_ATTR_STR) + 2048)
+#define ATTR_REC_END 0xff
+
+struct attr_iter {
+    ampdiag_trace_reader *r;
+    int rc;
+    char msg[512];
+};
+
+__attribute__((format(printf, 3, 4)))
+static int attr_fail(struct attr_iter *it, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(it->msg, sizeof it->msg, fmt, ap);
+    va_end(ap);
+    it->rc = rc;
+    return -1;
+}
+
+static char *read_attr_string(struct attr_iter *it, const char *name, hid_t a, hid_t ftype)
 {
     char *out = NULL;
     if (H5Tis_variable_str(ftype) > 0) {
@@ -193,7 +228,11 @@ static char *read_attr_string(hid_t a, hid_t ftype)
         char *p = NULL;
         if (m >= 0 && H5Tset_size(m, H5T_VARIABLE) >= 0 &&
             H5Tset_cset(m, H5Tget_cset(ftype)) >= 0 && H5Aread(a, m, &p) >= 0) {
-            out = strdup(p ? p : "");
+            if (p && strnlen(p, TRACE_MAX_ATTR_STR + 1) > TRACE_MAX_ATTR_STR)
+                attr_fail(it, AMPDIAG_TRACE_ESCHEMA, "attribute '%.64s' is longer than the limit "
+                          "of %d bytes", name, TRACE_MAX_ATTR_STR);
+            else
+                out = strdup(p ? p : "");
             if (p)
                 H5free_memory(p);
         }
@@ -202,6 +241,11 @@ static char *read_attr_string(hid_t a, hid_t ftype)
         return out;
     }
     size_t size = H5Tget_size(ftype);
+    if (size > TRACE_MAX_ATTR_STR) {
+        attr_fail(it, AMPDIAG_TRACE_ESCHEMA, "attribute '%.64s' is a string of %zu bytes, more "
+                  "than the limit of %d", name, size, TRACE_MAX_ATTR_STR);
+        return NULL;
+    }
     if (size == 0)
         return strdup("");
     char *buf = calloc(1, size + 1);
@@ -217,46 +261,16 @@ static char *read_attr_string(hid_t a, hid_t ftype)
     return buf;
 }
 
-struct attr_iter {
-    ampdiag_trace_reader *r;
-    int rc;
-};
-
-static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+/* The value of one attribute into at (left AMPDIAG_ATTR_OTHER when it is not a single string,
+ * integer or float); -1 when a limit is passed. */
+static int read_attr_value(struct attr_iter *it, ampdiag_trace_attr *at, hid_t a)
 {
-    (void)info;
-    struct attr_iter *it = data;
-    ampdiag_trace_reader *r = it->r;
-    if (r->nattrs == r->capattrs) {
-        size_t cap = r->capattrs ? 2 * r->capattrs : 32;
-        void *p = realloc(r->attrs, cap * sizeof *r->attrs);
-        if (!p) {
-            it->rc = AMPDIAG_TRACE_ENOMEM;
-            return -1;
-        }
-        r->attrs = p;
-        r->capattrs = cap;
-    }
-    ampdiag_trace_attr *at = &r->attrs[r->nattrs];
-    memset(at, 0, sizeof *at);
-    at->type = AMPDIAG_ATTR_OTHER;
-    at->d = NAN;
-    if (!(at->name = strdup(name))) {
-        it->rc = AMPDIAG_TRACE_ENOMEM;
-        return -1;
-    }
-    r->nattrs++;
-    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
-    if (a < 0) {
-        it->rc = AMPDIAG_TRACE_ETRUNCATED;
-        return -1;
-    }
     hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
     hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
     if (np == 1) {
         if (cls == H5T_STRING) {
-            char *s = read_attr_string(a, t);
+            char *s = read_attr_string(it, at->name, a, t);
             if (s) {
                 at->type = AMPDIAG_ATTR_STR;
                 at->s = s;
@@ -280,23 +294,203 @@ static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void 
         H5Sclose(sp);
     if (t >= 0)
         H5Tclose(t);
-    H5Aclose(a);
+    return it->rc ? -1 : 0;
+}
+
+/* Make room for one more attribute in r->attrs; -1 when out of memory. */
+static int attrs_grow(ampdiag_trace_reader *r)
+{
+    if (r->nattrs < r->capattrs)
+        return 0;
+    size_t cap = r->capattrs ? 2 * r->capattrs : 32;
+    void *p = realloc(r->attrs, cap * sizeof *r->attrs);
+    if (!p)
+        return -1;
+    r->attrs = p;
+    r->capattrs = cap;
     return 0;
 }
 
-static int load_attrs(ampdiag_trace_reader *r)
+static ampdiag_trace_attr *attr_new(ampdiag_trace_reader *r)
 {
-    struct attr_iter it = {r, 0};
+    if (attrs_grow(r))
+        return NULL;
+    ampdiag_trace_attr *at = &r->attrs[r->nattrs++];
+    memset(at, 0, sizeof *at);
+    at->type = AMPDIAG_ATTR_OTHER;
+    at->d = NAN;
+    return at;
+}
+
+static herr_t attr_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data)
+{
+    (void)info;
+    struct attr_iter *it = data;
+    ampdiag_trace_reader *r = it->r;
+    if (r->nattrs == TRACE_MAX_ATTRS)
+        return attr_fail(it, AMPDIAG_TRACE_ESCHEMA, "more than the limit of %d root attributes",
+                         TRACE_MAX_ATTRS);
+    if (strlen(name) > TRACE_MAX_ATTR_NAME)
+        return attr_fail(it, AMPDIAG_TRACE_ESCHEMA, "an attribute name is longer than the limit "
+                         "of %d bytes", TRACE_MAX_ATTR_NAME);
+    ampdiag_trace_attr *at = attr_new(r);
+    if (!at || !(at->name = strdup(name)))
+        return attr_fail(it, AMPDIAG_TRACE_ENOMEM, "out of memory");
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    if (a < 0)
+        return attr_fail(it, AMPDIAG_TRACE_ETRUNCATED, "cannot open attribute '%.64s'", name);
+    int rc = read_attr_value(it, at, a);
+    H5Aclose(a);
+    return rc;
+}
+
+static void put_u32(trace_buf *b, uint32_t v) { trace_buf_put(b, &v, sizeof v); }
+
+static void put_text(trace_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    put_u32(b, (uint32_t)n);
+    trace_buf_put(b, s, n);
+}
+
+/* Read the root attributes into r->attrs with HDF5 (in the child). 0 or a trace error. */
+static int load_attrs_h5(ampdiag_trace_reader *r)
+{
+    struct attr_iter it = {r, 0, ""};
     hsize_t idx = 0;
-    if (H5Aiterate2(r->file, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &it) < 0) {
-        if (it.rc == AMPDIAG_TRACE_ENOMEM)
-            return trace_fail(it.rc, "out of memory reading '%s'", r->path);
+    herr_t hr = H5Aiterate2(r->file, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_cb, &it);
+    if (hr < 0 && !it.rc) {
         trace_h5err e;
         trace_h5err_take(&e);
-        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': %s",
-                          r->path, e.detail);
+        attr_fail(&it, AMPDIAG_TRACE_ETRUNCATED, "%s", e.detail);
+    }
+    if (!it.rc)
+        return 0;
+    if (it.rc == AMPDIAG_TRACE_ENOMEM)
+        return trace_fail(it.rc, "out of memory reading '%s'", r->path);
+    if (it.rc == AMPDIAG_TRACE_ESCHEMA)
+        return trace_fail(it.rc, "trace '%s': %s", r->path, it.msg);
+    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot read the root attributes of '%s': %s",
+                      r->path, it.msg);
+}
+
+/* Stream r's attributes, then the outcome record (code, repaired, message). */
+static void put_outcome(trace_buf *out, const ampdiag_trace_reader *r, int rc)
+{
+    for (size_t i = 0; i < r->nattrs; i++) {
+        const ampdiag_trace_attr *at = &r->attrs[i];
+        unsigned char type = (unsigned char)at->type;
+        trace_buf_put(out, &type, 1);
+        put_text(out, at->name);
+        if (at->type == AMPDIAG_ATTR_INT)
+            trace_buf_put(out, &at->i, sizeof at->i);
+        else if (at->type == AMPDIAG_ATTR_DOUBLE)
+            trace_buf_put(out, &at->d, sizeof at->d);
+        else if (at->type == AMPDIAG_ATTR_STR)
+            put_text(out, at->s);
+    }
+    unsigned char type = ATTR_REC_END, repaired = (unsigned char)r->repaired;
+    int32_t code = rc;
+    trace_buf_put(out, &type, 1);
+    trace_buf_put(out, &code, sizeof code);
+    trace_buf_put(out, &repaired, 1);
+    put_text(out, rc ? ampdiag_trace_errmsg() : "");
+}
+
+/* A length-prefixed text of at most max bytes from the stream, NUL-terminated; NULL if bad. */
+static char *get_text(const trace_buf *b, size_t *pos, size_t max)
+{
+    uint32_t n;
+    if (trace_buf_get(b, pos, &n, sizeof n) || n > max || n > b->len - *pos)
+        return NULL;
+    char *s = malloc((size_t)n + 1);
+    if (!s)
+        return NULL;
+    memcpy(s, b->data + *pos, n);
+    s[n] = 0;
+    *pos += n;
+    return s;
+}
+
+/* One record of the stream into a new attribute of r; 0, 1 at the outcome record (its code in
+ * *code, its message in msg, r->repaired set), -1 when the stream is malformed or memory ran
+ * out. */
+static int take_record(ampdiag_trace_reader *r, const trace_buf *b, size_t *pos, int *code,
+                       char *msg, size_t msglen)
+{
+    unsigned char type;
+    if (trace_buf_get(b, pos, &type, 1))
+        return -1;
+    if (type == ATTR_REC_END) {
+        int32_t c;
+        unsigned char repaired;
+        char *text = NULL;
+        if (trace_buf_get(b, pos, &c, sizeof c) || c > 0 || trace_buf_get(b, pos, &repaired, 1) ||
+            !(text = get_text(b, pos, 2048)))
+            return -1;
+        *code = c;
+        r->repaired = repaired != 0;
+        snprintf(msg, msglen, "%s", text);
+        free(text);
+        return 1;
+    }
+    if (type > AMPDIAG_ATTR_OTHER || r->nattrs == TRACE_MAX_ATTRS)
+        return -1;
+    ampdiag_trace_attr *at = attr_new(r);
+    if (!at || !(at->name = get_text(b, pos, TRACE_MAX_ATTR_NAME)))
+        return -1;
+    at->type = (ampdiag_attr_type)type;
+    if (type == AMPDIAG_ATTR_INT) {
+        if (trace_buf_get(b, pos, &at->i, sizeof at->i))
+            return -1;
+        at->d = (double)at->i;
+    } else if (type == AMPDIAG_ATTR_DOUBLE) {
+        if (trace_buf_get(b, pos, &at->d, sizeof at->d))
+            return -1;
+    } else if (type == AMPDIAG_ATTR_STR) {
+        if (!(at->s = get_text(b, pos, TRACE_MAX_ATTR_STR)))
+            return -1;
     }
     return 0;
+}
+
+static int sandbox_error(const ampdiag_trace_reader *r, int why)
+{
+    switch (why) {
+    case TRACE_SANDBOX_CRASHED:
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 crashed reading its "
+                          "structure (a corrupt file)", r->path);
+    case TRACE_SANDBOX_TIMEOUT:
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 took longer than %d s "
+                          "reading its structure (a corrupt file)", r->path,
+                          TRACE_PROBE_MS / 1000);
+    case TRACE_SANDBOX_MEMORY:
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 took more than %zu MiB "
+                          "reading its structure (a corrupt file)", r->path,
+                          TRACE_SANDBOX_MAX_RSS >> 20);
+    case TRACE_SANDBOX_TOO_BIG:
+        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "'%s': the root attributes are larger than the "
+                          "limits allow (%d attributes, names of %d bytes, strings of %d bytes)",
+                          r->path, TRACE_MAX_ATTRS, TRACE_MAX_ATTR_NAME, TRACE_MAX_ATTR_STR);
+    case TRACE_SANDBOX_NOMEM:
+        return trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot open '%s': no process or memory to check "
+                          "it (%s)", r->path, strerror(errno));
+    }
+    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 failed reading its "
+                      "structure (a corrupt file)", r->path);
+}
+
+/* The child's stream into r (its attributes and repaired flag): 0, or the child's error. */
+static int take_probe(ampdiag_trace_reader *r, const trace_buf *b)
+{
+    size_t pos = 0;
+    int code = 0, rc = 0;
+    char msg[2048] = "";
+    while (pos < b->len && !rc)
+        rc = take_record(r, b, &pos, &code, msg, sizeof msg);
+    if (rc != 1 || pos != b->len) /* out of memory, or the stream was cut or malformed */
+        return sandbox_error(r, TRACE_SANDBOX_FAILED);
+    return code ? trace_fail(code, "%s", msg) : 0;
 }
 
 const ampdiag_trace_attr *ampdiag_trace_attr_find(const ampdiag_trace_reader *r, const char *name)
@@ -490,6 +684,32 @@ static hid_t member_mtype(const trace_field *f, hid_t ft, int *bad)
     return -1;
 }
 
+/* Every field of the file's record must lie inside the record: HDF5 converts the fields at the
+ * offsets the file gives, without checking them against the record's size. */
+static int check_record(ampdiag_trace_reader *r, int t, hid_t ftype)
+{
+    size_t rs = H5Tget_size(ftype);
+    int n = H5Tget_nmembers(ftype);
+    for (int i = 0; i < n; i++) {
+        size_t off = H5Tget_member_offset(ftype, (unsigned)i);
+        hid_t mt = H5Tget_member_type(ftype, (unsigned)i);
+        size_t ms = mt >= 0 ? H5Tget_size(mt) : 0;
+        if (mt >= 0)
+            H5Tclose(mt);
+        if (ms == 0 || off > rs || ms > rs - off) {
+            char *name = H5Tget_member_name(ftype, (unsigned)i);
+            int rc = trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': field '%.64s' of %s lies outside "
+                                "its record (offset %zu, %zu bytes, record of %zu bytes)", r->path,
+                                name ? name : "?", trace_tables[t].path, off, ms, rs);
+            H5free_memory(name);
+            return rc;
+        }
+    }
+    return n < 0 || rs == 0 ? trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': the record type of %s "
+                                         "cannot be read", r->path, trace_tables[t].path)
+                            : 0;
+}
+
 static int build_mtype(ampdiag_trace_reader *r, int t, hid_t ftype)
 {
     const trace_table *tb = &trace_tables[t];
@@ -632,81 +852,28 @@ static int count_rows(ampdiag_trace_reader *r, int t)
     return rc;
 }
 
-/* Link-access callback: refuse to traverse any external link (a trace must not make its reader
- * open other files: local file disclosure). */
-static herr_t deny_elink(const char *parent_file_name, const char *parent_group_name,
-                         const char *child_file_name, const char *child_object_name,
-                         unsigned *acc_flags, hid_t fapl_id, void *op_data)
-{
-    (void)parent_file_name; (void)parent_group_name; (void)child_file_name;
-    (void)child_object_name; (void)acc_flags; (void)fapl_id; (void)op_data;
-    return -1;
-}
-
-/* A table must be a hard link in this file, stored in this file: no external or soft link
- * (whose target could lead out of the file), no external raw storage, no virtual dataset. */
-static int check_link(ampdiag_trace_reader *r, const trace_table *tb)
-{
-    H5L_info_t li;
-    if (H5Lget_info(r->file, tb->path + 1, &li, r->lapl) < 0)
-        return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no dataset %s", r->path, tb->path);
-    if (li.type != H5L_TYPE_HARD)
-        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
-                          "trace '%s': %s is %s link, not a dataset stored in the file (refused: a "
-                          "trace may not refer to other files)",
-                          r->path, tb->path,
-                          li.type == H5L_TYPE_EXTERNAL ? "an external"
-                          : li.type == H5L_TYPE_SOFT   ? "a soft"
-                                                       : "a user-defined");
-    return 0;
-}
-
-static int check_storage(ampdiag_trace_reader *r, const trace_table *tb, hid_t d)
-{
-    hid_t dcpl = H5Dget_create_plist(d);
-    if (dcpl < 0)
-        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot read the storage of %s",
-                          r->path, tb->path);
-    int next = H5Pget_external_count(dcpl);
-    H5D_layout_t lay = H5Pget_layout(dcpl);
-    H5Pclose(dcpl);
-    if (next != 0)
-        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
-                          "trace '%s': %s keeps its data in external files (refused: a trace may "
-                          "not refer to other files)",
-                          r->path, tb->path);
-    if (lay == H5D_VIRTUAL || lay < 0)
-        return trace_fail(AMPDIAG_TRACE_ESCHEMA,
-                          "trace '%s': %s is %s (refused: a trace may not refer to other files)",
-                          r->path, tb->path,
-                          lay < 0 ? "of an unknown storage layout" : "a virtual dataset");
-    return 0;
-}
-
 static int open_tables(ampdiag_trace_reader *r)
 {
     for (int t = 0; t < TBL_N; t++) {
         const trace_table *tb = &trace_tables[t];
-        htri_t ex = H5Lexists(r->file, tb->path + 1, r->lapl);
-        if (ex <= 0)
+        /* a hard link in this file, stored in this file: no external or soft link (whose
+         * target could lead out of the file), no external raw storage, no virtual dataset,
+         * storage that fits the file */
+        char why[96];
+        hid_t d = h5safe_open_dataset(r->file, tb->path + 1, r->lapl, why, sizeof why);
+        if (d == H5SAFE_MISSING)
             return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no dataset %s", r->path, tb->path);
-        int rc0 = check_link(r, tb);
-        if (rc0)
-            return rc0;
-        H5O_info_t oi;
-        if (H5Oget_info_by_name(r->file, tb->path + 1, &oi, r->lapl) < 0 ||
-            oi.type != H5O_TYPE_DATASET)
-            return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': %s is not a dataset", r->path,
-                              tb->path);
-        if ((r->dset[t] = H5Dopen2(r->file, tb->path + 1, r->lapl)) >= 0 &&
-            (rc0 = check_storage(r, tb, r->dset[t])))
-            return rc0;
-        if (r->dset[t] < 0) {
+        if (d == H5SAFE_REFUSED)
+            return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': %s %s (refused: a trace's "
+                              "tables must be datasets stored in the file itself)", r->path,
+                              tb->path, why);
+        if (d < 0) {
             trace_h5err e;
             trace_h5err_take(&e);
             return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot open %s: %s", r->path,
                               tb->path, e.detail);
         }
+        r->dset[t] = d;
         hid_t ft = H5Dget_type(r->dset[t]);
         if (ft < 0)
             return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot read the type of %s",
@@ -716,7 +883,7 @@ static int open_tables(ampdiag_trace_reader *r)
             rc = trace_fail(AMPDIAG_TRACE_ESCHEMA,
                             "trace '%s': dataset %s is not a table (expected a compound type)",
                             r->path, tb->path);
-        else
+        else if (!(rc = check_record(r, t, ft)))
             rc = build_mtype(r, t, ft);
         H5Tclose(ft);
         if (rc || (rc = count_rows(r, t)))
@@ -750,6 +917,108 @@ static void reader_free(ampdiag_trace_reader *r)
     free(r);
 }
 
+static ampdiag_trace_reader *reader_new(const char *path, off_t size)
+{
+    ampdiag_trace_reader *r = calloc(1, sizeof *r);
+    if (!r || !(r->path = strdup(path))) {
+        free(r);
+        return NULL;
+    }
+    r->file = -1;
+    r->file_size = size;
+    for (int t = 0; t < TBL_N; t++)
+        r->dset[t] = r->mtype[t] = -1;
+    r->lapl = h5safe_lapl(); /* external links are never traversed */
+    if (r->lapl < 0) {
+        reader_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Read the whole chunk index of each chunked table (H5Dget_num_chunks walks it). */
+static int walk_chunks(ampdiag_trace_reader *r)
+{
+    for (int t = 0; t < TBL_N; t++) {
+        hid_t dcpl = H5Dget_create_plist(r->dset[t]);
+        H5D_layout_t lay = dcpl >= 0 ? H5Pget_layout(dcpl) : H5D_LAYOUT_ERROR;
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        hsize_t n = 0;
+        hid_t sp = lay == H5D_CHUNKED ? H5Dget_space(r->dset[t]) : -1;
+        herr_t hr = sp >= 0 ? H5Dget_num_chunks(r->dset[t], sp, &n) : 0;
+        if (sp >= 0)
+            H5Sclose(sp);
+        if (lay == H5D_CHUNKED && (sp < 0 || hr < 0)) {
+            trace_h5err e;
+            trace_h5err_take(&e);
+            return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': cannot read the chunk index "
+                              "of %s: %s", r->path, trace_tables[t].path, e.detail);
+        }
+    }
+    return 0;
+}
+
+struct probe {
+    const char *path;
+    unsigned flags;
+    off_t size;
+};
+
+/*
+ * The probe, in a child process (trace_sandbox.c): the whole open as the parent will do it
+ * (clearing a stale open-for-write mark when allowed), the root attributes read, the chunk
+ * indexes walked, and the attributes and outcome streamed back. HDF5 parses every piece of the
+ * file's structure the parent will ask for here first; what crashes, hangs or runs away with
+ * memory does so in the child.
+ */
+static int probe_child(void *arg, trace_buf *out)
+{
+    const struct probe *p = arg;
+    ampdiag_trace_reader *r = reader_new(p->path, p->size);
+    if (!r)
+        return -1;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    int rc = open_file(r, p->flags | AMPDIAG_TRACE_READ_QUIET);
+    if (!rc)
+        rc = load_attrs_h5(r);
+    if (!rc)
+        rc = check_identity(r);
+    if (!rc)
+        rc = open_tables(r);
+    if (!rc)
+        rc = walk_chunks(r);
+    put_outcome(out, r, rc);
+    return 0; /* the child exits: nothing to free */
+}
+
+/* Open r's file after the probe passed: the attributes come from the probe, the rest is done
+ * again here (the same HDF5 calls, which the child survived). */
+static int open_checked(ampdiag_trace_reader *r, unsigned flags)
+{
+    trace_buf b;
+    struct probe pr = {r->path, flags, r->file_size};
+    int why = trace_sandbox_run(probe_child, &pr, TRACE_ATTR_STREAM_MAX, TRACE_PROBE_MS, &b);
+    int rc = why ? sandbox_error(r, why) : take_probe(r, &b);
+    free(b.data);
+    if (rc)
+        return rc;
+    if (r->repaired && !(flags & AMPDIAG_TRACE_READ_QUIET))
+        fprintf(stderr,
+                "ampdiag: note: '%s' was still marked as open for writing (its writer died "
+                "before its first flush); cleared the mark as 'h5clear -s' does\n",
+                r->path);
+    int repaired = r->repaired;
+    rc = open_file(r, flags | AMPDIAG_TRACE_READ_NO_REPAIR); /* the child cleared the mark */
+    r->repaired = repaired;
+    if (!rc)
+        rc = check_identity(r);
+    if (!rc)
+        rc = open_tables(r);
+    return rc;
+}
+
 int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **out)
 {
     if (!out)
@@ -775,34 +1044,16 @@ int ampdiag_trace_open(const char *path, unsigned flags, ampdiag_trace_reader **
     if (st.st_size == 0)
         return trace_fail(AMPDIAG_TRACE_ENOTHDF5, "'%s' is empty, not an HDF5 file", path);
 
-    ampdiag_trace_reader *r = calloc(1, sizeof *r);
-    if (!r || !(r->path = strdup(path))) {
-        free(r);
-        return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory opening '%s'", path);
-    }
-    r->file = -1;
-    r->lapl = -1;
-    r->file_size = st.st_size;
-    for (int t = 0; t < TBL_N; t++)
-        r->dset[t] = r->mtype[t] = -1;
     trace_quiet q;
     trace_quiet_begin(&q);
-    int rc = 0;
-    r->lapl = H5Pcreate(H5P_DATASET_ACCESS); /* a dapl is also a link access list */
-    if (r->lapl < 0 || H5Pset_elink_cb(r->lapl, deny_elink, NULL) < 0)
-        rc = trace_fail(AMPDIAG_TRACE_ENOMEM, "cannot open '%s': HDF5 property list failed", path);
-    if (!rc)
-        rc = open_file(r, flags);
-    if (!rc)
-        rc = load_attrs(r);
-    if (!rc)
-        rc = check_identity(r);
-    if (!rc)
-        rc = open_tables(r);
+    ampdiag_trace_reader *r = reader_new(path, st.st_size);
+    int rc = r ? open_checked(r, flags)
+               : trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory opening '%s'", path);
     if (rc) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ampdiag_trace_errmsg());
-        reader_free(r);
+        if (r)
+            reader_free(r);
         trace_quiet_end(&q);
         return trace_fail(rc, "%s", msg);
     }

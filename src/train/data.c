@@ -113,19 +113,17 @@ static int read_array(hid_t f, const char *fname, const char *name, int rank, H5
                       hid_t mtype, size_t elem, hsize_t dims[2], void **out, char *err, size_t errlen)
 {
     *out = NULL;
-    htri_t ex = H5Lexists(f, name, H5P_DEFAULT);
-    if (ex <= 0)
-        return ex < 0 ? (errf(err, errlen, "%s: cannot look up %s", fname, name), -2) : 0;
-    /* stored in this file: no link or storage that would read another file */
-    char why[64];
+    /* stored in this file: no link followed, no storage that would read another file */
+    char why[96];
     hid_t lapl = h5safe_lapl();
-    hid_t d = lapl < 0 ? -1 : h5safe_open_dataset(f, name, lapl, why, sizeof why);
-    if (lapl >= 0)
-        H5Pclose(lapl);
     if (lapl < 0)
         return errf(err, errlen, "%s: HDF5 property list failed", fname), -2;
+    hid_t d = h5safe_open_dataset(f, name, lapl, why, sizeof why);
+    H5Pclose(lapl);
+    if (d == H5SAFE_MISSING)
+        return 0;
     if (d < 0)
-        return errf(err, errlen, "%s: %s is %s, not a dataset stored in the file (refused: a data "
+        return errf(err, errlen, "%s: %s %s: not a dataset stored in this file (refused: a data "
                     "file may not refer to other files)", fname, name, why), -1;
     int rc = -1;
     hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
@@ -148,6 +146,15 @@ static int read_array(hid_t f, const char *fname, const char *name, int rank, H5
     hsize_t total = dims[0] * (rank > 1 ? dims[1] : 1);
     if (total == 0 || dims[0] > (hsize_t)INT32_MAX || (rank > 1 && dims[1] > (hsize_t)INT32_MAX)) {
         errf(err, errlen, "%s: %s is empty or too large", fname, name);
+        goto done;
+    }
+    /* as for traces (traces/FORMAT.md, "Limits"): compressed chunks hold more than their size,
+     * not arbitrarily more; a small file must not make us allocate without bound */
+    hsize_t fsize = 0;
+    if (H5Fget_filesize(f, &fsize) < 0 || (long double)total * elem > 1000.0L * fsize) {
+        errf(err, errlen, "%s: %s claims %llu values, more than 1000 times the file's size (%llu "
+             "bytes) can hold: refused", fname, name, (unsigned long long)total,
+             (unsigned long long)fsize);
         goto done;
     }
     *out = malloc((size_t)total * elem);
@@ -419,6 +426,37 @@ done:
     return rc;
 }
 
+/* load_file with our messages instead of HDF5's error stack printout; ds freed on failure */
+static int load_quiet(dataset *ds, const char *fname, int want_tokens, char *err, size_t errlen)
+{
+    H5E_auto2_t efunc;
+    void *edata;
+    H5Eget_auto2(H5E_DEFAULT, &efunc, &edata);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    int rc = load_file(ds, fname, want_tokens, err, errlen);
+    H5Eset_auto2(H5E_DEFAULT, efunc, edata);
+    if (rc)
+        data_free(ds);
+    return rc;
+}
+
+struct load_probe {
+    const char *fname;
+    int want_tokens;
+};
+
+/* The whole load in the probe's child process; its result and message go back. */
+static int probe_load(void *arg, char *msg, size_t msglen)
+{
+    const struct load_probe *p = arg;
+    dataset ds;
+    memset(&ds, 0, sizeof ds);
+    int rc = load_quiet(&ds, p->fname, p->want_tokens, msg, msglen);
+    if (!rc)
+        data_free(&ds);
+    return rc;
+}
+
 int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, char *err, size_t errlen)
 {
     memset(ds, 0, sizeof *ds);
@@ -448,16 +486,12 @@ int data_load(dataset *ds, const char *spec, int want_tokens, uint64_t seed, cha
         }
         return 0;
     }
-    /* our messages replace HDF5's error stack printout */
-    H5E_auto2_t efunc;
-    void *edata;
-    H5Eget_auto2(H5E_DEFAULT, &efunc, &edata);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    rc = load_file(ds, spec, want_tokens, err, errlen);
-    H5Eset_auto2(H5E_DEFAULT, efunc, edata);
-    if (rc)
-        data_free(ds);
-    return rc;
+    /* HDF5 reads the file first in a child process (trace/h5safe.h), then here */
+    struct load_probe p = {spec, want_tokens};
+    rc = h5safe_probe(probe_load, &p, spec, err, errlen);
+    if (rc == H5SAFE_PROBE_FAILED)
+        return DATA_EBADINPUT;
+    return rc ? rc : load_quiet(ds, spec, want_tokens, err, errlen);
 }
 
 /* --------------------------------------------------------------------------- batches */

@@ -137,12 +137,56 @@ static herr_t find_extra(hid_t obj, const char *name, const H5O_info_t *info, vo
     return 1;
 }
 
-int weights_load(model *m, const char *path, char *err, size_t errlen)
+/* Read parameter /LAYER/PARAM of the file into dst: its shape and a floating-point type are
+ * checked, and it must be a dataset stored in the file (no link to elsewhere followed, no
+ * external storage). 0, or WEIGHTS_EBADINPUT / WEIGHTS_EIO with a message. */
+static int read_param(hid_t f, const char *path, const char *lname, const param_view *pv,
+                      float *dst, char *err, size_t errlen)
 {
-    if (access(path, R_OK) != 0) {
-        errf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
-        return WEIGHTS_EBADINPUT;
-    }
+    char name[300], shp[64];
+    snprintf(name, sizeof name, "/%s/%s", lname, pv->name);
+    char why[96];
+    hid_t lapl = h5safe_lapl();
+    if (lapl < 0)
+        return errf(err, errlen, "%s: HDF5 property list failed", path), WEIGHTS_EIO;
+    hid_t d = h5safe_open_dataset(f, name, lapl, why, sizeof why);
+    H5Pclose(lapl);
+    if (d == H5SAFE_MISSING)
+        return errf(err, errlen, "%s: missing %s (expected float32 %s)", path, name,
+                    shape_text(pv, shp, sizeof shp)), WEIGHTS_EBADINPUT;
+    if (d < 0)
+        return errf(err, errlen, "%s: %s %s: not a dataset stored in this file (expected float32 "
+                    "%s; refused: a weights file may not refer to other files)", path, name, why,
+                    shape_text(pv, shp, sizeof shp)), WEIGHTS_EBADINPUT;
+    hid_t sp = H5Dget_space(d), ty = H5Dget_type(d);
+    hsize_t dims[2] = {0, 0};
+    int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
+    if (nd >= 1 && nd <= 2) H5Sget_simple_extent_dims(sp, dims, NULL);
+    int shape_ok = nd == pv->ndim && dims[0] == (hsize_t)pv->shape[0] &&
+                   (pv->ndim < 2 || dims[1] == (hsize_t)pv->shape[1]);
+    int type_ok = ty >= 0 && H5Tget_class(ty) == H5T_FLOAT;
+    herr_t r = -1;
+    if (shape_ok && type_ok)
+        r = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst);
+    if (ty >= 0) H5Tclose(ty);
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(d);
+    if (!type_ok)
+        return errf(err, errlen, "%s: %s must be floating point", path, name), WEIGHTS_EBADINPUT;
+    if (!shape_ok)
+        return errf(err, errlen, "%s: %s has the wrong shape: expected %s%s", path, name,
+                    shape_text(pv, shp, sizeof shp), pv->ndim == 2 ? " (PyTorch order: [out, in])" : ""),
+               WEIGHTS_EBADINPUT;
+    if (r < 0)
+        return errf(err, errlen, "%s: reading %s failed", path, name), WEIGHTS_EIO;
+    return 0;
+}
+
+/* weights_load after the checks: in the probe's child process first (commit 0: the file is read
+ * but the model, which may live on a device the child must not touch, is left alone), then for
+ * real (commit 1) */
+static int load_checked(model *m, const char *path, int commit, char *err, size_t errlen)
+{
     H5E_auto2_t ef;
     void *ed;
     quiet_hdf5(&ef, &ed);
@@ -173,58 +217,12 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
         size_t base = (size_t)(L->p - m->params);
-        for (int k = 0; k < L->npv; k++) {
-            const param_view *pv = &L->pv[k];
-            char name[300];
-            snprintf(name, sizeof name, "/%s/%s", L->name, pv->name);
-            htri_t ex = H5Lexists(f, L->name, H5P_DEFAULT) > 0 ? H5Lexists(f, name, H5P_DEFAULT) : 0;
-            if (ex <= 0) {
-                char shp[64];
-                errf(err, errlen, "%s: missing %s (expected float32 %s)", path, name, shape_text(pv, shp, sizeof shp));
+        for (int k = 0; k < L->npv; k++)
+            if ((rc = read_param(f, path, L->name, &L->pv[k], buf + base + L->pv[k].offset, err,
+                                 errlen)))
                 goto out;
-            }
-            /* stored in this file: no link or storage that would read another file */
-            char why[64];
-            hid_t lapl = h5safe_lapl();
-            hid_t d = lapl < 0 ? -1 : h5safe_open_dataset(f, name, lapl, why, sizeof why);
-            if (lapl >= 0)
-                H5Pclose(lapl);
-            if (d < 0) {
-                errf(err, errlen, "%s: %s is %s, not a dataset stored in the file (refused: a weights file "
-                     "may not refer to other files)", path, name, lapl < 0 ? "unreadable" : why);
-                goto out;
-            }
-            hid_t sp = H5Dget_space(d);
-            hid_t ty = d < 0 ? -1 : H5Dget_type(d);
-            hsize_t dims[2] = {0, 0};
-            int nd = sp < 0 ? -1 : H5Sget_simple_extent_ndims(sp);
-            if (nd >= 1 && nd <= 2) H5Sget_simple_extent_dims(sp, dims, NULL);
-            int shape_ok = nd == pv->ndim && dims[0] == (hsize_t)pv->shape[0] &&
-                           (pv->ndim < 2 || dims[1] == (hsize_t)pv->shape[1]);
-            int type_ok = ty >= 0 && H5Tget_class(ty) == H5T_FLOAT;
-            herr_t r = -1;
-            if (shape_ok && type_ok)
-                r = H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf + base + pv->offset);
-            if (ty >= 0) H5Tclose(ty);
-            if (sp >= 0) H5Sclose(sp);
-            if (d >= 0) H5Dclose(d);
-            if (!type_ok) {
-                errf(err, errlen, "%s: %s must be floating point", path, name);
-                goto out;
-            }
-            if (!shape_ok) {
-                char shp[64];
-                errf(err, errlen, "%s: %s has the wrong shape: expected %s%s", path, name, shape_text(pv, shp, sizeof shp),
-                    pv->ndim == 2 ? " (PyTorch order: [out, in])" : "");
-                goto out;
-            }
-            if (r < 0) {
-                errf(err, errlen, "%s: reading %s failed", path, name);
-                rc = WEIGHTS_EIO;
-                goto out;
-            }
-        }
     }
+    rc = WEIGHTS_EBADINPUT;
     struct visit v = {m, 0, ""};
     if (H5Ovisit2(f, H5_INDEX_NAME, H5_ITER_NATIVE, find_extra, &v, H5O_INFO_BASIC) < 0 && !v.extra) {
         errf(err, errlen, "%s: cannot list its contents", path);
@@ -235,12 +233,41 @@ int weights_load(model *m, const char *path, char *err, size_t errlen)
         errf(err, errlen, "%s: %s is not a parameter of this model", path, v.name);
         goto out;
     }
-    m->bk->to_device(m->bk, m->params, buf, m->nparams * sizeof *buf);
-    model_hold_params(m);
+    if (commit) {
+        m->bk->to_device(m->bk, m->params, buf, m->nparams * sizeof *buf);
+        model_hold_params(m);
+    }
     rc = 0;
 out:
     free(buf);
     if (f >= 0) H5Fclose(f);
     H5Eset_auto2(H5E_DEFAULT, ef, ed);
     return rc;
+}
+
+struct load_probe {
+    model *m;
+    const char *path;
+};
+
+/* The whole load in the probe's child process (its copy of the model); result and message go
+ * back. */
+static int probe_load(void *arg, char *msg, size_t msglen)
+{
+    const struct load_probe *p = arg;
+    return load_checked(p->m, p->path, 0, msg, msglen);
+}
+
+int weights_load(model *m, const char *path, char *err, size_t errlen)
+{
+    if (access(path, R_OK) != 0) {
+        errf(err, errlen, "%s: cannot open (%s)", path, strerror(errno));
+        return WEIGHTS_EBADINPUT;
+    }
+    /* HDF5 reads the file first in a child process (trace/h5safe.h), then here */
+    struct load_probe p = {m, path};
+    int rc = h5safe_probe(probe_load, &p, path, err, errlen);
+    if (rc == H5SAFE_PROBE_FAILED)
+        return WEIGHTS_EBADINPUT;
+    return rc ? rc : load_checked(m, path, 1, err, errlen);
 }
