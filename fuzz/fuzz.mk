@@ -24,7 +24,7 @@ B := fuzz/build
 # takes the generic (non-SIMD) code paths everywhere; the readers under test have none.
 NO_CPU_DISPATCH := '-D__builtin_cpu_supports(feature)=0'
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-CFLAGS_F := -std=c11 -g -O1 $(SAN) -fsanitize=fuzzer-no-link $(NO_CPU_DISPATCH) \
+CFLAGS_F := -std=c11 -g -O1 $(SAN) -fsanitize=fuzzer-no-link $(NO_CPU_DISPATCH) -DAMPDIAG_NO_DEVICE_BACKENDS \
 	-I$(srcdir)/include -I$(srcdir)/src -I$(top_builddir) -I$(srcdir)/fuzz \
 	-D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L $(HDF5_CFLAGS) $(BLAS_CFLAGS)
 LIBS_F := $(HDF5_LIBS) $(BLAS_LIBS) $(LIBS) -lpthread -lm

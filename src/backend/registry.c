@@ -30,7 +30,9 @@ static int cpu_available(const char *name, char *err, size_t errlen)
     return get_cpu(name, err, errlen) ? 0 : -1;
 }
 
-#ifdef AMPDIAG_HAVE_CUDA
+/* AMPDIAG_NO_DEVICE_BACKENDS: builds of the host code alone (fuzz/fuzz.mk's) list the CUDA
+ * backend as not built even where configure found CUDA */
+#if defined(AMPDIAG_HAVE_CUDA) && !defined(AMPDIAG_NO_DEVICE_BACKENDS)
 /* "cuda" is device 0, "cuda:N" device N: its number, or -1 with a message. */
 static int cuda_device(const char *name, char *err, size_t errlen)
 {
