@@ -73,12 +73,11 @@ void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_ten
         return;
     fp8_ring *r = &d->rings[(size_t)layer * FP8_NKINDS + (size_t)kind];
     /* the order of the values does not matter to their maximum: the ring is read whole */
-    for (int f = 0; f < FP8_NFORMATS; f++) {
-        r->scale[f] = ampdiag_delayed_scale(fp8_formats[f], r->amax, (size_t)r->n, d->margin, r->scale[f]);
-        out->scale[f] = r->scale[f];
-        if (bk->whatif_scaled(bk, fp8_formats[f], r->scale[f], x, n, out->c[f]) != 0)
-            return;
-    }
+    for (int f = 0; f < FP8_NFORMATS; f++)
+        out->scale[f] = r->scale[f] = ampdiag_delayed_scale(fp8_formats[f], r->amax, (size_t)r->n, d->margin,
+                                                            r->scale[f]);
+    if (bk->whatif_scaled(bk, FP8_NFORMATS, fp8_formats, out->scale, x, n, out->c) != 0)
+        return;
     r->amax[r->head] = amax_of(s);
     r->head = (r->head + 1) % d->history;
     if (r->n < d->history)

@@ -311,11 +311,11 @@ static void cpu_tstats(const backend *bk, const float *x, size_t n, ampdiag_tsta
     ampdiag_tstats_compute(x, n, s, h);
 }
 
-static int cpu_whatif_scaled(const backend *bk, ampdiag_format fmt, float scale, const float *x,
-                             size_t n, uint64_t counts[AMPDIAG_WHATIF_NCLASSES])
+static int cpu_whatif_scaled(const backend *bk, size_t nfmt, const ampdiag_format *fmt, const float *scale,
+                             const float *x, size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES])
 {
     (void)bk;
-    return ampdiag_whatif_scaled(fmt, scale, x, n, counts);
+    return ampdiag_whatif_scaled_n(nfmt, fmt, scale, x, n, counts);
 }
 
 /* ------------------------------------------------------------------------------- GEMM */
