@@ -67,5 +67,27 @@ PY
 view "$T/fp16-adam-eps-copy.h5" "$T/base.h5" >"$T/stripped.view"
 ! cmp -s "$T/fp16-adam-eps.view" "$T/stripped.view"
 ok $? "without the optimizer_* and fp8_* attributes the copy reads differently (the check can fail)"
+# the h5py example of FORMAT.md, as it stands there, writes a version 2 trace that info reads
+"$py" - "${srcdir:-.}/traces/FORMAT.md" "$T/example.py" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+i = s.index("## Writing a trace with h5py")
+a = s.index("```python", i) + len("```python")
+open(sys.argv[2], "w").write(s[a:s.index("```", a)])
+PY
+if "$py" -c 'import h5py, numpy' 2>/dev/null; then
+    "$py" -c 'import os, runpy, sys; os.chdir(sys.argv[1]); runpy.run_path("example.py")' "$T" &&
+        "$AMPDIAG" info --format json "$T/minimal.h5" >"$T/minimal.json" &&
+        "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+w = d["what_if"]
+sys.exit(0 if d["trace_format_version"] == 2 and w["e4m3"]["all"]["overflow"] == 1 and
+         w["e5m2"]["all"]["overflow"] == 1 and w["e4m3"]["hurt_most"][0]["layer"] == "fc1" else 1)' "$T/minimal.json"
+    ok $? "FORMAT.md's h5py example writes a version 2 trace whose FP8 rows info reads (70000 overflows E4M3 and E5M2)"
+else
+    echo "ok $((n + 1)) # SKIP no h5py for FORMAT.md's example"
+    n=$((n + 1))
+fi
 echo "1..$n"
 exit $failed
