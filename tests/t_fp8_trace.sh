@@ -9,7 +9,8 @@
 # subnormal and overflow; every count and every scale must equal the trace's rows, for the
 # default recipe (history 1024, margin 0) and another (history 2, margin -2: scales 4 times larger, so
 # that values overflow). Then `info` names
-# the tensors FP8 would hurt. Needs a Python with torch, numpy and h5py ($AMPDIAG_PYTHON, the
+# the tensors FP8 would hurt, and a version 1 copy of the trace (the FP8 counts as /tensors fields)
+# reads the same. Needs a Python with torch, numpy and h5py ($AMPDIAG_PYTHON, the
 # source tree's .venv, python3); SKIP without.
 AMPDIAG=${AMPDIAG:-./ampdiag}
 srcdir=${srcdir:-.}
@@ -37,9 +38,9 @@ run --steps $K --init-from "$T/w0.h5" -o "$T/c.h5" --fp8-amax-history 2 --fp8-ma
 "$AMPDIAG" info --format json "$T/c.h5" >"$T/info-c.json" 2>&1 || { echo "Bail out! ampdiag info --format json failed"; exit 1; }
 "$AMPDIAG" compare "$T/b.h5" "$T/c.h5" >"$T/compare.txt" 2>&1 || { echo "Bail out! ampdiag compare failed"; exit 1; }
 "$AMPDIAG" compare --format json "$T/b.h5" "$T/c.h5" >"$T/compare.json" 2>&1 || { echo "Bail out! ampdiag compare --format json failed"; exit 1; }
-exec "$py" - "$T" $K <<'PY'
+exec "$py" - "$T" $K "$AMPDIAG" <<'PY'
 import sys, json, h5py, numpy as np, torch
-T, K = sys.argv[1], int(sys.argv[2])
+T, K, AMPDIAG = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 n = 0
 failed = 0
 def ok(cond, msg):
@@ -175,6 +176,30 @@ ok(cj["runs"][0]["fp8"] == info["fp8"] and cj["runs"][1]["fp8"] == f8c, "compare
 ct = open(T + "/compare.txt").read()
 ok(all(h["why"] in ct for h in f8c["hurt"]) and "fp8 recipe (Transformer Engine delayed scaling, amax history 2, margin -2" in ct,
    "compare's text says which tensors the recipe would hurt and why, as the JSON does")
+# a version 1 trace of the same run, as the writers before version 2 made it (FP8 counts as the
+# optional /tensors fields e4m3_* / e5m2_*, no /formats or /whatif): info reads the same
+# unscaled counts from it
+import shutil, subprocess
+shutil.copy(T + "/b.h5", T + "/v1.h5")
+with h5py.File(T + "/v1.h5", "r+") as f:
+    attrs, layers, kinds, scal, fmts, wr = read(T + "/b.h5")
+    t = f["tensors"][...]
+    fields = [(fm + "_" + c, "<u8") for fm in ("e4m3", "e5m2") for c in ("overflow", "underflow", "subnormal")]
+    nt = np.zeros(t.shape, dtype=np.dtype([(x, t.dtype[x]) for x in t.dtype.names] + fields))
+    for name in t.dtype.names:
+        nt[name] = t[name]
+    none = wr[wr["scaling"] == scal["none"]]
+    for fm in ("e4m3", "e5m2"):
+        r = none[none["format"] == fmts[fm]]  # in the order of the tensor records
+        for c in ("overflow", "underflow", "subnormal"):
+            nt[fm + "_" + c] = r[c]
+    del f["tensors"], f["whatif"], f["formats"]
+    f.create_dataset("tensors", data=nt, maxshape=(None,), chunks=True)
+    f.attrs["format_version"] = np.int64(1)
+v1 = json.loads(subprocess.run([AMPDIAG, "info", "--format", "json", T + "/v1.h5"], capture_output=True, check=True).stdout)
+ok(v1["trace_format_version"] == 1 and v1["what_if"]["e4m3"] == info["what_if"]["e4m3"] and
+   v1["what_if"]["e5m2"] == info["what_if"]["e5m2"] and v1["fp8"] is None and "e4m3_delayed" not in v1["what_if"],
+   "a version 1 trace with the FP8 fields in /tensors reads the same unscaled counts (and no delayed ones)")
 print("1..%d" % n)
 sys.exit(1 if failed else 0)
 PY
