@@ -211,6 +211,11 @@ int ampdiag_hist_bin_of(float x);
  * Returns -1 (counts untouched) for an unknown fmt or a scale that is not finite and > 0. */
 int ampdiag_whatif_scaled(ampdiag_format fmt, float scale, const float *x, size_t n,
                           uint64_t counts[AMPDIAG_WHATIF_NCLASSES]);
+/* The same for nfmt formats at once, fmt[i] under scale[i] into counts[i], in one pass over x
+ * per two formats (cheaper than a pass per format). Returns -1 (counts untouched, or partly
+ * filled when a later pair fails) as ampdiag_whatif_scaled for any pair. */
+int ampdiag_whatif_scaled_n(size_t nfmt, const ampdiag_format *fmt, const float *scale, const float *x,
+                            size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES]);
 /* The thresholds behind it, as |x| bit patterns (as numfmt.h's, for the unscaled formats):
  * bits[0] overflow (finite |x| >= it overflows), bits[1] normal (|x| >= it is held as a
  * normal number), bits[2] underflow (0 < |x| <= it flushes to zero). fl(|x| * scale) is

@@ -1,9 +1,10 @@
 /*
- * ampdiag_trace.h - the public C API of ampdiag's HDF5 trace format, version 1.
+ * ampdiag_trace.h - the public C API of ampdiag's HDF5 trace format, version 2.
  *
- * A trace is one HDF5 file per training run: root attributes describing the run and six
- * tables (/layers, /steps, /tensors, /histograms, /events, /eval). traces/FORMAT.md is the
- * specification; this header is the C view of it.
+ * A trace is one HDF5 file per training run: root attributes describing the run and eight
+ * tables (/layers, /steps, /tensors, /histograms, /events, /eval, and since version 2 /formats
+ * and /whatif). traces/FORMAT.md is the specification; this header is the C view of it. The
+ * reader reads version 1 traces too (they have no /formats and /whatif: read as empty).
  *
  * Writing:
  *     ampdiag_trace_writer *w;
@@ -46,7 +47,7 @@ extern "C" {
 #endif
 
 #define AMPDIAG_TRACE_FORMAT "ampdiag-trace"
-#define AMPDIAG_TRACE_FORMAT_VERSION 1
+#define AMPDIAG_TRACE_FORMAT_VERSION 2
 
 /* ------------------------------------------------------------------------------------------
  * Errors
@@ -117,14 +118,25 @@ typedef enum ampdiag_trace_status {
     AMPDIAG_STATUS_INTERRUPTED = 3 /* "interrupted": stopped by a signal or the user */
 } ampdiag_trace_status;
 
-/* Stored names ("activation", "skipped_step", "complete"); NULL when out of range. */
+/* How a what-if count of /whatif was taken (stored as the enum "whatif_scaling"). */
+typedef enum ampdiag_whatif_scaling {
+    AMPDIAG_SCALING_NONE = 0,    /* "none": the values as they are (unscaled) */
+    AMPDIAG_SCALING_DELAYED = 1, /* "delayed": multiplied by a per-tensor scale from the amax of
+                                    earlier steps, as Transformer Engine's delayed scaling does
+                                    (ampdiag_delayed_scale) */
+    AMPDIAG_NSCALINGS = 2
+} ampdiag_whatif_scaling;
+
+/* Stored names ("activation", "skipped_step", "complete", "delayed"); NULL when out of range. */
 const char *ampdiag_kind_name(int kind);
+const char *ampdiag_scaling_name(int scaling);
 const char *ampdiag_event_name(int code);
 const char *ampdiag_status_name(int status);
 /* Name -> value; -1 when unknown. */
 int ampdiag_kind_parse(const char *name);
 int ampdiag_event_parse(const char *name);
 int ampdiag_status_parse(const char *name);
+int ampdiag_scaling_parse(const char *name);
 
 /* ------------------------------------------------------------------------------------------
  * Records (the C view of the tables; the reader fills arrays of these)
@@ -183,12 +195,40 @@ typedef struct ampdiag_trace_tensor {
      * Optional in the file: a trace without these fields (older writers, other programs) reads
      * 0; ampdiag_trace_has_field() tells the two apart. */
     uint64_t lost_if_fp16, lost_if_bf16;
-    /* what-if counts for the OCP FP8 formats, unscaled (as ampdiag_tstats counts them); added
-     * in v1 after the first writers: optional for readers, which read them as 0 when absent
-     * (ampdiag_trace_has_field tells) */
+    /* what-if counts for the OCP FP8 formats, unscaled (as ampdiag_tstats counts them): fields
+     * of version 1 traces written after the first writers (optional for readers, which read them
+     * as 0 when absent; ampdiag_trace_has_field tells). Version 2 keeps them in /whatif
+     * (ampdiag_trace_read_whatif) and its /tensors has no such fields: they read 0. */
     uint64_t e4m3_overflow, e4m3_underflow, e4m3_subnormal;
     uint64_t e5m2_overflow, e5m2_underflow, e5m2_subnormal;
 } ampdiag_trace_tensor;
+
+/* One row of /formats (version 2): a number format that /whatif counts refer to by index. */
+#define AMPDIAG_TRACE_FORMAT_NAME_LEN 16
+typedef struct ampdiag_trace_format {
+    int32_t index;           /* the row number; /whatif's format refers to it */
+    char name[AMPDIAG_TRACE_FORMAT_NAME_LEN]; /* "e4m3", "e5m2", ...: readers match formats by name */
+    int32_t bits, exp_bits, mant_bits;
+    double max_finite;       /* largest finite value (448 for E4M3) */
+    double min_normal;       /* smallest normal (2^-6 for E4M3) */
+    double min_subnormal;    /* smallest subnormal (2^-9 for E4M3) */
+    int32_t has_inf;         /* 0: an overflow becomes NaN (E4M3) */
+} ampdiag_trace_format;
+
+/* One row of /whatif (version 2): what casting one tensor (step, layer, kind) to one format
+ * would do, under one scaling. Counts as in ampdiag_tstats's what-if counts, of the values after
+ * scaling: overflow (finite values that overflow), underflow (non-zero values that flush to
+ * zero), subnormal (values that come out subnormal). */
+typedef struct ampdiag_trace_whatif {
+    int64_t step;
+    int32_t layer;           /* index into /layers */
+    int32_t kind;            /* ampdiag_tensor_kind; -1 if the file holds an unknown name */
+    int32_t format;          /* index into /formats */
+    int32_t scaling;         /* ampdiag_whatif_scaling; -1 if the file holds an unknown name */
+    float scale;             /* the factor the values were multiplied by (1 for none) */
+    uint64_t count;          /* values of the tensor (its /tensors count) */
+    uint64_t overflow, underflow, subnormal;
+} ampdiag_trace_whatif;
 
 typedef struct ampdiag_trace_hist {
     int64_t step;
@@ -258,6 +298,10 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
 #define AMPDIAG_ATTR_SCALER_MIN "scaler_min_scale"             /* double: the floor, 0 = none */
 #define AMPDIAG_ATTR_SCALER_HYSTERESIS "scaler_hysteresis"     /* int: overflows before a backoff */
 #define AMPDIAG_ATTR_FP32_LAYERS "fp32_layers"                 /* str: comma list of layers kept in FP32 */
+/* The delayed scaling behind /whatif's "delayed" rows (written by ampdiag run). */
+#define AMPDIAG_ATTR_FP8_AMAX_HISTORY "fp8_amax_history"       /* int: steps of amax history */
+#define AMPDIAG_ATTR_FP8_MARGIN "fp8_margin"                   /* int: scale / 2^margin */
+#define AMPDIAG_ATTR_FP8_AMAX_ALGO "fp8_amax_compute_algo"     /* str: "max" (of the history) */
 /* Managed by the writer (refused by the setters): format, format_version, tool_version,
  * status, end_time. */
 
@@ -312,7 +356,8 @@ int ampdiag_trace_add_layer_compute(ampdiag_trace_writer *w, const char *name, c
 
 /* Append records. Appending a step record may flush (see ampdiag_trace_options). */
 int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step *rec);
-/* Any kind; writes lost_if_fp16 = lost_if_bf16 = 0. */
+/* Any kind; writes lost_if_fp16 = lost_if_bf16 = 0, and the unscaled FP8 what-if counts of s
+ * as two /whatif rows (e4m3, e5m2). */
 int ampdiag_trace_append_tensor(ampdiag_trace_writer *w, int64_t step, int layer,
                                 ampdiag_tensor_kind kind, const ampdiag_tstats *s,
                                 uint64_t lost_updates);
@@ -322,6 +367,15 @@ int ampdiag_trace_append_update(ampdiag_trace_writer *w, int64_t step, int layer
                                 uint64_t lost_if_fp16, uint64_t lost_if_bf16);
 int ampdiag_trace_append_hist(ampdiag_trace_writer *w, int64_t step, int layer,
                               ampdiag_tensor_kind kind, const ampdiag_hist *h);
+/* A /whatif row: the counts[AMPDIAG_WHATIF_*] of casting count values of (step, layer, kind)
+ * to fmt after multiplying them by scale (1 and AMPDIAG_SCALING_NONE: unscaled). fmt is any row
+ * of the format table but FP32. ampdiag_trace_append_tensor and _update write the unscaled FP8
+ * rows themselves (from the statistics' what-if counts); this adds others, such as delayed
+ * scaling's (ampdiag_delayed_scale, ampdiag_whatif_scaled). */
+int ampdiag_trace_append_whatif(ampdiag_trace_writer *w, int64_t step, int layer,
+                                ampdiag_tensor_kind kind, ampdiag_format fmt,
+                                ampdiag_whatif_scaling scaling, float scale, uint64_t count,
+                                const uint64_t counts[AMPDIAG_WHATIF_NCLASSES]);
 /* layer -1 for a global event; msg may be NULL. */
 int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
                                ampdiag_event_code code, double value, const char *msg);
@@ -347,6 +401,7 @@ typedef struct ampdiag_trace_writer_info {
     uint64_t steps, tensors, hists, events, evals, layers; /* records appended */
     uint64_t flushes;              /* completed flushes */
     uint64_t steps_flushed;        /* step records safe on disk after the last flush */
+    uint64_t whatifs;              /* /whatif rows appended */
 } ampdiag_trace_writer_info;
 void ampdiag_trace_writer_get_info(const ampdiag_trace_writer *w, ampdiag_trace_writer_info *info);
 
@@ -411,6 +466,7 @@ int ampdiag_trace_has_field(const ampdiag_trace_reader *r, const char *table, co
 
 typedef struct ampdiag_trace_counts {
     size_t layers, steps, tensors, hists, events, evals;
+    size_t formats, whatifs; /* 0 in a version 1 trace */
 } ampdiag_trace_counts;
 void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_counts *c);
 
@@ -424,6 +480,10 @@ int ampdiag_trace_read_tensors(ampdiag_trace_reader *r, size_t first, size_t max
                                ampdiag_trace_tensor **out, size_t *n);
 int ampdiag_trace_read_hists(ampdiag_trace_reader *r, size_t first, size_t max,
                              ampdiag_trace_hist **out, size_t *n);
+/* Version 2's tables (a version 1 trace reads none: *n = 0). */
+int ampdiag_trace_read_formats(ampdiag_trace_reader *r, ampdiag_trace_format **out, size_t *n);
+int ampdiag_trace_read_whatif(ampdiag_trace_reader *r, size_t first, size_t max,
+                              ampdiag_trace_whatif **out, size_t *n);
 
 #ifdef __cplusplus
 }

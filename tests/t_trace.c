@@ -248,7 +248,7 @@ static void test_round_trip(void)
     const char *tv = ampdiag_trace_attr_str(r, "tool_version");
     const char *end = ampdiag_trace_attr_str(r, "end_time");
     const char *start = ampdiag_trace_attr_str(r, AMPDIAG_ATTR_START_TIME);
-    ok(fmt && strcmp(fmt, "ampdiag-trace") == 0 && ampdiag_trace_attr_int(r, "format_version", 0) == 1 &&
+    ok(fmt && strcmp(fmt, "ampdiag-trace") == 0 && ampdiag_trace_attr_int(r, "format_version", 0) == AMPDIAG_TRACE_FORMAT_VERSION &&
            tv && strcmp(tv, ampdiag_version()) == 0 && end && strlen(end) == 20 && end[19] == 'Z' &&
            start && strlen(start) == 20,
        "managed attributes: format, format_version, tool_version, start_time, end_time (%s)",

@@ -1,10 +1,11 @@
 /*
- * t_trace_ref.c - the reference traces in traces/ (format v1) still read, with exactly the
- * content tests/trace_synth.h defines, plus hand-checked values; and the current writer, run
- * on the same definitions, produces traces that read back the same.
+ * t_trace_ref.c - the reference traces in traces/ (formats v1 and v2) still read, with exactly
+ * the content tests/trace_synth.h defines, plus hand-checked values; and the current writer, run
+ * on the same definitions, produces traces that read back the same (version 2, with /whatif).
  *
  *   t_trace_ref               check the traces in $srcdir/traces and freshly written copies
- *   t_trace_ref --write DIR   (re)write the reference traces into DIR (make reference-traces)
+ *   t_trace_ref --write DIR   (re)write the reference traces of the writer's version into DIR
+ *                             (make reference-traces); older ones are kept as they are
  */
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
@@ -60,6 +61,85 @@ static size_t expected_steps(const synth_spec *sp)
     return (size_t)sp->nsteps;
 }
 
+/* The format version a trace of spec sp holds: a reference file its own, a rewritten one this
+ * writer's. */
+static int version_of(const synth_spec *sp, const char *tag)
+{
+    if (strcmp(tag, "reference") != 0)
+        return AMPDIAG_TRACE_FORMAT_VERSION;
+    return sp->version;
+}
+
+/* /whatif of a version 2 trace: after each tensor record, its unscaled E4M3 and E5M2 rows (from
+ * the statistics), then for a spec with delayed scaling the delayed rows of every kind but
+ * update, as synth_fp8_step defines them. */
+static void check_whatif(const synth_spec *sp, ampdiag_trace_reader *r, const char *tag, size_t nsteps)
+{
+    ampdiag_trace_format *fm = NULL;
+    size_t nf = 0;
+    int good = ampdiag_trace_read_formats(r, &fm, &nf) == 0 && nf == AMPDIAG_NFORMATS;
+    for (size_t i = 0; good && i < nf; i++)
+        good = fm[i].index == (int32_t)i && strcmp(fm[i].name, ampdiag_format_get((ampdiag_format)i)->name) == 0;
+    good = good && fm[AMPDIAG_E4M3].max_finite == 448.0 && fm[AMPDIAG_E4M3].min_subnormal == 0x1p-9 &&
+           !fm[AMPDIAG_E4M3].has_inf && fm[AMPDIAG_E5M2].has_inf && fm[AMPDIAG_E5M2].mant_bits == 2;
+    ok(good, "%s %s: /formats lists the format table (e4m3 max 448, min subnormal 2^-9, no inf)", tag, sp->file);
+    free(fm);
+    ampdiag_trace_whatif *w = NULL;
+    size_t n = 0, at = 0, ndelayed = 0;
+    good = ampdiag_trace_read_whatif(r, 0, SIZE_MAX, &w, &n) == 0;
+    synth_fp8 d8;
+    synth_fp8_init(&d8);
+    for (size_t s = 0; good && s < nsteps; s++)
+        for (int l = 0; good && l < sp->nlayers; l++)
+            for (int k = 0; good && k < AMPDIAG_NKINDS; k++) {
+                float x[SYNTH_N], sc[2] = {1.0f, 1.0f};
+                ampdiag_tstats st;
+                uint64_t c8[2][AMPDIAG_WHATIF_NCLASSES];
+                synth_tensor(sp, (int64_t)s, l, k, x);
+                ampdiag_tstats_compute(x, SYNTH_N, &st, NULL);
+                int delayed = sp->fp8_history > 0 && k != AMPDIAG_KIND_UPDATE;
+                if (delayed)
+                    synth_fp8_step(&d8, sp->fp8_history, l, k, x, &st, sc, c8);
+                for (int sca = 0; good && sca <= delayed; sca++)
+                    for (int f = 0; good && f < 2; f++, at++) {
+                        ampdiag_format fmt = f ? AMPDIAG_E5M2 : AMPDIAG_E4M3;
+                        const uint64_t *want = sca ? c8[f] : st.whatif[fmt];
+                        good = at < n && w[at].step == (int64_t)s && w[at].layer == l && w[at].kind == k &&
+                               w[at].format == (int32_t)fmt && w[at].scaling == sca &&
+                               w[at].scale == (sca ? sc[f] : 1.0f) && w[at].count == SYNTH_N &&
+                               w[at].overflow == want[AMPDIAG_WHATIF_OVERFLOW] &&
+                               w[at].underflow == want[AMPDIAG_WHATIF_UNDERFLOW] &&
+                               w[at].subnormal == want[AMPDIAG_WHATIF_SUBNORMAL];
+                        if (!good)
+                            diag("/whatif row %zu (step %zu layer %d kind %d %s %s) differs", at, s, l, k,
+                                 ampdiag_format_get(fmt)->name, sca ? "delayed" : "none");
+                        ndelayed += (size_t)sca;
+                    }
+            }
+    ok(good && at == n, "%s %s: every /whatif row (%zu, %zu of them delayed)", tag, sp->file, n, ndelayed);
+    if (sp->fp8_history > 0) {
+        /* hand-checked: fc1 activations hold +70000 and -1e5 from step 40 on: unscaled E4M3 and
+         * E5M2 overflow both; under delayed scaling step 40's scale still comes from the amax
+         * of steps 24-39 (< 2^5), so they overflow too, and from step 41 the scale follows 1e5 */
+        const ampdiag_trace_whatif *a = NULL, *b = NULL;
+        for (size_t i = 0; i < n; i++) {
+            const ampdiag_trace_whatif *x = &w[i];
+            if (x->layer != 0 || x->kind != AMPDIAG_KIND_ACTIVATION || x->format != AMPDIAG_E4M3 ||
+                x->scaling != AMPDIAG_SCALING_DELAYED)
+                continue;
+            if (x->step == 40)
+                a = x;
+            else if (x->step == 41)
+                b = x;
+        }
+        ok(a && b && a->overflow == 2 && a->scale > 448.0f / 32.0f && b->overflow == 0 &&
+               b->scale == 448.0f / 100000.0f,
+           "%s %s: fc1 activation E4M3 delayed: 2 overflows at step 40 (scale %g), none at 41 (scale 448/1e5)",
+           tag, sp->file, a ? (double)a->scale : 0.0);
+    }
+    free(w);
+}
+
 /* Compare everything in the trace at path with the definition; tag names the copy. */
 static void check_trace(const synth_spec *sp, const char *path, const char *tag)
 {
@@ -74,7 +154,8 @@ static void check_trace(const synth_spec *sp, const char *path, const char *tag)
        ampdiag_trace_status_text(r));
     ok(ampdiag_trace_cut_off(r) == (sp->status == AMPDIAG_STATUS_RUNNING), "%s %s: cut_off flag",
        tag, sp->file);
-    ok(ampdiag_trace_format_version(r) == 1, "%s %s: format_version 1", tag, sp->file);
+    int version = version_of(sp, tag);
+    ok(ampdiag_trace_format_version(r) == version, "%s %s: format_version %d", tag, sp->file, version);
     const char *prec = ampdiag_trace_attr_str(r, AMPDIAG_ATTR_PRECISION);
     ok(prec && strcmp(prec, sp->precision) == 0, "%s %s: precision %s", tag, sp->file,
        prec ? prec : "(none)");
@@ -158,9 +239,9 @@ static void check_trace(const synth_spec *sp, const char *path, const char *tag)
     }
     ok(good, "%s %s: every tensor record (%s)", tag, sp->file,
        exact_sums ? "bitwise" : "bitwise, mean and rms to 1e-12");
-    /* the reference traces predate the optional lost_if_* fields; this writer adds them (as 0
+    /* the v1 reference traces predate the optional lost_if_* fields; this writer adds them (as 0
      * through ampdiag_trace_append_tensor) */
-    int want = strcmp(tag, "reference") != 0;
+    int want = version >= 2;
     ok(ampdiag_trace_has_field(r, "/tensors", "lost_if_fp16") == want &&
            ampdiag_trace_has_field(r, "/tensors", "lost_if_bf16") == want,
        "%s %s: lost_if_fp16 / lost_if_bf16 %s", tag, sp->file, want ? "present" : "absent, read as 0");
@@ -194,6 +275,13 @@ static void check_trace(const synth_spec *sp, const char *path, const char *tag)
            tag, sp->file);
     free(t);
     free(steps);
+
+    ok((version >= 2) == (c.formats > 0) && (version >= 2) == (c.whatifs > 0) &&
+           ampdiag_trace_has_field(r, "/tensors", "e4m3_overflow") == 0,
+       "%s %s: %s", tag, sp->file, version >= 2 ? "/formats and /whatif, no FP8 fields in /tensors"
+                                                : "no /formats, /whatif or FP8 fields (read as empty)");
+    if (version >= 2)
+        check_whatif(sp, r, tag, nsteps);
 
     ampdiag_trace_hist *hh = NULL;
     good = ampdiag_trace_read_hists(r, 0, SIZE_MAX, &hh, &n) == 0 && n == nhist_steps * per_step;
@@ -249,6 +337,8 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "--write") == 0) {
         for (int i = 0; i < SYNTH_NSPECS; i++) {
             char path[4096];
+            if (version_of(&synth_specs[i], "reference") != AMPDIAG_TRACE_FORMAT_VERSION)
+                continue; /* an older version's: this writer cannot make it */
             snprintf(path, sizeof path, "%s/%s", argv[2], synth_specs[i].file);
             if (write_spec(&synth_specs[i], path) != 0) {
                 fprintf(stderr, "t_trace_ref: cannot write %s: %s\n", path, ampdiag_trace_errmsg());

@@ -478,7 +478,9 @@ static void test_foreign_bad(void)
          cases[n].o.format = NULL);
     CASE("otherformat.h5", AMPDIAG_TRACE_ENOTTRACE, "another format", "other-format",
          cases[n].o.format = "other-format");
-    CASE("v2.h5", AMPDIAG_TRACE_EVERSION, "format_version 2", "format_version 2", cases[n].o.version = 2);
+    CASE("v3.h5", AMPDIAG_TRACE_EVERSION, "format_version 3", "format_version 3", cases[n].o.version = 3);
+    CASE("v2-no-whatif.h5", AMPDIAG_TRACE_ESCHEMA, "format_version 2 without its tables /formats and /whatif",
+         "/formats", cases[n].o.version = 2);
     CASE("v0.h5", AMPDIAG_TRACE_ESCHEMA, "format_version 0", "format_version 0",
          cases[n].o.version = 0); /* the attribute is added below, with value 0 */
     CASE("noversion.h5", AMPDIAG_TRACE_ESCHEMA, "no format_version", "format_version",

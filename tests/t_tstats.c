@@ -320,6 +320,18 @@ static void test_scaled(void)
             }
         }
     ok(bad == 0, "scaled what-if counts equal casting fl(x * scale) value by value (%d formats x scales, %d bad)", ncase, bad);
+    /* several formats in one pass (pairs): the same counts as one call per format */
+    {
+        const ampdiag_format fm[5] = {AMPDIAG_E4M3, AMPDIAG_E5M2, AMPDIAG_FP16, AMPDIAG_E4M3, AMPDIAG_BF16};
+        const float sc5[5] = {448.0f / 3.0f, 0x1p-20f, 3.0e30f, 1.0f, 1e-30f};
+        uint64_t many[5][3], one[5][3];
+        int same = ampdiag_whatif_scaled_n(5, fm, sc5, x, n, many) == 0;
+        for (int i = 0; i < 5; i++)
+            same = same && ampdiag_whatif_scaled(fm[i], sc5[i], x, n, one[i]) == 0;
+        ok(same && memcmp(many, one, sizeof one) == 0, "ampdiag_whatif_scaled_n: 5 formats at once equal 5 single passes");
+        const float bad2[2] = {1.0f, 0.0f};
+        ok(ampdiag_whatif_scaled_n(2, fm, bad2, x, n, many) == -1, "ampdiag_whatif_scaled_n refuses a bad scale");
+    }
     /* scale 1 is the unscaled record */
     ampdiag_tstats s;
     ampdiag_tstats_compute(x, n, &s, NULL);

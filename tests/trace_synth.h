@@ -70,14 +70,19 @@ typedef struct synth_spec {
     unsigned inject;
     ampdiag_trace_status status; /* closed with this; RUNNING = killed after the last flush */
     unsigned flush_every;
+    int version;              /* the format version of the reference file; --write
+                                 writes only those of this writer's version */
+    int fp8_history;          /* > 0: delayed-scaling /whatif rows with this amax history */
 } synth_spec;
 
 static const synth_spec synth_specs[] = {
     {"v1-fp32-complete.h5", "fp32", 3, 60, 10, 20, 1.5, 0, -1, -1, -1, 0, SYNTH_OVERFLOW_FC1,
-     AMPDIAG_STATUS_COMPLETE, 10},
+     AMPDIAG_STATUS_COMPLETE, 10, 1, 0},
     {"v1-fp16-diverged.h5", "fp16", 2, 40, 20, 0, 0, 1, 12, 25, 30, 36,
-     SYNTH_INF_SKIPS | SYNTH_NAN_DIVERGE, AMPDIAG_STATUS_DIVERGED, 10},
-    {"v1-cutoff.h5", "bf16", 2, 30, 0, 0, 0, 0, -1, -1, -1, 0, 0, AMPDIAG_STATUS_RUNNING, 8},
+     SYNTH_INF_SKIPS | SYNTH_NAN_DIVERGE, AMPDIAG_STATUS_DIVERGED, 10, 1, 0},
+    {"v1-cutoff.h5", "bf16", 2, 30, 0, 0, 0, 0, -1, -1, -1, 0, 0, AMPDIAG_STATUS_RUNNING, 8, 1, 0},
+    {"v2-fp32-delayed.h5", "fp32", 3, 60, 10, 20, 1.5, 0, -1, -1, -1, 0, SYNTH_OVERFLOW_FC1,
+     AMPDIAG_STATUS_COMPLETE, 10, 2, 16},
 };
 #define SYNTH_NSPECS ((int)(sizeof synth_specs / sizeof synth_specs[0]))
 
@@ -212,6 +217,40 @@ static inline void synth_eval(int64_t step, ampdiag_trace_eval *e)
     e->metric = 0.5 + (double)step / 200.0;
 }
 
+/* Delayed scaling as the definition of the v2 reference's /whatif rows: the amax history of
+ * each (layer, kind) and the scale each format used last (1 at first). */
+#define SYNTH_FP8_MAXHIST 16
+typedef struct synth_fp8 {
+    float amax[4][4][SYNTH_FP8_MAXHIST]; /* [layer][kind][ring] */
+    int n[4][4];
+    float scale[4][4][2];
+} synth_fp8;
+
+static inline void synth_fp8_init(synth_fp8 *d)
+{
+    memset(d, 0, sizeof *d);
+    for (int l = 0; l < 4; l++)
+        for (int k = 0; k < 4; k++)
+            d->scale[l][k][0] = d->scale[l][k][1] = 1.0f;
+}
+
+/* The scales and counts of the tensor x (statistics st) of (layer, kind) at this step, for
+ * E4M3 [0] and E5M2 [1]; then its amax enters the history (of hist <= SYNTH_FP8_MAXHIST). */
+static inline void synth_fp8_step(synth_fp8 *d, int hist, int l, int k, const float *x,
+                                  const ampdiag_tstats *st, float scale[2],
+                                  uint64_t counts[2][AMPDIAG_WHATIF_NCLASSES])
+{
+    static const ampdiag_format f8[2] = {AMPDIAG_E4M3, AMPDIAG_E5M2};
+    int n = d->n[l][k] < hist ? d->n[l][k] : hist;
+    for (int f = 0; f < 2; f++) {
+        scale[f] = d->scale[l][k][f] = ampdiag_delayed_scale(f8[f], d->amax[l][k], (size_t)n, 0, d->scale[l][k][f]);
+        ampdiag_whatif_scaled(f8[f], scale[f], x, SYNTH_N, counts[f]);
+    }
+    float a = st->n_nan ? NAN : st->n_posinf + st->n_neginf ? INFINITY : st->n_neg + st->n_pos ? st->absmax : 0.0f;
+    d->amax[l][k][d->n[l][k] % hist] = a;
+    d->n[l][k]++;
+}
+
 /* Write the trace of spec sp to path. With sp->status RUNNING, the caller forks: the function
  * returns after the appends without closing (the child then _exits, as a killed run would).
  * Returns 0 or a trace error code. */
@@ -256,6 +295,13 @@ static inline int synth_write(const synth_spec *sp, const char *path, ampdiag_tr
     SYNTH_TRY(ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_BATCH, 32));
     if (sp->eval_every)
         SYNTH_TRY(ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_EVAL_METRIC, "accuracy"));
+    if (sp->fp8_history > 0) {
+        SYNTH_TRY(ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_FP8_AMAX_HISTORY, sp->fp8_history));
+        SYNTH_TRY(ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_FP8_MARGIN, 0));
+        SYNTH_TRY(ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_FP8_AMAX_ALGO, "max"));
+    }
+    synth_fp8 d8;
+    synth_fp8_init(&d8);
     for (int l = 0; l < sp->nlayers; l++)
         SYNTH_TRY(ampdiag_trace_add_layer(w, synth_layer_names[l], "linear", synth_layer_shapes[l],
                                           synth_layer_params[l]));
@@ -269,6 +315,15 @@ static inline int synth_write(const synth_spec *sp, const char *path, ampdiag_tr
                 ampdiag_tstats_compute(x, SYNTH_N, &st, &hist);
                 SYNTH_TRY(ampdiag_trace_append_tensor(w, s, l, (ampdiag_tensor_kind)k, &st,
                                                       synth_lost_updates(s, l, k)));
+                if (sp->fp8_history > 0 && k != AMPDIAG_KIND_UPDATE) {
+                    float sc[2];
+                    uint64_t c8[2][AMPDIAG_WHATIF_NCLASSES];
+                    synth_fp8_step(&d8, sp->fp8_history, l, k, x, &st, sc, c8);
+                    for (int f = 0; f < 2; f++)
+                        SYNTH_TRY(ampdiag_trace_append_whatif(w, s, l, (ampdiag_tensor_kind)k,
+                                                              f ? AMPDIAG_E5M2 : AMPDIAG_E4M3,
+                                                              AMPDIAG_SCALING_DELAYED, sc[f], st.count, c8[f]));
+                }
                 if (sp->hist_every && s % sp->hist_every == 0)
                     SYNTH_TRY(ampdiag_trace_append_hist(w, s, l, (ampdiag_tensor_kind)k, &hist));
             }

@@ -7,10 +7,10 @@ noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_report.la
 libampdiag_analysis_la_SOURCES = \
 	src/analysis/analyze.h src/analysis/analyze.c \
 	src/analysis/recommend.h src/analysis/recommend.c \
-	src/analysis/findings.h src/analysis/findings.c \
+	src/analysis/findings.h src/analysis/findings.c src/analysis/fp8.h src/analysis/fp8.c \
 	src/analysis/lrfind.h src/analysis/lrfind.c
 libampdiag_report_la_SOURCES = src/report/report.h src/report/report.c \
-	src/report/info.h src/report/info.c
+	src/report/info.h src/report/info.c src/report/fp8.h src/report/fp8.c
 
 ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c src/cli/cmd_tune.c \
 	src/cli/cmd_lrfind.c

@@ -6,6 +6,7 @@
  */
 #include "analysis/analyze.h"
 #include "analysis/findings.h"
+#include "analysis/fp8.h"
 #include "monitor/monitor.h"
 
 #include <fnmatch.h>
@@ -1161,6 +1162,7 @@ static int load_records(load_ctx *L, an_run *r, const an_options *opt)
     unsigned keep = opt ? opt->keep_points : 0;
     int rc;
     if ((rc = load_tensors(L->rd, r, L->st, L->cnt.tensors, keep, L->err, L->errlen)) ||
+        (rc = an_fp8_load(L->rd, r, L->err, L->errlen)) ||
         (rc = load_hists(L->rd, r, L->st, L->cnt.hists, L->err, L->errlen)) ||
         (keep && (rc = load_hist_steps(L->rd, r, L->cnt.hists, L->err, L->errlen))))
         return rc;

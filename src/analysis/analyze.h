@@ -51,6 +51,8 @@ typedef struct an_cell {
     uint64_t count, zero, nan, posinf, neginf;  /* sums of the exact counts */
     uint64_t f16o, f16u, f16s, b16o, b16u, b16s; /* what-if FP16/BF16 counts, summed */
     uint64_t f8[2][AMPDIAG_WHATIF_NCLASSES];     /* what-if E4M3 [0] / E5M2 [1], unscaled, summed */
+    uint64_t f8d[2][AMPDIAG_WHATIF_NCLASSES];    /* ... under delayed scaling (/whatif), summed */
+    uint64_t f8d_values[2];                      /* values those delayed counts are of */
     uint64_t lost;                              /* lost updates (kind update) */
     uint64_t lost_if16, lost_ifb16;             /* ... that FP16 / BF16 weights would lose */
     uint64_t first_count, first_zero;           /* count and zeros of the first record */
@@ -152,6 +154,40 @@ typedef struct an_headroom {
     double over[2], under[2];
 } an_headroom;
 
+/* A tensor (layer x kind) that casting to FP8 would hurt: at least AN_FP8_MIN_FRACTION of its
+ * values would overflow or flush to zero (src/analysis/fp8.c). */
+#define AN_FP8_MIN_FRACTION 1e-3
+#define AN_FP8_TOP 5
+typedef enum an_fp8_reason {
+    AN_FP8_RANGE = 0, /* its dynamic range (over the trace) is wider than the format's */
+    AN_FP8_ABOVE,     /* unscaled: values above the format's largest value */
+    AN_FP8_BELOW,     /* unscaled: values below half its smallest subnormal */
+    AN_FP8_AMAX,      /* delayed: values grew past max / scale (the scale from earlier amax) */
+    AN_FP8_HISTORY,   /* delayed: values too far below the history's largest amax */
+    AN_FP8_MARGIN     /* delayed: a negative margin puts the history's amax beyond the format */
+} an_fp8_reason;
+typedef struct an_fp8_hurt {
+    int layer, kind;
+    int format;               /* AMPDIAG_E4M3 or AMPDIAG_E5M2 */
+    int scaling;              /* AMPDIAG_SCALING_NONE or _DELAYED */
+    uint64_t values, overflow, underflow;
+    double overflow_fraction, underflow_fraction;
+    double absmax, absmin_nz; /* the tensor's range over the trace, as held */
+    an_fp8_reason reason;
+} an_fp8_hurt;
+typedef struct an_fp8_findings {
+    int unscaled, delayed;    /* the trace has those counts */
+    int history, margin;      /* the delayed scaling's (trace attributes; -1 when not recorded) */
+    /* unscaled, per format (0 E4M3, 1 E5M2), any kind: up to 3, largest share first */
+    an_fp8_hurt hurt_unscaled[2][3];
+    int n_unscaled[2];
+    /* Transformer Engine's default recipe (delayed scaling, HYBRID: E4M3 for activations and
+     * weights, E5M2 for their gradients): the tensors it would hurt, largest share first */
+    an_fp8_hurt hurt[AN_FP8_TOP];
+    int nhurt;
+    size_t nhurt_all;         /* how many tensors it would hurt in all */
+} an_fp8_findings;
+
 typedef struct an_findings {
     /* totals per tensor kind over all layers, and over everything */
     an_cell kind[AMPDIAG_NKINDS];
@@ -181,6 +217,8 @@ typedef struct an_findings {
     uint64_t update_nonzero;
     double lost_fraction;       /* rounded away in the run's own weight storage */
     double lost_if_fp16, lost_if_bf16; /* would round away with 16-bit weights (NaN: not recorded) */
+
+    an_fp8_findings fp8;        /* what FP8 would do (fp8.c) */
 
     const ampdiag_trace_eval *last_eval; /* NULL when none */
     int eval_is_accuracy;       /* the metric is an accuracy: print it as a percentage */
@@ -278,7 +316,10 @@ typedef struct an_run {
     double step_ratio_median;      /* median of /steps update_ratio */
     uint64_t lost, update_nonzero; /* totals over layers */
     int lost_if_fields;            /* /tensors has lost_if_fp16 and lost_if_bf16 (what-if) */
-    int fp8_fields;                /* /tensors has the e4m3_* and e5m2_* what-if counts */
+    int fp8_fields;                /* the trace has unscaled E4M3/E5M2 what-if counts (/tensors'
+                                      e4m3_* and e5m2_* in v1, /whatif rows in v2) */
+    int fp8_delayed;               /* ... and delayed-scaling ones (/whatif) */
+    int fp8_history, fp8_margin;   /* their amax history and margin (-1: not recorded) */
     int have_lost_if;              /* ... and some count is non-zero: the writer computed them
                                       (ampdiag_trace_append_tensor writes zeros) */
     uint64_t lost_if16, lost_ifb16;/* totals over layers; 0 without the fields */

@@ -2,6 +2,7 @@
  * findings.c - what one trace says (findings.h).
  */
 #include "analysis/findings.h"
+#include "analysis/fp8.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,9 +22,13 @@ static void cell_merge(an_cell *d, const an_cell *s)
     d->b16o += s->b16o;
     d->b16u += s->b16u;
     d->b16s += s->b16s;
-    for (int f = 0; f < 2; f++)
-        for (int c = 0; c < AMPDIAG_WHATIF_NCLASSES; c++)
+    for (int f = 0; f < 2; f++) {
+        for (int c = 0; c < AMPDIAG_WHATIF_NCLASSES; c++) {
             d->f8[f][c] += s->f8[f][c];
+            d->f8d[f][c] += s->f8d[f][c];
+        }
+        d->f8d_values[f] += s->f8d_values[f];
+    }
     d->lost += s->lost;
     d->lost_if16 += s->lost_if16;
     d->lost_ifb16 += s->lost_ifb16;
@@ -159,6 +164,7 @@ int an_findings_of(const an_run *r, an_findings *f)
 
     f->last_eval = r->nevals ? &r->evals[r->nevals - 1] : NULL;
     f->eval_is_accuracy = strcmp(r->eval_metric, "accuracy") == 0;
+    an_fp8_findings_of(r, &f->fp8);
     return headroom(r, f);
 }
 

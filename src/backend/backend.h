@@ -107,6 +107,12 @@ struct backend {
     /* ampdiag_tstats_compute on the buffer; h may be NULL. */
     void (*tstats)(const backend *bk, const float *x, size_t n, ampdiag_tstats *s,
                    ampdiag_hist *h);
+    /* ampdiag_whatif_scaled_n on the buffer: the what-if counts of nfmt formats, fmt[i] after
+     * multiplying by scale[i] (per-tensor scaled FP8), into counts[i]. 0, or -1 for an unknown
+     * fmt or a scale not finite and > 0. NULL where a backend has none: the delayed-scaling FP8
+     * counts are then not recorded. */
+    int (*whatif_scaled)(const backend *bk, size_t nfmt, const ampdiag_format *fmt, const float *scale,
+                         const float *x, size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES]);
 
     /* ---------------------------------------------------------------- GEMM
      * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when

@@ -94,6 +94,9 @@ static void usage(FILE *f)
             "  --shuffle on|off     shuffle batches by seed (default on) or take them in file order\n"
             "  --trace-every N      tensor statistics every N steps (default 1; 0 = steps only)\n"
             "  --hist-every N       exponent histograms every N steps (default 50; 0 = none)\n"
+            "  --fp8-amax-history N --fp8-margin M   FP8 what-if under Transformer Engine's delayed\n"
+            "                       scaling: amax history of N traced steps (default 1024, TE's;\n"
+            "                       0 = not counted) and margin M (default 0)\n"
             "  --trace-threads N    1: take tensor statistics and write the trace on other threads\n"
             "                       while training goes on; 0: on the training thread (default 1\n"
             "                       with 2+ cores)\n"
@@ -125,7 +128,7 @@ enum {
     O_WD, O_BETA1, O_BETA2, O_EPS, O_OSTATE, O_CLIP, O_LOSS_SCALE, O_SINIT, O_SGROWTH, O_SBACKOFF,
     O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY, O_TRACE_THREADS,
     O_HIST_EVERY, O_EVAL_EVERY, O_PATIENCE, O_FLUSH_EVERY, O_FLUSH_SECONDS, O_INIT, O_SAVE,
-    O_PROGRESS, O_OVERWRITE, O_SCENARIO
+    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN
 };
 
 /* Every option of `ampdiag run` (the sweep passes them on: see cmd_sweep.c). */
@@ -146,6 +149,7 @@ const cli_opt run_options[] = {
     {"--seed", 0, CLI_ARG, O_SEED}, {"--shuffle", 0, CLI_ARG, O_SHUFFLE},
     {"--trace-every", 0, CLI_ARG, O_TRACE_EVERY}, {"--trace-threads", 0, CLI_ARG, O_TRACE_THREADS},
     {"--hist-every", 0, CLI_ARG, O_HIST_EVERY},
+    {"--fp8-amax-history", 0, CLI_ARG, O_FP8_HISTORY}, {"--fp8-margin", 0, CLI_ARG, O_FP8_MARGIN},
     {"--eval-every", 0, CLI_ARG, O_EVAL_EVERY}, {"--patience", 0, CLI_ARG, O_PATIENCE},
     {"--flush-every", 0, CLI_ARG, O_FLUSH_EVERY}, {"--flush-seconds", 0, CLI_ARG, O_FLUSH_SECONDS},
     {"--init-from", 0, CLI_ARG, O_INIT}, {"--save-weights", 0, CLI_ARG, O_SAVE},
@@ -448,6 +452,8 @@ static int output_option(run_args *a, int ch, const char *arg)
     case O_TRACE_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->trace_every = (int)v; return 0;
     case O_TRACE_THREADS: if (integer(ch, arg, 0, 1, &v)) return EXIT_USAGE; c->trace_threads = (int)v; return 0;
     case O_HIST_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->hist_every = (int)v; return 0;
+    case O_FP8_HISTORY: if (integer(ch, arg, 0, 1000000, &v)) return EXIT_USAGE; c->fp8_history = (int)v; return 0;
+    case O_FP8_MARGIN: if (integer(ch, arg, -64, 64, &v)) return EXIT_USAGE; c->fp8_margin = (int)v; return 0;
     case O_EVAL_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->eval_every = (int)v; return 0;
     case O_PATIENCE: if (integer(ch, arg, 1, 1000000000, &v)) return EXIT_USAGE; c->patience = (int)v; return 0;
     case O_FLUSH_EVERY: if (integer(ch, arg, 1, 1000000, &v)) return EXIT_USAGE; c->flush_every = (unsigned)v; return 0;

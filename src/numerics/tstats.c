@@ -1185,29 +1185,86 @@ int ampdiag_hist_bin_of(float x)
     return AMPDIAG_HIST_BIN((int)(a >> 23) - 127);
 }
 
+/* The scaled what-if counts of nb values against one format's thresholds t (|x| bit patterns),
+ * and of two formats' in one pass; counts per block in 32 bits, in plain variables, and the
+ * compares signed (|x| bits and thresholds are below 2^31), so that the compiler vectorises
+ * them. -O2's cost model vectorises them poorly: compiled at O3, with an AVX2 clone, the
+ * two-format pass over 1M values took 0.45 ms of thread CPU time instead of 0.78 (2-core VM).
+ * (Not under ThreadSanitizer: gcc instruments the ifunc resolvers, which run before TSan is up.) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define SCALED_CLONES __attribute__((target_clones("avx2", "default"), optimize("O3")))
+#elif defined(__GNUC__) && !defined(__clang__)
+#define SCALED_CLONES __attribute__((optimize("O3")))
+#else
+#define SCALED_CLONES
+#endif
+SCALED_CLONES static void scaled_block1(const float *x, size_t nb, const uint32_t *t, uint64_t *c)
+{
+    const int32_t t0 = (int32_t)t[0], t1 = (int32_t)t[1], t2 = (int32_t)t[2], inf = (int32_t)AMPDIAG_F32_INF;
+    int32_t ovf = 0, unf = 0, sub = 0;
+    for (size_t i = 0; i < nb; i++) {
+        int32_t a = (int32_t)(load_bits(x, i) & 0x7fffffffu);
+        ovf += (a >= t0) & (a < inf);
+        unf += (a != 0) & (a <= t2);
+        sub += (a > t2) & (a < t1);
+    }
+    c[AMPDIAG_WHATIF_OVERFLOW] += (uint64_t)ovf;
+    c[AMPDIAG_WHATIF_UNDERFLOW] += (uint64_t)unf;
+    c[AMPDIAG_WHATIF_SUBNORMAL] += (uint64_t)sub;
+}
+
+SCALED_CLONES static void scaled_block2(const float *x, size_t nb, const uint32_t *t, const uint32_t *u, uint64_t *c,
+                          uint64_t *d)
+{
+    const int32_t t0 = (int32_t)t[0], t1 = (int32_t)t[1], t2 = (int32_t)t[2];
+    const int32_t u0 = (int32_t)u[0], u1 = (int32_t)u[1], u2 = (int32_t)u[2], inf = (int32_t)AMPDIAG_F32_INF;
+    int32_t ovf = 0, unf = 0, sub = 0, ovf2 = 0, unf2 = 0, sub2 = 0;
+    for (size_t i = 0; i < nb; i++) {
+        int32_t a = (int32_t)(load_bits(x, i) & 0x7fffffffu);
+        int32_t fin = a < inf, nz = a != 0;
+        ovf += (a >= t0) & fin;
+        unf += nz & (a <= t2);
+        sub += (a > t2) & (a < t1);
+        ovf2 += (a >= u0) & fin;
+        unf2 += nz & (a <= u2);
+        sub2 += (a > u2) & (a < u1);
+    }
+    c[AMPDIAG_WHATIF_OVERFLOW] += (uint64_t)ovf;
+    c[AMPDIAG_WHATIF_UNDERFLOW] += (uint64_t)unf;
+    c[AMPDIAG_WHATIF_SUBNORMAL] += (uint64_t)sub;
+    d[AMPDIAG_WHATIF_OVERFLOW] += (uint64_t)ovf2;
+    d[AMPDIAG_WHATIF_UNDERFLOW] += (uint64_t)unf2;
+    d[AMPDIAG_WHATIF_SUBNORMAL] += (uint64_t)sub2;
+}
+
+int ampdiag_whatif_scaled_n(size_t nfmt, const ampdiag_format *fmt, const float *scale, const float *x,
+                            size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES])
+{
+    uint32_t t[2][3];
+    if (nfmt > 2) /* in pairs */
+        return ampdiag_whatif_scaled_n(2, fmt, scale, x, n, counts) ||
+                       ampdiag_whatif_scaled_n(nfmt - 2, fmt + 2, scale + 2, x, n, counts + 2)
+                   ? -1
+                   : 0;
+    for (size_t f = 0; f < nfmt; f++)
+        if (ampdiag_scaled_thresholds(fmt[f], scale[f], t[f]) != 0)
+            return -1;
+    uint64_t c[2][AMPDIAG_WHATIF_NCLASSES];
+    memset(c, 0, sizeof c);
+    for (size_t done = 0; done < n;) {
+        size_t nb = n - done < TSTATS_BLOCK ? n - done : TSTATS_BLOCK;
+        if (nfmt == 2)
+            scaled_block2(x + done, nb, t[0], t[1], c[0], c[1]);
+        else if (nfmt == 1)
+            scaled_block1(x + done, nb, t[0], c[0]);
+        done += nb;
+    }
+    memcpy(counts, c, nfmt * sizeof c[0]);
+    return 0;
+}
+
 int ampdiag_whatif_scaled(ampdiag_format fmt, float scale, const float *x, size_t n,
                           uint64_t counts[AMPDIAG_WHATIF_NCLASSES])
 {
-    uint32_t t[3];
-    if (ampdiag_scaled_thresholds(fmt, scale, t) != 0)
-        return -1;
-    uint64_t c[AMPDIAG_WHATIF_NCLASSES] = {0};
-    while (n > 0) {
-        /* blocks of 32-bit counts, which the compiler vectorises */
-        size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
-        uint32_t ovf = 0, unf = 0, sub = 0;
-        for (size_t i = 0; i < nb; i++) {
-            uint32_t a = load_bits(x, i) & 0x7fffffffu;
-            ovf += (a >= t[0]) & (a < AMPDIAG_F32_INF);
-            unf += (a != 0) & (a <= t[2]);
-            sub += (a > t[2]) & (a < t[1]);
-        }
-        c[AMPDIAG_WHATIF_OVERFLOW] += ovf;
-        c[AMPDIAG_WHATIF_UNDERFLOW] += unf;
-        c[AMPDIAG_WHATIF_SUBNORMAL] += sub;
-        x += nb;
-        n -= nb;
-    }
-    memcpy(counts, c, sizeof c);
-    return 0;
+    return ampdiag_whatif_scaled_n(1, &fmt, &scale, x, n, (uint64_t (*)[AMPDIAG_WHATIF_NCLASSES])counts);
 }

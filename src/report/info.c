@@ -3,6 +3,7 @@
  * loaded run and its findings (info.h).
  */
 #include "report/info.h"
+#include "report/fp8.h"
 #include "analysis/recommend.h"
 #include "util/escape.h"
 #include "util/json.h"
@@ -209,102 +210,68 @@ static void text_headroom(FILE *f, const an_run *r, const an_findings *fd, int f
     }
 }
 
-/* The what-if counts of a cell for format fm: 0 fp16, 1 bf16, 2 e4m3, 3 e5m2. */
-static void cell_whatif(const an_cell *a, int fm, uint64_t *o, uint64_t *u, uint64_t *s)
+/* The what-if counts of a cell for format fm: 0 fp16, 1 bf16, 2 e4m3, 3 e5m2 (unscaled), 4 e4m3,
+ * 5 e5m2 under delayed scaling; returns the number of values they are of. */
+static uint64_t cell_whatif(const an_cell *a, int fm, uint64_t *o, uint64_t *u, uint64_t *s)
 {
     if (fm >= 2) {
-        *o = a->f8[fm - 2][AMPDIAG_WHATIF_OVERFLOW];
-        *u = a->f8[fm - 2][AMPDIAG_WHATIF_UNDERFLOW];
-        *s = a->f8[fm - 2][AMPDIAG_WHATIF_SUBNORMAL];
-        return;
+        const uint64_t *v = fm >= 4 ? a->f8d[fm - 4] : a->f8[fm - 2];
+        *o = v[AMPDIAG_WHATIF_OVERFLOW];
+        *u = v[AMPDIAG_WHATIF_UNDERFLOW];
+        *s = v[AMPDIAG_WHATIF_SUBNORMAL];
+        return fm >= 4 ? a->f8d_values[fm - 4] : a->count;
     }
     *o = fm ? a->b16o : a->f16o;
     *u = fm ? a->b16u : a->f16u;
     *s = fm ? a->b16s : a->f16s;
+    return a->count;
 }
 
-static const char *const whatif_name[4] = {"fp16", "bf16", "e4m3", "e5m2"};
+static const char *const whatif_name[6] = {"fp16", "bf16", "e4m3", "e5m2", "e4m3_delayed", "e5m2_delayed"};
 
-/* How many formats the trace has what-if counts for: FP16 and BF16, and the two FP8 ones
- * where the trace records them. */
-static int whatif_formats(const an_run *r) { return r->fp8_fields ? 4 : 2; }
+/* Whether the trace has what-if counts for format fm (as cell_whatif numbers them): FP16 and
+ * BF16 always, the FP8 ones where it records them. */
+static int whatif_has(const an_run *r, int fm) { return fm < 2 || (fm < 4 ? r->fp8_fields : r->fp8_delayed); }
 
-#define FP8_HURT_TOP 3
-typedef struct fp8_hurt {
-    int layer, kind;
-    double over, under; /* fractions of the cell's values */
-} fp8_hurt;
-
-/* The layer x kind cells an unscaled FP8 format fm (2 or 3) would hurt most: the largest share
- * of values that overflow or flush, at least 0.1%; up to FP8_HURT_TOP into h. Returns how many. */
-static int fp8_hurt_most(const an_run *r, int fm, fp8_hurt *h)
+static void text_fp8_hurt(FILE *f, const an_run *r, const an_findings *fd)
 {
-    int n = 0;
-    for (size_t l = 0; l < r->nlayers; l++)
-        for (int k = 0; k < AMPDIAG_NKINDS; k++) {
-            const an_cell *c = &r->layers[l].cell[k];
-            if (!c->count)
-                continue;
-            uint64_t o, u, s;
-            cell_whatif(c, fm, &o, &u, &s);
-            fp8_hurt x = {(int)l, k, (double)o / (double)c->count, (double)u / (double)c->count};
-            if (x.over + x.under < 1e-3)
-                continue;
-            double sx = x.over + x.under;
-            int at;
-            if (n < FP8_HURT_TOP)
-                at = n++;
-            else if (sx > h[FP8_HURT_TOP - 1].over + h[FP8_HURT_TOP - 1].under)
-                at = FP8_HURT_TOP - 1;
-            else
-                continue;
-            h[at] = x;
-            for (int i = at; i > 0 && h[i].over + h[i].under > h[i - 1].over + h[i - 1].under; i--) {
-                fp8_hurt t = h[i];
-                h[i] = h[i - 1];
-                h[i - 1] = t;
-            }
-        }
-    return n;
-}
-
-static void text_fp8_hurt(FILE *f, const an_run *r)
-{
-    if (!r->fp8_fields)
-        return;
-    for (int fm = 2; fm < 4; fm++) {
-        fp8_hurt h[FP8_HURT_TOP];
-        int n = fp8_hurt_most(r, fm, h);
-        fprintf(f, "%s (unscaled) would hurt most:%s\n", whatif_name[fm], n ? "" : " nothing (under 0.1% of any tensor)");
+    const an_fp8_findings *x = &fd->fp8;
+    for (int fm = 0; x->unscaled && fm < 2; fm++) {
+        int n = x->n_unscaled[fm];
+        fprintf(f, "%s (unscaled) would hurt most:%s\n", whatif_name[fm + 2], n ? "" : " nothing (under 0.1% of any tensor)");
         for (int i = 0; i < n; i++) {
+            const an_fp8_hurt *h = &x->hurt_unscaled[fm][i];
             char tl[160];
             fprintf(f, "  %-12s %-16s %.3g%% overflow, %.3g%% flush to zero\n",
-                    str_escape_ctl(tl, sizeof tl, lname(r, h[i].layer)), ampdiag_kind_name(h[i].kind),
-                    100.0 * h[i].over, 100.0 * h[i].under);
+                    str_escape_ctl(tl, sizeof tl, lname(r, h->layer)), ampdiag_kind_name(h->kind),
+                    100.0 * h->overflow_fraction, 100.0 * h->underflow_fraction);
         }
     }
+    report_text_fp8(f, r, x, "");
 }
 
 static void text_whatif(FILE *f, const an_run *r, const an_findings *fd)
 {
-    fprintf(f, "what if stored in fp16 / bf16%s (values summed over the trace; %% of all values of "
-               "that kind):\n", r->fp8_fields ? " / e4m3 / e5m2 (FP8 unscaled)" : "");
+    fprintf(f, "what if stored in fp16 / bf16%s%s (values summed over the trace; %% of all values of "
+               "that kind):\n", r->fp8_fields ? " / e4m3 / e5m2 (FP8 unscaled)" : "",
+            r->fp8_delayed ? " / e4m3 / e5m2 under delayed scaling" : "");
     fprintf(f, "  %-16s %12s  %-18s %-18s %-18s\n", "kind", "values", "overflow", "underflow",
             "subnormal");
-    for (int fm = 0; fm < whatif_formats(r); fm++) {
+    for (int fm = 0; fm < 6; fm++) {
+        if (!whatif_has(r, fm))
+            continue;
         fprintf(f, " %s\n", whatif_name[fm]);
         for (int k = 0; k <= AMPDIAG_NKINDS; k++) {
             const an_cell *a = k < AMPDIAG_NKINDS ? &fd->kind[k] : &fd->all;
-            if (k < AMPDIAG_NKINDS && a->records == 0)
-                continue;
             char o[40], u[40], sb[40];
-            uint64_t co, cu, cs;
-            cell_whatif(a, fm, &co, &cu, &cs);
-            fmt_pct(o, sizeof o, co, a->count);
-            fmt_pct(u, sizeof u, cu, a->count);
-            fmt_pct(sb, sizeof sb, cs, a->count);
+            uint64_t co, cu, cs, nv = cell_whatif(a, fm, &co, &cu, &cs);
+            if (k < AMPDIAG_NKINDS && (a->records == 0 || nv == 0))
+                continue;
+            fmt_pct(o, sizeof o, co, nv);
+            fmt_pct(u, sizeof u, cu, nv);
+            fmt_pct(sb, sizeof sb, cs, nv);
             fprintf(f, "  %-16s %12" PRIu64 "  %-18s %-18s %-18s\n",
-                    k < AMPDIAG_NKINDS ? ampdiag_kind_name(k) : "all", a->count, o, u, sb);
+                    k < AMPDIAG_NKINDS ? ampdiag_kind_name(k) : "all", nv, o, u, sb);
         }
     }
     const an_cell *all = &fd->all;
@@ -332,7 +299,7 @@ int report_info_text(FILE *f, const an_run *r, const an_findings *fd, size_t top
     text_headroom(f, r, fd, 0, top);
     text_headroom(f, r, fd, 1, top);
     text_whatif(f, r, fd);
-    text_fp8_hurt(f, r);
+    text_fp8_hurt(f, r, fd);
     return ferror(f) ? -1 : 0;
 }
 
@@ -378,11 +345,10 @@ static void json_headroom(jw *w, const char *k, const an_run *r, const an_findin
 
 static void json_whatif_entry(jw *w, const char *k, const an_cell *a, int fm)
 {
-    double n = a->count ? (double)a->count : NAN;
-    uint64_t o, u, s;
-    cell_whatif(a, fm, &o, &u, &s);
+    uint64_t o, u, s, nv = cell_whatif(a, fm, &o, &u, &s);
+    double n = nv ? (double)nv : NAN;
     jw_open(w, k, '{');
-    jw_u64(w, "values", a->count);
+    jw_u64(w, "values", nv);
     jw_u64(w, "overflow", o);
     jw_num(w, "overflow_fraction", (double)o / n);
     jw_u64(w, "underflow", u);
@@ -500,22 +466,25 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
     jw_close(w, '}');
     jw_open(w, "what_if", '{');
-    for (int fm = 0; fm < whatif_formats(r); fm++) {
+    for (int fm = 0; fm < 6; fm++) {
+        if (!whatif_has(r, fm))
+            continue;
         jw_open(w, whatif_name[fm], '{');
-        for (int k = 0; k < AMPDIAG_NKINDS; k++)
-            if (fd->kind[k].records)
+        for (int k = 0; k < AMPDIAG_NKINDS; k++) {
+            uint64_t o, u, s;
+            if (fd->kind[k].records && cell_whatif(&fd->kind[k], fm, &o, &u, &s))
                 json_whatif_entry(w, ampdiag_kind_name(k), &fd->kind[k], fm);
+        }
         json_whatif_entry(w, "all", &fd->all, fm);
-        if (fm >= 2) {
-            fp8_hurt h[FP8_HURT_TOP];
-            int nh = fp8_hurt_most(r, fm, h);
+        if (fm == 2 || fm == 3) {
             jw_open(w, "hurt_most", '[');
-            for (int i = 0; i < nh; i++) {
+            for (int i = 0; i < fd->fp8.n_unscaled[fm - 2]; i++) {
+                const an_fp8_hurt *h = &fd->fp8.hurt_unscaled[fm - 2][i];
                 jw_open(w, NULL, '{');
-                jw_str(w, "layer", lname(r, h[i].layer));
-                jw_str(w, "kind", ampdiag_kind_name(h[i].kind));
-                jw_num(w, "overflow_fraction", h[i].over);
-                jw_num(w, "underflow_fraction", h[i].under);
+                jw_str(w, "layer", lname(r, h->layer));
+                jw_str(w, "kind", ampdiag_kind_name(h->kind));
+                jw_num(w, "overflow_fraction", h->overflow_fraction);
+                jw_num(w, "underflow_fraction", h->underflow_fraction);
                 jw_close(w, '}');
             }
             jw_close(w, ']');
@@ -523,6 +492,7 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
         jw_close(w, '}');
     }
     jw_close(w, '}');
+    report_json_fp8(w, r, &fd->fp8);
     jw_open(w, "nonfinite", '{');
     jw_u64(w, "nan", fd->all.nan);
     jw_u64(w, "posinf", fd->all.posinf);

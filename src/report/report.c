@@ -6,6 +6,7 @@
  */
 #include "report/report.h"
 #include "numerics/numfmt.h"
+#include "report/fp8.h"
 #include "report/info.h"
 #include "util/escape.h"
 #include "util/json.h"
@@ -422,6 +423,18 @@ static void remedy_line(char *buf, size_t n, const rec_remedy *m)
              m->scope == REM_EVERY_RUN ? "every run" : "the recommended precision's run", m->why);
 }
 
+/* What an FP8 recipe would do to each run that recorded delayed-scaling counts. */
+static void text_fp8_runs(FILE *f, const an_run *runs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!runs[i].find.fp8.delayed)
+            continue;
+        char esc[STR_ESCAPED_SIZE(sizeof runs[i].label)];
+        fprintf(f, "%-11s%s:\n", "FP8", str_escape_ctl(esc, sizeof esc, runs[i].label));
+        report_text_fp8(f, &runs[i], &runs[i].find.fp8, "           ");
+    }
+}
+
 int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, const recommendation *R,
                 const report_opts *o)
 {
@@ -514,6 +527,7 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     text_list(f, "", &R->lr_why, "", width);
     wrap(f, "Clip", 11, R->clip_line, width);
     text_list(f, "", &R->clip_why, "", width);
+    text_fp8_runs(f, runs, n);
     if (R->warnings.n)
         text_list(f, "Warnings", &R->warnings, "", width);
     if (c->notes.n)
@@ -933,6 +947,7 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
     jw_num(w, "lost_if_bf16_fraction", r->find.lost_if_bf16);
     jw_bool(w, "weights_16bit", r->weights_16bit);
     jw_close(w, '}');
+    report_json_fp8(w, r, &r->find.fp8);
 
     jw_open(w, "layers", '[');
     for (size_t l = 0; l < r->nlayers; l++) {

@@ -315,7 +315,7 @@ static hid_t create_table(ampdiag_trace_writer *w, const trace_table *tb, hid_t 
     if (!fill)
         goto done;
     trace_fill_record(tb, fill);
-    if ((ftype = trace_table_type(tb, 1)) < 0)
+    if ((ftype = trace_table_wtype(tb, 1)) < 0)
         goto done;
     if ((space = H5Screate_simple(1, &dim, &maxdim)) < 0)
         goto done;
@@ -341,6 +341,31 @@ done:
 
 static void bg_start(ampdiag_trace_writer *w);
 static void bg_stop(ampdiag_trace_writer *w);
+static int write_rows(ampdiag_trace_writer *w, int t, const char *rows, hsize_t start, hsize_t count);
+
+/* /formats: every row of libampdiag's format table, so that /whatif's format is the
+ * ampdiag_format value (0, or -1 with the HDF5 error captured). */
+static int write_formats(ampdiag_trace_writer *w)
+{
+    ampdiag_trace_format rows[AMPDIAG_NFORMATS];
+    memset(rows, 0, sizeof rows);
+    for (int i = 0; i < AMPDIAG_NFORMATS; i++) {
+        const ampdiag_format_info *f = ampdiag_format_get((ampdiag_format)i);
+        rows[i].index = i;
+        trace_copy_text(rows[i].name, sizeof rows[i].name, f->name, SIZE_MAX);
+        rows[i].bits = f->bits;
+        rows[i].exp_bits = f->exp_bits;
+        rows[i].mant_bits = f->mant_bits;
+        rows[i].max_finite = f->max_finite;
+        rows[i].min_normal = f->min_normal;
+        rows[i].min_subnormal = f->min_subnormal;
+        rows[i].has_inf = f->has_inf ? 1 : 0;
+    }
+    if (write_rows(w, TBL_FORMATS, (const char *)rows, 0, AMPDIAG_NFORMATS) != 0)
+        return -1;
+    w->tb[TBL_FORMATS].written = AMPDIAG_NFORMATS;
+    return 0;
+}
 
 static void writer_release(ampdiag_trace_writer *w)
 {
@@ -448,7 +473,7 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
         goto done;
     }
     for (int i = 0; i < TBL_N; i++) {
-        if ((w->mtype[i] = trace_table_type(&trace_tables[i], 0)) < 0) {
+        if ((w->mtype[i] = trace_table_wtype(&trace_tables[i], 0)) < 0) {
             rc = io_fail(w, "build the record types");
             goto done;
         }
@@ -458,6 +483,10 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
             rc = io_fail(w, what);
             goto done;
         }
+    }
+    if (write_formats(w) != 0) {
+        rc = io_fail(w, "write /formats");
+        goto done;
     }
     char start[40];
     iso_now(start, sizeof start);
@@ -498,8 +527,11 @@ done:
                 }
             H5Fclose(w->file);
         }
-        if (tmp)
-            unlink(tmp); /* holding no record: no unreadable file is left */
+        if (tmp && unlink(tmp) == 0 && w->file >= 0) {
+            /* holding no record: no unreadable file is left (said as close says it) */
+            size_t l = strlen(msg);
+            snprintf(msg + l, sizeof msg - l, "; the trace held no record and was removed");
+        }
         free(tmp);
         writer_release(w);
         trace_quiet_end(&q);
@@ -947,6 +979,56 @@ int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step 
     return rc;
 }
 
+/* One /whatif row (arguments checked by the caller). */
+static int push_whatif(ampdiag_trace_writer *w, int64_t step, int layer, ampdiag_tensor_kind kind,
+                       ampdiag_format fmt, ampdiag_whatif_scaling scaling, float scale,
+                       uint64_t count, const uint64_t counts[AMPDIAG_WHATIF_NCLASSES])
+{
+    int rc;
+    ampdiag_trace_whatif *row = push_row(w, TBL_WHATIF, &rc);
+    if (!row)
+        return rc;
+    row->step = step;
+    row->layer = layer;
+    row->kind = (int32_t)kind;
+    row->format = (int32_t)fmt;
+    row->scaling = (int32_t)scaling;
+    row->scale = scale;
+    row->count = count;
+    row->overflow = counts[AMPDIAG_WHATIF_OVERFLOW];
+    row->underflow = counts[AMPDIAG_WHATIF_UNDERFLOW];
+    row->subnormal = counts[AMPDIAG_WHATIF_SUBNORMAL];
+    commit_row(w, TBL_WHATIF);
+    w->info.whatifs++;
+    return 0;
+}
+
+int ampdiag_trace_append_whatif(ampdiag_trace_writer *w, int64_t step, int layer,
+                                ampdiag_tensor_kind kind, ampdiag_format fmt,
+                                ampdiag_whatif_scaling scaling, float scale, uint64_t count,
+                                const uint64_t counts[AMPDIAG_WHATIF_NCLASSES])
+{
+    static const char fn[] = "ampdiag_trace_append_whatif";
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if (!counts)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: NULL counts", fn);
+    if ((rc = check_step(w, step, fn)) || (rc = check_layer(w, layer, 0, fn)))
+        return rc;
+    if ((int)kind < 0 || kind >= AMPDIAG_NKINDS)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: unknown tensor kind %d", fn, (int)kind);
+    if ((int)fmt <= (int)AMPDIAG_FP32 || fmt >= AMPDIAG_NFORMATS)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: format %d is not a what-if format (trace '%s')",
+                          fn, (int)fmt, w->path);
+    if ((int)scaling < 0 || scaling >= AMPDIAG_NSCALINGS)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: unknown scaling %d", fn, (int)scaling);
+    if (!(scale > 0.0f) || !isfinite(scale) || (scaling == AMPDIAG_SCALING_NONE && scale != 1.0f))
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: scale %g is not finite and > 0 (1 when unscaled)",
+                          fn, (double)scale);
+    return push_whatif(w, step, layer, kind, fmt, scaling, scale, count, counts);
+}
+
 static int append_tensor(ampdiag_trace_writer *w, const char *fn, int64_t step, int layer,
                          ampdiag_tensor_kind kind, const ampdiag_tstats *s, uint64_t lost_updates,
                          uint64_t lost_if_fp16, uint64_t lost_if_bf16)
@@ -972,6 +1054,12 @@ static int append_tensor(ampdiag_trace_writer *w, const char *fn, int64_t step, 
     row->lost_if_bf16 = lost_if_bf16;
     commit_row(w, TBL_TENSORS);
     w->info.tensors++;
+    /* the unscaled what-if counts of the formats /tensors has no fields for */
+    static const ampdiag_format fp8[2] = {AMPDIAG_E4M3, AMPDIAG_E5M2};
+    for (int i = 0; i < 2; i++)
+        if ((rc = push_whatif(w, step, layer, kind, fp8[i], AMPDIAG_SCALING_NONE, 1.0f, s->count,
+                              s->whatif[fp8[i]])))
+            return rc;
     return 0;
 }
 

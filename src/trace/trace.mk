@@ -1,4 +1,4 @@
-# trace.mk - the HDF5 trace format v1 (traces/FORMAT.md): writer, reader and validation
+# trace.mk - the HDF5 trace format v2 (traces/FORMAT.md): writer, reader and validation
 # (src/trace/*.c: libampdiag's only HDF5 users; src/train/data.c and weights.c read data sets
 # and weights files with HDF5 too), `ampdiag info`, their tests, the
 # reference traces and the trace benchmark. Included from Makefile.am.
@@ -14,7 +14,8 @@ ampdiag_SOURCES += src/cli/cmd_info.c
 # t_trace: round trip of every record type; t_trace_validate: every way a file can fail to be a
 # trace (it builds bad files with the HDF5 API); t_trace_crash: SIGKILLed writers and a write
 # failure (file size limit); t_trace_ref: the reference traces in traces/; t_info.sh: the CLI.
-check_PROGRAMS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref
+check_PROGRAMS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref \
+	tests/t_public_writer
 tests_t_trace_SOURCES = tests/t_trace.c tests/trace_synth.h
 tests_t_trace_LDADD = libampdiag.la -lm
 tests_t_trace_validate_SOURCES = tests/t_trace_validate.c tests/trace_synth.h
@@ -24,10 +25,15 @@ tests_t_trace_crash_SOURCES = tests/t_trace_crash.c tests/trace_synth.h
 tests_t_trace_crash_LDADD = libampdiag.la -lm
 tests_t_trace_ref_SOURCES = tests/t_trace_ref.c tests/trace_synth.h
 tests_t_trace_ref_LDADD = libampdiag.la -lm
-TESTS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref tests/t_info.sh
+# t_public_writer: a trace copied through the public API alone (t_public_writer.sh runs it)
+tests_t_public_writer_SOURCES = tests/t_public_writer.c
+tests_t_public_writer_LDADD = libampdiag.la
+TESTS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref tests/t_info.sh \
+	tests/t_public_writer.sh
 
-TRACE_REFERENCE = traces/v1-fp32-complete.h5 traces/v1-fp16-diverged.h5 traces/v1-cutoff.h5
-EXTRA_DIST += tests/t_info.sh tests/valgrind-hdf5.supp tests/lsan-hdf5.supp traces/FORMAT.md \
+TRACE_REFERENCE = traces/v1-fp32-complete.h5 traces/v1-fp16-diverged.h5 traces/v1-cutoff.h5 \
+	traces/v2-fp32-delayed.h5
+EXTRA_DIST += tests/t_info.sh tests/t_public_writer.sh tests/valgrind-hdf5.supp tests/lsan-hdf5.supp traces/FORMAT.md \
 	traces/README.md \
 	$(TRACE_REFERENCE)
 

@@ -25,6 +25,8 @@ static const char *const event_names[AMPDIAG_NEVENT_CODES] = {
 };
 
 static const char *const status_names[] = {"running", "complete", "diverged", "interrupted"};
+
+static const char *const scaling_names[AMPDIAG_NSCALINGS] = {"none", "delayed"};
 #define NSTATUS ((int)(sizeof status_names / sizeof status_names[0]))
 
 const char *ampdiag_kind_name(int kind)
@@ -35,6 +37,11 @@ const char *ampdiag_kind_name(int kind)
 const char *ampdiag_event_name(int code)
 {
     return code >= 0 && code < AMPDIAG_NEVENT_CODES ? event_names[code] : NULL;
+}
+
+const char *ampdiag_scaling_name(int scaling)
+{
+    return scaling >= 0 && scaling < AMPDIAG_NSCALINGS ? scaling_names[scaling] : NULL;
 }
 
 const char *ampdiag_status_name(int status)
@@ -55,15 +62,17 @@ static int parse_name(const char *const *names, int n, const char *s)
 int ampdiag_kind_parse(const char *name) { return parse_name(kind_names, AMPDIAG_NKINDS, name); }
 int ampdiag_event_parse(const char *name) { return parse_name(event_names, AMPDIAG_NEVENT_CODES, name); }
 int ampdiag_status_parse(const char *name) { return parse_name(status_names, NSTATUS, name); }
+int ampdiag_scaling_parse(const char *name) { return parse_name(scaling_names, AMPDIAG_NSCALINGS, name); }
 
 /* ------------------------------------------------------------------------------------------
  * Tables
  * ------------------------------------------------------------------------------------------ */
 
-#define F(rec, member, type) {#member, type, offsetof(rec, member), 0, 0}
-#define FO(rec, member, type) {#member, type, offsetof(rec, member), 0, 1} /* optional */
-#define FS(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 0}
-#define FSO(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 1}
+#define F(rec, member, type) {#member, type, offsetof(rec, member), 0, 0, 0}
+#define FO(rec, member, type) {#member, type, offsetof(rec, member), 0, 1, 0} /* optional */
+#define F1(rec, member, type) {#member, type, offsetof(rec, member), 0, 1, 1} /* optional, v1 only */
+#define FS(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 0, 0}
+#define FSO(rec, member) {#member, FT_STR, offsetof(rec, member), sizeof(((rec *)0)->member), 1, 0}
 #define NF(a) (sizeof(a) / sizeof((a)[0]))
 
 static const trace_field layer_fields[] = {
@@ -117,19 +126,20 @@ static const trace_field tensor_fields[] = {
     /* added in v1 after the reference traces: optional for readers */
     FO(ampdiag_trace_tensor, lost_if_fp16, FT_U64),
     FO(ampdiag_trace_tensor, lost_if_bf16, FT_U64),
-    FO(ampdiag_trace_tensor, e4m3_overflow, FT_U64),
-    FO(ampdiag_trace_tensor, e4m3_underflow, FT_U64),
-    FO(ampdiag_trace_tensor, e4m3_subnormal, FT_U64),
-    FO(ampdiag_trace_tensor, e5m2_overflow, FT_U64),
-    FO(ampdiag_trace_tensor, e5m2_underflow, FT_U64),
-    FO(ampdiag_trace_tensor, e5m2_subnormal, FT_U64),
+    /* added in v1 later still; version 2 writes them as /whatif rows */
+    F1(ampdiag_trace_tensor, e4m3_overflow, FT_U64),
+    F1(ampdiag_trace_tensor, e4m3_underflow, FT_U64),
+    F1(ampdiag_trace_tensor, e4m3_subnormal, FT_U64),
+    F1(ampdiag_trace_tensor, e5m2_overflow, FT_U64),
+    F1(ampdiag_trace_tensor, e5m2_underflow, FT_U64),
+    F1(ampdiag_trace_tensor, e5m2_subnormal, FT_U64),
 };
 
 static const trace_field hist_fields[] = {
     F(ampdiag_trace_hist, step, FT_I64),
     F(ampdiag_trace_hist, layer, FT_I32),
     F(ampdiag_trace_hist, kind, FT_KIND),
-    {"bins", FT_HIST, offsetof(ampdiag_trace_hist, bin), 0, 0},
+    {"bins", FT_HIST, offsetof(ampdiag_trace_hist, bin), 0, 0, 0},
 };
 
 static const trace_field event_fields[] = {
@@ -148,27 +158,58 @@ static const trace_field eval_fields[] = {
     FO(ampdiag_trace_eval, loss_se, FT_F64),
 };
 
+/* version 2 */
+static const trace_field format_fields[] = {
+    F(ampdiag_trace_format, index, FT_I32),
+    FS(ampdiag_trace_format, name),
+    F(ampdiag_trace_format, bits, FT_I32),
+    F(ampdiag_trace_format, exp_bits, FT_I32),
+    F(ampdiag_trace_format, mant_bits, FT_I32),
+    F(ampdiag_trace_format, max_finite, FT_F64),
+    F(ampdiag_trace_format, min_normal, FT_F64),
+    F(ampdiag_trace_format, min_subnormal, FT_F64),
+    F(ampdiag_trace_format, has_inf, FT_BOOL),
+};
+
+static const trace_field whatif_fields[] = {
+    F(ampdiag_trace_whatif, step, FT_I64),
+    F(ampdiag_trace_whatif, layer, FT_I32),
+    F(ampdiag_trace_whatif, kind, FT_KIND),
+    F(ampdiag_trace_whatif, format, FT_I32),
+    F(ampdiag_trace_whatif, scaling, FT_SCALING),
+    F(ampdiag_trace_whatif, scale, FT_F32),
+    F(ampdiag_trace_whatif, count, FT_U64),
+    F(ampdiag_trace_whatif, overflow, FT_U64),
+    F(ampdiag_trace_whatif, underflow, FT_U64),
+    F(ampdiag_trace_whatif, subnormal, FT_U64),
+};
+
 /*
  * Chunk rows. Shuffle + deflate compress a compound column-wise, so long chunks compress best
  * (a 1024-row /tensors chunk to about 1/11 of its size); but under SWMR every flush rewrites the
  * partly filled last chunk of each table, recompressing it and leaving the old copy as dead
  * space (HDF5 does not reuse freed space while in SWMR mode; close compacts the file). So the
  * tables that gain few rows per flush (/steps, /events, /eval, /layers) have 64-row chunks, and
- * /histograms (2.3 KB rows) 64; /tensors, which gains layers x 5 rows per step, 1024.
+ * /histograms (2.3 KB rows) 64; /tensors, which gains layers x 5 rows per step, 1024, and
+ * /whatif (about 4 rows per tensor row, 45 bytes each) 2048. /formats is written once.
  */
 const trace_table trace_tables[TBL_N] = {
     [TBL_LAYERS] = {"/layers", "layer", layer_fields, NF(layer_fields), sizeof(ampdiag_trace_layer),
-                    64, offsetof(ampdiag_trace_layer, index), 1},
+                    64, offsetof(ampdiag_trace_layer, index), 1, 1},
     [TBL_STEPS] = {"/steps", "step", step_fields, NF(step_fields), sizeof(ampdiag_trace_step),
-                   64, offsetof(ampdiag_trace_step, step), 0},
+                   64, offsetof(ampdiag_trace_step, step), 0, 1},
     [TBL_TENSORS] = {"/tensors", "tensor", tensor_fields, NF(tensor_fields),
-                     sizeof(ampdiag_trace_tensor), 1024, offsetof(ampdiag_trace_tensor, step), 0},
+                     sizeof(ampdiag_trace_tensor), 1024, offsetof(ampdiag_trace_tensor, step), 0, 1},
     [TBL_HISTS] = {"/histograms", "histogram", hist_fields, NF(hist_fields),
-                   sizeof(ampdiag_trace_hist), 64, offsetof(ampdiag_trace_hist, step), 0},
+                   sizeof(ampdiag_trace_hist), 64, offsetof(ampdiag_trace_hist, step), 0, 1},
     [TBL_EVENTS] = {"/events", "event", event_fields, NF(event_fields), sizeof(ampdiag_trace_event),
-                    64, offsetof(ampdiag_trace_event, step), 0},
+                    64, offsetof(ampdiag_trace_event, step), 0, 1},
     [TBL_EVALS] = {"/eval", "eval", eval_fields, NF(eval_fields), sizeof(ampdiag_trace_eval), 64,
-                   offsetof(ampdiag_trace_eval, step), 0},
+                   offsetof(ampdiag_trace_eval, step), 0, 1},
+    [TBL_FORMATS] = {"/formats", "format", format_fields, NF(format_fields),
+                     sizeof(ampdiag_trace_format), 16, offsetof(ampdiag_trace_format, index), 1, 2},
+    [TBL_WHATIF] = {"/whatif", "what-if", whatif_fields, NF(whatif_fields),
+                    sizeof(ampdiag_trace_whatif), 2048, offsetof(ampdiag_trace_whatif, step), 0, 2},
 };
 
 static hid_t enum_type(const char *const *names, int n, int for_file)
@@ -215,6 +256,7 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file)
     }
     case FT_KIND: return enum_type(kind_names, AMPDIAG_NKINDS, for_file);
     case FT_CODE: return enum_type(event_names, AMPDIAG_NEVENT_CODES, for_file);
+    case FT_SCALING: return enum_type(scaling_names, AMPDIAG_NSCALINGS, for_file);
     case FT_HIST: {
         hsize_t dim = AMPDIAG_HIST_BINS;
         return H5Tarray_create2(for_file ? H5T_STD_U64LE : H5T_NATIVE_UINT64, 1, &dim);
@@ -223,7 +265,7 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file)
     return -1;
 }
 
-hid_t trace_table_type(const trace_table *tb, int for_file)
+static hid_t table_type(const trace_table *tb, int for_file, int written_only)
 {
     size_t total = 0;
     hid_t *ft = calloc(tb->nfields, sizeof *ft);
@@ -231,6 +273,8 @@ hid_t trace_table_type(const trace_table *tb, int for_file)
         return -1;
     hid_t ct = -1;
     for (size_t i = 0; i < tb->nfields; i++) {
+        if (written_only && tb->fields[i].v1_only)
+            continue;
         ft[i] = trace_field_type(tb->fields[i].type, tb->fields[i].size, for_file);
         if (ft[i] < 0)
             goto done;
@@ -241,6 +285,8 @@ hid_t trace_table_type(const trace_table *tb, int for_file)
         goto done;
     size_t off = 0;
     for (size_t i = 0; i < tb->nfields; i++) {
+        if (!ft[i])
+            continue; /* left out */
         size_t at = for_file ? off : tb->fields[i].offset;
         if (H5Tinsert(ct, tb->fields[i].name, at, ft[i]) < 0) {
             H5Tclose(ct);
@@ -256,6 +302,9 @@ done:
     free(ft);
     return ct;
 }
+
+hid_t trace_table_type(const trace_table *tb, int for_file) { return table_type(tb, for_file, 0); }
+hid_t trace_table_wtype(const trace_table *tb, int for_file) { return table_type(tb, for_file, 1); }
 
 void trace_fill_record(const trace_table *tb, void *rec)
 {

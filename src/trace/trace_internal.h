@@ -23,6 +23,7 @@ typedef enum trace_ftype {
     FT_STR,  /* char[size]     <-> fixed-length string of size bytes, NUL-terminated */
     FT_KIND, /* int32_t        <-> enum "tensor_kind" (uint8) */
     FT_CODE, /* int32_t        <-> enum "event_code" (uint8) */
+    FT_SCALING, /* int32_t     <-> enum "whatif_scaling" (uint8) */
     FT_HIST  /* uint64_t[281]  <-> uint64 array [281] */
 } trace_ftype;
 
@@ -33,9 +34,12 @@ typedef struct trace_field {
     size_t size;   /* FT_STR: bytes including the NUL */
     int optional;  /* added to format v1 after files without it existed: a reader accepts a table
                       without this field and reads it as 0 */
+    int v1_only;   /* a field of version 1 that version 2 keeps elsewhere: the writer leaves it
+                      out (the reader still reads it where a file has it) */
 } trace_field;
 
-enum { TBL_LAYERS, TBL_STEPS, TBL_TENSORS, TBL_HISTS, TBL_EVENTS, TBL_EVALS, TBL_N };
+enum { TBL_LAYERS, TBL_STEPS, TBL_TENSORS, TBL_HISTS, TBL_EVENTS, TBL_EVALS, TBL_FORMATS, TBL_WHATIF,
+       TBL_N };
 
 typedef struct trace_table {
     const char *path;          /* "/steps" */
@@ -46,6 +50,8 @@ typedef struct trace_table {
     hsize_t chunk_rows;
     size_t key_offset;         /* int64 step, or int32 index for /layers: -1 in fill rows */
     int key_is_i32;
+    int since;                 /* the format version that made the table required: an older
+                                  trace without it reads it as empty */
 } trace_table;
 
 extern const trace_table trace_tables[TBL_N];
@@ -54,6 +60,8 @@ extern const trace_table trace_tables[TBL_N];
  * native memory type laid out as the public struct. */
 hid_t trace_field_type(trace_ftype t, size_t size, int for_file);
 hid_t trace_table_type(const trace_table *tb, int for_file);
+/* The same with only the fields this version writes (no v1_only field): the writer's types. */
+hid_t trace_table_wtype(const trace_table *tb, int for_file);
 /* Fill a record with the table's fill value (key = -1, floats NaN, the rest 0). */
 void trace_fill_record(const trace_table *tb, void *rec);
 

@@ -595,6 +595,7 @@ static const char *expected_name(trace_ftype t)
     case FT_STR: return "a fixed-length string";
     case FT_KIND: return "the tensor_kind enum (or an integer)";
     case FT_CODE: return "the event_code enum (or an integer)";
+    case FT_SCALING: return "the whatif_scaling enum (or an integer)";
     case FT_HIST: return "an integer array of 281 bins";
     }
     return "?";
@@ -617,7 +618,9 @@ static hid_t enum_mtype(trace_ftype t, hid_t ft)
         char *name = H5Tget_member_name(ft, (unsigned)i);
         if (!name)
             goto fail;
-        int known = t == FT_KIND ? ampdiag_kind_parse(name) : ampdiag_event_parse(name);
+        int known = t == FT_KIND   ? ampdiag_kind_parse(name)
+                    : t == FT_CODE ? ampdiag_event_parse(name)
+                                   : ampdiag_scaling_parse(name);
         herr_t rc = 0;
         if (known < 0) {
             int32_t v = next--;
@@ -660,7 +663,7 @@ static hid_t member_mtype(const trace_field *f, hid_t ft, int *bad)
         }
         return m;
     }
-    case FT_KIND: case FT_CODE:
+    case FT_KIND: case FT_CODE: case FT_SCALING:
         if (c == H5T_INTEGER)
             return H5Tcopy(H5T_NATIVE_INT32);
         if (c != H5T_ENUM)
@@ -861,8 +864,11 @@ static int open_tables(ampdiag_trace_reader *r)
          * storage that fits the file */
         char why[96];
         hid_t d = h5safe_open_dataset(r->file, tb->path + 1, r->lapl, why, sizeof why);
+        if (d == H5SAFE_MISSING && r->version < tb->since)
+            continue; /* a table of a later version: an older trace reads it as empty */
         if (d == H5SAFE_MISSING)
-            return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no dataset %s", r->path, tb->path);
+            return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no dataset %s%s", r->path,
+                              tb->path, tb->since > 1 ? " (required since format_version 2)" : "");
         if (d == H5SAFE_REFUSED)
             return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s': %s %s (refused: a trace's "
                               "tables must be datasets stored in the file itself)", r->path,
@@ -1082,6 +1088,8 @@ int ampdiag_trace_refresh(ampdiag_trace_reader *r)
     trace_quiet_begin(&q);
     int rc = 0;
     for (int t = 0; t < TBL_N && !rc; t++) {
+        if (r->dset[t] < 0)
+            continue; /* absent from an older trace */
         if (H5Drefresh(r->dset[t]) < 0) {
             trace_h5err e;
             trace_h5err_take(&e);
@@ -1139,6 +1147,8 @@ void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_count
     c->hists = r->rows[TBL_HISTS];
     c->events = r->rows[TBL_EVENTS];
     c->evals = r->rows[TBL_EVALS];
+    c->formats = r->rows[TBL_FORMATS];
+    c->whatifs = r->rows[TBL_WHATIF];
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1149,7 +1159,8 @@ void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_count
 static void fix_unknown_enums(const trace_table *tb, void *rows, size_t n)
 {
     for (size_t f = 0; f < tb->nfields; f++) {
-        if (tb->fields[f].type != FT_KIND && tb->fields[f].type != FT_CODE)
+        if (tb->fields[f].type != FT_KIND && tb->fields[f].type != FT_CODE &&
+            tb->fields[f].type != FT_SCALING)
             continue;
         for (size_t i = 0; i < n; i++) {
             char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
@@ -1168,7 +1179,7 @@ static size_t field_msize(const trace_field *f)
 {
     switch (f->type) {
     case FT_I64: case FT_U64: case FT_F64: return 8;
-    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: return 4;
+    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: case FT_SCALING: return 4;
     case FT_STR: return f->size;
     case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
     }
@@ -1303,3 +1314,10 @@ READ_WRAPPER(ampdiag_trace_tensor, TBL_TENSORS, first, max)
 int ampdiag_trace_read_hists(ampdiag_trace_reader *r, size_t first, size_t max,
                              ampdiag_trace_hist **out, size_t *n)
 READ_WRAPPER(ampdiag_trace_hist, TBL_HISTS, first, max)
+
+int ampdiag_trace_read_formats(ampdiag_trace_reader *r, ampdiag_trace_format **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_format, TBL_FORMATS, 0, SIZE_MAX)
+
+int ampdiag_trace_read_whatif(ampdiag_trace_reader *r, size_t first, size_t max,
+                              ampdiag_trace_whatif **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_whatif, TBL_WHATIF, first, max)

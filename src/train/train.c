@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "monitor/monitor.h"
 #include "train/data.h"
+#include "train/fp8.h"
 #include "train/tracer.h"
 #include "train/weights.h"
 #include "util/escape.h"
@@ -39,6 +40,8 @@ void train_config_default(train_config *c)
     c->shuffle = 1;
     c->trace_every = 1;
     c->hist_every = 50;
+    c->fp8_history = FP8_DEFAULT_HISTORY;
+    c->fp8_margin = 0;
     c->trace_threads = -1;
     c->eval_every = 100;
     c->patience = MON_DIVERGE_PATIENCE;
@@ -160,6 +163,7 @@ typedef struct run {
     /* tracing: the statistics of a traced step are taken by the tracer (a worker thread) while
      * training goes on, and written to the trace a step or two later (see step_once) */
     tracer *tr;
+    fp8_delayed *f8;             /* FP8 delayed-scaling amax histories (NULL: not counted) */
     struct tslot *slots;         /* NSLOTS, used in turn by traced steps */
     long ntraced;
     float *w_old[2], *dw[2];     /* [nparams] each: the weights a traced step's update started
@@ -185,6 +189,7 @@ typedef struct lslot {
     size_t n[MT_COUNT];
     ampdiag_tstats st[MT_COUNT];
     ampdiag_hist h[MT_COUNT];
+    fp8_counts f8[MT_COUNT];     /* delayed-scaling FP8 counts */
     int have[MT_COUNT];
     optim_stats upd;
     ampdiag_hist hu;
@@ -202,12 +207,18 @@ typedef struct tslot {
     ampdiag_trace_step rec;      /* its step record, update ratio still to fill */
 } tslot;
 
+/* A tensor record, its delayed-scaling FP8 what-if rows (f8 may be NULL) and its histogram (h
+ * may be NULL). */
 static int record_tensor(run *R, long step, int li, ampdiag_tensor_kind kind, const ampdiag_tstats *s,
-                         const ampdiag_hist *h, char *err, size_t errlen)
+                         const fp8_counts *f8, const ampdiag_hist *h, char *err, size_t errlen)
 {
     int rc = ampdiag_trace_append_tensor(R->w, step, li, kind, s, 0);
     if (rc < 0)
         return trace_fail(rc, err, errlen);
+    for (int f = 0; R->f8 && f8 && f8->have && f < FP8_NFORMATS; f++)
+        if ((rc = ampdiag_trace_append_whatif(R->w, step, li, kind, fp8_formats[f], AMPDIAG_SCALING_DELAYED,
+                                              f8->scale[f], s->count, f8->c[f])) < 0)
+            return trace_fail(rc, err, errlen);
     if (h && (rc = ampdiag_trace_append_hist(R->w, step, li, kind, h)) < 0)
         return trace_fail(rc, err, errlen);
     return 0;
@@ -240,8 +251,10 @@ static void stats_of(tslot *S, model_tensor_kind mk)
     const backend *bk = S->R->m->bk;
     for (int i = 0; i < S->R->m->nlayers; i++) {
         lslot *l = &S->L[i];
-        if (l->have[mk])
+        if (l->have[mk]) {
             bk->tstats(bk, l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL);
+            fp8_delayed_count(S->R->f8, bk, i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]);
+        }
     }
 }
 
@@ -275,6 +288,8 @@ static void job_updates(void *arg)
         size_t off = (size_t)(L->p - m->params);
         lslot *l = &S->L[i];
         bk->tstats(bk, w_old + off, L->nparams, &l->st[MT_WEIGHT], S->hist ? &l->h[MT_WEIGHT] : NULL);
+        fp8_delayed_count(R->f8, bk, i, AMPDIAG_KIND_WEIGHT, w_old + off, L->nparams, &l->st[MT_WEIGHT],
+                          &l->f8[MT_WEIGHT]);
         optim_stats_init(&l->upd);
         if (S->hist)
             ampdiag_hist_init(&l->hu);
@@ -310,7 +325,8 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
             if (!l->have[mk] || (mk == MT_WEIGHT_GRAD && m->layers[i].nparams == 0))
                 continue;
             const ampdiag_tstats *st = &l->st[mk];
-            if ((rc = record_tensor(R, S->step, i, kind_of[mk], st, S->hist ? &l->h[mk] : NULL, err, errlen)))
+            if ((rc = record_tensor(R, S->step, i, kind_of[mk], st, &l->f8[mk], S->hist ? &l->h[mk] : NULL, err,
+                                    errlen)))
                 return rc;
         }
     }
@@ -323,7 +339,7 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
             const optim_stats *st = &l->upd;
             w_ss += l->st[MT_WEIGHT].sumsq; /* finite values only */
             dw_ss += st->update.sumsq;
-            if ((rc = record_tensor(R, S->step, i, AMPDIAG_KIND_WEIGHT, &l->st[MT_WEIGHT],
+            if ((rc = record_tensor(R, S->step, i, AMPDIAG_KIND_WEIGHT, &l->st[MT_WEIGHT], &l->f8[MT_WEIGHT],
                                     S->hist ? &l->h[MT_WEIGHT] : NULL, err, errlen)))
                 return rc;
             if ((rc = ampdiag_trace_append_update(R->w, S->step, i, &st->update, st->lost_updates, st->lost_if_fp16,
@@ -492,6 +508,21 @@ static void describe_model(run *R)
     R->r->nlayers = R->m->nlayers;
 }
 
+/* The delayed scaling behind /whatif's "delayed" rows, where they are counted (the backend has
+ * the operation; traced runs only). */
+static int write_fp8_settings(run *R, char *err, size_t errlen)
+{
+    const train_config *c = R->c;
+    int rc;
+    if (c->fp8_history <= 0 || c->trace_every <= 0 || !R->m->bk->whatif_scaled)
+        return 0;
+    if ((rc = ampdiag_trace_set_attr_int(R->w, AMPDIAG_ATTR_FP8_AMAX_HISTORY, c->fp8_history)) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(R->w, AMPDIAG_ATTR_FP8_MARGIN, c->fp8_margin)) < 0 ||
+        (rc = ampdiag_trace_set_attr_str(R->w, AMPDIAG_ATTR_FP8_AMAX_ALGO, "max")) < 0)
+        return trace_fail(rc, err, errlen);
+    return 0;
+}
+
 /* The settings the analysis's rules read, as typed attributes. 0 or a TRAIN_ error. */
 static int write_typed_settings(run *R, char *err, size_t errlen)
 {
@@ -578,7 +609,7 @@ static int write_header(run *R, char *err, size_t errlen)
         (rc = ampdiag_trace_set_attr_int(w, "hist_every", c->hist_every)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, "params", (int64_t)R->m->nparams)) < 0)
         return trace_fail(rc, err, errlen);
-    if ((rc = write_typed_settings(R, err, errlen)))
+    if ((rc = write_typed_settings(R, err, errlen)) || (rc = write_fp8_settings(R, err, errlen)))
         return rc;
     for (int i = 0; i < R->m->nlayers; i++) {
         const layer *L = &R->m->layers[i];
@@ -1069,6 +1100,11 @@ static int tracing_init(run *R, char *err, size_t errlen)
             return TRAIN_EIO;
         }
     }
+    if (c->fp8_history > 0 && bk->whatif_scaled &&
+        !(R->f8 = fp8_delayed_create(nl, c->fp8_history, c->fp8_margin))) {
+        say(err, errlen, "out of memory for the FP8 amax histories (%d layers x %d steps)", nl, c->fp8_history);
+        return TRAIN_EIO;
+    }
     R->r->trace_threads = threads > 0 ? 1 : 0;
     return 0;
 }
@@ -1079,6 +1115,8 @@ static void tracing_free(run *R)
         R->r->trace_wait_s = tracer_blocked_s(R->tr);
     tracer_free(R->tr); /* finishes what is queued */
     R->tr = NULL;
+    fp8_delayed_free(R->f8);
+    R->f8 = NULL;
     if (R->slots)
         for (int k = 0; k < NSLOTS; k++)
             free(R->slots[k].L);

@@ -39,6 +39,9 @@ typedef struct train_config {
     int shuffle;
     int trace_every;           /* tensor records every N steps (0 = none); steps are always recorded */
     int hist_every;            /* histograms every N steps (0 = none) */
+    int fp8_history;           /* FP8 delayed-scaling what-if: steps of amax history (default
+                                  1024, TE's; 0 = not counted) */
+    int fp8_margin;            /* ... and its margin (scale / 2^margin; default 0) */
     int trace_threads;         /* tensor statistics on a worker thread: 1, or 0 = on the training
                                   thread; -1 = 1 when the machine has two or more cores */
     int eval_every;            /* evaluation every N steps (and after the last) */

@@ -311,6 +311,13 @@ static void cpu_tstats(const backend *bk, const float *x, size_t n, ampdiag_tsta
     ampdiag_tstats_compute(x, n, s, h);
 }
 
+static int cpu_whatif_scaled(const backend *bk, size_t nfmt, const ampdiag_format *fmt, const float *scale,
+                             const float *x, size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES])
+{
+    (void)bk;
+    return ampdiag_whatif_scaled_n(nfmt, fmt, scale, x, n, counts);
+}
+
 /* ------------------------------------------------------------------------------- GEMM */
 
 static void cpu_gemm(const backend *bk, int ta, int tb, int M, int N, int K, float alpha,
@@ -771,6 +778,7 @@ static const backend cpu_backend = {
     .sumsq = cpu_sumsq,
     .count_nonfinite = cpu_count_nonfinite,
     .tstats = cpu_tstats,
+    .whatif_scaled = cpu_whatif_scaled,
     .gemm = cpu_gemm,
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,

@@ -1,0 +1,52 @@
+/*
+ * fp8.h - what-if counts of FP8 under Transformer Engine's delayed scaling, for every traced
+ * tensor of a run: each (layer, kind) keeps a history of the amax of its last traced steps, the
+ * scale of a step comes from the history before it (ampdiag_delayed_scale: max / amax_max /
+ * 2^margin, the previous scale kept while the history holds no finite non-zero amax, 1 at
+ * first, as TE starts), and the step's own amax enters the history after its count.
+ *
+ * Both FP8 formats are counted for the four kinds TE casts (activations, weights and their
+ * gradients; not updates: the optimizer does not run in FP8), so that a reader can apply either
+ * recipe (TE's HYBRID: E4M3 forward, E5M2 gradients; or E4M3 everywhere).
+ *
+ * One (layer, kind) is counted by one thread at a time, in step order (the tracer's jobs of one
+ * kind run in step order); different ones may be counted concurrently.
+ */
+#ifndef AMPDIAG_TRAIN_FP8_H
+#define AMPDIAG_TRAIN_FP8_H
+
+#include "ampdiag.h"
+#include "ampdiag_trace.h"
+#include "backend/backend.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FP8_NFORMATS 2 /* E4M3, E5M2 */
+#define FP8_NKINDS 4   /* activation, activation_grad, weight, weight_grad */
+#define FP8_DEFAULT_HISTORY 1024 /* TE's DelayedScaling amax_history_len (since TE 1.0) */
+
+extern const ampdiag_format fp8_formats[FP8_NFORMATS];
+
+/* One tensor's delayed-scaling counts at one step. */
+typedef struct fp8_counts {
+    int have;                                          /* 0: not counted */
+    float scale[FP8_NFORMATS];
+    uint64_t c[FP8_NFORMATS][AMPDIAG_WHATIF_NCLASSES]; /* AMPDIAG_WHATIF_* */
+} fp8_counts;
+
+typedef struct fp8_delayed fp8_delayed;
+
+/* history: steps of amax kept (>= 1); margin: the scale is divided by 2^margin. NULL when out of
+ * memory. */
+fp8_delayed *fp8_delayed_create(int nlayers, int history, int margin);
+void fp8_delayed_free(fp8_delayed *d);
+
+/* Count x[0..n) (layer, kind; kind < AMPDIAG_KIND_UPDATE) of statistics s under the scale the
+ * history gives, then enter this step's amax (NaN when s has NaNs, inf when it has infs, as
+ * TE's amax would be). out->have is 0 (and the history untouched) where the backend cannot
+ * count. */
+void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_tensor_kind kind,
+                       const float *x, size_t n, const ampdiag_tstats *s, fp8_counts *out);
+
+#endif

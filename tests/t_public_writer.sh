@@ -1,0 +1,93 @@
+#!/bin/sh
+# t_public_writer.sh - a trace written by another program through the public API alone,
+# following traces/FORMAT.md, gets every finding and every rule ampdiag's own traces get:
+# tests/t_public_writer (it includes only include/ampdiag*.h) copies traces of `ampdiag run`
+# record by record with only the root attributes FORMAT.md documents (typed settings, no
+# "hyperparameters" / "scaler" text, nothing ampdiag writes for itself), and `info` (everything
+# but the file name and the attribute list) and `compare`'s verdict must read the same for the
+# copy as for the original, on the scenarios whose rules read those settings, the FP8 findings
+# included. Needs a Python ($AMPDIAG_PYTHON, the source tree's .venv, python3) to pick the JSON
+# apart; SKIP without.
+AMPDIAG=${AMPDIAG:-./ampdiag}
+COPY=${COPY:-./tests/t_public_writer}
+srcdir=${srcdir:-.}
+export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+. "${srcdir:-.}/tests/find_python.sh"
+find_python 'import json'
+if [ -z "$py" ]; then
+    echo "1..0 # SKIP no Python"
+    exit 0
+fi
+T=$(mktemp -d "${TMPDIR:-/tmp}/t_public_writer.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
+trap 'rm -rf "$T"' EXIT
+n=0
+failed=0
+ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+# what must not depend on who wrote the trace: info without the file name and the attributes,
+# and compare's verdict against a baseline
+view() {
+    "$AMPDIAG" info --format json "$1" | "$py" -c '
+import json, sys
+d = json.load(sys.stdin)
+for k in ("file", "attributes", "repaired"):
+    d.pop(k, None)
+print(json.dumps(d, sort_keys=True))'
+    "$AMPDIAG" compare --format json "$2" "$1" | "$py" -c '
+import json, sys
+d = json.load(sys.stdin)
+print(json.dumps(d["recommendation"], sort_keys=True))
+print(json.dumps(d["runs"][1]["fp8"], sort_keys=True))'
+}
+"$AMPDIAG" run --steps 100 --progress none -o "$T/base.h5" >/dev/null 2>&1
+ok $? "baseline run"
+for sc in healthy fp16-adam-eps fp16-scale-collapse bf16-pure-lost-updates fp16-grad-underflow; do
+    "$AMPDIAG" run --scenario $sc --steps 120 --progress none -o "$T/$sc.h5" >/dev/null 2>&1
+    ok $? "$sc: run"
+    "$COPY" "$T/$sc.h5" "$T/$sc-copy.h5"
+    ok $? "$sc: copied through the public API"
+    view "$T/$sc.h5" "$T/base.h5" >"$T/$sc.view"
+    view "$T/$sc-copy.h5" "$T/base.h5" >"$T/$sc-copy.view"
+    if cmp -s "$T/$sc.view" "$T/$sc-copy.view"; then r=0; else r=1; diff "$T/$sc.view" "$T/$sc-copy.view" | head -c 1500 | sed 's/^/# /'; fi
+    ok $r "$sc: the copy gets the same info, FP8 findings and verdict"
+done
+grep -q '"hurt_count"' "$T/healthy.view" && grep -q '"amax_history": 1024' "$T/healthy.view"
+ok $? "the views hold the FP8 findings (so they were compared)"
+# the comparison can fail: a copy without the typed settings reads differently
+"$py" - "$T/fp16-adam-eps-copy.h5" <<'PY' 2>/dev/null || true
+import sys
+try:
+    import h5py
+except ImportError:
+    sys.exit(0)
+with h5py.File(sys.argv[1], "r+") as f:
+    for k in list(f.attrs):
+        if k.startswith("optimizer_") or k.startswith("fp8_"):
+            del f.attrs[k]
+PY
+view "$T/fp16-adam-eps-copy.h5" "$T/base.h5" >"$T/stripped.view"
+! cmp -s "$T/fp16-adam-eps.view" "$T/stripped.view"
+ok $? "without the optimizer_* and fp8_* attributes the copy reads differently (the check can fail)"
+# the h5py example of FORMAT.md, as it stands there, writes a version 2 trace that info reads
+"$py" - "${srcdir:-.}/traces/FORMAT.md" "$T/example.py" <<'PY'
+import sys
+s = open(sys.argv[1]).read()
+i = s.index("## Writing a trace with h5py")
+a = s.index("```python", i) + len("```python")
+open(sys.argv[2], "w").write(s[a:s.index("```", a)])
+PY
+if "$py" -c 'import h5py, numpy' 2>/dev/null; then
+    "$py" -c 'import os, runpy, sys; os.chdir(sys.argv[1]); runpy.run_path("example.py")' "$T" &&
+        "$AMPDIAG" info --format json "$T/minimal.h5" >"$T/minimal.json" &&
+        "$py" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+w = d["what_if"]
+sys.exit(0 if d["trace_format_version"] == 2 and w["e4m3"]["all"]["overflow"] == 1 and
+         w["e5m2"]["all"]["overflow"] == 1 and w["e4m3"]["hurt_most"][0]["layer"] == "fc1" else 1)' "$T/minimal.json"
+    ok $? "FORMAT.md's h5py example writes a version 2 trace whose FP8 rows info reads (70000 overflows E4M3 and E5M2)"
+else
+    echo "ok $((n + 1)) # SKIP no h5py for FORMAT.md's example"
+    n=$((n + 1))
+fi
+echo "1..$n"
+exit $failed
