@@ -101,8 +101,9 @@ typedef struct an_column {
 } an_column;
 
 /* Columns of the run's grid (an_run.env_origin, env_width), ascending. A run with at most
- * AN_ENV_COLS distinct recorded steps has columns of one step: one per record. */
-#define AN_ENV_COLS 2048
+ * AN_ENV_COLS distinct recorded steps has columns of one step: one per record; a longer one has
+ * between AN_ENV_COLS / 2 and AN_ENV_COLS columns per kind, about the pixels of a chart panel. */
+#define AN_ENV_COLS 1024
 typedef struct an_points {
     an_column *c;
     size_t n, cap;

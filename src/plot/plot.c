@@ -45,6 +45,7 @@ extern char **environ;
 #define MAX_PANELS 12     /* small multiples per layer-ranges chart */
 #define MAX_HIST_STEPS 6  /* histograms overlaid per panel */
 #define HEAT_MAX_COLS 1200/* heatmap columns (steps are merged, keeping the largest fraction) */
+#define SERIES_COLS 2048  /* chart columns of a per-step series (loss, gradient norm, loss scale) */
 #define SINGLE_W 1200     /* chart sizes in pixels */
 #define SINGLE_H 650
 #define MULTI_W 1200
@@ -621,8 +622,8 @@ static size_t smooth_window(size_t n)
 /* ------------------------------------------------------------------------------------------
  * Step series of long runs: chart columns
  *
- * A run of more than AN_ENV_COLS steps is drawn from columns of equal width (a power of two of
- * steps, at most AN_ENV_COLS columns from its first step): of each column's rows the series
+ * A run of more than SERIES_COLS steps is drawn from columns of equal width (a power of two of
+ * steps, at most SERIES_COLS columns from its first step): of each column's rows the series
  * writes the one holding the smallest value, the largest, the first non-finite one and the last,
  * and the marks (skipped steps, events) one per column. A line through them covers the pixels a
  * line through every row covers. Shorter runs are written whole.
@@ -631,10 +632,10 @@ static size_t smooth_window(size_t n)
 static int64_t series_width(const struct run *r)
 {
     int64_t w = 1;
-    if (r->nsteps <= AN_ENV_COLS)
+    if (r->nsteps <= SERIES_COLS)
         return 1;
     int64_t span = r->steps[r->nsteps - 1].step - r->steps[0].step + 1;
-    while (span / w >= AN_ENV_COLS)
+    while (span / w >= SERIES_COLS)
         w *= 2;
     return w;
 }
@@ -1237,12 +1238,16 @@ static void gp_limits(FILE *f)
             (double)b->max_finite, (double)b->min_normal, (double)b->min_subnormal);
 }
 
-/* The distinct records a chart column keeps (one per step), in step order. */
+/* The distinct records (one per step) a range chart draws of a column, in step order: those
+ * holding the column's extremes of absmax, absmin_nz and the inf/NaN fraction, and the last
+ * (the FP16 fractions are the heatmap's). */
 static size_t column_points(const an_column *col, const an_point **out)
 {
+    static const int drawn[] = {AN_ROLE_ABSMAX_HI, AN_ROLE_ABSMAX_LO, AN_ROLE_ABSMIN_HI,
+                                AN_ROLE_ABSMIN_LO, AN_ROLE_NONFINITE, AN_ROLE_LAST};
     size_t n = 0;
-    for (int k = 0; k < AN_NROLES; k++) {
-        const an_point *p = &col->role[k];
+    for (size_t d = 0; d < sizeof drawn / sizeof drawn[0]; d++) {
+        const an_point *p = &col->role[drawn[d]];
         size_t j = 0;
         while (j < n && out[j]->step != p->step)
             j++;
