@@ -7,7 +7,7 @@
  * the loss and every series stay continuous and the records keep the values, the noise and the
  * compressibility of a real run. Tensor records, histograms, events and evaluations of a template
  * step are written at each step that replays it; the root attributes are copied (steps_planned
- * set to STEPS).
+ * set to STEPS, start_time kept: the same template and length give the same trace but its end_time).
  *
  * --spike STEP: the step record of STEP gets a loss 1000 times its own and the first layer's
  * activation record there an absmax 2^20 times its own (a single-step spike a chart must show).
@@ -74,7 +74,7 @@ static void free_template(struct tmpl *t)
 static int copy_attrs(const char *path, ampdiag_trace_writer *w, long steps)
 {
     static const char *const managed[] = {"format", "format_version", "tool_version", "status",
-                                          "end_time", "start_time", AMPDIAG_ATTR_STEPS_PLANNED};
+                                          "end_time", AMPDIAG_ATTR_STEPS_PLANNED};
     ampdiag_trace_reader *r;
     if (ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET, &r))
         return -1;

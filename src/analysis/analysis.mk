@@ -60,6 +60,12 @@ noinst_PROGRAMS += bench/trace_replay
 bench_trace_replay_SOURCES = bench/trace_replay.c
 bench_trace_replay_LDADD = libampdiag_base.la -lm
 EXTRA_DIST += bench/bench_readers.sh
+# t_long_trace.sh: info and compare of 30000-step traces (made by trace_replay) print what the
+# loader printed before chart columns (tests/long/), plot's data of a 100000-step trace is small
+# and shows a single-step spike
+TESTS += tests/t_long_trace.sh
+EXTRA_DIST += tests/t_long_trace.sh tests/long/info-fp32.txt tests/long/info-fp16.txt \
+	tests/long/compare.txt tests/long/compare.json
 
 bench-readers: bench/trace_replay ampdiag
 	$(SHELL) $(srcdir)/bench/bench_readers.sh ./ampdiag
