@@ -31,6 +31,8 @@ diff "$S/tests/long/compare.txt" compare.txt > compare.diff ; t $? "compare (tex
 [ -s compare.diff ] && head -20 compare.diff | sed 's/^/# /'
 "$AMPDIAG" compare --format json long-fp32.h5 long-fp16.h5 > compare.json
 cmp -s "$S/tests/long/compare.json" compare.json ; t $? "compare --format json as before"
+AMPDIAG_NO_LIBDEFLATE=1 "$AMPDIAG" compare --format json long-fp32.h5 long-fp16.h5 > compare-zlib.json
+cmp -s "$S/tests/long/compare.json" compare-zlib.json ; t $? "... also with the chunks inflated by zlib"
 
 # ---------------------------------------------------------------- 2. a spike in 100000 steps
 spike=61234

@@ -8,6 +8,10 @@
  * H5Dread_chunk and inflates, unshuffles and converts the chunks on a few threads. Anything
  * else (other filters, other types, a chunk not stored, a chunk that does not inflate to its
  * size) makes the caller read through HDF5 as before, which reports errors its own way.
+ *
+ * Chunks are inflated with libdeflate where the system has libdeflate.so.0 (loaded at run time;
+ * it checks the Adler-32 sum as zlib does, in about half the time), else with zlib; setting
+ * AMPDIAG_NO_LIBDEFLATE in the environment uses zlib (tests/t_long_trace.sh checks both).
  */
 #ifndef AMPDIAG_TRACE_CHUNKS_H
 #define AMPDIAG_TRACE_CHUNKS_H
