@@ -3,7 +3,8 @@
 # bench/trace_replay (their records again at later steps).
 # 1. 30000 steps (more chart columns than a chart draws, histograms sampled, /tensors read from
 #    its stored chunks): info and compare print exactly what ampdiag printed before its loader
-#    kept chart columns instead of every record (tests/long/, written by that version).
+#    kept chart columns instead of every record (tests/long/, written by that version; a change
+#    of the reports made on purpose rewrites them with this script's commands, saying so).
 # 2. 100000 steps with a single-step spike (loss x 1000, fc1 activations x 2^20 at one step):
 #    plot's data stays small (rows per block bounded by the chart columns) and the spike, the
 #    skipped steps and the NaN events all show in it.
