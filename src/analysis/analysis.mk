@@ -53,6 +53,26 @@ bench-compare: bench/bench_compare ampdiag
 bench: bench-compare
 
 .PHONY: bench-compare
+
+# The readers on long traces (info, compare, plot of 1k, 10k and 100k steps): bench_readers.sh
+# makes the traces with trace_replay from a short real run (bench/trace_replay.c).
+noinst_PROGRAMS += bench/trace_replay
+bench_trace_replay_SOURCES = bench/trace_replay.c
+bench_trace_replay_LDADD = libampdiag_base.la -lm
+EXTRA_DIST += bench/bench_readers.sh
+# t_long_trace.sh: info and compare of 30000-step traces (made by trace_replay) print what the
+# loader printed before chart columns (tests/long/), plot's data of a 100000-step trace is small
+# and shows a single-step spike
+TESTS += tests/t_long_trace.sh
+EXTRA_DIST += tests/t_long_trace.sh tests/long/info-fp32.txt tests/long/info-fp16.txt \
+	tests/long/compare.txt tests/long/compare.json
+
+bench-readers: bench/trace_replay ampdiag
+	$(SHELL) $(srcdir)/bench/bench_readers.sh ./ampdiag
+
+bench: bench-readers
+
+.PHONY: bench-readers
 # t_typed_attrs.sh: the settings the rules read, as typed attributes alone or as the older
 # text alone, give the same findings and verdict
 TESTS += tests/t_typed_attrs.sh

@@ -376,17 +376,81 @@ static double scale_at(const an_run *r, const ampdiag_trace_step *steps, int64_t
     return isfinite(s) && s > 0 ? s : 1.0;
 }
 
-static int keep_point(an_run *r, an_points *ps, const ampdiag_trace_tensor *t)
+/* ------------------------------------------------------------------------------------------
+ * Chart columns (an_points): the records a chart needs, in memory that does not grow with steps
+ * ------------------------------------------------------------------------------------------ */
+
+static int64_t floor_div(int64_t a, int64_t b)
 {
-    if (ps->n == ps->cap) {
-        size_t cap = ps->cap ? 2 * ps->cap : 256;
-        an_point *q = realloc(ps->p, cap * sizeof *q);
-        if (!q)
-            return -1;
-        ps->p = q;
-        ps->cap = cap;
+    int64_t q = a / b;
+    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+}
+
+static int64_t column_key(const an_run *r, int64_t step)
+{
+    return floor_div(step - r->env_origin, r->env_width);
+}
+
+/* 1 when b should take a's place in the role (ties keep the earlier record). */
+static int role_better(int role, const an_point *a, const an_point *b)
+{
+    switch (role) {
+    case AN_ROLE_ABSMAX_HI: return !isnan(b->absmax) && (isnan(a->absmax) || b->absmax > a->absmax);
+    case AN_ROLE_ABSMAX_LO: return !isnan(b->absmax) && (isnan(a->absmax) || b->absmax < a->absmax);
+    case AN_ROLE_ABSMIN_HI:
+        return !isnan(b->absmin_nz) && (isnan(a->absmin_nz) || b->absmin_nz > a->absmin_nz);
+    case AN_ROLE_ABSMIN_LO:
+        return !isnan(b->absmin_nz) && (isnan(a->absmin_nz) || b->absmin_nz < a->absmin_nz);
+    case AN_ROLE_UNDER: return !isnan(b->under) && (isnan(a->under) || b->under > a->under);
+    case AN_ROLE_OVER: return !isnan(b->over) && (isnan(a->over) || b->over > a->over);
+    case AN_ROLE_NONFINITE:
+        return !isnan(b->nonfinite) && (isnan(a->nonfinite) || b->nonfinite > a->nonfinite);
+    default: return b->step >= a->step; /* AN_ROLE_LAST */
     }
-    an_point *pt = &ps->p[ps->n++];
+}
+
+static void column_merge(an_column *dst, const an_column *src)
+{
+    for (int k = 0; k < AN_NROLES; k++)
+        if (role_better(k, &dst->role[k], &src->role[k]))
+            dst->role[k] = src->role[k];
+    dst->records += src->records;
+}
+
+/* Merge neighbouring columns that fall into one column of the run's (new, wider) grid. */
+static void columns_regrid(const an_run *r, an_points *ps)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < ps->n; i++) {
+        if (k && column_key(r, ps->c[k - 1].role[0].step) == column_key(r, ps->c[i].role[0].step))
+            column_merge(&ps->c[k - 1], &ps->c[i]);
+        else
+            ps->c[k++] = ps->c[i];
+    }
+    ps->n = k;
+}
+
+/* Double the run's column width until every kept kind has at most AN_ENV_COLS columns. */
+static void columns_widen(an_run *r, unsigned keep)
+{
+    for (;;) {
+        size_t most = 0;
+        for (size_t l = 0; l < r->nlayers; l++)
+            for (int k = 0; k < AMPDIAG_NKINDS; k++)
+                if (r->layers[l].pts[k].n > most)
+                    most = r->layers[l].pts[k].n;
+        if (most <= AN_ENV_COLS)
+            return;
+        r->env_width *= 2;
+        for (size_t l = 0; l < r->nlayers; l++)
+            for (int k = 0; k < AMPDIAG_NKINDS; k++)
+                if (keep & (1u << k))
+                    columns_regrid(r, &r->layers[l].pts[k]);
+    }
+}
+
+static void point_of(const ampdiag_trace_tensor *t, an_point *pt)
+{
     double n = (double)t->count;
     uint64_t nf = t->n_nan + t->n_posinf + t->n_neginf;
     pt->step = t->step;
@@ -395,31 +459,156 @@ static int keep_point(an_run *r, an_points *ps, const ampdiag_trace_tensor *t)
     pt->under = t->count ? (float)((double)t->fp16_underflow / n) : NAN;
     pt->over = t->count ? (float)((double)(t->fp16_overflow + nf) / n) : NAN;
     pt->nonfinite = t->count ? (float)((double)nf / n) : NAN;
+}
+
+/* The record into its column: merged into it, or a new column in step order. *grew is set when
+ * the column count passed AN_ENV_COLS (the caller widens the grid). */
+static int keep_point(an_run *r, an_points *ps, const ampdiag_trace_tensor *t, int *grew)
+{
+    an_column one;
+    for (int k = 0; k < AN_NROLES; k++)
+        point_of(t, &one.role[k]);
+    one.records = 1;
+    if (r->rec_step_min > r->rec_step_max) /* the first record: the grid starts at its step */
+        r->env_origin = t->step;
     if (t->step < r->rec_step_min)
         r->rec_step_min = t->step;
     if (t->step > r->rec_step_max)
         r->rec_step_max = t->step;
+    int64_t key = column_key(r, t->step);
+    size_t i = ps->n; /* where the column is or goes: usually at the end */
+    while (i > 0 && column_key(r, ps->c[i - 1].role[0].step) > key)
+        i--;
+    if (i > 0 && column_key(r, ps->c[i - 1].role[0].step) == key) {
+        column_merge(&ps->c[i - 1], &one);
+        return 0;
+    }
+    if (ps->n == ps->cap) {
+        size_t cap = ps->cap ? 2 * ps->cap : 256;
+        an_column *q = realloc(ps->c, cap * sizeof *q);
+        if (!q)
+            return -1;
+        ps->c = q;
+        ps->cap = cap;
+    }
+    memmove(ps->c + i + 1, ps->c + i, (ps->n - i) * sizeof *ps->c);
+    ps->c[i] = one;
+    if (++ps->n > AN_ENV_COLS)
+        *grew = 1;
     return 0;
 }
 
-static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
-                        size_t ntensors, unsigned keep, char *err, size_t errlen)
+/* One record's counts and extremes into its cell (sc: the loss scale that divides gradient
+ * magnitudes). */
+static void cell_add(an_cell *c, const ampdiag_trace_tensor *x, double sc)
 {
-    struct pending *pend = malloc((r->nlayers ? r->nlayers : 1) * sizeof *pend);
-    struct ratios *rat = calloc(r->nlayers ? r->nlayers : 1, sizeof *rat);
-    int rc = 0, oom = 0;
-    if (!pend || !rat) {
-        rc = AMPDIAG_TRACE_ENOMEM;
-        goto out;
+    uint64_t nonfin = x->n_nan + x->n_posinf + x->n_neginf;
+    if (c->records++ == 0) {
+        c->first_count = x->count;
+        c->first_zero = x->n_zero;
     }
-    for (size_t l = 0; l < r->nlayers; l++)
-        pend[l].wstep = pend[l].ustep = -1;
-    enum { BATCH = 65536 };
+    c->count += x->count;
+    c->zero += x->n_zero;
+    c->nan += x->n_nan;
+    c->posinf += x->n_posinf;
+    c->neginf += x->n_neginf;
+    c->f16o += x->fp16_overflow;
+    c->f16u += x->fp16_underflow;
+    c->f16s += x->fp16_subnormal;
+    c->b16o += x->bf16_overflow;
+    c->b16u += x->bf16_underflow;
+    c->b16s += x->bf16_subnormal;
+    c->f8[0][AMPDIAG_WHATIF_OVERFLOW] += x->e4m3_overflow;
+    c->f8[0][AMPDIAG_WHATIF_UNDERFLOW] += x->e4m3_underflow;
+    c->f8[0][AMPDIAG_WHATIF_SUBNORMAL] += x->e4m3_subnormal;
+    c->f8[1][AMPDIAG_WHATIF_OVERFLOW] += x->e5m2_overflow;
+    c->f8[1][AMPDIAG_WHATIF_UNDERFLOW] += x->e5m2_underflow;
+    c->f8[1][AMPDIAG_WHATIF_SUBNORMAL] += x->e5m2_subnormal;
+    c->lost += x->lost_updates;
+    c->lost_if16 += x->lost_if_fp16;
+    c->lost_ifb16 += x->lost_if_bf16;
+    if (nonfin && c->first_nonfinite_step < 0)
+        c->first_nonfinite_step = x->step;
+    if (x->fp16_overflow && c->first_f16o_step < 0)
+        c->first_f16o_step = x->step;
+    if (!isnan(x->absmax) && x->absmax > c->absmax) {
+        c->absmax = x->absmax;
+        c->absmax_step = x->step;
+    }
+    if (!isnan(x->absmax) && x->absmax / sc > c->absmax_u) {
+        c->absmax_u = x->absmax / sc;
+        c->absmax_u_step = x->step;
+    }
+    if (!isnan(x->absmin_nz) && x->absmin_nz > 0) {
+        if (x->absmin_nz < c->absmin_nz) {
+            c->absmin_nz = x->absmin_nz;
+            c->absmin_step = x->step;
+        }
+        if (x->absmin_nz / sc < c->absmin_u)
+            c->absmin_u = x->absmin_nz / sc;
+    }
+}
+
+/* The pass over /tensors: its state besides the run. */
+struct tensor_pass {
+    const ampdiag_trace_step *steps;
+    unsigned keep;          /* an_options.keep_points */
+    int rms_series;         /* keep the activation rms series */
+    struct pending *pend;   /* [nlayers] weight and update rms waiting for their pair */
+    struct ratios *rat;     /* [nlayers] update / weight rms ratios */
+    int oom;
+};
+
+/* What one record adds beyond its cell: the first non-finite activation, the rms series, the
+ * update ratios, the chart columns. */
+static void record_add(an_run *r, struct tensor_pass *tp, const ampdiag_trace_tensor *x)
+{
+    an_layer *L = &r->layers[x->layer];
+    uint64_t nonfin = x->n_nan + x->n_posinf + x->n_neginf;
+    r->nan_values += x->n_nan;
+    int grew = 0;
+    if ((tp->keep & (1u << x->kind)) && keep_point(r, &L->pts[x->kind], x, &grew))
+        tp->oom = 1;
+    if (grew)
+        columns_widen(r, tp->keep);
+    struct pending *p = &tp->pend[x->layer];
+    switch (x->kind) {
+    case AMPDIAG_KIND_ACTIVATION:
+        if (nonfin && (r->fwd_nonfinite_step < 0 || x->step < r->fwd_nonfinite_step ||
+                       (x->step == r->fwd_nonfinite_step && x->layer < r->fwd_nonfinite_layer))) {
+            r->fwd_nonfinite_step = x->step;
+            r->fwd_nonfinite_layer = x->layer;
+        }
+        if (tp->rms_series && isfinite(x->rms) && series_push(&L->act_rms, x->step, x->rms))
+            tp->oom = 1;
+        break;
+    case AMPDIAG_KIND_WEIGHT:
+        r->weight_nonfinite += nonfin;
+        p->wstep = x->step;
+        p->wrms = x->rms;
+        pair_ratio(p, &tp->rat[x->layer], &tp->oom);
+        break;
+    case AMPDIAG_KIND_UPDATE:
+        p->ustep = x->step;
+        p->urms = x->rms;
+        pair_ratio(p, &tp->rat[x->layer], &tp->oom);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Read /tensors in batches, each row once. 0 or an AMPDIAG_TRACE_ error. */
+static int tensor_batches(ampdiag_trace_reader *rd, an_run *r, struct tensor_pass *tp,
+                          size_t ntensors)
+{
+    enum { BATCH = 8192 };
     for (size_t first = 0; first < ntensors; first += BATCH) {
         ampdiag_trace_tensor *t;
         size_t n;
-        if ((rc = ampdiag_trace_read_tensors(rd, first, BATCH, &t, &n)))
-            goto out;
+        int rc = ampdiag_trace_read_tensors(rd, first, BATCH, &t, &n);
+        if (rc)
+            return rc;
         for (size_t i = 0; i < n; i++) {
             const ampdiag_trace_tensor *x = &t[i];
             if (x->layer < 0 || (size_t)x->layer >= r->nlayers || x->kind < 0 ||
@@ -427,117 +616,116 @@ static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace
                 r->bad_rows++;
                 continue;
             }
-            an_layer *L = &r->layers[x->layer];
-            an_cell *c = &L->cell[x->kind];
-            if ((keep & (1u << x->kind)) && keep_point(r, &L->pts[x->kind], x))
-                oom = 1;
             int grad = x->kind == AMPDIAG_KIND_ACTIVATION_GRAD || x->kind == AMPDIAG_KIND_WEIGHT_GRAD;
-            double sc = grad ? scale_at(r, steps, x->step) : 1.0;
-            uint64_t nonfin = x->n_nan + x->n_posinf + x->n_neginf;
-            if (c->records++ == 0) {
-                c->first_count = x->count;
-                c->first_zero = x->n_zero;
-            }
-            c->count += x->count;
-            c->zero += x->n_zero;
-            c->nan += x->n_nan;
-            c->posinf += x->n_posinf;
-            c->neginf += x->n_neginf;
-            c->f16o += x->fp16_overflow;
-            c->f16u += x->fp16_underflow;
-            c->f16s += x->fp16_subnormal;
-            c->b16o += x->bf16_overflow;
-            c->b16u += x->bf16_underflow;
-            c->b16s += x->bf16_subnormal;
-            c->f8[0][AMPDIAG_WHATIF_OVERFLOW] += x->e4m3_overflow;
-            c->f8[0][AMPDIAG_WHATIF_UNDERFLOW] += x->e4m3_underflow;
-            c->f8[0][AMPDIAG_WHATIF_SUBNORMAL] += x->e4m3_subnormal;
-            c->f8[1][AMPDIAG_WHATIF_OVERFLOW] += x->e5m2_overflow;
-            c->f8[1][AMPDIAG_WHATIF_UNDERFLOW] += x->e5m2_underflow;
-            c->f8[1][AMPDIAG_WHATIF_SUBNORMAL] += x->e5m2_subnormal;
-            c->lost += x->lost_updates;
-            c->lost_if16 += x->lost_if_fp16;
-            c->lost_ifb16 += x->lost_if_bf16;
-            r->nan_values += x->n_nan;
-            if (nonfin && c->first_nonfinite_step < 0)
-                c->first_nonfinite_step = x->step;
-            if (x->fp16_overflow && c->first_f16o_step < 0)
-                c->first_f16o_step = x->step;
-            if (!isnan(x->absmax) && x->absmax > c->absmax) {
-                c->absmax = x->absmax;
-                c->absmax_step = x->step;
-            }
-            if (!isnan(x->absmax) && x->absmax / sc > c->absmax_u) {
-                c->absmax_u = x->absmax / sc;
-                c->absmax_u_step = x->step;
-            }
-            if (!isnan(x->absmin_nz) && x->absmin_nz > 0) {
-                if (x->absmin_nz < c->absmin_nz) {
-                    c->absmin_nz = x->absmin_nz;
-                    c->absmin_step = x->step;
-                }
-                if (x->absmin_nz / sc < c->absmin_u)
-                    c->absmin_u = x->absmin_nz / sc;
-            }
-            switch (x->kind) {
-            case AMPDIAG_KIND_ACTIVATION:
-                if (nonfin && (r->fwd_nonfinite_step < 0 || x->step < r->fwd_nonfinite_step ||
-                               (x->step == r->fwd_nonfinite_step && x->layer < r->fwd_nonfinite_layer))) {
-                    r->fwd_nonfinite_step = x->step;
-                    r->fwd_nonfinite_layer = x->layer;
-                }
-                if (isfinite(x->rms) && series_push(&L->act_rms, x->step, x->rms))
-                    oom = 1;
-                break;
-            case AMPDIAG_KIND_WEIGHT:
-                r->weight_nonfinite += nonfin;
-                pend[x->layer].wstep = x->step;
-                pend[x->layer].wrms = x->rms;
-                pair_ratio(&pend[x->layer], &rat[x->layer], &oom);
-                break;
-            case AMPDIAG_KIND_UPDATE:
-                pend[x->layer].ustep = x->step;
-                pend[x->layer].urms = x->rms;
-                pair_ratio(&pend[x->layer], &rat[x->layer], &oom);
-                break;
-            default:
-                break;
-            }
+            cell_add(&r->layers[x->layer].cell[x->kind], x,
+                     grad ? scale_at(r, tp->steps, x->step) : 1.0);
+            record_add(r, tp, x);
         }
         free(t);
-        if (oom) {
-            rc = AMPDIAG_TRACE_ENOMEM;
-            goto out;
-        }
+        if (tp->oom)
+            return AMPDIAG_TRACE_ENOMEM;
         if (n == 0)
             break;
     }
+    return 0;
+}
+
+static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+                        size_t ntensors, const an_options *opt, char *err, size_t errlen)
+{
+    struct tensor_pass tp = {.steps = steps, .keep = opt ? opt->keep_points : 0,
+                             .rms_series = !(opt && opt->no_rms_series)};
+    tp.pend = malloc((r->nlayers ? r->nlayers : 1) * sizeof *tp.pend);
+    tp.rat = calloc(r->nlayers ? r->nlayers : 1, sizeof *tp.rat);
+    int rc = 0;
+    r->env_width = 1;
+    if (!tp.pend || !tp.rat) {
+        rc = AMPDIAG_TRACE_ENOMEM;
+        goto out;
+    }
+    for (size_t l = 0; l < r->nlayers; l++)
+        tp.pend[l].wstep = tp.pend[l].ustep = -1;
+    if ((rc = tensor_batches(rd, r, &tp, ntensors)))
+        goto out;
     for (size_t l = 0; l < r->nlayers; l++) {
-        r->layers[l].ratio_n = rat[l].n;
-        r->layers[l].ratio_median = an_median(rat[l].v, rat[l].n);
+        r->layers[l].ratio_n = tp.rat[l].n;
+        r->layers[l].ratio_median = an_median(tp.rat[l].v, tp.rat[l].n);
     }
 out:
-    if (rat)
+    if (tp.rat)
         for (size_t l = 0; l < r->nlayers; l++)
-            free(rat[l].v);
-    free(rat);
-    free(pend);
+            free(tp.rat[l].v);
+    free(tp.rat);
+    free(tp.pend);
     if (rc)
         return fail(err, errlen, rc, r->path, "tensor records");
     return 0;
 }
 
+/* A histogram row's step into the distinct steps (ascending; rows usually come in order). */
+static int hist_step_add(an_run *r, int64_t s, size_t *cap)
+{
+    size_t k = r->nhist_steps, j = 0;
+    if (k && r->hist_steps[k - 1] == s)
+        return 0;
+    if (k && r->hist_steps[k - 1] < s)
+        j = k;
+    else
+        while (j < k && r->hist_steps[j] < s)
+            j++;
+    if (j < k && r->hist_steps[j] == s)
+        return 0;
+    if (k == *cap) {
+        size_t nc = *cap ? 2 * *cap : 64;
+        int64_t *q = realloc(r->hist_steps, nc * sizeof *q);
+        if (!q)
+            return -1;
+        r->hist_steps = q;
+        *cap = nc;
+    }
+    memmove(r->hist_steps + j + 1, r->hist_steps + j, (k - j) * sizeof *r->hist_steps);
+    r->hist_steps[j] = s;
+    r->nhist_steps++;
+    return 0;
+}
+
 /* Histograms of gradients, unscaled (shifted by the step's loss scale, rounded to a power of
  * two), summed per (layer, kind). A trace with very many histogram rows is sampled in evenly
- * spaced blocks: the rule that uses them asks for fractions, not totals. */
+ * spaced blocks: the rule that uses them asks for fractions, not totals. With keep, the
+ * distinct steps of the rows read are kept (the charts draw a few). */
 #define HIST_BLOCK 4096
 #define HIST_CAP (8 * HIST_BLOCK)
 
+static int hist_add(an_run *r, const ampdiag_trace_step *steps, const ampdiag_trace_hist *x)
+{
+    if (x->layer < 0 || (size_t)x->layer >= r->nlayers ||
+        (x->kind != AMPDIAG_KIND_ACTIVATION_GRAD && x->kind != AMPDIAG_KIND_WEIGHT_GRAD))
+        return 0;
+    an_cell *c = &r->layers[x->layer].cell[x->kind];
+    if (!c->hist && !(c->hist = calloc(AMPDIAG_HIST_BINS, sizeof *c->hist)))
+        return -1;
+    int shift = (int)lround(log2(scale_at(r, steps, x->step)));
+    for (int k = 0; k < AMPDIAG_HIST_NEXP; k++) {
+        if (!x->bin[k])
+            continue;
+        int d = k - shift;
+        if (d < 0)
+            d = 0;
+        if (d >= AMPDIAG_HIST_NEXP)
+            d = AMPDIAG_HIST_NEXP - 1;
+        c->hist[d] += x->bin[k];
+    }
+    for (int k = AMPDIAG_HIST_NEXP; k < AMPDIAG_HIST_BINS; k++)
+        c->hist[k] += x->bin[k];
+    c->hist_records++;
+    return 0;
+}
+
 static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
-                      size_t nh, char *err, size_t errlen)
+                      size_t nh, int keep, char *err, size_t errlen)
 {
     r->hist_rows = nh;
-    size_t nblocks = (nh + HIST_BLOCK - 1) / HIST_BLOCK;
+    size_t nblocks = (nh + HIST_BLOCK - 1) / HIST_BLOCK, cap = 0;
     size_t want = nh <= HIST_CAP ? nblocks : HIST_CAP / HIST_BLOCK;
     for (size_t b = 0; b < want; b++) {
         size_t first = nh <= HIST_CAP ? b * HIST_BLOCK
@@ -548,31 +736,11 @@ static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_s
         if (rc)
             return fail(err, errlen, rc, r->path, "histograms");
         r->hist_rows_read += n;
-        for (size_t i = 0; i < n; i++) {
-            const ampdiag_trace_hist *x = &h[i];
-            if (x->layer < 0 || (size_t)x->layer >= r->nlayers ||
-                (x->kind != AMPDIAG_KIND_ACTIVATION_GRAD && x->kind != AMPDIAG_KIND_WEIGHT_GRAD))
-                continue;
-            an_cell *c = &r->layers[x->layer].cell[x->kind];
-            if (!c->hist && !(c->hist = calloc(AMPDIAG_HIST_BINS, sizeof *c->hist))) {
+        for (size_t i = 0; i < n; i++)
+            if (hist_add(r, steps, &h[i]) || (keep && hist_step_add(r, h[i].step, &cap))) {
                 free(h);
                 return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "histograms");
             }
-            int shift = (int)lround(log2(scale_at(r, steps, x->step)));
-            for (int k = 0; k < AMPDIAG_HIST_NEXP; k++) {
-                if (!x->bin[k])
-                    continue;
-                int d = k - shift;
-                if (d < 0)
-                    d = 0;
-                if (d >= AMPDIAG_HIST_NEXP)
-                    d = AMPDIAG_HIST_NEXP - 1;
-                c->hist[d] += x->bin[k];
-            }
-            for (int k = AMPDIAG_HIST_NEXP; k < AMPDIAG_HIST_BINS; k++)
-                c->hist[k] += x->bin[k];
-            c->hist_records++;
-        }
         free(h);
         if (n == 0)
             break;
@@ -580,46 +748,94 @@ static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_s
     return 0;
 }
 
-/* The distinct steps that hold histograms, ascending (for the charts, which draw a few). */
-static int load_hist_steps(ampdiag_trace_reader *rd, an_run *r, size_t nh, char *err,
-                           size_t errlen)
+/* The histograms a request asks for: one layer, kinds[0..nkinds) at steps[0..nsteps). */
+struct hist_req {
+    int layer;
+    const int *kinds;
+    size_t nkinds;
+    const int64_t *steps;
+    size_t nsteps;
+    ampdiag_trace_hist *out;
+    int *have;
+};
+
+/* The rows of b[0..n) a request asks for into it (a later row of a (kind, step) wins). */
+static void hists_take(const struct hist_req *q, const ampdiag_trace_hist *b, size_t n)
 {
-    size_t cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (b[i].layer != q->layer)
+            continue;
+        for (size_t k = 0; k < q->nkinds; k++)
+            if (b[i].kind == q->kinds[k])
+                for (size_t j = 0; j < q->nsteps; j++)
+                    if (q->steps[j] == b[i].step) {
+                        q->out[k * q->nsteps + j] = b[i];
+                        q->have[k * q->nsteps + j] = 1;
+                    }
+    }
+}
+
+/* Every row, read in blocks. */
+static int hists_scan(ampdiag_trace_reader *rd, size_t nh, const struct hist_req *q)
+{
     for (size_t first = 0; first < nh; first += HIST_BLOCK) {
-        ampdiag_trace_hist *h = NULL;
+        ampdiag_trace_hist *b = NULL;
         size_t n = 0;
-        int rc = ampdiag_trace_read_hists(rd, first, HIST_BLOCK, &h, &n);
+        int rc = ampdiag_trace_read_hists(rd, first, HIST_BLOCK, &b, &n);
         if (rc)
-            return fail(err, errlen, rc, r->path, "histograms");
-        for (size_t i = 0; i < n; i++) {
-            int64_t s = h[i].step;
-            size_t k = r->nhist_steps, j = 0;
-            if (k && r->hist_steps[k - 1] == s)
-                continue;
-            if (k && r->hist_steps[k - 1] < s) /* usually appended in order */
-                j = k;
-            else
-                while (j < k && r->hist_steps[j] < s)
-                    j++;
-            if (j < k && r->hist_steps[j] == s)
-                continue;
-            if (k == cap) {
-                size_t nc = cap ? 2 * cap : 64;
-                int64_t *q = realloc(r->hist_steps, nc * sizeof *q);
-                if (!q) {
-                    free(h);
-                    return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "histograms");
-                }
-                r->hist_steps = q;
-                cap = nc;
-            }
-            memmove(r->hist_steps + j + 1, r->hist_steps + j, (k - j) * sizeof *r->hist_steps);
-            r->hist_steps[j] = s;
-            r->nhist_steps++;
-        }
-        free(h);
+            return rc;
+        hists_take(q, b, n);
+        free(b);
         if (n == 0)
             break;
+    }
+    return 0;
+}
+
+/* The first row whose step is not below step, in a table in step order: a binary search that
+ * reads single rows. */
+static int hist_lower_bound(ampdiag_trace_reader *rd, size_t nh, int64_t step, size_t *at)
+{
+    size_t lo = 0, hi = nh;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2, n = 0;
+        ampdiag_trace_hist *h = NULL;
+        int rc = ampdiag_trace_read_hists(rd, mid, 1, &h, &n);
+        if (rc)
+            return rc;
+        int64_t s = n ? h->step : INT64_MAX;
+        free(h);
+        if (s < step)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    *at = lo;
+    return 0;
+}
+
+/* The rows of each asked-for step, where a binary search finds them (a writer appends in step
+ * order): the rows from the first of the step on, while they hold it. */
+static int hists_search(ampdiag_trace_reader *rd, size_t nh, const struct hist_req *q)
+{
+    enum { RUN = 64 };
+    for (size_t j = 0; j < q->nsteps; j++) {
+        size_t first;
+        int rc = hist_lower_bound(rd, nh, q->steps[j], &first);
+        for (int more = 1; !rc && more && first < nh; first += RUN) {
+            ampdiag_trace_hist *b = NULL;
+            size_t n = 0;
+            if ((rc = ampdiag_trace_read_hists(rd, first, RUN, &b, &n)))
+                break;
+            size_t k = 0;
+            while (k < n && b[k].step == q->steps[j])
+                k++;
+            hists_take(q, b, k);
+            more = n > 0 && k == n;
+            free(b);
+        }
+        if (rc)
+            return rc;
     }
     return 0;
 }
@@ -634,28 +850,18 @@ int an_read_hists(const an_run *r, int layer, const int *kinds, size_t nkinds, c
         return fail(err, errlen, rc, r->path, "open");
     ampdiag_trace_counts cnt;
     ampdiag_trace_get_counts(rd, &cnt);
-    for (size_t first = 0; first < cnt.hists; first += HIST_BLOCK) {
-        ampdiag_trace_hist *b = NULL;
-        size_t n = 0;
-        if ((rc = ampdiag_trace_read_hists(rd, first, HIST_BLOCK, &b, &n))) {
-            fail(err, errlen, rc, r->path, "histograms");
-            break;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (b[i].layer != layer)
-                continue;
-            for (size_t k = 0; k < nkinds; k++)
-                if (b[i].kind == kinds[k])
-                    for (size_t j = 0; j < nsteps; j++)
-                        if (steps[j] == b[i].step) {
-                            out[k * nsteps + j] = b[i];
-                            have[k * nsteps + j] = 1;
-                        }
-        }
-        free(b);
-        if (n == 0)
-            break;
+    struct hist_req q = {layer, kinds, nkinds, steps, nsteps, out, have};
+    rc = hists_search(rd, cnt.hists, &q);
+    size_t found = 0;
+    for (size_t i = 0; i < nkinds * nsteps; i++)
+        found += (size_t)have[i];
+    /* a table out of step order, or a (kind, step) without a row: read every row */
+    if (!rc && found < nkinds * nsteps) {
+        memset(have, 0, nkinds * nsteps * sizeof *have);
+        rc = hists_scan(rd, cnt.hists, &q);
     }
+    if (rc)
+        fail(err, errlen, rc, r->path, "histograms");
     ampdiag_trace_reader_close(rd);
     return rc;
 }
@@ -960,6 +1166,7 @@ static void init_run(an_run *r)
     r->ratio_median = r->step_ratio_median = NAN;
     r->rec_step_min = INT64_MAX;
     r->rec_step_max = INT64_MIN;
+    r->env_width = 1;
 }
 
 /* What an_load has read from the trace and not yet handed to the run. */
@@ -1161,10 +1368,9 @@ static int load_records(load_ctx *L, an_run *r, const an_options *opt)
 {
     unsigned keep = opt ? opt->keep_points : 0;
     int rc;
-    if ((rc = load_tensors(L->rd, r, L->st, L->cnt.tensors, keep, L->err, L->errlen)) ||
+    if ((rc = load_tensors(L->rd, r, L->st, L->cnt.tensors, opt, L->err, L->errlen)) ||
         (rc = an_fp8_load(L->rd, r, L->err, L->errlen)) ||
-        (rc = load_hists(L->rd, r, L->st, L->cnt.hists, L->err, L->errlen)) ||
-        (keep && (rc = load_hist_steps(L->rd, r, L->cnt.hists, L->err, L->errlen))))
+        (rc = load_hists(L->rd, r, L->st, L->cnt.hists, keep != 0, L->err, L->errlen)))
         return rc;
     return 0;
 }
@@ -1247,7 +1453,7 @@ void an_free(an_run *r)
             free(r->layers[l].cell[k].hist);
         series_free(&r->layers[l].act_rms);
         for (int k = 0; k < AMPDIAG_NKINDS; k++)
-            free(r->layers[l].pts[k].p);
+            free(r->layers[l].pts[k].c);
     }
     free(r->layers);
     free(r->st_step);

@@ -88,8 +88,26 @@ typedef struct an_point {
     float nonfinite;         /* fraction that is inf or NaN */
 } an_point;
 
+/* What a column of a chart keeps of the records whose steps fall in it: the record holding
+ * each extreme a chart draws (largest and smallest absmax and absmin_nz, largest fractions),
+ * and the last. A line through these records, in step order, covers the pixels a line through
+ * every record covers: a single-step spike stays visible. */
+enum {
+    AN_ROLE_ABSMAX_HI, AN_ROLE_ABSMAX_LO, AN_ROLE_ABSMIN_HI, AN_ROLE_ABSMIN_LO,
+    AN_ROLE_UNDER, AN_ROLE_OVER, AN_ROLE_NONFINITE, AN_ROLE_LAST, AN_NROLES
+};
+
+typedef struct an_column {
+    an_point role[AN_NROLES];
+    uint64_t records;        /* records in the column */
+} an_column;
+
+/* Columns of the run's grid (an_run.env_origin, env_width), ascending. A run with at most
+ * AN_ENV_COLS distinct recorded steps has columns of one step: one per record; a longer one has
+ * between AN_ENV_COLS / 2 and AN_ENV_COLS columns per kind, about the pixels of a chart panel. */
+#define AN_ENV_COLS 1024
 typedef struct an_points {
-    an_point *p;
+    an_column *c;
     size_t n, cap;
 } an_points;
 
@@ -105,7 +123,7 @@ typedef struct an_layer {
     int island;         /* named in the run's fp32_layers attribute */
     an_cell cell[AMPDIAG_NKINDS];
     an_series act_rms;  /* activation rms per traced step */
-    an_points pts[AMPDIAG_NKINDS]; /* per record, for the kinds an_options.keep_points names */
+    an_points pts[AMPDIAG_NKINDS]; /* chart columns, for the kinds an_options.keep_points names */
     double ratio_median;/* median over traced steps of rms(update)/rms(weight); NaN if none */
     size_t ratio_n;
 } an_layer;
@@ -325,9 +343,14 @@ typedef struct an_run {
     uint64_t lost_if16, lost_ifb16;/* totals over layers; 0 without the fields */
 
     uint64_t hist_rows, hist_rows_read; /* histograms in the trace / read (sampled when many) */
-    int64_t *hist_steps;           /* distinct steps holding histograms, ascending (keep_points) */
+    int64_t *hist_steps;           /* distinct steps of the histogram rows read (all, or the
+                                      sample load_hists reads of very many), ascending
+                                      (keep_points) */
     size_t nhist_steps;
     int64_t rec_step_min, rec_step_max; /* range of the kept points' steps (INT64_MAX/MIN: none) */
+    int64_t env_origin, env_width; /* the chart columns: column k holds the steps
+                                      [origin + k * width, origin + (k + 1) * width); width 1, 2,
+                                      4, ... doubles while a kind's columns exceed AN_ENV_COLS */
 
     an_findings find;              /* what the trace says, for every renderer (findings.h) */
 } an_run;
@@ -335,8 +358,10 @@ typedef struct an_run {
 typedef struct an_options {
     long warmup;      /* calibration and clip warm-up window; < 0 = min(100, steps / 5) */
     int quiet;        /* no notes on stderr */
-    unsigned keep_points; /* bit 1u << kind: keep that kind's records as points (charts), and
-                             the distinct histogram steps; 0: aggregates only */
+    unsigned keep_points; /* bit 1u << kind: keep that kind's records as chart columns (an_points),
+                             and the distinct histogram steps; 0: aggregates only */
+    int no_rms_series;    /* 1: no per-layer activation rms series (an_layer.act_rms: only
+                             an_compare reads them) */
 } an_options;
 
 /* Read and summarise one trace. Returns 0, or an ampdiag_trace error code (negative) with

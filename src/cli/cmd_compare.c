@@ -156,7 +156,7 @@ static int list_inputs(cmp_inputs *in, const char *const *paths, size_t n, const
  * file). 0, EXIT_USAGE (not a readable trace) or EXIT_IO. */
 static int load_inputs(cmp_inputs *in, const compare_opts *o)
 {
-    an_options ao = {o->warmup, 0, 0};
+    an_options ao = {.warmup = o->warmup, .quiet = 0, .keep_points = 0};
     char err[1024];
     for (size_t i = 0; i < in->total; i++) {
         int e = an_load(in->all[i], &ao, &in->runs[i], err, sizeof err);

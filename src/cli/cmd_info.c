@@ -109,7 +109,7 @@ int cmd_info(int argc, char **argv)
 
     /* one loader, one set of findings: the same figures as run, compare and plot */
     an_run run;
-    an_options ao = {.warmup = -1, .quiet = 0, .keep_points = 0};
+    an_options ao = {.warmup = -1, .quiet = 0, .keep_points = 0, .no_rms_series = 1};
     char err[512] = "";
     int rc = an_load(path, &ao, &run, err, sizeof err);
     if (rc) {

@@ -184,7 +184,7 @@ int cmd_lrfind(int argc, char **argv)
     if (rc)
         return rc;
     an_run r;
-    an_options ao = {-1, 1, 0};
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
     char err[1024];
     if ((rc = an_load(out, &ao, &r, err, sizeof err)) != 0) {
         fprintf_text(stderr, "%s: %s\n", PROG, err);

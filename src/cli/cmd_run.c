@@ -216,7 +216,7 @@ static char *join_args(int argc, char **argv)
 static int print_summary(const train_config *c, const train_result *r)
 {
     an_run run;
-    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
     char err[512] = "";
     int rc = an_load(c->out, &ao, &run, err, sizeof err);
     if (rc) {

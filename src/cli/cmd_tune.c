@@ -216,7 +216,7 @@ static int round_analyse(tune_round *r, rec_target target)
     }
     r->runs = calloc((size_t)ne, sizeof *r->runs);
     int rc = r->runs ? 0 : EXIT_IO;
-    an_options ao = {-1, 1, 0};
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
     char err[1024];
     for (int i = 0; i < ne; i++) {
         char p[8192];

@@ -45,6 +45,7 @@ extern char **environ;
 #define MAX_PANELS 12     /* small multiples per layer-ranges chart */
 #define MAX_HIST_STEPS 6  /* histograms overlaid per panel */
 #define HEAT_MAX_COLS 1200/* heatmap columns (steps are merged, keeping the largest fraction) */
+#define SERIES_COLS 2048  /* chart columns of a per-step series (loss, gradient norm, loss scale) */
 #define SINGLE_W 1200     /* chart sizes in pixels */
 #define SINGLE_H 650
 #define MULTI_W 1200
@@ -60,7 +61,7 @@ static const char *const ser_words[NSER] = {"activations", "activation gradients
                                             "weight gradients"};
 
 struct tser {
-    const an_point *p; /* the loader's points of one (layer, kind) */
+    const an_column *c; /* the loader's chart columns of one (layer, kind) */
     size_t n;
     uint64_t count, under, over;
     double absmax, absmin_nz; /* over the trace: -1 / +inf while none */
@@ -423,7 +424,8 @@ static int load_run(struct ctx *c, struct run *r, an_run *a)
     an_options ao = {.warmup = -1, .quiet = 0,
                      .keep_points = 1u << AMPDIAG_KIND_ACTIVATION |
                                     1u << AMPDIAG_KIND_ACTIVATION_GRAD |
-                                    1u << AMPDIAG_KIND_WEIGHT_GRAD};
+                                    1u << AMPDIAG_KIND_WEIGHT_GRAD,
+                     .no_rms_series = 1};
     char err[512] = "";
     int rc = an_load(r->path, &ao, a, err, sizeof err);
     if (rc) {
@@ -478,7 +480,7 @@ static int load_tensors(struct ctx *c, struct run *r)
         for (int s = 0; s < NSER; s++) {
             struct tser *ts = &r->ts[(size_t)r->lmap[l] * NSER + (size_t)s];
             const an_cell *cell = &r->layers[l].cell[ser_kind[s]];
-            ts->p = r->layers[l].pts[ser_kind[s]].p;
+            ts->c = r->layers[l].pts[ser_kind[s]].c;
             ts->n = r->layers[l].pts[ser_kind[s]].n;
             ts->count = cell->count;
             ts->under = cell->f16u;
@@ -617,7 +619,79 @@ static size_t smooth_window(size_t n)
     return w | 1;
 }
 
-/* Write one block "step value smoothed" for a per-step series of r. */
+/* ------------------------------------------------------------------------------------------
+ * Step series of long runs: chart columns
+ *
+ * A run of more than SERIES_COLS steps is drawn from columns of equal width (a power of two of
+ * steps, at most SERIES_COLS columns from its first step): of each column's rows the series
+ * writes the one holding the smallest value, the largest, the first non-finite one and the last,
+ * and the marks (skipped steps, events) one per column. A line through them covers the pixels a
+ * line through every row covers. Shorter runs are written whole.
+ * ------------------------------------------------------------------------------------------ */
+
+static int64_t series_width(const struct run *r)
+{
+    int64_t w = 1;
+    if (r->nsteps <= SERIES_COLS)
+        return 1;
+    int64_t span = r->steps[r->nsteps - 1].step - r->steps[0].step + 1;
+    while (span / w >= SERIES_COLS)
+        w *= 2;
+    return w;
+}
+
+/* The column of a step (steps before the first fall into column 0's left neighbours). */
+static int64_t series_column(const struct run *r, int64_t w, int64_t step)
+{
+    int64_t d = step - (r->nsteps ? r->steps[0].step : 0);
+    return d >= 0 ? d / w : -1 - (-1 - d) / w;
+}
+
+/* keep[i] = 1 for the rows of v[0..nsteps) a chart writes. */
+static void series_keep(const struct run *r, const double *v, char *keep)
+{
+    size_t n = r->nsteps;
+    int64_t w = series_width(r);
+    memset(keep, w == 1, n);
+    for (size_t i = 0; w > 1 && i < n;) {
+        int64_t col = series_column(r, w, r->steps[i].step);
+        size_t lo = SIZE_MAX, hi = SIZE_MAX, nf = SIZE_MAX, j = i;
+        for (; j < n && series_column(r, w, r->steps[j].step) == col; j++) {
+            if (!isfinite(v[j])) {
+                if (nf == SIZE_MAX)
+                    nf = j;
+                continue;
+            }
+            if (lo == SIZE_MAX || v[j] < v[lo])
+                lo = j;
+            if (hi == SIZE_MAX || v[j] > v[hi])
+                hi = j;
+        }
+        size_t pick[3] = {lo, hi, nf};
+        for (int k = 0; k < 3; k++)
+            if (pick[k] != SIZE_MAX)
+                keep[pick[k]] = 1;
+        keep[j - 1] = 1;
+        i = j;
+    }
+}
+
+/* Marks thinned to one per chart column: 1 when a mark at step should be written, *last being
+ * the column of the last one written (INT64_MIN before the first). */
+static int mark_due(const struct run *r, int64_t step, int64_t *last)
+{
+    int64_t w = series_width(r);
+    if (w == 1)
+        return 1;
+    int64_t col = series_column(r, w, step);
+    if (*last != INT64_MIN && col == *last)
+        return 0;
+    *last = col;
+    return 1;
+}
+
+/* Write one block "step value smoothed" for a per-step series of r (which: 0 loss, 1 gradient
+ * norm): every row, or those of the chart columns. */
 static int write_series_block(FILE *f, const struct run *r, int which, size_t w)
 {
     double *v = malloc((r->nsteps ? r->nsteps : 1) * sizeof *v);
@@ -633,12 +707,17 @@ static int write_series_block(FILE *f, const struct run *r, int which, size_t w)
         for (size_t i = 0; i < r->nsteps; i++)
             if (!(v[i] > 0))
                 v[i] = NAN; /* log axis */
-    if (w > 1 && moving_average(v, r->nsteps, w, s)) {
+    char *keep = malloc(r->nsteps ? r->nsteps : 1);
+    if (!keep || (w > 1 && moving_average(v, r->nsteps, w, s))) {
         free(v);
         free(s);
+        free(keep);
         return -1;
     }
+    series_keep(r, v, keep);
     for (size_t i = 0; i < r->nsteps; i++) {
+        if (!keep[i])
+            continue;
         fprintf(f, "%" PRId64 " ", r->steps[i].step);
         put_num(f, v[i]);
         fputc(' ', f);
@@ -650,6 +729,7 @@ static int write_series_block(FILE *f, const struct run *r, int which, size_t w)
     fputs("\n\n", f);
     free(v);
     free(s);
+    free(keep);
     return 0;
 }
 
@@ -743,35 +823,43 @@ static int chart_loss(struct ctx *c)
         fputs("\n\n", e.f);
         /* skipped steps */
         fprintf_text(m.f, "# run %d: %s, skipped steps\n", i + 1, r->label);
-        size_t k0 = 0;
+        size_t k0 = 0, rows = 0;
+        int64_t lastcol = INT64_MIN;
         for (size_t k = 0; k < r->nsteps; k++)
             if (r->steps[k].skipped) {
+                k0++;
+                if (!mark_due(r, r->steps[k].step, &lastcol))
+                    continue;
                 double y = isfinite(r->steps[k].loss) ? r->steps[k].loss : ytop;
                 fprintf(m.f, "%" PRId64 " ", r->steps[k].step);
                 put_num(m.f, y);
                 fputc('\n', m.f);
-                k0++;
+                rows++;
             }
-        if (!k0)
+        if (!rows)
             fputs("NaN NaN\n", m.f);
         nskip += k0;
         fputs("\n\n", m.f);
         fprintf_text(m.f, "# run %d: %s, NaN/inf in forward or backward\n", i + 1, r->label);
-        k0 = 0;
+        k0 = rows = 0;
+        lastcol = INT64_MIN;
         int64_t last = INT64_MIN;
         for (size_t k = 0; k < r->nevents; k++) {
             const ampdiag_trace_event *ev = &r->events[k];
             if (!is_nonfinite_event(ev->code) || (k0 && ev->step == last))
+                continue;
+            last = ev->step;
+            k0++;
+            if (!mark_due(r, ev->step, &lastcol))
                 continue;
             const ampdiag_trace_step *st = find_step(r, ev->step);
             double y = st && isfinite(st->loss) ? st->loss : ytop;
             fprintf(m.f, "%" PRId64 " ", ev->step);
             put_num(m.f, y);
             fputc('\n', m.f);
-            last = ev->step;
-            k0++;
+            rows++;
         }
-        if (!k0)
+        if (!rows)
             fputs("NaN NaN\n", m.f);
         nnan += k0;
         fputs("\n\n", m.f);
@@ -828,6 +916,42 @@ fail:
  * loss-scale
  * ------------------------------------------------------------------------------------------ */
 
+/* One block "step scale" of a run (the chart columns' rows of a long one); lo and hi take the
+ * range of the valid scales. */
+static int write_scale_block(struct ctx *c, FILE *f, const struct run *r, double *lo, double *hi)
+{
+    double *v = malloc((r->nsteps ? r->nsteps : 1) * sizeof *v);
+    char *keep = malloc(r->nsteps ? r->nsteps : 1);
+    if (!v || !keep) {
+        free(v);
+        free(keep);
+        return fail(c, PLOT_ENOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < r->nsteps; k++) {
+        v[k] = r->steps[k].loss_scale;
+        if (!(v[k] > 0) || !isfinite(v[k]))
+            v[k] = NAN;
+        else {
+            *lo = fmin(*lo, v[k]);
+            *hi = fmax(*hi, v[k]);
+        }
+    }
+    series_keep(r, v, keep);
+    for (size_t k = 0; k < r->nsteps; k++) {
+        if (!keep[k])
+            continue;
+        fprintf(f, "%" PRId64 " ", r->steps[k].step);
+        put_num(f, v[k]);
+        fputc('\n', f);
+    }
+    if (!r->nsteps)
+        fputs("NaN NaN\n", f);
+    fputs("\n\n", f);
+    free(v);
+    free(keep);
+    return 0;
+}
+
 static int chart_loss_scale(struct ctx *c)
 {
     int *idx = malloc((size_t)c->nruns * sizeof *idx);
@@ -854,21 +978,8 @@ static int chart_loss_scale(struct ctx *c)
     for (size_t j = 0; j < n; j++) {
         const struct run *r = &c->runs[idx[j]];
         fprintf_text(d.f, "# run %zu: %s (%s)\n", j + 1, r->label, r->path);
-        for (size_t k = 0; k < r->nsteps; k++) {
-            double v = r->steps[k].loss_scale;
-            if (!(v > 0) || !isfinite(v))
-                v = NAN;
-            else {
-                lo = fmin(lo, v);
-                hi = fmax(hi, v);
-            }
-            fprintf(d.f, "%" PRId64 " ", r->steps[k].step);
-            put_num(d.f, v);
-            fputc('\n', d.f);
-        }
-        if (!r->nsteps)
-            fputs("NaN NaN\n", d.f);
-        fputs("\n\n", d.f);
+        if ((rc = write_scale_block(c, d.f, r, &lo, &hi)))
+            goto fail;
         int have_events = 0;
         for (size_t k = 0; k < r->nevents; k++)
             if (r->events[k].code == AMPDIAG_EV_SCALE_BACKOFF ||
@@ -878,6 +989,7 @@ static int chart_loss_scale(struct ctx *c)
             int code = g ? AMPDIAG_EV_SCALE_GROWTH : AMPDIAG_EV_SCALE_BACKOFF;
             fprintf_text(m.f, "# run %zu: %s, %s\n", j + 1, r->label, g ? "growths" : "backoffs");
             size_t cnt = 0;
+            int64_t lastcol = INT64_MIN;
             if (have_events) {
                 for (size_t k = 0; k < r->nevents; k++) {
                     if (r->events[k].code != code)
@@ -890,6 +1002,8 @@ static int chart_loss_scale(struct ctx *c)
                      * analysis counts the same way) */
                     if (!g && !(r->events[k].value < y))
                         continue;
+                    if (!mark_due(r, r->events[k].step, &lastcol))
+                        continue;
                     fprintf(m.f, "%" PRId64 " ", r->events[k].step);
                     put_num(m.f, y);
                     fputc('\n', m.f);
@@ -899,7 +1013,7 @@ static int chart_loss_scale(struct ctx *c)
                 for (size_t k = 0; k + 1 < r->nsteps; k++) {
                     double a = r->steps[k].loss_scale, b = r->steps[k + 1].loss_scale;
                     if (!(a > 0) || !(b > 0) || !isfinite(a) || !isfinite(b) ||
-                        (g ? !(b > a) : !(b < a)))
+                        (g ? !(b > a) : !(b < a)) || !mark_due(r, r->steps[k].step, &lastcol))
                         continue;
                     fprintf(m.f, "%" PRId64 " ", r->steps[k].step);
                     put_num(m.f, a);
@@ -1124,6 +1238,39 @@ static void gp_limits(FILE *f)
             (double)b->max_finite, (double)b->min_normal, (double)b->min_subnormal);
 }
 
+/* The distinct records (one per step) a range chart draws of a column, in step order: those
+ * holding the column's extremes of absmax, absmin_nz and the inf/NaN fraction, and the last
+ * (the FP16 fractions are the heatmap's). */
+static size_t column_points(const an_column *col, const an_point **out)
+{
+    static const int drawn[] = {AN_ROLE_ABSMAX_HI, AN_ROLE_ABSMAX_LO, AN_ROLE_ABSMIN_HI,
+                                AN_ROLE_ABSMIN_LO, AN_ROLE_NONFINITE, AN_ROLE_LAST};
+    size_t n = 0;
+    for (size_t d = 0; d < sizeof drawn / sizeof drawn[0]; d++) {
+        const an_point *p = &col->role[drawn[d]];
+        size_t j = 0;
+        while (j < n && out[j]->step != p->step)
+            j++;
+        if (j < n)
+            continue;
+        for (j = n++; j > 0 && out[j - 1]->step > p->step; j--)
+            out[j] = out[j - 1];
+        out[j] = p;
+    }
+    return n;
+}
+
+static void write_range_row(FILE *f, const an_point *p)
+{
+    fprintf(f, "%" PRId64 " ", p->step);
+    put_num(f, p->absmax);
+    fputc(' ', f);
+    put_num(f, p->absmin_nz);
+    fputc(' ', f);
+    put_num(f, p->nonfinite);
+    fputc('\n', f);
+}
+
 static int chart_layer_ranges(struct ctx *c, int si)
 {
     int kind = ser_kind[si];
@@ -1169,21 +1316,19 @@ static int chart_layer_ranges(struct ctx *c, int si)
             const struct tser *ts = &run->ts[(size_t)panel[p] * NSER + (size_t)si];
             fprintf_text(d.f, "# layer %s, run %d: %s\n", c->lname[panel[p]], r + 1, run->label);
             for (size_t k = 0; k < ts->n; k++) {
-                fprintf(d.f, "%" PRId64 " ", ts->p[k].step);
-                put_num(d.f, ts->p[k].absmax);
-                fputc(' ', d.f);
-                put_num(d.f, ts->p[k].absmin_nz);
-                fputc(' ', d.f);
-                put_num(d.f, ts->p[k].nonfinite);
-                fputc('\n', d.f);
-                if (ts->p[k].nonfinite > 0)
-                    nnonfinite++;
-                if (isfinite(ts->p[k].absmax))
-                    hi = fmax(hi, ts->p[k].absmax);
-                if (isfinite(ts->p[k].absmin_nz))
-                    lo = fmin(lo, ts->p[k].absmin_nz);
-                else if (isfinite(ts->p[k].absmax))
-                    lo = fmin(lo, ts->p[k].absmax);
+                const an_point *pt[AN_NROLES];
+                size_t nk = column_points(&ts->c[k], pt);
+                for (size_t j = 0; j < nk; j++) {
+                    write_range_row(d.f, pt[j]);
+                    if (pt[j]->nonfinite > 0)
+                        nnonfinite++;
+                    if (isfinite(pt[j]->absmax))
+                        hi = fmax(hi, pt[j]->absmax);
+                    if (isfinite(pt[j]->absmin_nz))
+                        lo = fmin(lo, pt[j]->absmin_nz);
+                    else if (isfinite(pt[j]->absmax))
+                        lo = fmin(lo, pt[j]->absmax);
+                }
             }
             if (!ts->n)
                 fputs("NaN NaN NaN NaN\n", d.f);
@@ -1251,13 +1396,23 @@ static int write_f32(struct ctx *c, const char *name, const float *v, size_t n)
     return out_close(c, &o);
 }
 
+/* The first step of a chart column's range (its one step when the columns are steps). */
+static int64_t column_start(const struct run *r, const an_column *col)
+{
+    int64_t w = r->a->env_width, d = col->role[0].step - r->a->env_origin;
+    int64_t q = d / w;
+    if (d % w != 0 && d < 0)
+        q--;
+    return r->a->env_origin + q * w;
+}
+
 static int chart_heatmap(struct ctx *c, const struct run *r)
 {
     /* columns: the recorded steps (stride = their gcd), merged to at most HEAT_MAX_COLS */
     int64_t smin = INT64_MAX, smax = INT64_MIN, stride = 0;
     for (size_t i = 0; i < c->nunion * NSER; i++)
         for (size_t k = 0; k < r->ts[i].n; k++) {
-            int64_t st = r->ts[i].p[k].step;
+            int64_t st = column_start(r, &r->ts[i].c[k]);
             if (st < smin) smin = st;
             if (st > smax) smax = st;
         }
@@ -1267,7 +1422,7 @@ static int chart_heatmap(struct ctx *c, const struct run *r)
     }
     for (size_t i = 0; i < c->nunion * NSER; i++)
         for (size_t k = 0; k < r->ts[i].n; k++)
-            stride = gcd64(stride, r->ts[i].p[k].step - smin);
+            stride = gcd64(stride, column_start(r, &r->ts[i].c[k]) - smin);
     if (stride <= 0)
         stride = 1;
     int64_t ncols0 = (smax - smin) / stride + 1;
@@ -1324,10 +1479,11 @@ static int chart_heatmap(struct ctx *c, const struct run *r)
             for (size_t j = 0; j < nrows[si]; j++) {
                 const struct tser *ts = &r->ts[(size_t)rows[first[si] + j] * NSER + (size_t)si];
                 for (size_t k = 0; k < ts->n; k++) {
-                    float v = ov ? ts->p[k].over : ts->p[k].under;
+                    const an_column *cl = &ts->c[k];
+                    float v = ov ? cl->role[AN_ROLE_OVER].over : cl->role[AN_ROLE_UNDER].under;
                     if (isnan(v))
                         continue;
-                    size_t col = (size_t)((ts->p[k].step - smin) / dx);
+                    size_t col = (size_t)((column_start(r, cl) - smin) / dx);
                     float *cell = &m[j * ncols + col];
                     if (isnan(*cell) || v > *cell)
                         *cell = v;
@@ -1363,7 +1519,7 @@ static int chart_heatmap(struct ctx *c, const struct run *r)
              "in FP16%s%s; grey: not recorded%s",
              is16 ? "; an FP16 run holds FP16 values: underflowed ones are zeros" : "",
              r->scaled ? "; gradients times the loss scale" : "",
-             merge > 1 ? "; a column: the most of several steps" : "");
+             merge > 1 || r->a->env_width > 1 ? "; a column: the most of several steps" : "");
     snprintf(desc, sizeof desc, "layer x step heatmaps of the fraction of %s's activations and "
              "gradients that would underflow / overflow in FP16 (peak %.3g%% / %.3g%%)", r->label,
              100 * maxfrac[0], 100 * maxfrac[1]);

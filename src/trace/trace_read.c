@@ -17,6 +17,7 @@
  * lets HDF5 parse its whole structure (probe_child, trace_sandbox.c); a crash, hang or runaway
  * allocation there refuses the file, and the root attributes come from the child.
  */
+#include "trace/trace_chunks.h"
 #include "trace/trace_internal.h"
 #include "util/path.h"
 #include "trace/h5safe.h"
@@ -46,6 +47,9 @@ struct ampdiag_trace_reader {
     hid_t dset[TBL_N];
     hid_t mtype[TBL_N];  /* memory type matching this file's fields */
     uint64_t absent[TBL_N]; /* bit i: optional field i of the table is not in the file */
+    trace_chunks *chunks[TBL_N]; /* read from the stored chunks on threads, or NULL: through HDF5
+                                    (trace_chunks.h; never for a trace opened for SWMR reading,
+                                    whose chunks a writer may be rewriting) */
     size_t rows[TBL_N];
     ampdiag_trace_attr *attrs;
     size_t nattrs, capattrs;
@@ -891,6 +895,8 @@ static int open_tables(ampdiag_trace_reader *r)
                             r->path, tb->path);
         else if (!(rc = check_record(r, t, ft)))
             rc = build_mtype(r, t, ft);
+        if (!rc && !r->swmr)
+            r->chunks[t] = trace_chunks_plan(r->dset[t], ft, tb, r->absent[t]);
         H5Tclose(ft);
         if (rc || (rc = count_rows(r, t)))
             return rc;
@@ -905,6 +911,7 @@ static int open_tables(ampdiag_trace_reader *r)
 static void reader_free(ampdiag_trace_reader *r)
 {
     for (int t = 0; t < TBL_N; t++) {
+        trace_chunks_free(r->chunks[t]);
         if (r->dset[t] >= 0)
             H5Dclose(r->dset[t]);
         if (r->mtype[t] >= 0)
@@ -1225,6 +1232,23 @@ static int check_steps(const ampdiag_trace_reader *r, int t, const void *rows, s
     return 0;
 }
 
+/* Rows [first, first + count) of table t into buf: from the stored chunks where that works,
+ * else through HDF5 (which converts). 1 when read. */
+static int read_rows(ampdiag_trace_reader *r, int t, size_t first, size_t count, void *buf)
+{
+    if (r->chunks[t] && trace_chunks_read(r->chunks[t], r->dset[t], first, count, buf) == 0)
+        return 1;
+    if (r->chunks[t])
+        H5Eclear2(H5E_DEFAULT);
+    hsize_t start = first, cnt = count;
+    hid_t fs = H5Dget_space(r->dset[t]), ms = H5Screate_simple(1, &cnt, NULL);
+    int ok = fs >= 0 && ms >= 0 &&
+             H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL) >= 0 &&
+             H5Dread(r->dset[t], r->mtype[t], ms, fs, H5P_DEFAULT, buf) >= 0;
+    trace_h5_io_end(ok, ms, fs);
+    return ok;
+}
+
 static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, void **out,
                       size_t *n)
 {
@@ -1249,12 +1273,7 @@ static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, 
                           count, tb->path, r->path);
     trace_quiet q;
     trace_quiet_begin(&q);
-    hsize_t start = first, cnt = count;
-    hid_t fs = H5Dget_space(r->dset[t]), ms = H5Screate_simple(1, &cnt, NULL);
-    int ok = fs >= 0 && ms >= 0 &&
-             H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL) >= 0 &&
-             H5Dread(r->dset[t], r->mtype[t], ms, fs, H5P_DEFAULT, buf) >= 0;
-    trace_h5_io_end(ok, ms, fs);
+    int ok = read_rows(r, t, first, count, buf);
     int rc = 0;
     if (!ok) {
         trace_h5err e;

@@ -1,0 +1,453 @@
+/*
+ * trace_chunks.c - a table read from its stored chunks on a few threads (trace_chunks.h).
+ */
+#include "trace/trace_chunks.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define MAX_THREADS 4
+#define MAX_CHUNK_BYTES ((size_t)64 << 20) /* larger chunks are read through HDF5 */
+
+/* ------------------------------------------------------------------------------------------
+ * Inflating: libdeflate where the system has it (loaded at run time; about twice as fast as
+ * zlib, and checks the Adler-32 sum as zlib does), else zlib
+ * ------------------------------------------------------------------------------------------ */
+
+struct libdeflate_decompressor;
+static struct {
+    struct libdeflate_decompressor *(*alloc)(void);
+    int (*zlib)(struct libdeflate_decompressor *, const void *, size_t, void *, size_t, size_t *);
+    void (*release)(struct libdeflate_decompressor *);
+} ld;
+static pthread_once_t ld_once = PTHREAD_ONCE_INIT;
+
+static void ld_load(void)
+{
+    if (getenv("AMPDIAG_NO_LIBDEFLATE"))
+        return;
+    void *h = dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return;
+    void *a = dlsym(h, "libdeflate_alloc_decompressor"), *z = dlsym(h, "libdeflate_zlib_decompress"),
+         *f = dlsym(h, "libdeflate_free_decompressor");
+    if (!a || !z || !f)
+        return; /* the library stays loaded: harmless */
+    memcpy(&ld.alloc, &a, sizeof a);
+    memcpy(&ld.zlib, &z, sizeof z);
+    memcpy(&ld.release, &f, sizeof f);
+}
+
+/* Inflate a zlib stream of exactly size bytes. 0, or -1 when it is not one. */
+static int inflate_exact(struct libdeflate_decompressor *d, const unsigned char *in, size_t n,
+                         unsigned char *out, size_t size)
+{
+    if (d) {
+        size_t got = 0;
+        return ld.zlib(d, in, n, out, size, &got) == 0 && got == size ? 0 : -1;
+    }
+    uLongf len = (uLongf)size;
+    return uncompress(out, &len, in, (uLong)n) == Z_OK && len == size ? 0 : -1;
+}
+
+/* How one field goes from its bytes in a stored row to the public record. */
+enum op { OP_COPY, OP_INT, OP_F32_F64, OP_ENUM, OP_BYTES };
+
+struct fieldop {
+    enum op op;
+    size_t src, dst;   /* offsets in the stored row and in the record */
+    size_t ssize, dsize;
+    int is_signed;     /* OP_INT: the stored integer is signed */
+    int32_t map[256];  /* OP_ENUM: stored value -> this version's value (-1: unknown) */
+};
+
+struct trace_chunks {
+    const trace_table *tb;
+    size_t chunk_rows, row_size; /* rows per chunk; bytes of a stored row */
+    hsize_t file_size;           /* no stored chunk is larger than the file */
+    int shuffle, deflate;
+    struct fieldop *ops;
+    size_t nops;
+    int nthreads;
+};
+
+static int little_endian_host(void)
+{
+    uint16_t x = 1;
+    unsigned char b;
+    memcpy(&b, &x, 1);
+    return b == 1;
+}
+
+/* Bytes of a field in the public record. */
+static size_t mem_size(trace_ftype t)
+{
+    switch (t) {
+    case FT_I64: case FT_U64: case FT_F64: return 8;
+    case FT_F32: case FT_I32: case FT_BOOL: case FT_KIND: case FT_CODE: return 4;
+    case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
+    default: return 0;
+    }
+}
+
+/* An integer field: a stored little-endian integer that fits the record's type whatever its
+ * value (same size and sign, or wider; unsigned into a wider signed). */
+static int plan_int(struct fieldop *o, hid_t mt, trace_ftype t)
+{
+    if (H5Tget_class(mt) != H5T_INTEGER || H5Tget_order(mt) != H5T_ORDER_LE)
+        return -1;
+    int s = H5Tget_sign(mt) == H5T_SGN_2;
+    int dsigned = t != FT_U64;
+    o->ssize = H5Tget_size(mt);
+    o->is_signed = s;
+    if (o->ssize != 1 && o->ssize != 2 && o->ssize != 4 && o->ssize != 8)
+        return -1;
+    if (s == dsigned ? o->ssize > o->dsize : (s || o->ssize >= o->dsize))
+        return -1;
+    o->op = o->ssize == o->dsize ? OP_COPY : OP_INT;
+    return 0;
+}
+
+static int plan_float(struct fieldop *o, hid_t mt, trace_ftype t)
+{
+    if (H5Tget_class(mt) != H5T_FLOAT)
+        return -1;
+    o->ssize = H5Tget_size(mt);
+    if (o->ssize == 4 && H5Tequal(mt, H5T_IEEE_F32LE) > 0)
+        o->op = t == FT_F32 ? OP_COPY : OP_F32_F64;
+    else if (o->ssize == 8 && t == FT_F64 && H5Tequal(mt, H5T_IEEE_F64LE) > 0)
+        o->op = OP_COPY;
+    else
+        return -1;
+    return 0;
+}
+
+/* An enum of one unsigned byte, mapped by name as HDF5 would (unknown names read -1). */
+static int plan_enum(struct fieldop *o, hid_t mt, trace_ftype t)
+{
+    if (H5Tget_class(mt) == H5T_INTEGER)
+        return plan_int(o, mt, FT_I32);
+    if (H5Tget_class(mt) != H5T_ENUM || H5Tget_size(mt) != 1)
+        return -1;
+    hid_t base = H5Tget_super(mt);
+    int ok = base >= 0 && H5Tget_sign(base) == H5T_SGN_NONE;
+    if (base >= 0)
+        H5Tclose(base);
+    int n = H5Tget_nmembers(mt);
+    if (!ok || n < 0)
+        return -1;
+    for (int v = 0; v < 256; v++)
+        o->map[v] = -1;
+    for (int i = 0; i < n; i++) {
+        unsigned char v;
+        char *name = H5Tget_member_name(mt, (unsigned)i);
+        if (!name || H5Tget_member_value(mt, (unsigned)i, &v) < 0) {
+            if (name)
+                H5free_memory(name);
+            return -1;
+        }
+        int known = t == FT_KIND ? ampdiag_kind_parse(name) : ampdiag_event_parse(name);
+        H5free_memory(name);
+        o->map[v] = known;
+    }
+    o->ssize = 1;
+    o->op = OP_ENUM;
+    return 0;
+}
+
+/* Histogram bins: an array of AMPDIAG_HIST_BINS unsigned little-endian 64-bit integers, copied. */
+static int plan_bins(struct fieldop *o, hid_t mt)
+{
+    hsize_t dim = 0;
+    if (H5Tget_class(mt) != H5T_ARRAY || H5Tget_array_ndims(mt) != 1 ||
+        H5Tget_array_dims2(mt, &dim) != 1 || dim != AMPDIAG_HIST_BINS)
+        return -1;
+    hid_t base = H5Tget_super(mt);
+    int ok = base >= 0 && H5Tequal(base, H5T_STD_U64LE) > 0;
+    if (base >= 0)
+        H5Tclose(base);
+    o->ssize = o->dsize;
+    o->op = OP_BYTES;
+    return ok ? 0 : -1;
+}
+
+static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size_t row_size)
+{
+    int idx = H5Tget_member_index(ftype, f->name);
+    if (idx < 0)
+        return -1;
+    o->src = H5Tget_member_offset(ftype, (unsigned)idx);
+    o->dst = f->offset;
+    o->dsize = mem_size(f->type);
+    hid_t mt = H5Tget_member_type(ftype, (unsigned)idx);
+    if (mt < 0 || !o->dsize) {
+        if (mt >= 0)
+            H5Tclose(mt);
+        return -1;
+    }
+    int rc;
+    switch (f->type) {
+    case FT_F32: case FT_F64: rc = plan_float(o, mt, f->type); break;
+    case FT_KIND: case FT_CODE: rc = plan_enum(o, mt, f->type); break;
+    case FT_HIST: rc = plan_bins(o, mt); break;
+    default: rc = plan_int(o, mt, f->type); break;
+    }
+    H5Tclose(mt);
+    /* every byte a conversion reads lies inside the stored row */
+    return rc || o->ssize > row_size || o->src > row_size - o->ssize ? -1 : 0;
+}
+
+/* The filters: none, shuffle, deflate, or shuffle then deflate. */
+static int plan_filters(trace_chunks *p, hid_t dcpl)
+{
+    int n = H5Pget_nfilters(dcpl);
+    if (n < 0 || n > 2)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        unsigned flags, cd[8];
+        size_t ncd = 8;
+        char name[64];
+        H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, cd, sizeof name, name, NULL);
+        if (id == H5Z_FILTER_SHUFFLE && i == 0 && !p->shuffle)
+            p->shuffle = 1;
+        else if (id == H5Z_FILTER_DEFLATE && !p->deflate)
+            p->deflate = 1;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+static int plan_storage(trace_chunks *p, hid_t d, hid_t ftype)
+{
+    hid_t dcpl = H5Dget_create_plist(d);
+    if (dcpl < 0)
+        return -1;
+    hsize_t dim = 0;
+    int ok = H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_chunk(dcpl, 1, &dim) == 1 && dim > 0 &&
+             plan_filters(p, dcpl) == 0;
+    H5Pclose(dcpl);
+    p->chunk_rows = (size_t)dim;
+    p->row_size = H5Tget_size(ftype);
+    hid_t f = H5Iget_file_id(d);
+    if (f < 0 || H5Fget_filesize(f, &p->file_size) < 0)
+        ok = 0;
+    if (f >= 0)
+        H5Fclose(f);
+    /* a damaged file may claim any chunk size: the scratch buffers stay small (this writer's
+     * chunks are a few hundred kilobytes; HDF5 reads anything larger) */
+    return ok && p->row_size > 0 && p->chunk_rows <= MAX_CHUNK_BYTES / p->row_size ? 0 : -1;
+}
+
+trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uint64_t absent)
+{
+    if (!little_endian_host())
+        return NULL;
+    trace_chunks *p = calloc(1, sizeof *p);
+    if (!p || !(p->ops = calloc(tb->nfields, sizeof *p->ops))) {
+        free(p);
+        return NULL;
+    }
+    p->tb = tb;
+    int ok = plan_storage(p, d, ftype) == 0;
+    for (size_t i = 0; ok && i < tb->nfields; i++) {
+        if (i < 64 && (absent & (UINT64_C(1) << i)))
+            continue;
+        ok = plan_field(&p->ops[p->nops++], &tb->fields[i], ftype, p->row_size) == 0;
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    p->nthreads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
+    if (!ok) {
+        trace_chunks_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void trace_chunks_free(trace_chunks *p)
+{
+    if (!p)
+        return;
+    free(p->ops);
+    free(p);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Decoding
+ * ------------------------------------------------------------------------------------------ */
+
+/* The n bytes of a little-endian value, stride apart (shuffled: the chunk's row count). */
+static inline uint64_t gather_n(const unsigned char *p, size_t stride, size_t n)
+{
+    uint64_t u = 0;
+    for (size_t k = 0; k < n; k++)
+        u |= (uint64_t)p[k * stride] << (8 * k);
+    return u;
+}
+
+static inline uint64_t gather(const unsigned char *p, size_t stride, size_t n)
+{
+    switch (n) { /* constant sizes: unrolled */
+    case 8: return gather_n(p, stride, 8);
+    case 4: return gather_n(p, stride, 4);
+    case 1: return p[0];
+    default: return gather_n(p, stride, n);
+    }
+}
+
+/* One field of a stored row (its first byte at row, the next ones stride apart) into rec. */
+static inline void convert_field(const struct fieldop *o, const unsigned char *row, size_t stride,
+                                 unsigned char *rec)
+{
+    if (o->op == OP_BYTES) {
+        for (size_t k = 0; k < o->ssize; k++)
+            rec[o->dst + k] = row[(o->src + k) * stride];
+        return;
+    }
+    uint64_t u = gather(row + o->src * stride, stride, o->ssize);
+    if (o->op == OP_ENUM) {
+        int32_t v = o->map[u & 0xff];
+        memcpy(rec + o->dst, &v, 4);
+        return;
+    }
+    if (o->op == OP_F32_F64) {
+        uint32_t b = (uint32_t)u;
+        float f;
+        memcpy(&f, &b, 4);
+        double v = f;
+        memcpy(rec + o->dst, &v, 8);
+        return;
+    }
+    if (o->op == OP_INT && o->is_signed && ((u >> (8 * o->ssize - 1)) & 1))
+        u |= ~UINT64_C(0) << (8 * o->ssize);
+    if (o->dsize == 8) {
+        memcpy(rec + o->dst, &u, 8);
+    } else {
+        uint32_t v = (uint32_t)u;
+        memcpy(rec + o->dst, &v, 4);
+    }
+}
+
+/* One stored chunk: raw bytes in, rows [from, to) of it out as records at out. */
+struct chunk_job {
+    const unsigned char *raw;
+    size_t raw_size;
+    size_t from, to;
+    unsigned char *out;
+};
+
+struct worker {
+    const trace_chunks *p;
+    struct chunk_job *jobs;
+    size_t njobs, first, step; /* jobs first, first + step, ... */
+    unsigned char *plain;        /* scratch: one chunk inflated */
+    struct libdeflate_decompressor *d; /* NULL: zlib */
+    int failed;
+};
+
+static int decode_chunk(const trace_chunks *p, const struct chunk_job *j, unsigned char *plain,
+                        struct libdeflate_decompressor *d)
+{
+    size_t size = p->chunk_rows * p->row_size;
+    const unsigned char *data = j->raw;
+    if (p->deflate) {
+        if (inflate_exact(d, j->raw, j->raw_size, plain, size))
+            return -1;
+        data = plain;
+    } else if (j->raw_size != size) {
+        return -1;
+    }
+    /* shuffled, byte b of row i is at b * rows + i: field by field, the bytes are read in
+     * order */
+    size_t stride = p->shuffle ? p->chunk_rows : 1, step = p->shuffle ? 1 : p->row_size;
+    for (size_t k = 0; k < p->nops; k++)
+        for (size_t i = j->from; i < j->to; i++)
+            convert_field(&p->ops[k], data + i * step, stride,
+                          j->out + (i - j->from) * p->tb->rec_size);
+    return 0;
+}
+
+static void *work(void *arg)
+{
+    struct worker *w = arg;
+    for (size_t k = w->first; k < w->njobs && !w->failed; k += w->step)
+        if (decode_chunk(w->p, &w->jobs[k], w->plain, w->d))
+            w->failed = 1;
+    return NULL;
+}
+
+/* The chunks' stored bytes, read through HDF5 (one thread). */
+static int read_raw(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf,
+                    struct chunk_job *jobs, size_t njobs, unsigned char **raw)
+{
+    size_t c0 = first / p->chunk_rows;
+    for (size_t k = 0; k < njobs; k++) {
+        hsize_t off = (hsize_t)(c0 + k) * p->chunk_rows, nbytes = 0;
+        uint32_t mask = 0;
+        if (H5Dget_chunk_storage_size(d, &off, &nbytes) < 0 || nbytes == 0 ||
+            nbytes > p->file_size || !(raw[k] = malloc((size_t)nbytes)) ||
+            H5Dread_chunk(d, H5P_DEFAULT, &off, &mask, raw[k]) < 0 || mask != 0)
+            return -1;
+        size_t a = (size_t)off > first ? (size_t)off : first;
+        size_t b = (size_t)off + p->chunk_rows < first + count ? (size_t)off + p->chunk_rows
+                                                               : first + count;
+        jobs[k] = (struct chunk_job){raw[k], (size_t)nbytes, a - (size_t)off, b - (size_t)off,
+                                     (unsigned char *)buf + (a - first) * p->tb->rec_size};
+    }
+    return 0;
+}
+
+/* Decode the jobs on up to nthreads threads (this one included). */
+static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs)
+{
+    int nt = (size_t)p->nthreads < njobs ? p->nthreads : (int)njobs;
+    struct worker w[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    int started[MAX_THREADS] = {0}, rc = 0;
+    size_t size = p->chunk_rows * p->row_size;
+    pthread_once(&ld_once, ld_load);
+    for (int t = 0; t < nt; t++) {
+        w[t] = (struct worker){p, jobs, njobs, (size_t)t, (size_t)nt, malloc(size),
+                               ld.alloc ? ld.alloc() : NULL, 0};
+        if (!w[t].plain || (ld.alloc && !w[t].d))
+            rc = -1;
+    }
+    for (int t = 1; t < nt && !rc; t++)
+        started[t] = pthread_create(&th[t], NULL, work, &w[t]) == 0;
+    for (int t = 1; t < nt && !rc; t++)
+        if (!started[t])
+            work(&w[t]); /* no thread: do its share here */
+    if (!rc)
+        work(&w[0]);
+    for (int t = 0; t < nt; t++) {
+        if (t > 0 && started[t])
+            pthread_join(th[t], NULL);
+        rc |= w[t].failed ? -1 : 0;
+        free(w[t].plain);
+        if (w[t].d)
+            ld.release(w[t].d);
+    }
+    return rc;
+}
+
+int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf)
+{
+    if (!p || count == 0)
+        return -1;
+    size_t njobs = (first + count - 1) / p->chunk_rows - first / p->chunk_rows + 1;
+    struct chunk_job *jobs = calloc(njobs, sizeof *jobs);
+    unsigned char **raw = calloc(njobs, sizeof *raw);
+    int rc = !jobs || !raw ? -1 : read_raw(p, d, first, count, buf, jobs, njobs, raw);
+    if (!rc)
+        rc = decode_all(p, jobs, njobs);
+    for (size_t k = 0; raw && k < njobs; k++)
+        free(raw[k]);
+    free(raw);
+    free(jobs);
+    return rc;
+}

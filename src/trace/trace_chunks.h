@@ -1,0 +1,33 @@
+/*
+ * trace_chunks.h - reading a table straight from its stored chunks, in parallel.
+ *
+ * The long tables of a trace (/tensors: one row per layer and tensor kind per step) are read
+ * mostly by inflating deflated chunks. HDF5 does that, the shuffle and the conversion of every
+ * field on one thread; for tables stored the plain way (chunked, shuffle and deflate or less,
+ * little-endian fields that convert without loss) this reads each chunk's stored bytes with
+ * H5Dread_chunk and inflates, unshuffles and converts the chunks on a few threads. Anything
+ * else (other filters, other types, a chunk not stored, a chunk that does not inflate to its
+ * size) makes the caller read through HDF5 as before, which reports errors its own way.
+ *
+ * Chunks are inflated with libdeflate where the system has libdeflate.so.0 (loaded at run time;
+ * it checks the Adler-32 sum as zlib does, in about half the time), else with zlib; setting
+ * AMPDIAG_NO_LIBDEFLATE in the environment uses zlib (tests/t_long_trace.sh checks both).
+ */
+#ifndef AMPDIAG_TRACE_CHUNKS_H
+#define AMPDIAG_TRACE_CHUNKS_H
+
+#include "trace/trace_internal.h"
+
+typedef struct trace_chunks trace_chunks;
+
+/* A plan for table tb stored as dataset d with compound file type ftype (absent: bit i set when
+ * optional field i is not in the file), or NULL when the table is not stored the plain way (or
+ * out of memory): the caller then reads through HDF5. */
+trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uint64_t absent);
+void trace_chunks_free(trace_chunks *p);
+
+/* Rows [first, first + count) as public records into buf (count * tb->rec_size bytes; absent
+ * fields are left for the caller). 0, or -1 when this way cannot read them (read through HDF5). */
+int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf);
+
+#endif
