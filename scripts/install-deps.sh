@@ -20,7 +20,7 @@ for a in "$@"; do
     *) echo "install-deps: unknown option '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
-PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev hdf5-tools libopenblas-dev gnuplot-nox time help2man"
+PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev zlib1g-dev hdf5-tools libopenblas-dev gnuplot-nox time help2man"
 [ $with_torch -eq 0 ] || PKGS="$PKGS python3 python3-venv"
 missing=""
 for p in $PKGS; do
