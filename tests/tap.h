@@ -1,7 +1,8 @@
 /*
  * tap.h - a small Test Anything Protocol producer for ampdiag's tests.
  *
- * plan(n) or done_testing() at the end; ok(cond, fmt, ...) prints "ok N - ..." or "not ok N";
+ * plan(n) or done_testing() at the end; ok(cond, fmt, ...) prints "ok N - ..." or "not ok N"
+ * (a description ending in "# TODO reason" marks a known failure, not counted as failed);
  * skip_all(reason) prints "1..0 # SKIP reason" and exits 0. exit_status() is non-zero when any
  * test failed, so a failing test is an automake ERROR even if the plan matched.
  */
@@ -17,14 +18,16 @@
 
 static int tap_n_ = 0, tap_failed_ = 0;
 
+/* A line whose description ends in a "# TODO reason" directive is a known failure (TAP: not
+ * counted as one, reported as XFAIL by automake's driver). */
 static inline void tap_vline_(int pass, const char *fmt, va_list ap)
 {
+    char line[2048];
+    vsnprintf(line, sizeof line, fmt, ap);
     tap_n_++;
-    if (!pass)
+    if (!pass && !strstr(line, " # TODO "))
         tap_failed_++;
-    printf("%sok %d - ", pass ? "" : "not ", tap_n_);
-    vprintf(fmt, ap);
-    printf("\n");
+    printf("%sok %d - %s\n", pass ? "" : "not ", tap_n_, line);
     fflush(stdout);
 }
 

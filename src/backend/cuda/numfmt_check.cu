@@ -51,9 +51,12 @@ __global__ void decode_all(unsigned long long *bad)
     uint16_t p = (uint16_t)i;
     float h = ampdiag_fp16_bits_to_f32(p), hc = __half2float(__ushort_as_half(p));
     float b = ampdiag_bf16_bits_to_f32(p), bc = __bfloat162float(__ushort_as_bfloat16(p));
-    if (!(h == hc || (h != h && hc != hc) || (h == 0 && hc == 0)) || signbit(h) != signbit(hc))
+    /* a NaN must decode to a NaN; its sign and payload are not compared (CUDA's conversions
+     * return one canonical NaN, numfmt.h keeps the sign and payload as F16C and PyTorch's CPU
+     * code do: on an H100 the 1023 negative FP16 NaNs differed in sign alone) */
+    if ((h != h) != (hc != hc) || (h == h && (h != hc || signbit(h) != signbit(hc))))
         atomicAdd(&bad[2], 1ull);
-    if (!(b == bc || (b != b && bc != bc)) || signbit(b) != signbit(bc))
+    if ((b != b) != (bc != bc) || (b == b && (b != bc || signbit(b) != signbit(bc))))
         atomicAdd(&bad[3], 1ull);
 }
 
