@@ -21,6 +21,7 @@
 #include "config.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/vmath.h"
 #include "numerics/numfmt.h"
 
 #include <cblas.h>
@@ -411,19 +412,16 @@ static void cpu_relu_bwd(const backend *bk, float *dinp, const float *inp, const
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_C 0.044715f
 
-/* tanh(u) = 1 - 2 / (exp(2u) + 1): one expf (glibc's tanhf costs several times more), correct
- * to about 1e-7 absolute, saturating to +-1 (expf overflow to inf, or underflow to 0). */
-static inline float fast_tanhf(float u) { return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
-
 KERNEL void gelu_fwd_k(float *out, const float *inp, size_t n, rnd_fn R)
 {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float cube = GELU_C * x * x * x;
-        out[i] = R(0.5f * x * (1.0f + fast_tanhf(GELU_SCALE * (x + cube))));
+        out[i] = R(0.5f * x * (1.0f + vtanhf(GELU_SCALE * (x + cube))));
     }
 }
 
+CPU_CLONES
 static void cpu_gelu_fwd(const backend *bk, float *out, const float *inp, size_t n, bk_rnd r)
 {
     (void)bk;
@@ -434,7 +432,7 @@ KERNEL void gelu_bwd_k(float *dinp, const float *inp, const float *dout, size_t 
 {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        float t = fast_tanhf(GELU_SCALE * (x + GELU_C * x * x * x));
+        float t = vtanhf(GELU_SCALE * (x + GELU_C * x * x * x));
         float sech2 = 1.0f - t * t;
         float local = 0.5f * (1.0f + t)
                       + x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * GELU_C * x * x);
@@ -442,6 +440,7 @@ KERNEL void gelu_bwd_k(float *dinp, const float *inp, const float *dout, size_t 
     }
 }
 
+CPU_CLONES
 static void cpu_gelu_bwd(const backend *bk, float *dinp, const float *inp, const float *dout,
                          size_t n, float beta, bk_rnd r)
 {
@@ -581,11 +580,11 @@ KERNEL void causal_softmax_k(float *att, float *att_r, int T, rnd_fn R)
         float mx = -INFINITY;
         for (int j = 0; j <= t; j++)
             mx = p[j] > mx ? p[j] : mx;
+        for (int j = 0; j <= t; j++)
+            p[j] = vexpf(p[j] - mx);
         float sum = 0.0f;
-        for (int j = 0; j <= t; j++) {
-            p[j] = expf(p[j] - mx);
+        for (int j = 0; j <= t; j++)
             sum += p[j];
-        }
         float inv = 1.0f / sum;
         for (int j = 0; j <= t; j++) {
             p[j] *= inv;
@@ -594,25 +593,6 @@ KERNEL void causal_softmax_k(float *att, float *att_r, int T, rnd_fn R)
         for (int j = t + 1; j < T; j++)
             p[j] = pr[j] = 0.0f;
     }
-}
-
-static void cpu_attention_fwd(const backend *bk, float *out, float *att, float *att_r,
-                              const float *qkv, int B, int T, int C, int NH, bk_rnd r)
-{
-    int hs = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * (size_t)T * (size_t)C3 + (size_t)h * (size_t)hs;
-            const float *k = q + C; /* [T,hs], row stride 3C */
-            const float *v = q + 2 * C;
-            size_t off = ((size_t)b * (size_t)NH + (size_t)h) * (size_t)T * (size_t)T;
-            float *p = att + off, *pr = att_r + off; /* [T,T] */
-            float *o = out + (size_t)b * (size_t)T * (size_t)C + (size_t)h * (size_t)hs;
-            cpu_gemm(bk, 0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, p, T, r); /* S = QK^T */
-            WITH_RND_OUT(r, pr, (size_t)T * (size_t)T, causal_softmax_k, p, pr, T);
-            cpu_gemm(bk, 0, 0, T, hs, T, 1.0f, pr, T, v, C3, 0.0f, o, C, r); /* Y = P V */
-        }
 }
 
 /* dS = R(P * (dP - sum_j P_j dP_j)) over the causal part of each row, 0 elsewhere; in place. */
@@ -631,21 +611,166 @@ KERNEL void causal_softmax_bwd_k(float *dp, const float *p, int T, rnd_fn R)
     }
 }
 
+/*
+ * One head's products. A head of the model presets is tiny (T 32, hs 16: a 32 x 32 x 16
+ * product), and a BLAS call costs more in packing and set-up than it computes: 3,000 such calls
+ * were a tenth of a transformer step. Heads up to ATT_SMALL_HS wide with T * hs <= ATT_SMALL
+ * use these loops instead, which also skip the masked half; each loop runs along a row of the
+ * result (j or the head's columns), so that it vectorises without reordering any sum: every
+ * value is the sum over the shared index in increasing order, times the scale. Larger heads
+ * use cblas_sgemm. Operands are [T, hs] with row stride ld (3C for q, k, v and their
+ * gradients, C for out and dout); S, P, dP and dS are [T, T].
+ */
+#define ATT_SMALL_HS 64
+#define ATT_SMALL 8192
+
+static int att_small(int T, int hs) { return hs <= ATT_SMALL_HS && (long)T * hs <= ATT_SMALL; }
+
+/* s[t, j] = scale * (a_t . b_j) for j <= t; the masked part of s is left as it was. bt is
+ * scratch for b transposed. */
+KERNEL void att_rowdot(float *s, const float *a, const float *b, float *bt, int T, int hs,
+                       int lda, int ldb, float scale)
+{
+    for (int j = 0; j < T; j++)
+        for (int d = 0; d < hs; d++)
+            bt[(size_t)d * (size_t)T + (size_t)j] = b[(size_t)j * (size_t)ldb + (size_t)d];
+    for (int t = 0; t < T; t++) {
+        float *st = s + (size_t)t * (size_t)T; /* [T] */
+        const float *at = a + (size_t)t * (size_t)lda;
+        for (int j = 0; j <= t; j++)
+            st[j] = 0.0f;
+        for (int d = 0; d < hs; d++) {
+            const float *bd = bt + (size_t)d * (size_t)T;
+            float ad = at[d];
+            for (int j = 0; j <= t; j++)
+                st[j] += ad * bd[j];
+        }
+        for (int j = 0; j <= t; j++)
+            st[j] *= scale;
+    }
+}
+
+/* y_t = scale * sum_{j <= t} p[t, j] v_j (P V, dS K). */
+KERNEL void att_pv(float *y, const float *p, const float *v, int T, int hs, int ldy, int ldv,
+                   float scale)
+{
+    for (int t = 0; t < T; t++) {
+        float *yt = y + (size_t)t * (size_t)ldy;
+        const float *pt = p + (size_t)t * (size_t)T;
+        for (int d = 0; d < hs; d++)
+            yt[d] = 0.0f;
+        for (int j = 0; j <= t; j++) {
+            const float *vj = v + (size_t)j * (size_t)ldv;
+            float pj = pt[j];
+            for (int d = 0; d < hs; d++)
+                yt[d] += pj * vj[d];
+        }
+        for (int d = 0; d < hs; d++)
+            yt[d] *= scale;
+    }
+}
+
+/* y_j = scale * sum_{t >= j} p[t, j] v_t (P^T dY, dS^T Q). */
+KERNEL void att_ptv(float *y, const float *p, const float *v, int T, int hs, int ldy, int ldv,
+                    float scale)
+{
+    for (int j = 0; j < T; j++)
+        for (int d = 0; d < hs; d++)
+            y[(size_t)j * (size_t)ldy + (size_t)d] = 0.0f;
+    for (int t = 0; t < T; t++) {
+        const float *pt = p + (size_t)t * (size_t)T, *vt = v + (size_t)t * (size_t)ldv;
+        for (int j = 0; j <= t; j++) {
+            float *yj = y + (size_t)j * (size_t)ldy;
+            float ptj = pt[j];
+            for (int d = 0; d < hs; d++)
+                yj[d] += ptj * vt[d];
+        }
+    }
+    for (int j = 0; j < T; j++)
+        for (int d = 0; d < hs; d++)
+            y[(size_t)j * (size_t)ldy + (size_t)d] *= scale;
+}
+
+/* The head's offsets: q, k, v (and their gradients) at qkv + qoff, qoff + C, qoff + 2C with
+ * row stride 3C; its out (dout) at out + ooff with row stride C; its T x T blocks at aoff. */
+typedef struct att_head {
+    size_t qoff, ooff, aoff;
+} att_head;
+
+static att_head head_at(int b, int h, int T, int C, int NH)
+{
+    int hs = C / NH;
+    att_head o = {(size_t)b * (size_t)T * (size_t)(3 * C) + (size_t)h * (size_t)hs,
+                  (size_t)b * (size_t)T * (size_t)C + (size_t)h * (size_t)hs,
+                  ((size_t)b * (size_t)NH + (size_t)h) * (size_t)T * (size_t)T};
+    return o;
+}
+
+CPU_CLONES
+static void cpu_attention_fwd(const backend *bk, float *out, float *att, float *att_r,
+                              const float *qkv, int B, int T, int C, int NH, bk_rnd r)
+{
+    int hs = C / NH, C3 = 3 * C, small = att_small(T, hs);
+    float scale = 1.0f / sqrtf((float)hs), kt[ATT_SMALL];
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            att_head o = head_at(b, h, T, C, NH);
+            const float *q = qkv + o.qoff, *k = q + C, *v = q + 2 * C;
+            float *p = att + o.aoff, *pr = att_r + o.aoff, *y = out + o.ooff;
+            if (small) {
+                att_rowdot(p, q, k, kt, T, hs, C3, C3, scale); /* S = QK^T */
+                round_block(p, T, T, T, r);
+            } else {
+                cpu_gemm(bk, 0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, p, T, r);
+            }
+            WITH_RND_OUT(r, pr, (size_t)T * (size_t)T, causal_softmax_k, p, pr, T);
+            if (small) {
+                att_pv(y, pr, v, T, hs, C, C3, 1.0f); /* Y = P V */
+                round_block(y, T, hs, C, r);
+            } else {
+                cpu_gemm(bk, 0, 0, T, hs, T, 1.0f, pr, T, v, C3, 0.0f, y, C, r);
+            }
+        }
+}
+
+/* One head's backward with the small loops: dP = dY V^T, dV = P^T dY, dS, dQ = dS K,
+ * dK = dS^T Q (the last two scaled). */
+KERNEL void att_bwd_small(float *dq, float *ds, const float *dy, const float *q, const float *p,
+                          const float *pr, int T, int C, int hs, float scale, float *vt, bk_rnd r)
+{
+    int C3 = 3 * C;
+    const float *k = q + C, *v = q + 2 * C;
+    float *dk = dq + C, *dv = dq + 2 * C;
+    att_rowdot(ds, dy, v, vt, T, hs, C, C3, 1.0f);
+    round_block(ds, T, T, T, r);
+    att_ptv(dv, pr, dy, T, hs, C3, C, 1.0f);
+    round_block(dv, T, hs, C3, r);
+    WITH_RND_OUT(r, ds, (size_t)T * (size_t)T, causal_softmax_bwd_k, ds, p, T);
+    att_pv(dq, ds, k, T, hs, C3, C3, scale);
+    round_block(dq, T, hs, C3, r);
+    att_ptv(dk, ds, q, T, hs, C3, C3, scale);
+    round_block(dk, T, hs, C3, r);
+}
+
+CPU_CLONES
 static void cpu_attention_bwd(const backend *bk, float *dqkv, float *scratch, const float *dout,
                               const float *qkv, const float *att, const float *att_r, int B,
                               int T, int C, int NH, bk_rnd r)
 {
-    int hs = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
+    int hs = C / NH, C3 = 3 * C, small = att_small(T, hs);
+    float scale = 1.0f / sqrtf((float)hs), vt[ATT_SMALL];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            size_t qoff = (size_t)b * (size_t)T * (size_t)C3 + (size_t)h * (size_t)hs;
-            const float *q = qkv + qoff, *k = q + C, *v = q + 2 * C; /* [T,hs], stride 3C */
-            float *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C; /* [T,hs], stride 3C */
-            size_t off = ((size_t)b * (size_t)NH + (size_t)h) * (size_t)T * (size_t)T;
-            const float *p = att + off, *pr = att_r + off; /* [T,T] */
-            float *ds = scratch + off;                      /* [T,T] */
-            const float *dy = dout + (size_t)b * (size_t)T * (size_t)C + (size_t)h * (size_t)hs;
+            att_head o = head_at(b, h, T, C, NH);
+            const float *q = qkv + o.qoff, *k = q + C, *v = q + 2 * C; /* [T,hs], stride 3C */
+            float *dq = dqkv + o.qoff, *dk = dq + C, *dv = dq + 2 * C; /* [T,hs], stride 3C */
+            const float *p = att + o.aoff, *pr = att_r + o.aoff;      /* [T,T] */
+            float *ds = scratch + o.aoff;                              /* [T,T] */
+            const float *dy = dout + o.ooff;
+            if (small) {
+                att_bwd_small(dq, ds, dy, q, p, pr, T, C, hs, scale, vt, r);
+                continue;
+            }
             cpu_gemm(bk, 0, 1, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, ds, T, r);  /* dP = dY V^T */
             cpu_gemm(bk, 1, 0, T, hs, T, 1.0f, pr, T, dy, C, 0.0f, dv, C3, r); /* dV = P^T dY */
             WITH_RND_OUT(r, ds, (size_t)T * (size_t)T, causal_softmax_bwd_k, ds, p, T);
@@ -713,7 +838,7 @@ static void cpu_xent_fwd(const backend *bk, float *losses, float *probs, const f
             mx = l[i] > mx ? l[i] : mx;
         float sum = 0.0f;
         for (int i = 0; i < V; i++) {
-            p[i] = expf(l[i] - mx);
+            p[i] = vexpf(l[i] - mx);
             sum += p[i];
         }
         float inv = 1.0f / sum;

@@ -33,13 +33,6 @@ static inline float rnd(ampdiag_format f, unsigned flags, float x)
     return f == AMPDIAG_FP16 ? ampdiag_fp16_rne(x) : ampdiag_bf16_rne(x);
 }
 
-/* (not under ThreadSanitizer: gcc instruments the ifunc resolvers, which run before TSan is up) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define OPTIM_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define OPTIM_CLONES
-#endif
-
 /* AdamW's scalars for step t, computed in double as PyTorch computes them from Python floats,
  * then held as the float scalars the element loop uses. */
 typedef struct adamw_coef {
@@ -60,7 +53,7 @@ static adamw_coef adamw_coefficients(const bk_optim *c, long t, float lr)
 
 /* Intended changes dw[0..k) for parameters w[0..k) with gradients (g * ginv) * gscale and state
  * m, v (updated in place). */
-OPTIM_CLONES
+CPU_CLONES
 static void compute_dw(const bk_optim *c, long t, const float *w, const float *g, float *m, float *v,
                        size_t k, float lr, float ginv, float gscale, float *dw)
 {
@@ -291,7 +284,7 @@ void cpu_update_stats(const backend *bk, const bk_optim *c, const float *w_old, 
     }
 }
 
-OPTIM_CLONES
+CPU_CLONES
 void cpu_grad_norm(const backend *bk, const float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite)
 {
     (void)bk;
