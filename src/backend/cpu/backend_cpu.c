@@ -579,15 +579,32 @@ static void cpu_layernorm_bwd(const backend *bk, float *dinp, float *dweight, fl
 
 /* ------------------------------------------------------------------------------- attention */
 
+/* The largest of p[0..n), NaN skipped (-inf when none), in eight lanes so that it vectorises:
+ * the same value as one pass (the order matters only to the sign of a zero maximum, which no
+ * difference p - max can see). */
+KERNEL float row_max(const float *p, int n)
+{
+    float m8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                   -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            m8[l] = p[j + l] > m8[l] ? p[j + l] : m8[l];
+    float mx = -INFINITY;
+    for (; j < n; j++)
+        mx = p[j] > mx ? p[j] : mx;
+    for (int l = 0; l < 8; l++)
+        mx = m8[l] > mx ? m8[l] : mx;
+    return mx;
+}
+
 /* Causal softmax of the T x T scores in place (FP32); att_r := R(att). Row t keeps j <= t. */
 KERNEL void causal_softmax_k(float *att, float *att_r, int T, rnd_fn R)
 {
     for (int t = 0; t < T; t++) {
         float *p = att + (size_t)t * (size_t)T;   /* [T] */
         float *pr = att_r + (size_t)t * (size_t)T; /* [T] */
-        float mx = -INFINITY;
-        for (int j = 0; j <= t; j++)
-            mx = p[j] > mx ? p[j] : mx;
+        float mx = row_max(p, t + 1);
         for (int j = 0; j <= t; j++)
             p[j] = vexpf(p[j] - mx);
         float sum = 0.0f;
@@ -634,8 +651,14 @@ KERNEL void causal_softmax_bwd_k(float *dp, const float *p, int T, rnd_fn R)
 
 static int att_small(int T, int hs) { return hs <= ATT_SMALL_HS && (long)T * hs <= ATT_SMALL; }
 
-/* s[t, j] = scale * (a_t . b_j) for j <= t; the masked part of s is left as it was. bt is
- * scratch for b transposed. */
+/* The causal part of row t (j <= t) rounded up to a multiple of 8 values, so that the vector
+ * loops over it have no scalar remainder (the masked values this adds are overwritten by the
+ * softmax and its backward). */
+static inline int att_row_len(int t, int T) { return (t + 8) / 8 * 8 < T ? (t + 8) / 8 * 8 : T; }
+
+/* s[t, j] = scale * (a_t . b_j) for j <= t (and a few masked j: att_row_len); the rest of s is
+ * left as it was. bt is scratch for b transposed. Eight values of a row at a time, their sums
+ * held in a vector register over d. */
 KERNEL void att_rowdot(float *s, const float *a, const float *b, float *bt, int T, int hs,
                        int lda, int ldb, float scale)
 {
@@ -645,58 +668,52 @@ KERNEL void att_rowdot(float *s, const float *a, const float *b, float *bt, int 
     for (int t = 0; t < T; t++) {
         float *st = s + (size_t)t * (size_t)T; /* [T] */
         const float *at = a + (size_t)t * (size_t)lda;
-        for (int j = 0; j <= t; j++)
-            st[j] = 0.0f;
-        for (int d = 0; d < hs; d++) {
-            const float *bd = bt + (size_t)d * (size_t)T;
-            float ad = at[d];
-            for (int j = 0; j <= t; j++)
-                st[j] += ad * bd[j];
+        int n = att_row_len(t, T), j = 0;
+        for (; j + 8 <= n; j += 8) {
+            float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            for (int d = 0; d < hs; d++)
+                for (int l = 0; l < 8; l++)
+                    acc[l] += at[d] * bt[(size_t)d * (size_t)T + (size_t)(j + l)];
+            for (int l = 0; l < 8; l++)
+                st[j + l] = acc[l] * scale;
         }
-        for (int j = 0; j <= t; j++)
-            st[j] *= scale;
+        for (; j < n; j++) {
+            float acc = 0.0f;
+            for (int d = 0; d < hs; d++)
+                acc += at[d] * bt[(size_t)d * (size_t)T + (size_t)j];
+            st[j] = acc * scale;
+        }
     }
 }
 
-/* y_t = scale * sum_{j <= t} p[t, j] v_j (P V, dS K). */
+/* y_i = scale * sum_{k <= i} p[i, k] v_k (P V, dS K), or with trans y_i = scale *
+ * sum_{k >= i} p[k, i] v_k (P^T dY, dS^T Q); eight columns at a time, as att_rowdot. */
 KERNEL void att_pv(float *y, const float *p, const float *v, int T, int hs, int ldy, int ldv,
-                   float scale)
+                   float scale, int trans)
 {
-    for (int t = 0; t < T; t++) {
-        float *yt = y + (size_t)t * (size_t)ldy;
-        const float *pt = p + (size_t)t * (size_t)T;
-        for (int d = 0; d < hs; d++)
-            yt[d] = 0.0f;
-        for (int j = 0; j <= t; j++) {
-            const float *vj = v + (size_t)j * (size_t)ldv;
-            float pj = pt[j];
-            for (int d = 0; d < hs; d++)
-                yt[d] += pj * vj[d];
+    for (int i = 0; i < T; i++) {
+        int k0 = trans ? i : 0, k1 = trans ? T - 1 : i, d = 0;
+        float *yi = y + (size_t)i * (size_t)ldy;
+        for (; d + 8 <= hs; d += 8) {
+            float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            for (int k = k0; k <= k1; k++) {
+                float pk = trans ? p[(size_t)k * (size_t)T + (size_t)i] : p[(size_t)i * (size_t)T + (size_t)k];
+                const float *vk = v + (size_t)k * (size_t)ldv + (size_t)d;
+                for (int l = 0; l < 8; l++)
+                    acc[l] += pk * vk[l];
+            }
+            for (int l = 0; l < 8; l++)
+                yi[d + l] = acc[l] * scale;
         }
-        for (int d = 0; d < hs; d++)
-            yt[d] *= scale;
-    }
-}
-
-/* y_j = scale * sum_{t >= j} p[t, j] v_t (P^T dY, dS^T Q). */
-KERNEL void att_ptv(float *y, const float *p, const float *v, int T, int hs, int ldy, int ldv,
-                    float scale)
-{
-    for (int j = 0; j < T; j++)
-        for (int d = 0; d < hs; d++)
-            y[(size_t)j * (size_t)ldy + (size_t)d] = 0.0f;
-    for (int t = 0; t < T; t++) {
-        const float *pt = p + (size_t)t * (size_t)T, *vt = v + (size_t)t * (size_t)ldv;
-        for (int j = 0; j <= t; j++) {
-            float *yj = y + (size_t)j * (size_t)ldy;
-            float ptj = pt[j];
-            for (int d = 0; d < hs; d++)
-                yj[d] += ptj * vt[d];
+        for (; d < hs; d++) {
+            float acc = 0.0f;
+            for (int k = k0; k <= k1; k++) {
+                float pk = trans ? p[(size_t)k * (size_t)T + (size_t)i] : p[(size_t)i * (size_t)T + (size_t)k];
+                acc += pk * v[(size_t)k * (size_t)ldv + (size_t)d];
+            }
+            yi[d] = acc * scale;
         }
     }
-    for (int j = 0; j < T; j++)
-        for (int d = 0; d < hs; d++)
-            y[(size_t)j * (size_t)ldy + (size_t)d] *= scale;
 }
 
 /* The head's offsets: q, k, v (and their gradients) at qkv + qoff, qoff + C, qoff + 2C with
@@ -733,7 +750,7 @@ static void cpu_attention_fwd(const backend *bk, float *out, float *att, float *
             }
             WITH_RND_OUT(r, pr, (size_t)T * (size_t)T, causal_softmax_k, p, pr, T);
             if (small) {
-                att_pv(y, pr, v, T, hs, C, C3, 1.0f); /* Y = P V */
+                att_pv(y, pr, v, T, hs, C, C3, 1.0f, 0); /* Y = P V */
                 round_block(y, T, hs, C, r);
             } else {
                 cpu_gemm(bk, 0, 0, T, hs, T, 1.0f, pr, T, v, C3, 0.0f, y, C, r);
@@ -751,12 +768,12 @@ KERNEL void att_bwd_small(float *dq, float *ds, const float *dy, const float *q,
     float *dk = dq + C, *dv = dq + 2 * C;
     att_rowdot(ds, dy, v, vt, T, hs, C, C3, 1.0f);
     round_block(ds, T, T, T, r);
-    att_ptv(dv, pr, dy, T, hs, C3, C, 1.0f);
+    att_pv(dv, pr, dy, T, hs, C3, C, 1.0f, 1);
     round_block(dv, T, hs, C3, r);
     WITH_RND_OUT(r, ds, (size_t)T * (size_t)T, causal_softmax_bwd_k, ds, p, T);
-    att_pv(dq, ds, k, T, hs, C3, C3, scale);
+    att_pv(dq, ds, k, T, hs, C3, C3, scale, 0);
     round_block(dq, T, hs, C3, r);
-    att_ptv(dk, ds, q, T, hs, C3, C3, scale);
+    att_pv(dk, ds, q, T, hs, C3, C3, scale, 1);
     round_block(dk, T, hs, C3, r);
 }
 
