@@ -950,6 +950,43 @@ void openblas_set_num_threads(int num_threads);
 int blas_thread_shutdown_(void);
 #endif
 
+#if defined(HAVE_OPENBLAS_GET_CORENAME) && defined(HAVE_GOTOBLAS_DYNAMIC_INIT) &&                   \
+    defined(HAVE_GOTOBLAS_DYNAMIC_QUIT) && defined(BK_X86)
+char *openblas_get_corename(void);
+void gotoblas_dynamic_init(void);
+void gotoblas_dynamic_quit(void);
+
+/* An OpenBLAS built for every x86 CPU (DYNAMIC_ARCH, as Debian's) picks its kernels by the CPU's
+ * model number when it is loaded, and one that does not know the model falls back to its SSE3
+ * kernels ("Prescott"): OpenBLAS 0.3.21 on a CPU newer than it (family 6, model 207) ran sgemm
+ * at a quarter or less of its AVX-512 kernels' rate, and GEMMs are most of a step. Where that
+ * happened on a CPU with AVX2 and FMA (or AVX-512), and OPENBLAS_CORETYPE does not choose, the
+ * kernels are chosen again by the CPU's features, as OPENBLAS_CORETYPE would choose them, before
+ * any BLAS call: "SkylakeX" (AVX-512 F, BW, DQ, VL) or "Haswell". The entry points used for it
+ * are exported by OpenBLAS but not part of its API: configure checks that they exist. */
+static void blas_pick_kernels(void)
+{
+    static const char *const fallback[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
+                                           "Sandybridge", "Atom"};
+    const char *core = openblas_get_corename();
+    int old = 0;
+    for (size_t i = 0; core && i < sizeof fallback / sizeof fallback[0]; i++)
+        old |= strcmp(core, fallback[i]) == 0;
+    if (!old || getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx2") ||
+        !__builtin_cpu_supports("fma"))
+        return;
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    if (setenv("OPENBLAS_CORETYPE", avx512 ? "SkylakeX" : "Haswell", 1) != 0)
+        return;
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+    unsetenv("OPENBLAS_CORETYPE"); /* (runs started from this process choose for themselves) */
+}
+#else
+static void blas_pick_kernels(void) {}
+#endif
+
 /* The models ampdiag trains are small: their GEMMs (e.g. 64 x 256 x 256) run fastest on one
  * thread, and OpenBLAS's thread pool slowed steps by up to 6x on a loaded 2-core machine. So
  * one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise. OpenBLAS started its pool when it
@@ -958,14 +995,17 @@ int blas_thread_shutdown_(void);
  * call ever want more than one thread). */
 const backend *backend_cpu(void)
 {
-#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     static atomic_int once;
-    if (atomic_exchange(&once, 1) == 0 && !getenv("OPENBLAS_NUM_THREADS")) {
-        openblas_set_num_threads(1);
+    if (atomic_exchange(&once, 1) == 0) {
+        blas_pick_kernels();
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+        if (!getenv("OPENBLAS_NUM_THREADS")) {
+            openblas_set_num_threads(1);
 #ifdef HAVE_BLAS_THREAD_SHUTDOWN_
-        blas_thread_shutdown_();
+            blas_thread_shutdown_();
+#endif
+        }
 #endif
     }
-#endif
     return &cpu_backend;
 }
