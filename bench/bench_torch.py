@@ -21,6 +21,7 @@ Usage: python bench/bench_torch.py [AMPDIAG [ROUNDS]] (default ./ampdiag 5; benc
 finds the Python). BENCH_STEPS_SCALE=X scales the steps per run, BENCH_CASES=mlp/64,... picks
 cases, BENCH_CORE=N the core. Prints a Markdown table. Exits 77 (skip) without torch.
 """
+import ctypes
 import os
 import shutil
 import statistics
@@ -215,8 +216,95 @@ def main():
                     if p == "fp32":
                         res[(c, "fp32_wall")].append(wall)
         report(cases, fns, res, rounds)
+        report_gemms(gemm_rates())
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# The GEMMs of a step, as (M, N, K, transpose A, transpose B): the transformer's linear layers at
+# batch 64 (2048 rows: qkv, fc, proj forward; the qkv layer's dW and dX) and the width-2048 mlp's
+# (forward, dW, dX).
+GEMMS = [(2048, 192, 64, 0, 1), (2048, 256, 64, 0, 1), (2048, 64, 256, 0, 1), (192, 64, 2048, 1, 0),
+         (2048, 64, 192, 0, 0), (64, 2048, 2048, 0, 1), (2048, 2048, 64, 1, 0), (64, 2048, 2048, 0, 0)]
+
+
+FALLBACK_CORES = ("Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Sandybridge", "Atom")
+CORENAME = ("import ctypes; b = ctypes.CDLL('libopenblas.so.0'); "
+            "b.openblas_get_corename.restype = ctypes.c_char_p; print(b.openblas_get_corename().decode())")
+
+
+def blas_core_as_ampdiag():
+    """The OPENBLAS_CORETYPE ampdiag's CPU backend chooses (backend_cpu.c, blas_pick_kernels):
+    None where OpenBLAS's own detection stands (or OPENBLAS_CORETYPE is set)."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return None
+    r = subprocess.run([sys.executable, "-c", CORENAME], capture_output=True, text=True)
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    if r.returncode != 0 or r.stdout.strip() not in FALLBACK_CORES or not {"avx2", "fma"} <= flags:
+        return None
+    return "SkylakeX" if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags else "Haswell"
+
+
+def gemm_rates(seconds=0.3):
+    """GFLOP/s of each GEMM shape on one thread: the CBLAS library ampdiag links
+    (libopenblas.so.0, loaded here with the kernels ampdiag chooses) and torch.mm, median of 3
+    interleaved timings each; None where OpenBLAS cannot be loaded."""
+    core = blas_core_as_ampdiag()
+    if core:
+        os.environ["OPENBLAS_CORETYPE"] = core
+    try:
+        blas = ctypes.CDLL("libopenblas.so.0")
+    except OSError:
+        return None
+    blas.cblas_sgemm.restype = None
+    if hasattr(blas, "openblas_set_num_threads"):
+        blas.openblas_set_num_threads(1)
+    f, i, p = ctypes.c_float, ctypes.c_int, ctypes.c_void_p
+    blas.cblas_sgemm.argtypes = [i, i, i, i, i, i, f, p, i, p, i, f, p, i]
+    rows = []
+    for m, n, k, ta, tb in GEMMS:
+        a = torch.randn((k, m) if ta else (m, k))
+        b = torch.randn((n, k) if tb else (k, n))
+        c = torch.empty(m, n)
+        oa, ob = (a.t() if ta else a), (b.t() if tb else b)
+
+        def ob_call():
+            blas.cblas_sgemm(101, 112 if ta else 111, 112 if tb else 111, m, n, k, 1.0,
+                             a.data_ptr(), a.shape[1], b.data_ptr(), b.shape[1], 0.0,
+                             c.data_ptr(), n)
+
+        def th_call():
+            torch.mm(oa, ob, out=c)
+
+        rates = {"ob": [], "th": []}
+        for _ in range(3):
+            for key, fn in (("ob", ob_call), ("th", th_call)):
+                fn()
+                count, t0 = 0, time.perf_counter()
+                while time.perf_counter() - t0 < seconds / 3:
+                    fn()
+                    count += 1
+                rates[key].append(2.0 * m * n * k * count / (time.perf_counter() - t0) * 1e-9)
+        rows.append(((m, n, k, ta, tb), statistics.median(rates["ob"]), statistics.median(rates["th"])))
+    return rows
+
+
+def report_gemms(rows):
+    if rows is None:
+        print("\n(libopenblas.so.0 could not be loaded: no GEMM table)")
+        return
+    print()
+    print("| GEMM M x N x K (op) | OpenBLAS (%s) GFLOP/s | torch.mm GFLOP/s |"
+          % (os.environ.get("OPENBLAS_CORETYPE") or "its own choice"))
+    print("|---|---|---|")
+    for (m, n, k, ta, tb), ob, th in rows:
+        print("| %d x %d x %d (%s%s) | %.1f | %.1f |" % (m, n, k, "t" if ta else "n", "t" if tb else "n",
+                                                     ob, th))
 
 
 def ratio(a, b):
