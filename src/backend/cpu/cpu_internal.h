@@ -4,12 +4,12 @@
 
 #include "backend/backend.h"
 
-/* An x86-64 AVX2 clone of a function beside its baseline one, chosen at load time (an ifunc):
- * for the element loops that vectorise (vmath.h). Without FMA contraction both compute the same
- * bits. (Not under ThreadSanitizer: gcc instruments the ifunc resolvers, which run before TSan
- * is up.) */
+/* x86-64 AVX-512 and AVX2 clones of a function beside its baseline one, chosen at load time (an
+ * ifunc): for the element loops that vectorise (vmath.h). Without FMA contraction all compute
+ * the same bits. (Not under ThreadSanitizer: gcc instruments the ifunc resolvers, which run
+ * before TSan is up.) */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#define CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define CPU_CLONES
 #endif
