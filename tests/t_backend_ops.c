@@ -1001,9 +1001,10 @@ static void cases_layernorm_bwd(tctx *T, bk_rnd r, opstat *st)
             }
 }
 
-/* Attention: (B, T, C, NH) with head sizes 4, 4, 4, 8, 6, 6 and T not a multiple of 8. */
+/* Attention: (B, T, C, NH) with head sizes 4, 4, 4, 8, 6, 6 and T not a multiple of 8, and one
+ * head of 66 (the CPU's GEMM path for heads wider than its head loops take). */
 static const int att_shapes[][4] = {{1, 1, 4, 1}, {2, 7, 8, 2},  {1, 9, 12, 3},
-                                    {1, 33, 16, 2}, {2, 8, 6, 1}, {1, 31, 18, 3}};
+                                    {1, 33, 16, 2}, {2, 8, 6, 1}, {1, 31, 18, 3}, {1, 5, 66, 1}};
 
 static void run_att_fwd(const backend *bk, float *const *d, const prm *p, result *r)
 {

@@ -1,12 +1,12 @@
 /*
  * t_cuda_kernels.c - the CUDA backend's kernel bodies (src/backend/cuda/kernels.h), run on the
  * host over whole tensors the way the kernels split the work (one call per element, row or
- * column; the attention's GEMMs unrounded, their rounding where the kernels fuse it), against
- * the CPU backend: every result bit for bit, in every rounding (FP32, FP16, BF16, with and
- * without FTZ). The statistics' counts, extremes and histogram exactly; their sums, which the
- * device adds in another order, to 1e-12. Built and run in every build, with CUDA or without:
- * it checks the arithmetic the GPU would do, not the GPU (the host's expf and logf stand in
- * for CUDA's, which may differ in the last bit: kernels.h).
+ * column; the attention's products unrounded, in the CPU's order, their rounding where the
+ * kernels fuse it), against the CPU backend: every result bit for bit, in every rounding (FP32,
+ * FP16, BF16, with and without FTZ). The statistics' counts, extremes and histogram exactly;
+ * their sums, which the device adds in another order, to 1e-12. Built and run in every build,
+ * with CUDA or without: it checks the arithmetic the GPU would do, not the GPU (the host's logf
+ * stands in for CUDA's, which may differ in the last bit: kernels.h).
  */
 #include "backend/backend.h"
 #include "backend/cuda/kernels.h"
@@ -209,16 +209,44 @@ static void test_layernorm(const backend *cpu, const rnd_case *c)
 enum { AB = 2, AT = 7, AC = 12, ANH = 3, AHS = AC / ANH, AC3 = 3 * AC };
 #define ATT_N ((size_t)AB * ANH * AT * AT)
 
-/* The GPU's forward: every head's S GEMM unrounded, the softmax kernel (rounding S as it reads
- * it), every head's P V GEMM unrounded, then one rounding pass over out. */
-static void att_fwd_as_gpu(const backend *cpu, float *out, float *att, float *att_r, const float *qkv, int r)
+/* The attention's products of one head as the CPU backend computes them for small heads (its
+ * head loops, backend_cpu.c): each value the sum over the shared index in increasing order,
+ * then times the scale; only the causal part (j <= t). The GPU uses cuBLAS GEMMs there, which
+ * add in their own order: what is compared is the kernels' arithmetic around them.
+ * c[t, j] = scale * a_t . b_j (j <= t), rows of a and b [T, AHS] with strides lda, ldb. */
+static void prod_abt(float *c, const float *a, int lda, const float *b, int ldb, float scale)
+{
+    for (int t = 0; t < AT; t++)
+        for (int j = 0; j <= t; j++) {
+            float s = 0.0f;
+            for (int d = 0; d < AHS; d++)
+                s += a[(size_t)t * lda + d] * b[(size_t)j * ldb + d];
+            c[(size_t)t * AT + j] = s * scale;
+        }
+}
+
+/* y_t = scale * sum_{j <= t} p[t, j] v_j, or with trans y_j = scale * sum_{t >= j} p[t, j] v_t. */
+static void prod_pv(float *y, int ldy, const float *p, const float *v, int ldv, float scale, int trans)
+{
+    for (int i = 0; i < AT; i++)
+        for (int d = 0; d < AHS; d++) {
+            float s = 0.0f;
+            for (int k = trans ? i : 0; k <= (trans ? AT - 1 : i); k++)
+                s += (trans ? p[(size_t)k * AT + i] : p[(size_t)i * AT + k]) * v[(size_t)k * ldv + d];
+            y[(size_t)i * ldy + d] = s * scale;
+        }
+}
+
+/* The GPU's forward: every head's S product unrounded, the softmax kernel (rounding S as it
+ * reads it), every head's P V product unrounded, then one rounding pass over out. */
+static void att_fwd_as_gpu(float *out, float *att, float *att_r, const float *qkv, int r)
 {
     float scale = 1.0f / sqrtf((float)AHS);
     for (int b = 0; b < AB; b++)
         for (int h = 0; h < ANH; h++) {
             const float *q = qkv + (size_t)b * AT * AC3 + (size_t)h * AHS;
             size_t off = ((size_t)b * ANH + (size_t)h) * AT * AT;
-            cpu->gemm(cpu, 0, 1, AT, AT, AHS, scale, q, AC3, q + AC, AC3, 0.0f, att + off, AT, BK_NO_RND);
+            prod_abt(att + off, q, AC3, q + AC, AC3, scale);
         }
     for (size_t row = 0; row < (size_t)AB * ANH * AT; row++)
         ck_softmax_row(att, att_r, AT, row, r);
@@ -226,17 +254,16 @@ static void att_fwd_as_gpu(const backend *cpu, float *out, float *att, float *at
         for (int h = 0; h < ANH; h++) {
             const float *v = qkv + (size_t)b * AT * AC3 + (size_t)h * AHS + 2 * AC;
             size_t off = ((size_t)b * ANH + (size_t)h) * AT * AT;
-            cpu->gemm(cpu, 0, 0, AT, AHS, AT, 1.0f, att_r + off, AT, v, AC3, 0.0f,
-                      out + (size_t)b * AT * AC + (size_t)h * AHS, AC, BK_NO_RND);
+            prod_pv(out + (size_t)b * AT * AC + (size_t)h * AHS, AC, att_r + off, v, AC3, 1.0f, 0);
         }
     for (size_t i = 0; i < (size_t)AB * AT * AC; i++)
         out[i] = ck_rnd(r, out[i]);
 }
 
-/* The GPU's backward: dP and dV GEMMs, the softmax-backward kernel, dQ and dK GEMMs, one
+/* The GPU's backward: dP and dV products, the softmax-backward kernel, dQ and dK products, one
  * rounding pass over dqkv. */
-static void att_bwd_as_gpu(const backend *cpu, float *dqkv, float *ds, const float *dout, const float *qkv,
-                           const float *att, const float *att_r, int r)
+static void att_bwd_as_gpu(float *dqkv, float *ds, const float *dout, const float *qkv, const float *att,
+                           const float *att_r, int r)
 {
     float scale = 1.0f / sqrtf((float)AHS);
     for (int pass = 0; pass < 2; pass++) {
@@ -245,14 +272,11 @@ static void att_bwd_as_gpu(const backend *cpu, float *dqkv, float *ds, const flo
                 size_t qo = (size_t)b * AT * AC3 + (size_t)h * AHS, off = ((size_t)b * ANH + (size_t)h) * AT * AT;
                 const float *q = qkv + qo, *dy = dout + (size_t)b * AT * AC + (size_t)h * AHS;
                 if (pass == 0) {
-                    cpu->gemm(cpu, 0, 1, AT, AT, AHS, 1.0f, dy, AC, q + 2 * AC, AC3, 0.0f, ds + off, AT, BK_NO_RND);
-                    cpu->gemm(cpu, 1, 0, AT, AHS, AT, 1.0f, att_r + off, AT, dy, AC, 0.0f, dqkv + qo + 2 * AC, AC3,
-                              BK_NO_RND);
+                    prod_abt(ds + off, dy, AC, q + 2 * AC, AC3, 1.0f);
+                    prod_pv(dqkv + qo + 2 * AC, AC3, att_r + off, dy, AC, 1.0f, 1);
                 } else {
-                    cpu->gemm(cpu, 0, 0, AT, AHS, AT, scale, ds + off, AT, q + AC, AC3, 0.0f, dqkv + qo, AC3,
-                              BK_NO_RND);
-                    cpu->gemm(cpu, 1, 0, AT, AHS, AT, scale, ds + off, AT, q, AC3, 0.0f, dqkv + qo + AC, AC3,
-                              BK_NO_RND);
+                    prod_pv(dqkv + qo, AC3, ds + off, q + AC, AC3, scale, 0);
+                    prod_pv(dqkv + qo + AC, AC3, ds + off, q, AC3, scale, 1);
                 }
             }
         if (pass == 0)
@@ -273,12 +297,12 @@ static void test_attention(const backend *cpu, const rnd_case *c)
     fill_unit(dy, no, 1.0f);
     for (size_t i = 0; i < nq; i++)
         qkv[i] = ck_rnd(rk(c), qkv[i]); /* operands held in the format, as layers.c holds them */
-    att_fwd_as_gpu(cpu, og, ag, arg, qkv, rk(c));
+    att_fwd_as_gpu(og, ag, arg, qkv, rk(c));
     cpu->attention_fwd(cpu, oc, ac, arc, qkv, AB, AT, AC, ANH, c->r);
     same("attention_fwd out", c->name, og, oc, no);
     same("attention_fwd probabilities", c->name, ag, ac, ATT_N);
     same("attention_fwd rounded probabilities", c->name, arg, arc, ATT_N);
-    att_bwd_as_gpu(cpu, dg, sg, dy, qkv, ac, arc, rk(c));
+    att_bwd_as_gpu(dg, sg, dy, qkv, ac, arc, rk(c));
     cpu->attention_bwd(cpu, dc, sc, dy, qkv, ac, arc, AB, AT, AC, ANH, c->r);
     same("attention_bwd dqkv", c->name, dg, dc, nq);
     free(qkv), free(og), free(oc), free(ag), free(ac), free(arg), free(arc), free(dy), free(dg), free(dc);

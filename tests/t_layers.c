@@ -8,6 +8,7 @@
  * every input and parameter gradient with (J(v+h) - J(v-h)) / 2h, J = sum(gy * output), all
  * in double.
  */
+#include "backend/cpu/vmath.h"
 #include "model/layers.h"
 #include "layers_ref.h"
 #include "numerics/numfmt.h"
@@ -810,9 +811,40 @@ static void test_relu_nonfinite(void)
        "gradient passes where x is NaN or > 0");
 }
 
+/* vmath.h's exp and tanh (GELU, softmax, cross-entropy) against double over a sample of their
+ * float32 inputs (every 251st bit pattern of either sign: every exponent, many mantissas), and
+ * at their edges. */
+static void test_vmath(void)
+{
+    double worst_ulp = 0.0, worst_abs = 0.0;
+    for (uint32_t u = 0; u <= ampdiag_f32_bits(88.0f); u += 251)
+        for (int sign = 0; sign < 2; sign++) {
+            float x = sign ? -ampdiag_f32_from_bits(u) : ampdiag_f32_from_bits(u);
+            if (x < -87.0f)
+                continue;
+            double e = exp((double)x), ulp = ldexp(1.0, ilogb(e) - 23);
+            double d = fabs((double)vexpf(x) - e) / ulp;
+            worst_ulp = d > worst_ulp ? d : worst_ulp;
+            if (fabsf(x) <= 20.0f) {
+                double t = fabs((double)vtanhf(x) - tanh((double)x));
+                worst_abs = t > worst_abs ? t : worst_abs;
+            }
+        }
+    ok(worst_ulp <= VEXPF_MAX_ULP, "vexpf within %.1f ulp of exp over [-87, 88] (worst %.3f ulp)",
+       VEXPF_MAX_ULP, worst_ulp);
+    ok(worst_abs <= VTANHF_MAX_ABS, "vtanhf within %.0e of tanh over [-20, 20] (worst %.2e)",
+       VTANHF_MAX_ABS, worst_abs);
+    ok(vexpf(-INFINITY) == 0.0f && vexpf(-88.0f) == 0.0f && isinf(vexpf(89.0f)) &&
+           isinf(vexpf(INFINITY)) && isnan(vexpf(NAN)) && vexpf(0.0f) == 1.0f,
+       "vexpf: -inf and below -87 -> 0, above 88 and inf -> inf, NaN -> NaN, exp(0) = 1");
+    ok(vtanhf(100.0f) == 1.0f && vtanhf(-INFINITY) == -1.0f && isnan(vtanhf(NAN)),
+       "vtanhf saturates to +-1 and keeps NaN");
+}
+
 int main(void)
 {
     test_relu_nonfinite();
+    test_vmath();
     test_round_impls();
     test_checker_catches_errors();
     test_linear(1);

@@ -21,6 +21,7 @@
 #include "config.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_internal.h"
+#include "backend/cpu/vmath.h"
 #include "numerics/numfmt.h"
 
 #include <cblas.h>
@@ -295,12 +296,20 @@ static double cpu_sumsq(const backend *bk, const float *x, size_t n)
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+/* (the training loop's check of every weight after each update: a pass over all parameters,
+ * in 32-bit lane counts so that it vectorises) */
+CPU_CLONES
 static size_t cpu_count_nonfinite(const backend *bk, const float *x, size_t n)
 {
     (void)bk;
     size_t c = 0;
-    for (size_t i = 0; i < n; i++)
-        c += (ampdiag_f32_bits(x[i]) & 0x7f800000u) == 0x7f800000u;
+    for (size_t b = 0; b < n; b += 1u << 20) {
+        size_t k = n - b < (1u << 20) ? n - b : (1u << 20);
+        uint32_t cb = 0;
+        for (size_t i = 0; i < k; i++)
+            cb += (ampdiag_f32_bits(x[b + i]) & 0x7f800000u) == 0x7f800000u;
+        c += cb;
+    }
     return c;
 }
 
@@ -418,19 +427,16 @@ static void cpu_relu_bwd(const backend *bk, float *dinp, const float *inp, const
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_C 0.044715f
 
-/* tanh(u) = 1 - 2 / (exp(2u) + 1): one expf (glibc's tanhf costs several times more), correct
- * to about 1e-7 absolute, saturating to +-1 (expf overflow to inf, or underflow to 0). */
-static inline float fast_tanhf(float u) { return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
-
 KERNEL void gelu_fwd_k(float *out, const float *inp, size_t n, rnd_fn R)
 {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
         float cube = GELU_C * x * x * x;
-        out[i] = R(0.5f * x * (1.0f + fast_tanhf(GELU_SCALE * (x + cube))));
+        out[i] = R(0.5f * x * (1.0f + vtanhf(GELU_SCALE * (x + cube))));
     }
 }
 
+CPU_CLONES
 static void cpu_gelu_fwd(const backend *bk, float *out, const float *inp, size_t n, bk_rnd r)
 {
     (void)bk;
@@ -441,7 +447,7 @@ KERNEL void gelu_bwd_k(float *dinp, const float *inp, const float *dout, size_t 
 {
     for (size_t i = 0; i < n; i++) {
         float x = inp[i];
-        float t = fast_tanhf(GELU_SCALE * (x + GELU_C * x * x * x));
+        float t = vtanhf(GELU_SCALE * (x + GELU_C * x * x * x));
         float sech2 = 1.0f - t * t;
         float local = 0.5f * (1.0f + t)
                       + x * 0.5f * sech2 * GELU_SCALE * (1.0f + 3.0f * GELU_C * x * x);
@@ -449,6 +455,7 @@ KERNEL void gelu_bwd_k(float *dinp, const float *inp, const float *dout, size_t 
     }
 }
 
+CPU_CLONES
 static void cpu_gelu_bwd(const backend *bk, float *dinp, const float *inp, const float *dout,
                          size_t n, float beta, bk_rnd r)
 {
@@ -579,20 +586,37 @@ static void cpu_layernorm_bwd(const backend *bk, float *dinp, float *dweight, fl
 
 /* ------------------------------------------------------------------------------- attention */
 
+/* The largest of p[0..n), NaN skipped (-inf when none), in eight lanes so that it vectorises:
+ * the same value as one pass (the order matters only to the sign of a zero maximum, which no
+ * difference p - max can see). */
+KERNEL float row_max(const float *p, int n)
+{
+    float m8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                   -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int l = 0; l < 8; l++)
+            m8[l] = p[j + l] > m8[l] ? p[j + l] : m8[l];
+    float mx = -INFINITY;
+    for (; j < n; j++)
+        mx = p[j] > mx ? p[j] : mx;
+    for (int l = 0; l < 8; l++)
+        mx = m8[l] > mx ? m8[l] : mx;
+    return mx;
+}
+
 /* Causal softmax of the T x T scores in place (FP32); att_r := R(att). Row t keeps j <= t. */
 KERNEL void causal_softmax_k(float *att, float *att_r, int T, rnd_fn R)
 {
     for (int t = 0; t < T; t++) {
         float *p = att + (size_t)t * (size_t)T;   /* [T] */
         float *pr = att_r + (size_t)t * (size_t)T; /* [T] */
-        float mx = -INFINITY;
+        float mx = row_max(p, t + 1);
         for (int j = 0; j <= t; j++)
-            mx = p[j] > mx ? p[j] : mx;
+            p[j] = vexpf(p[j] - mx);
         float sum = 0.0f;
-        for (int j = 0; j <= t; j++) {
-            p[j] = expf(p[j] - mx);
+        for (int j = 0; j <= t; j++)
             sum += p[j];
-        }
         float inv = 1.0f / sum;
         for (int j = 0; j <= t; j++) {
             p[j] *= inv;
@@ -601,25 +625,6 @@ KERNEL void causal_softmax_k(float *att, float *att_r, int T, rnd_fn R)
         for (int j = t + 1; j < T; j++)
             p[j] = pr[j] = 0.0f;
     }
-}
-
-static void cpu_attention_fwd(const backend *bk, float *out, float *att, float *att_r,
-                              const float *qkv, int B, int T, int C, int NH, bk_rnd r)
-{
-    int hs = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (size_t)b * (size_t)T * (size_t)C3 + (size_t)h * (size_t)hs;
-            const float *k = q + C; /* [T,hs], row stride 3C */
-            const float *v = q + 2 * C;
-            size_t off = ((size_t)b * (size_t)NH + (size_t)h) * (size_t)T * (size_t)T;
-            float *p = att + off, *pr = att_r + off; /* [T,T] */
-            float *o = out + (size_t)b * (size_t)T * (size_t)C + (size_t)h * (size_t)hs;
-            cpu_gemm(bk, 0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, p, T, r); /* S = QK^T */
-            WITH_RND_OUT(r, pr, (size_t)T * (size_t)T, causal_softmax_k, p, pr, T);
-            cpu_gemm(bk, 0, 0, T, hs, T, 1.0f, pr, T, v, C3, 0.0f, o, C, r); /* Y = P V */
-        }
 }
 
 /* dS = R(P * (dP - sum_j P_j dP_j)) over the causal part of each row, 0 elsewhere; in place. */
@@ -638,21 +643,166 @@ KERNEL void causal_softmax_bwd_k(float *dp, const float *p, int T, rnd_fn R)
     }
 }
 
+/*
+ * One head's products. A head of the model presets is tiny (T 32, hs 16: a 32 x 32 x 16
+ * product), and a BLAS call costs more in packing and set-up than it computes: 3,000 such calls
+ * were a tenth of a transformer step. Heads up to ATT_SMALL_HS wide with T * hs <= ATT_SMALL
+ * use these loops instead, which also skip the masked half; each loop runs along a row of the
+ * result (j or the head's columns), so that it vectorises without reordering any sum: every
+ * value is the sum over the shared index in increasing order, times the scale. Larger heads
+ * use cblas_sgemm. Operands are [T, hs] with row stride ld (3C for q, k, v and their
+ * gradients, C for out and dout); S, P, dP and dS are [T, T].
+ */
+#define ATT_SMALL_HS 64
+#define ATT_SMALL 8192
+
+static int att_small(int T, int hs) { return hs <= ATT_SMALL_HS && (long)T * hs <= ATT_SMALL; }
+
+/* The causal part of row t (j <= t) rounded up to a multiple of 8 values, so that the vector
+ * loops over it have no scalar remainder (the masked values this adds are overwritten by the
+ * softmax and its backward). */
+static inline int att_row_len(int t, int T) { return (t + 8) / 8 * 8 < T ? (t + 8) / 8 * 8 : T; }
+
+/* s[t, j] = scale * (a_t . b_j) for j <= t (and a few masked j: att_row_len); the rest of s is
+ * left as it was. bt is scratch for b transposed. Eight values of a row at a time, their sums
+ * held in a vector register over d. */
+KERNEL void att_rowdot(float *s, const float *a, const float *b, float *bt, int T, int hs,
+                       int lda, int ldb, float scale)
+{
+    for (int j = 0; j < T; j++)
+        for (int d = 0; d < hs; d++)
+            bt[(size_t)d * (size_t)T + (size_t)j] = b[(size_t)j * (size_t)ldb + (size_t)d];
+    for (int t = 0; t < T; t++) {
+        float *st = s + (size_t)t * (size_t)T; /* [T] */
+        const float *at = a + (size_t)t * (size_t)lda;
+        int n = att_row_len(t, T), j = 0;
+        for (; j + 8 <= n; j += 8) {
+            float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            for (int d = 0; d < hs; d++)
+                for (int l = 0; l < 8; l++)
+                    acc[l] += at[d] * bt[(size_t)d * (size_t)T + (size_t)(j + l)];
+            for (int l = 0; l < 8; l++)
+                st[j + l] = acc[l] * scale;
+        }
+        for (; j < n; j++) {
+            float acc = 0.0f;
+            for (int d = 0; d < hs; d++)
+                acc += at[d] * bt[(size_t)d * (size_t)T + (size_t)j];
+            st[j] = acc * scale;
+        }
+    }
+}
+
+/* y_i = scale * sum_{k <= i} p[i, k] v_k (P V, dS K), or with trans y_i = scale *
+ * sum_{k >= i} p[k, i] v_k (P^T dY, dS^T Q); eight columns at a time, as att_rowdot. */
+KERNEL void att_pv(float *y, const float *p, const float *v, int T, int hs, int ldy, int ldv,
+                   float scale, int trans)
+{
+    for (int i = 0; i < T; i++) {
+        int k0 = trans ? i : 0, k1 = trans ? T - 1 : i, d = 0;
+        float *yi = y + (size_t)i * (size_t)ldy;
+        for (; d + 8 <= hs; d += 8) {
+            float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+            for (int k = k0; k <= k1; k++) {
+                float pk = trans ? p[(size_t)k * (size_t)T + (size_t)i] : p[(size_t)i * (size_t)T + (size_t)k];
+                const float *vk = v + (size_t)k * (size_t)ldv + (size_t)d;
+                for (int l = 0; l < 8; l++)
+                    acc[l] += pk * vk[l];
+            }
+            for (int l = 0; l < 8; l++)
+                yi[d + l] = acc[l] * scale;
+        }
+        for (; d < hs; d++) {
+            float acc = 0.0f;
+            for (int k = k0; k <= k1; k++) {
+                float pk = trans ? p[(size_t)k * (size_t)T + (size_t)i] : p[(size_t)i * (size_t)T + (size_t)k];
+                acc += pk * v[(size_t)k * (size_t)ldv + (size_t)d];
+            }
+            yi[d] = acc * scale;
+        }
+    }
+}
+
+/* The head's offsets: q, k, v (and their gradients) at qkv + qoff, qoff + C, qoff + 2C with
+ * row stride 3C; its out (dout) at out + ooff with row stride C; its T x T blocks at aoff. */
+typedef struct att_head {
+    size_t qoff, ooff, aoff;
+} att_head;
+
+static att_head head_at(int b, int h, int T, int C, int NH)
+{
+    int hs = C / NH;
+    att_head o = {(size_t)b * (size_t)T * (size_t)(3 * C) + (size_t)h * (size_t)hs,
+                  (size_t)b * (size_t)T * (size_t)C + (size_t)h * (size_t)hs,
+                  ((size_t)b * (size_t)NH + (size_t)h) * (size_t)T * (size_t)T};
+    return o;
+}
+
+CPU_CLONES
+static void cpu_attention_fwd(const backend *bk, float *out, float *att, float *att_r,
+                              const float *qkv, int B, int T, int C, int NH, bk_rnd r)
+{
+    int hs = C / NH, C3 = 3 * C, small = att_small(T, hs);
+    float scale = 1.0f / sqrtf((float)hs), kt[ATT_SMALL];
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            att_head o = head_at(b, h, T, C, NH);
+            const float *q = qkv + o.qoff, *k = q + C, *v = q + 2 * C;
+            float *p = att + o.aoff, *pr = att_r + o.aoff, *y = out + o.ooff;
+            if (small) {
+                att_rowdot(p, q, k, kt, T, hs, C3, C3, scale); /* S = QK^T */
+                round_block(p, T, T, T, r);
+            } else {
+                cpu_gemm(bk, 0, 1, T, T, hs, scale, q, C3, k, C3, 0.0f, p, T, r);
+            }
+            WITH_RND_OUT(r, pr, (size_t)T * (size_t)T, causal_softmax_k, p, pr, T);
+            if (small) {
+                att_pv(y, pr, v, T, hs, C, C3, 1.0f, 0); /* Y = P V */
+                round_block(y, T, hs, C, r);
+            } else {
+                cpu_gemm(bk, 0, 0, T, hs, T, 1.0f, pr, T, v, C3, 0.0f, y, C, r);
+            }
+        }
+}
+
+/* One head's backward with the small loops: dP = dY V^T, dV = P^T dY, dS, dQ = dS K,
+ * dK = dS^T Q (the last two scaled). */
+KERNEL void att_bwd_small(float *dq, float *ds, const float *dy, const float *q, const float *p,
+                          const float *pr, int T, int C, int hs, float scale, float *vt, bk_rnd r)
+{
+    int C3 = 3 * C;
+    const float *k = q + C, *v = q + 2 * C;
+    float *dk = dq + C, *dv = dq + 2 * C;
+    att_rowdot(ds, dy, v, vt, T, hs, C, C3, 1.0f);
+    round_block(ds, T, T, T, r);
+    att_pv(dv, pr, dy, T, hs, C3, C, 1.0f, 1);
+    round_block(dv, T, hs, C3, r);
+    WITH_RND_OUT(r, ds, (size_t)T * (size_t)T, causal_softmax_bwd_k, ds, p, T);
+    att_pv(dq, ds, k, T, hs, C3, C3, scale, 0);
+    round_block(dq, T, hs, C3, r);
+    att_pv(dk, ds, q, T, hs, C3, C3, scale, 1);
+    round_block(dk, T, hs, C3, r);
+}
+
+CPU_CLONES
 static void cpu_attention_bwd(const backend *bk, float *dqkv, float *scratch, const float *dout,
                               const float *qkv, const float *att, const float *att_r, int B,
                               int T, int C, int NH, bk_rnd r)
 {
-    int hs = C / NH, C3 = 3 * C;
-    float scale = 1.0f / sqrtf((float)hs);
+    int hs = C / NH, C3 = 3 * C, small = att_small(T, hs);
+    float scale = 1.0f / sqrtf((float)hs), vt[ATT_SMALL];
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            size_t qoff = (size_t)b * (size_t)T * (size_t)C3 + (size_t)h * (size_t)hs;
-            const float *q = qkv + qoff, *k = q + C, *v = q + 2 * C; /* [T,hs], stride 3C */
-            float *dq = dqkv + qoff, *dk = dq + C, *dv = dq + 2 * C; /* [T,hs], stride 3C */
-            size_t off = ((size_t)b * (size_t)NH + (size_t)h) * (size_t)T * (size_t)T;
-            const float *p = att + off, *pr = att_r + off; /* [T,T] */
-            float *ds = scratch + off;                      /* [T,T] */
-            const float *dy = dout + (size_t)b * (size_t)T * (size_t)C + (size_t)h * (size_t)hs;
+            att_head o = head_at(b, h, T, C, NH);
+            const float *q = qkv + o.qoff, *k = q + C, *v = q + 2 * C; /* [T,hs], stride 3C */
+            float *dq = dqkv + o.qoff, *dk = dq + C, *dv = dq + 2 * C; /* [T,hs], stride 3C */
+            const float *p = att + o.aoff, *pr = att_r + o.aoff;      /* [T,T] */
+            float *ds = scratch + o.aoff;                              /* [T,T] */
+            const float *dy = dout + o.ooff;
+            if (small) {
+                att_bwd_small(dq, ds, dy, q, p, pr, T, C, hs, scale, vt, r);
+                continue;
+            }
             cpu_gemm(bk, 0, 1, T, T, hs, 1.0f, dy, C, v, C3, 0.0f, ds, T, r);  /* dP = dY V^T */
             cpu_gemm(bk, 1, 0, T, hs, T, 1.0f, pr, T, dy, C, 0.0f, dv, C3, r); /* dV = P^T dY */
             WITH_RND_OUT(r, ds, (size_t)T * (size_t)T, causal_softmax_bwd_k, ds, p, T);
@@ -720,7 +870,7 @@ static void cpu_xent_fwd(const backend *bk, float *losses, float *probs, const f
             mx = l[i] > mx ? l[i] : mx;
         float sum = 0.0f;
         for (int i = 0; i < V; i++) {
-            p[i] = expf(l[i] - mx);
+            p[i] = vexpf(l[i] - mx);
             sum += p[i];
         }
         float inv = 1.0f / sum;
@@ -808,6 +958,43 @@ void openblas_set_num_threads(int num_threads);
 int blas_thread_shutdown_(void);
 #endif
 
+#if defined(HAVE_OPENBLAS_GET_CORENAME) && defined(HAVE_GOTOBLAS_DYNAMIC_INIT) &&                   \
+    defined(HAVE_GOTOBLAS_DYNAMIC_QUIT) && defined(BK_X86)
+char *openblas_get_corename(void);
+void gotoblas_dynamic_init(void);
+void gotoblas_dynamic_quit(void);
+
+/* An OpenBLAS built for every x86 CPU (DYNAMIC_ARCH, as Debian's) picks its kernels by the CPU's
+ * model number when it is loaded, and one that does not know the model falls back to its SSE3
+ * kernels ("Prescott"): OpenBLAS 0.3.21 on a CPU newer than it (family 6, model 207) ran sgemm
+ * at a quarter or less of its AVX-512 kernels' rate, and GEMMs are most of a step. Where that
+ * happened on a CPU with AVX2 and FMA (or AVX-512), and OPENBLAS_CORETYPE does not choose, the
+ * kernels are chosen again by the CPU's features, as OPENBLAS_CORETYPE would choose them, before
+ * any BLAS call: "SkylakeX" (AVX-512 F, BW, DQ, VL) or "Haswell". The entry points used for it
+ * are exported by OpenBLAS but not part of its API: configure checks that they exist. */
+static void blas_pick_kernels(void)
+{
+    static const char *const fallback[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
+                                           "Sandybridge", "Atom"};
+    const char *core = openblas_get_corename();
+    int old = 0;
+    for (size_t i = 0; core && i < sizeof fallback / sizeof fallback[0]; i++)
+        old |= strcmp(core, fallback[i]) == 0;
+    if (!old || getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx2") ||
+        !__builtin_cpu_supports("fma"))
+        return;
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    if (setenv("OPENBLAS_CORETYPE", avx512 ? "SkylakeX" : "Haswell", 1) != 0)
+        return;
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+    unsetenv("OPENBLAS_CORETYPE"); /* (runs started from this process choose for themselves) */
+}
+#else
+static void blas_pick_kernels(void) {}
+#endif
+
 /* The models ampdiag trains are small: their GEMMs (e.g. 64 x 256 x 256) run fastest on one
  * thread, and OpenBLAS's thread pool slowed steps by up to 6x on a loaded 2-core machine. So
  * one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise. OpenBLAS started its pool when it
@@ -816,14 +1003,17 @@ int blas_thread_shutdown_(void);
  * call ever want more than one thread). */
 const backend *backend_cpu(void)
 {
-#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     static atomic_int once;
-    if (atomic_exchange(&once, 1) == 0 && !getenv("OPENBLAS_NUM_THREADS")) {
-        openblas_set_num_threads(1);
+    if (atomic_exchange(&once, 1) == 0) {
+        blas_pick_kernels();
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+        if (!getenv("OPENBLAS_NUM_THREADS")) {
+            openblas_set_num_threads(1);
 #ifdef HAVE_BLAS_THREAD_SHUTDOWN_
-        blas_thread_shutdown_();
+            blas_thread_shutdown_();
+#endif
+        }
 #endif
     }
-#endif
     return &cpu_backend;
 }

@@ -4,6 +4,16 @@
 
 #include "backend/backend.h"
 
+/* x86-64 AVX-512 and AVX2 clones of a function beside its baseline one, chosen at load time (an
+ * ifunc): for the element loops that vectorise (vmath.h). Without FMA contraction all compute
+ * the same bits. (Not under ThreadSanitizer: gcc instruments the ifunc resolvers, which run
+ * before TSan is up.) */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
+#define CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CPU_CLONES
+#endif
+
 /* out[i] = rnd(in[i]) (in == out allowed): the vector rounding code, or the portable code when
  * backend_cpu_force_generic or AMPDIAG_ROUND_IMPL=generic turned it off. */
 void cpu_round(const backend *bk, float *out, const float *in, size_t n, bk_rnd r);

@@ -33,13 +33,6 @@ static inline float rnd(ampdiag_format f, unsigned flags, float x)
     return f == AMPDIAG_FP16 ? ampdiag_fp16_rne(x) : ampdiag_bf16_rne(x);
 }
 
-/* (not under ThreadSanitizer: gcc instruments the ifunc resolvers, which run before TSan is up) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
-#define OPTIM_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define OPTIM_CLONES
-#endif
-
 /* AdamW's scalars for step t, computed in double as PyTorch computes them from Python floats,
  * then held as the float scalars the element loop uses. */
 typedef struct adamw_coef {
@@ -60,21 +53,24 @@ static adamw_coef adamw_coefficients(const bk_optim *c, long t, float lr)
 
 /* Intended changes dw[0..k) for parameters w[0..k) with gradients (g * ginv) * gscale and state
  * m, v (updated in place). */
-OPTIM_CLONES
-static void compute_dw(const bk_optim *c, long t, const float *w, const float *g, float *m, float *v,
-                       size_t k, float lr, float ginv, float gscale, float *dw)
+CPU_CLONES
+static void compute_dw(const backend *bk, const bk_optim *c, long t, const float *w, const float *g,
+                       float *m, float *v, size_t k, float lr, float ginv, float gscale, float *dw)
 {
     ampdiag_format sf = c->state_fmt;
     unsigned fl = c->round_flags;
     if (c->kind == BK_SGD) {
+        /* buf = rnd(momentum buf + g'), or rnd(g') on the first step: an FP32 loop that
+         * vectorises, then the backend's rounding pass over the block */
         float mom = (float)c->momentum, wd = (float)c->weight_decay;
         int first = t <= 1;
         for (size_t i = 0; i < k; i++) {
             float gi = (g[i] * ginv) * gscale + wd * w[i];
-            float b = first ? gi : rnd(sf, fl, mom * m[i] + gi);
-            m[i] = rnd(sf, fl, b);
-            dw[i] = -lr * m[i];
+            m[i] = first ? gi : mom * m[i] + gi;
         }
+        cpu_round(bk, m, m, k, bk_rnd_make(sf, fl));
+        for (size_t i = 0; i < k; i++)
+            dw[i] = -lr * m[i];
         return;
     }
     /* The coefficients are computed in double and then used as float scalars, as PyTorch does
@@ -119,7 +115,7 @@ void cpu_optim_step(const backend *bk, const bk_optim *c, long t, float *w, cons
         size_t k = n - b < OPTIM_BLOCK ? n - b : OPTIM_BLOCK;
         float *wb = w + b;
         float *dw = dw_keep ? dw_keep + b : dwb;
-        compute_dw(c, t, wb, g + b, m + b, v ? v + b : NULL, k, flr, ginv, gscale, dw);
+        compute_dw(bk, c, t, wb, g + b, m + b, v ? v + b : NULL, k, flr, ginv, gscale, dw);
         if (w_keep)
             memcpy(w_keep + b, wb, k * sizeof *wb);
         for (size_t i = 0; i < k; i++)
@@ -291,7 +287,7 @@ void cpu_update_stats(const backend *bk, const bk_optim *c, const float *w_old, 
     }
 }
 
-OPTIM_CLONES
+CPU_CLONES
 void cpu_grad_norm(const backend *bk, const float *g, size_t n, float inv_scale, double *sumsq, uint64_t *nonfinite)
 {
     (void)bk;

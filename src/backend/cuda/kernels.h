@@ -9,11 +9,12 @@
  * (FP32, left to right, each FP32 reduction summed sequentially in the CPU's index order; the
  * CUDA files are compiled with -fmad=false so that no multiply-add is contracted, as the CPU
  * build, C11 mode, does not contract either). On the device the same expressions give the
- * same bits, except where they call expf or logf: CUDA's are within 2 ulp of the exact value
- * (CUDA C Programming Guide, "Mathematical Functions"), glibc's nearly always correctly
- * rounded, so GELU, the softmaxes and the cross-entropy may differ in the last bit of FP32
- * before their result is rounded. sqrtf and division are IEEE-exact on both (nvcc's defaults
- * -prec-sqrt=true -prec-div=true, no --use_fast_math).
+ * same bits, exp included (GELU's tanh and the softmaxes call the CPU's own vexpf,
+ * src/backend/cpu/vmath.h: plain float arithmetic), except where they call logf (the
+ * cross-entropy's loss): CUDA's is within 2 ulp of the exact value (CUDA C Programming Guide,
+ * "Mathematical Functions"), glibc's nearly always correctly rounded, so a loss may differ in
+ * its last bit. sqrtf and division are IEEE-exact on both (nvcc's defaults -prec-sqrt=true
+ * -prec-div=true, no --use_fast_math).
  *
  * The double-precision reductions (sum, sum of squares, the gradient norm, the statistics'
  * sums) are not here: the device adds in a fixed tree order of its own (deterministic, but not
@@ -27,6 +28,7 @@
 
 #include "ampdiag.h"
 #include "backend/backend.h"
+#include "backend/cpu/vmath.h"
 #include "numerics/numfmt.h"
 
 #include <math.h>
@@ -91,8 +93,8 @@ AMPDIAG_HD float ck_relu_grad(float x, float d) { return !(x <= 0.0f) ? d : 0.0f
 #define CK_GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 #define CK_GELU_C 0.044715f
 
-/* tanh(u) = 1 - 2 / (exp(2u) + 1), as backend_cpu.c's fast_tanhf. */
-AMPDIAG_HD float ck_tanh(float u) { return 1.0f - 2.0f / (expf(2.0f * u) + 1.0f); }
+/* tanh(u) = 1 - 2 / (exp(2u) + 1), as backend_cpu.c computes it (vmath.h). */
+AMPDIAG_HD float ck_tanh(float u) { return vtanhf(u); }
 
 /* GPT-2's GELU (tanh approximation), before rounding. */
 AMPDIAG_HD float ck_gelu(float x)
@@ -207,7 +209,7 @@ AMPDIAG_HD void ck_softmax_row(float *att, float *att_r, int T, size_t r, int rk
     }
     float sum = 0.0f;
     for (int j = 0; j <= t; j++) {
-        p[j] = expf(ck_rnd(rk, p[j]) - mx);
+        p[j] = vexpf(ck_rnd(rk, p[j]) - mx);
         sum += p[j];
     }
     float inv = 1.0f / sum;
@@ -280,7 +282,7 @@ AMPDIAG_HD void ck_xent_row(float *losses, float *probs, const float *logits, co
         mx = l[i] > mx ? l[i] : mx;
     float sum = 0.0f;
     for (int i = 0; i < V; i++) {
-        p[i] = expf(l[i] - mx);
+        p[i] = vexpf(l[i] - mx);
         sum += p[i];
     }
     float inv = 1.0f / sum;
