@@ -4,7 +4,7 @@ check ampdiag against PyTorch (xcheck_optim.py, xcheck_tracer.py).
 The mlp is fc1..fc4 (Linear) with relu1..relu3 (ReLU) between them and softmax cross-entropy,
 named as ampdiag names its layers. The data is a small HDF5 classification file (x, y, x_val,
 y_val) that `ampdiag run --data` reads; with `--shuffle off` ampdiag takes batches of B
-consecutive rows, wrapping at the end (src/train/data.c), as batches() does.
+consecutive rows, wrapping at the end (src/train/data.c), as common.batches() does.
 """
 import os
 
@@ -52,16 +52,3 @@ class MLP(torch.nn.Module):
         for m in self.children():
             x = m(x)
         return x
-
-    def linears(self):
-        return [m for m in self.children() if isinstance(m, torch.nn.Linear)]
-
-
-def batches(x, y, steps, batch):
-    """The batches of `ampdiag run --shuffle off`: B consecutive rows, wrapping at the end."""
-    n = x.shape[0]
-    pos = 0
-    for _ in range(steps):
-        rows = [(pos + i) % n for i in range(batch)]
-        pos = (pos + batch) % n
-        yield torch.from_numpy(x[rows]), torch.from_numpy(y[rows]).long()

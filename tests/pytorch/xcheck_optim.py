@@ -17,8 +17,8 @@ import sys
 import h5py
 import torch
 
-from common import Tap, run_ampdiag, save_weights
-from mlp import MLP, batches, layer_shapes, make_data
+from common import Tap, batches, run_ampdiag, save_weights
+from mlp import MLP, layer_shapes, make_data
 
 STEPS = 50
 BATCH = 64

@@ -25,8 +25,8 @@ import sys
 
 import torch
 
-from common import KINDS, Tap, compare_record, records, rel, run_ampdiag, save_weights, worst_rel
-from mlp import MLP, batches, layer_shapes, make_data
+from common import KINDS, Tap, batches, compare_record, records, rel, run_ampdiag, save_weights, worst_rel
+from mlp import MLP, layer_shapes, make_data
 
 import ampdiag.torch  # noqa: E402  (common puts python/ on the path)
 
