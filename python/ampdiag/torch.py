@@ -157,8 +157,8 @@ class _Step:
         self.bad = None      # (layer name, kind, "nan"|"inf", layer index or -1) in backward order
         self.stepped = False
         self.lr = None
-        self.w_old = {}      # layer -> [(param, copy before the update)]
-        self.lost = {}       # layer -> [device tensor of 3 counts]
+        self.saved = False   # the traced parameters were copied before the update (_Flat)
+        self.lost = None     # ([layer], device tensor [layers, 3]): lost updates per layer
         self.batch = None
 
 
@@ -169,6 +169,49 @@ class _Rec:
 
     def __init__(self, vec=None, hvec=None, st=None, h=None):
         self.vec, self.hvec, self.st, self.h = vec, hvec, st, h
+
+
+class _Flat:
+    """The traced layers' parameters end to end in one float32 buffer: their copy from before
+    optimizer.step(), taken with one _foreach_copy_. After the step, the weights, the change and the
+    gradients are each one flat tensor, so that the update analysis is a few whole-buffer
+    operations and one statistics call per layer and kind, not several per parameter tensor."""
+
+    def __init__(self, layers, device):
+        self.params, self.segs, off = [], [], 0  # segs: (layer index, offset, count)
+        for li, L in enumerate(layers):
+            n = sum(p.numel() for p in L.plist)
+            if n:
+                self.segs.append((li, off, n))
+                self.params += L.plist
+                off += n
+        self.numel = [p.numel() for p in self.params]
+        self.old = torch.empty(off, dtype=torch.float32, device=device)
+        self.views = [v.view(p.shape) for v, p in zip(self.old.split(self.numel), self.params)]
+
+    def valid(self):
+        return [p.numel() for p in self.params] == self.numel
+
+    def save(self):
+        """The copy before the step."""
+        with torch.no_grad():
+            if _foreach_copy is not None:
+                _foreach_copy(self.views, [p.detach() for p in self.params])
+            else:
+                for v, p in zip(self.views, self.params):
+                    v.copy_(p.detach())
+
+    def change(self):
+        """(the change the step made, the gradients): flat float32 tensors like the copy (0 where
+        a parameter has no gradient)."""
+        dev = self.old.device
+        d = torch.cat([p.detach().reshape(-1) for p in self.params]).to(dev, torch.float32).sub_(self.old)
+        g = torch.cat([p.grad.detach().reshape(-1) if p.grad is not None else
+                       torch.zeros(p.numel(), device=p.device, dtype=p.dtype) for p in self.params])
+        return d, g.to(dev, torch.float32)
+
+
+_foreach_copy = getattr(torch, "_foreach_copy_", None)
 
 
 class Tracer:
@@ -226,6 +269,7 @@ class Tracer:
         self._pnames = {id(p): n for n, p in model.named_parameters()}
         self._device = self._params[0].device if self._params else torch.device("cpu")
         self._autocast = None
+        self._flat = None
         self.writer = _lib.TraceWriter(path, overwrite=overwrite, flush_every=flush_every,
                                        flush_seconds=flush_seconds, background=True)
         self.path = self.writer.path
@@ -478,28 +522,35 @@ class Tracer:
             self._on_backward_end()
         if not (st.traced and self.updates):
             return
-        with torch.no_grad():
-            for li, L in enumerate(self.layers):
-                if L.plist:
-                    st.w_old[li] = [(p, p.detach().clone()) for p in L.plist]
+        if self._flat is None or not self._flat.valid():
+            self._flat = _Flat(self.layers, self._device)
+        if self._flat.segs:
+            self._flat.save()
+            st.saved = True
 
     def _on_opt_post(self, opt, args, kwargs):
         st = self._st
         st.stepped = True
-        if not st.w_old:
+        if not st.saved:
             return
+        st.saved = False
+        fl = self._flat
         with torch.no_grad():
-            for li, pairs in st.w_old.items():
-                recs_w, recs_u, lost = [], [], []
-                for p, old in pairs:
-                    recs_w.append(self._record(old, st.hist))
-                    cnt, d = _stats.lost_counts(old, p.detach(), p.grad)
-                    recs_u.append(self._record(d, st.hist))
-                    lost.append(cnt)
-                st.recs[(li, W)] = [r for r in recs_w if r is not None]
-                st.recs[(li, U)] = [r for r in recs_u if r is not None]
-                st.lost[li] = lost
-        st.w_old = {}
+            d, g = fl.change()
+            for li, o, n in fl.segs:
+                st.recs[(li, W)] = [self._record(fl.old[o:o + n], st.hist)]
+                st.recs[(li, U)] = [self._record(d[o:o + n], st.hist)]
+            st.lost = self._lost(fl, d, g)
+
+    def _lost(self, fl, d, g):
+        """([layer], the lost-update counts per layer: [layers, 3], on the host or the device)."""
+        lis = [li for li, _, _ in fl.segs]
+        if self._use_lib(d):
+            counts = [_stats.lost_counts_lib(fl.old[o:o + n], d[o:o + n], g[o:o + n]) for _, o, n in fl.segs]
+            if None not in counts:
+                return lis, counts
+        masks = _stats.lost_masks(fl.old, d, g)
+        return lis, torch.stack([masks[:, o:o + n].sum(dim=1) for _, o, n in fl.segs])
 
     def _lr(self):
         if self.optimizer is None or not self.optimizer.param_groups:
@@ -620,14 +671,17 @@ class Tracer:
         return r.st
 
     def _fetch(self, st):
-        """Bring every device record of the step to the host in one transfer."""
+        """Bring every device record of the step to the host in one transfer; returns the
+        lost-update counts {layer: [3 counts]}."""
+        lis, counts = st.lost if st.lost is not None else ([], [])
+        on_dev = isinstance(counts, torch.Tensor)
         pend = [r for rs in st.recs.values() for r in rs if r.st is None]
         pend += [r for rs in st.wgrad.values() for r in rs if r.st is None]
-        lost = [c for cs in st.lost.values() for c in cs]
         parts = [r.vec for r in pend] + [r.hvec.double() for r in pend if r.hvec is not None]
-        parts += [c.double() for c in lost]
+        if on_dev:
+            parts.append(counts.double())
         if not parts:
-            return {}
+            return dict(zip(lis, counts))
         flat = torch.cat([p.reshape(-1).to(self._device) for p in parts]).cpu().tolist()
         k = 0
         for r in pend:
@@ -637,18 +691,14 @@ class Tracer:
             if r.hvec is not None:
                 r.h = _stats.hist_from(flat[k:k + _lib.HIST_BINS])
                 k += _lib.HIST_BINS
-        out = {}
-        for li, cs in st.lost.items():
-            tot = [0, 0, 0]
-            for _ in cs:
-                for j in range(3):
-                    tot[j] += int(flat[k + j])
-                k += 3
-            out[li] = tot
-        return out
+        if on_dev:
+            counts = [[int(v) for v in flat[k + 3 * j:k + 3 * j + 3]] for j in range(len(lis))]
+        return dict(zip(lis, counts))
 
     @staticmethod
     def _merged(recs):
+        if len(recs) == 1:
+            return recs[0].st, recs[0].h
         s, h = _lib.Tstats(), None
         _lib.lib().ampdiag_tstats_init(s)
         for r in recs:
