@@ -25,16 +25,16 @@ static void meant_block(const float *d, const float *g, size_t n, unsigned char 
 }
 
 /* Meant to change but unchanged as stored, over one block. */
-static uint64_t lost_stored(const float *d, const unsigned char *m, size_t n)
+static unsigned lost_stored(const float *d, const unsigned char *m, size_t n)
 {
-    uint64_t c = 0;
+    unsigned c = 0; /* n <= LOST_BLOCK */
     for (size_t i = 0; i < n; i++)
         c += (unsigned)((d[i] == 0.0f) & m[i]);
     return c;
 }
 
 /* Meant to change, but fl(fl(w) + d) == fl(w) in fmt, over one block. */
-static uint64_t lost_in(ampdiag_format fmt, const float *w, const float *d, const unsigned char *m,
+static unsigned lost_in(ampdiag_format fmt, const float *w, const float *d, const unsigned char *m,
                         size_t n)
 {
     float wr[LOST_BLOCK], s[LOST_BLOCK];
@@ -42,7 +42,7 @@ static uint64_t lost_in(ampdiag_format fmt, const float *w, const float *d, cons
     for (size_t i = 0; i < n; i++)
         s[i] = wr[i] + d[i];
     ampdiag_round_array(fmt, 0, s, s, n);
-    uint64_t c = 0;
+    unsigned c = 0; /* n <= LOST_BLOCK */
     for (size_t i = 0; i < n; i++)
         c += (unsigned)((s[i] == wr[i]) & m[i]);
     return c;
