@@ -347,12 +347,15 @@ class Tracer:
         return self.stats_mode == "auto" and x.device.type == "cpu"
 
     def _record(self, x, hist):
+        """The statistics of x (no autograd: the lib path reads x's memory; the torch path runs
+        under no_grad)."""
         if x.numel() == 0:
             return None
         if self._use_lib(x):
-            st, h = _stats.tstats(x, hist)
+            st, h = _stats.tstats(x.detach(), hist)
             return _Rec(st=st, h=h)
-        vec, hv = _stats.record_torch(x, hist)
+        with torch.no_grad():
+            vec, hv = _stats.record_torch(x, hist)
         return _Rec(vec=vec, hvec=hv)
 
     # ------------------------------------------------------------------ hooks
@@ -398,8 +401,7 @@ class Tracer:
             if li not in st.seen:
                 st.seen.add(li)
                 st.order.append(li)
-            with torch.no_grad():
-                r = self._record(x, st.hist)
+            r = self._record(x, st.hist)
             if r is not None:
                 st.recs.setdefault((li, A), []).append(r)
             if x.requires_grad:
@@ -409,8 +411,7 @@ class Tracer:
     def _grad_hook(self, li, st):
         def hook(g):
             if st is self._st and g is not None:
-                with torch.no_grad():
-                    r = self._record(g, st.hist)
+                r = self._record(g, st.hist)
                 if r is not None:
                     st.recs.setdefault((li, AG), []).append(r)
         return hook
