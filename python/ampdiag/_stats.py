@@ -257,7 +257,7 @@ def lost_masks(w_old, d, grad):
     to be non-zero where d != 0 or the gradient is finite and non-zero. Lost: meant to be non-zero,
     but d == 0 (w_new == w_old as stored); if FP16 (BF16): meant to be non-zero, but
     fl(fl(w_old) + d) == fl(w_old), with torch's round-to-nearest-even casts. A few whole-tensor
-    operations, whatever the number of parameters the tensors hold."""
+    operations (the tracer calls it once per layer, on its parameters laid end to end)."""
     out = torch.empty((3,) + tuple(d.shape), dtype=torch.bool, device=d.device)
     stay = torch.eq(d, 0, out=out[0])
     pushed = grad != 0

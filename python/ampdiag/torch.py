@@ -173,16 +173,17 @@ class _Rec:
 
 class _Flat:
     """The traced layers' parameters end to end in one float32 buffer: their copy from before
-    optimizer.step(), taken with one _foreach_copy_. After the step, the weights, the change and the
-    gradients are each one flat tensor, so that the update analysis is a few whole-buffer
-    operations and one statistics call per layer and kind, not several per parameter tensor."""
+    optimizer.step(), taken with one _foreach_copy_ (kept between traced steps). After the step,
+    each layer's weights, change and gradients are one flat tensor (temporaries the size of the
+    largest layer), so that the update analysis is one statistics call per layer and kind and one
+    lost-update count per layer, not several operations per parameter tensor."""
 
     def __init__(self, layers, device):
-        self.params, self.segs, off = [], [], 0  # segs: (layer index, offset, count)
+        self.params, self.segs, off = [], [], 0  # segs: (layer index, offset, count, parameters)
         for li, L in enumerate(layers):
             n = sum(p.numel() for p in L.plist)
             if n:
-                self.segs.append((li, off, n))
+                self.segs.append((li, off, n, L.plist))
                 self.params += L.plist
                 off += n
         self.numel = [p.numel() for p in self.params]
@@ -201,14 +202,19 @@ class _Flat:
                 for v, p in zip(self.views, self.params):
                     v.copy_(p.detach())
 
-    def change(self):
-        """(the change the step made, the gradients): flat float32 tensors like the copy (0 where
-        a parameter has no gradient)."""
+    def _flat(self, ts):
         dev = self.old.device
-        d = torch.cat([p.detach().reshape(-1) for p in self.params]).to(dev, torch.float32).sub_(self.old)
-        g = torch.cat([p.grad.detach().reshape(-1) if p.grad is not None else
-                       torch.zeros(p.numel(), device=p.device, dtype=p.dtype) for p in self.params])
-        return d, g.to(dev, torch.float32)
+        t = ts[0].reshape(-1) if len(ts) == 1 else torch.cat([x.reshape(-1) for x in ts])
+        return t.to(dev, torch.float32).contiguous()
+
+    def changes(self):
+        """Per layer: (layer index, its copy from before the step, the change the step made, its
+        gradients), flat float32 tensors (gradients 0 where a parameter has none)."""
+        for li, o, n, ps in self.segs:
+            old = self.old[o:o + n]
+            d = torch.sub(self._flat([p.detach() for p in ps]), old)
+            g = self._flat([p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in ps])
+            yield li, old, d, g
 
 
 _foreach_copy = getattr(torch, "_foreach_copy_", None)
@@ -535,23 +541,25 @@ class Tracer:
         if not st.saved:
             return
         st.saved = False
-        fl = self._flat
+        counts, lis = [], []
         with torch.no_grad():
-            d, g = fl.change()
-            for li, o, n in fl.segs:
-                st.recs[(li, W)] = [self._record(fl.old[o:o + n], st.hist)]
-                st.recs[(li, U)] = [self._record(d[o:o + n], st.hist)]
-            st.lost = self._lost(fl, d, g)
+            for li, old, d, g in self._flat.changes():
+                st.recs[(li, W)] = [self._record(old, st.hist)]
+                st.recs[(li, U)] = [self._record(d, st.hist)]
+                counts.append(self._lost(old, d, g))
+                lis.append(li)
+        if counts and isinstance(counts[0], torch.Tensor):
+            counts = torch.stack(counts)
+        st.lost = (lis, counts)
 
-    def _lost(self, fl, d, g):
-        """([layer], the lost-update counts per layer: [layers, 3], on the host or the device)."""
-        lis = [li for li, _, _ in fl.segs]
+    def _lost(self, old, d, g):
+        """The lost-update counts of one layer: 3 numbers on the host (libampdiag) or a device
+        tensor (torch)."""
         if self._use_lib(d):
-            counts = [_stats.lost_counts_lib(fl.old[o:o + n], d[o:o + n], g[o:o + n]) for _, o, n in fl.segs]
-            if None not in counts:
-                return lis, counts
-        masks = _stats.lost_masks(fl.old, d, g)
-        return lis, torch.stack([masks[:, o:o + n].sum(dim=1) for _, o, n in fl.segs])
+            c = _stats.lost_counts_lib(old, d, g)
+            if c is not None:
+                return c
+        return _stats.lost_masks(old, d, g).sum(dim=1)
 
     def _lr(self):
         if self.optimizer is None or not self.optimizer.param_groups:
