@@ -158,7 +158,7 @@ class _Step:
         self.stepped = False
         self.lr = None
         self.saved = False   # the traced parameters were copied before the update (_Flat)
-        self.lost = None     # ([layer], device tensor [layers, 3]): lost updates per layer
+        self.lost = None     # ([layer], counts per layer: host lists, or a device tensor [layers, 3])
         self.batch = None
 
 
@@ -237,8 +237,8 @@ class Tracer:
                clipped events; None/0: no clipping
     precision  fp32, fp16, bf16 or bf16-pure; None: seen from autocast and the parameters' dtype
     stats      "auto" (libampdiag's kernel for CPU tensors, torch elsewhere), "torch" or "lib"
-    updates    record weights and updates (keeps a copy of the traced layers' parameters from
-               before the optimizer step to after it, on traced steps)
+    updates    record weights and updates (keeps a float32 copy of the traced layers' parameters,
+               taken before the optimizer step of each traced step)
     attrs      more root attributes: {"model": "resnet18", "data": "cifar10", "seed": 1, ...}
     overwrite  replace an existing trace; flush_every / flush_seconds: what a killed process can
                lose (the trace holds every record up to the last flush)
