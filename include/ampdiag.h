@@ -104,8 +104,9 @@ int ampdiag_update_lost(ampdiag_format fmt, unsigned flags, float w, float d);
  * their gradients g (NULL: none). Element i was meant to change where d[i] != 0 or g[i] is finite
  * and non-zero; counts[0] counts those with d[i] == 0 (lost as stored), counts[1] and counts[2]
  * those with fl(fl(w[i]) + d[i]) == fl(w[i]) in FP16 and in BF16 (round to nearest even, no FTZ):
- * lost if the weights were stored in that format. */
-void ampdiag_update_lost_counts(const float *w, const float *d, const float *g, size_t n, uint64_t counts[3]);
+ * lost if the weights were stored in that format. 0, or -1 if a rounding fails (it cannot: the two
+ * formats are built in). */
+int ampdiag_update_lost_counts(const float *w, const float *d, const float *g, size_t n, uint64_t counts[3]);
 
 /* Bit patterns. */
 uint16_t ampdiag_fp16_encode(float x);

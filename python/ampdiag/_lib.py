@@ -154,7 +154,7 @@ def _declare(L):
 
 
 _OPTIONAL = {
-    "ampdiag_update_lost_counts": (None, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+    "ampdiag_update_lost_counts": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                           ctypes.POINTER(ctypes.c_uint64)]),
 }
 

@@ -240,12 +240,14 @@ def merge_hist(a, b):
 
 def lost_counts_lib(w_old, d, grad):
     """The three counts of lost_masks() (summed) by libampdiag's ampdiag_update_lost_counts, in
-    one pass over float32 contiguous tensors in CPU memory; None when the library lacks it."""
+    one pass over float32 contiguous tensors in CPU memory; None when the library lacks it (or
+    it fails)."""
     L = _lib.lib()
     if not _lib.has("ampdiag_update_lost_counts"):
         return None
     out = (ctypes.c_uint64 * 3)()
-    L.ampdiag_update_lost_counts(w_old.data_ptr(), d.data_ptr(), grad.data_ptr(), d.numel(), out)
+    if L.ampdiag_update_lost_counts(w_old.data_ptr(), d.data_ptr(), grad.data_ptr(), d.numel(), out):
+        return None
     return list(out)
 
 

@@ -33,22 +33,26 @@ static unsigned lost_stored(const float *d, const unsigned char *m, size_t n)
     return c;
 }
 
-/* Meant to change, but fl(fl(w) + d) == fl(w) in fmt, over one block. */
-static unsigned lost_in(ampdiag_format fmt, const float *w, const float *d, const unsigned char *m,
-                        size_t n)
+/* Adds to *c the updates meant to change but with fl(fl(w) + d) == fl(w) in fmt, over one block.
+ * 0, or -1 when fmt has no rounding. */
+static int lost_in(ampdiag_format fmt, const float *w, const float *d, const unsigned char *m, size_t n,
+                   uint64_t *c)
 {
     float wr[LOST_BLOCK], s[LOST_BLOCK];
-    ampdiag_round_array(fmt, 0, w, wr, n);
+    if (ampdiag_round_array(fmt, 0, w, wr, n))
+        return -1;
     for (size_t i = 0; i < n; i++)
         s[i] = wr[i] + d[i];
-    ampdiag_round_array(fmt, 0, s, s, n);
-    unsigned c = 0; /* n <= LOST_BLOCK */
+    if (ampdiag_round_array(fmt, 0, s, s, n))
+        return -1;
+    unsigned k = 0; /* n <= LOST_BLOCK */
     for (size_t i = 0; i < n; i++)
-        c += (unsigned)((s[i] == wr[i]) & m[i]);
-    return c;
+        k += (unsigned)((s[i] == wr[i]) & m[i]);
+    *c += k;
+    return 0;
 }
 
-void ampdiag_update_lost_counts(const float *w, const float *d, const float *g, size_t n, uint64_t counts[3])
+int ampdiag_update_lost_counts(const float *w, const float *d, const float *g, size_t n, uint64_t counts[3])
 {
     unsigned char m[LOST_BLOCK];
     counts[0] = counts[1] = counts[2] = 0;
@@ -56,7 +60,9 @@ void ampdiag_update_lost_counts(const float *w, const float *d, const float *g, 
         size_t k = n - i < LOST_BLOCK ? n - i : LOST_BLOCK;
         meant_block(d + i, g ? g + i : NULL, k, m);
         counts[0] += lost_stored(d + i, m, k);
-        counts[1] += lost_in(AMPDIAG_FP16, w + i, d + i, m, k);
-        counts[2] += lost_in(AMPDIAG_BF16, w + i, d + i, m, k);
+        if (lost_in(AMPDIAG_FP16, w + i, d + i, m, k, &counts[1]) ||
+            lost_in(AMPDIAG_BF16, w + i, d + i, m, k, &counts[2]))
+            return -1;
     }
+    return 0;
 }

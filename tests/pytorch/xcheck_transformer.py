@@ -19,7 +19,7 @@ within 1e-4 of the rms. Two exceptions, where the values do not hold that agreem
   number of those values; the test checks the premise on PyTorch's step-0 gradient.
 * The smallest non-zero update: Adam's first step is lr g / (|g| + eps), and the smallest one
   comes from the smallest gradient, about 1e-7 (10 eps), a sum that cancels to 1% relative
-  precision, so it agrees to 1e-2 of the rms, not 1e-4.
+  precision, so it agrees to about 1e-3 of the rms (8e-4 measured), not 1e-4; the test allows 1e-2.
 
 One record is PyTorch's alone: the gradient of the `loss` layer's output
 (its B*T losses, each 1/(B*T) from the mean), which ampdiag does not record (its loss layer has no
