@@ -100,6 +100,13 @@ int ampdiag_round_array(ampdiag_format fmt, unsigned flags, const float *in, flo
 /* Whether the update d is lost on the weight w held in fmt: d != 0 and fl(fl(w) + d) == fl(w),
  * every rounding to fmt with flags (AMPDIAG_ROUND_*). 0 for an unknown fmt. */
 int ampdiag_update_lost(ampdiag_format fmt, unsigned flags, float w, float d);
+/* Lost updates of n weights w (as held before an optimizer step) changed by d (w_after - w), with
+ * their gradients g (NULL: none). Element i was meant to change where d[i] != 0 or g[i] is finite
+ * and non-zero; counts[0] counts those with d[i] == 0 (lost as stored), counts[1] and counts[2]
+ * those with fl(fl(w[i]) + d[i]) == fl(w[i]) in FP16 and in BF16 (round to nearest even, no FTZ):
+ * lost if the weights were stored in that format. 0, or -1 if a rounding fails (it cannot: the two
+ * formats are built in). */
+int ampdiag_update_lost_counts(const float *w, const float *d, const float *g, size_t n, uint64_t counts[3]);
 
 /* Bit patterns. */
 uint16_t ampdiag_fp16_encode(float x);

@@ -569,6 +569,57 @@ static void test_swamping(void)
        "lost updates on w = 1: fp16 2^-11 lost, 2^-10 kept; e4m3 1/16 lost, 0.07 kept; e5m2 1/8 lost; d = 0 never counts");
 }
 
+/* One element of ampdiag_update_lost_counts, from the definition with scalar roundings. */
+static void lost_ref(float w, float d, const float *g, uint64_t c[3])
+{
+    int meant = d != 0.0f || (g && *g != 0.0f && isfinite(*g));
+    c[0] += meant && d == 0.0f;
+    const ampdiag_format fmts[2] = {AMPDIAG_FP16, AMPDIAG_BF16};
+    for (int k = 0; k < 2; k++) {
+        float wr = ampdiag_round(fmts[k], w);
+        c[1 + k] += meant && ampdiag_round(fmts[k], wr + d) == wr;
+    }
+}
+
+/* Lost-update counts over arrays (more than one block), against the scalar definition: updates
+ * around the swamping ratios, zero updates with and without a gradient, non-finite values. */
+static void test_lost_counts(void)
+{
+    enum { N = 1500 };
+    static float w[N], d[N], g[N];
+    uint32_t st = 4242;
+    for (int i = 0; i < N; i++) {
+        st = st * 1664525u + 1013904223u;
+        w[i] = ldexpf(1.0f + (float)(st >> 9) * 0x1p-23f, (int)(st % 9u) - 4) * ((st & 2u) ? -1.0f : 1.0f);
+        d[i] = w[i] * ldexpf(1.0f + (float)((st >> 5) & 0xff) * 0x1p-8f, -7 - (int)((st >> 13) % 20u));
+        g[i] = (st & 4u) ? 0.0f : -d[i];
+        switch ((st >> 17) % 16u) {
+        case 0: d[i] = 0.0f; break;                     /* unchanged: lost if pushed */
+        case 1: w[i] = 0.0f; break;                     /* a weight at 0 */
+        case 2: g[i] = NAN; d[i] = 0.0f; break;         /* a NaN gradient pushes nothing */
+        case 3: g[i] = INFINITY; d[i] = 0.0f; break;
+        case 4: d[i] = INFINITY; break;
+        case 5: w[i] = NAN; break;
+        case 6: w[i] = 70000.0f; break;                 /* overflows FP16 */
+        default: break;
+        }
+    }
+    uint64_t want[3] = {0, 0, 0}, want_ng[3] = {0, 0, 0}, got[3], got_ng[3];
+    for (int i = 0; i < N; i++) {
+        lost_ref(w[i], d[i], &g[i], want);
+        lost_ref(w[i], d[i], NULL, want_ng);
+    }
+    int rc = ampdiag_update_lost_counts(w, d, g, N, got);
+    rc |= ampdiag_update_lost_counts(w, d, NULL, N, got_ng);
+    ok(rc == 0 && got[0] == want[0] && got[1] == want[1] && got[2] == want[2] && want[0] > 0 && want[2] > want[1] &&
+       want[1] > want[0],
+       "update_lost_counts over %d updates: lost %llu, if fp16 %llu, if bf16 %llu, as the scalar definition",
+       N, (unsigned long long)got[0], (unsigned long long)got[1], (unsigned long long)got[2]);
+    ok(got_ng[0] == 0 && got_ng[1] == want_ng[1] && got_ng[2] == want_ng[2] && want_ng[1] < want[1],
+       "without gradients only changed weights are meant to change: lost 0, if fp16 %llu, if bf16 %llu",
+       (unsigned long long)got_ng[1], (unsigned long long)got_ng[2]);
+}
+
 /* Transformer Engine's delayed scaling: scale = (fp8_max / max(history)) / 2^margin. */
 static void test_delayed_scale(void)
 {
@@ -626,6 +677,7 @@ int main(void)
     test_fp8_thresholds();
     test_table_rows();
     test_swamping();
+    test_lost_counts();
     test_delayed_scale();
     test_float32_sweep();
     return done_testing();

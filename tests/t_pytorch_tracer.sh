@@ -2,8 +2,10 @@
 # t_pytorch_tracer.sh - the PyTorch tracer (python/ampdiag): tests/pytorch/test_tracer.py (records
 # against values computed by hand, what-if counts against casts, SIGKILL, fp32/bf16/fp16 traces
 # read by info, compare and plot, GradScaler skips), tests/pytorch/xcheck_tracer.py (a traced
-# PyTorch run of the default mlp against `ampdiag run`) and tests/pytorch/test_integrations.py
-# (the Lightning, Hugging Face and Accelerate wrappers; the real packages where installed). Python as in t_pytorch.sh: $AMPDIAG_PYTHON,
+# PyTorch run of the default mlp against `ampdiag run`, in FP32 and in an FP16 overflow),
+# tests/pytorch/xcheck_transformer.py (the transformer preset, the same way) and
+# tests/pytorch/test_integrations.py (the Lightning, Hugging Face and Accelerate wrappers; the
+# real packages where installed). Python as in t_pytorch.sh: $AMPDIAG_PYTHON,
 # else the source tree's .venv, else python3; SKIP where none has torch, numpy and h5py. The
 # package is taken from the source tree, libampdiag from the build tree.
 AMPDIAG=${AMPDIAG:-./ampdiag}
@@ -24,14 +26,16 @@ trap 'rm -rf "$T"' EXIT
 AMPDIAG_LIB=$(pwd)/.libs/libampdiag.so
 PYTHONPATH="$srcdir/python${PYTHONPATH:+:$PYTHONPATH}"
 export AMPDIAG_LIB PYTHONPATH
-# one TAP stream from the three scripts (their plans summed; other output as comments)
+# one TAP stream from the scripts (their plans summed; other output as comments)
+SCRIPTS="test_tracer xcheck_tracer xcheck_transformer test_integrations"
 rcs=""
-for s in test_tracer xcheck_tracer test_integrations; do
+for s in $SCRIPTS; do
     "$py" "$srcdir/tests/pytorch/$s.py" "$AMPDIAG" "$T" >"$T/$s.tap" 2>&1
     rcs="$rcs $?"
 done
 n=0
-for f in "$T/test_tracer.tap" "$T/xcheck_tracer.tap" "$T/test_integrations.tap"; do
+for s in $SCRIPTS; do
+    f="$T/$s.tap"
     while IFS= read -r line; do
         case $line in
         "ok "* | "not ok "*)
@@ -43,7 +47,7 @@ for f in "$T/test_tracer.tap" "$T/xcheck_tracer.tap" "$T/test_integrations.tap";
         esac
     done <"$f"
 done
-if [ "$rcs" != " 0 0 0" ]; then
+if [ -n "$(echo "$rcs" | tr -d " 0")" ]; then
     n=$((n + 1))
     echo "not ok $n - the test scripts exited$rcs"
 fi

@@ -146,6 +146,22 @@ def _declare(L):
         f = getattr(L, name)  # AttributeError: a libampdiag older than this package
         f.restype = res
         f.argtypes = args
+    for name, (res, args) in _OPTIONAL.items():  # newer functions, used where present
+        f = getattr(L, name, None)
+        if f is not None:
+            f.restype = res
+            f.argtypes = args
+
+
+_OPTIONAL = {
+    "ampdiag_update_lost_counts": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                          ctypes.POINTER(ctypes.c_uint64)]),
+}
+
+
+def has(name):
+    """Whether the loaded libampdiag has this function (of the optional ones)."""
+    return getattr(lib(), name, None) is not None
 
 
 def lib():

@@ -23,7 +23,7 @@ import torch
 
 from . import _lib
 
-__all__ = ["thresholds", "record_torch", "unpack", "tstats", "hist", "merge", "lost_counts"]
+__all__ = ["thresholds", "record_torch", "unpack", "tstats", "hist", "merge", "lost_masks", "lost_counts_lib"]
 
 FLT_INF_BITS = 0x7F800000
 NCLASS = 10  # per sign: zero, bf16 underflow, bf16 subnormal, fp16 underflow, fp16 subnormal,
@@ -208,17 +208,15 @@ def unpack(row):
 
 
 def tstats(x, with_hist=False):
-    """libampdiag's statistics (and histogram) of a tensor in CPU memory: (Tstats, Hist or None)."""
-    L = _lib.lib()
-    xf = _as_f32(x)
-    if xf.device.type != "cpu":
-        raise ValueError("ampdiag: the lib statistics read CPU tensors (this one is on %s)" % xf.device)
-    if not xf.is_contiguous():
-        xf = xf.contiguous()
+    """libampdiag's statistics (and histogram) of a tensor in CPU memory: (Tstats, Hist or None).
+    One call into the library; a float32 contiguous tensor is read where it is."""
+    if x.dtype != torch.float32 or not x.is_contiguous():
+        x = _as_f32(x).contiguous()
+    if x.device.type != "cpu":
+        raise ValueError("ampdiag: the lib statistics read CPU tensors (this one is on %s)" % x.device)
     s = _lib.Tstats()
     h = _lib.Hist() if with_hist else None
-    L.ampdiag_tstats_compute(ctypes.c_void_p(xf.data_ptr()), xf.numel(), ctypes.byref(s),
-                             ctypes.byref(h) if h is not None else None)
+    _lib.lib().ampdiag_tstats_compute(x.data_ptr(), x.numel(), s, h)
     return s, h
 
 
@@ -240,29 +238,36 @@ def merge_hist(a, b):
     return a
 
 
-def lost_counts(w_old, w_new, grad):
-    """Lost updates of one parameter tensor, as a device tensor of 3 counts (as stored, if the
-    weights were FP16, if BF16) and the update d = w_new - w_old (float32). The update is the change
-    the optimizer made (PyTorch does not expose the change it intended); it was meant to be non-zero
-    where d != 0 or the gradient is finite and non-zero. Lost: meant to be non-zero, but
-    w_new == w_old; if FP16 (BF16): meant to be non-zero, but fl(fl(w_old) + d) == fl(w_old), with
-    torch's round-to-nearest-even casts."""
-    if w_old.dtype == torch.float32:
-        d = w_new - w_old
-    else:
-        d = w_new.float() - w_old.float()
-    stay = d == 0
-    if grad is not None:
-        pushed = grad != 0
-        pushed &= torch.isfinite(grad)
-        lost = (stay & pushed).sum()
-        meant = pushed.logical_or_(~stay)
-    else:
-        lost = torch.zeros((), dtype=torch.int64, device=d.device)
-        meant = ~stay
-    out = [lost]
-    for dt in (torch.float16, torch.bfloat16):
+def lost_counts_lib(w_old, d, grad):
+    """The three counts of lost_masks() (summed) by libampdiag's ampdiag_update_lost_counts, in
+    one pass over float32 contiguous tensors in CPU memory; None when the library lacks it (or
+    it fails)."""
+    L = _lib.lib()
+    if not _lib.has("ampdiag_update_lost_counts"):
+        return None
+    out = (ctypes.c_uint64 * 3)()
+    if L.ampdiag_update_lost_counts(w_old.data_ptr(), d.data_ptr(), grad.data_ptr(), d.numel(), out):
+        return None
+    return list(out)
+
+
+def lost_masks(w_old, d, grad):
+    """Lost updates, element by element, of the weights w_old (float32) changed by d = w_new - w_old
+    (float32), with their gradients grad (float32, 0 where a parameter had none): a [3, n] bool
+    tensor whose rows mark the lost updates as stored, if the weights were FP16, if BF16. The update
+    is the change the optimizer made (PyTorch does not expose the change it intended); it was meant
+    to be non-zero where d != 0 or the gradient is finite and non-zero. Lost: meant to be non-zero,
+    but d == 0 (w_new == w_old as stored); if FP16 (BF16): meant to be non-zero, but
+    fl(fl(w_old) + d) == fl(w_old), with torch's round-to-nearest-even casts. A few whole-tensor
+    operations (the tracer calls it once per layer, on its parameters laid end to end)."""
+    out = torch.empty((3,) + tuple(d.shape), dtype=torch.bool, device=d.device)
+    stay = torch.eq(d, 0, out=out[0])
+    pushed = grad != 0
+    pushed.logical_and_(torch.isfinite(grad))
+    meant = pushed.logical_or(stay.logical_not())
+    stay.logical_and_(pushed)  # row 0: lost
+    for row, dt in ((1, torch.float16), (2, torch.bfloat16)):
         wr = w_old.to(dt)
-        same = (wr.float().add_(d)).to(dt) == wr
-        out.append(same.logical_and_(meant).sum())
-    return torch.stack(out), d
+        torch.eq(wr.float().add_(d).to(dt), wr, out=out[row])
+        out[row].logical_and_(meant)
+    return out

@@ -157,8 +157,8 @@ class _Step:
         self.bad = None      # (layer name, kind, "nan"|"inf", layer index or -1) in backward order
         self.stepped = False
         self.lr = None
-        self.w_old = {}      # layer -> [(param, copy before the update)]
-        self.lost = {}       # layer -> [device tensor of 3 counts]
+        self.saved = False   # the traced parameters were copied before the update (_Flat)
+        self.lost = None     # ([layer], counts per layer: host lists, or a device tensor [layers, 3])
         self.batch = None
 
 
@@ -169,6 +169,55 @@ class _Rec:
 
     def __init__(self, vec=None, hvec=None, st=None, h=None):
         self.vec, self.hvec, self.st, self.h = vec, hvec, st, h
+
+
+class _Flat:
+    """The traced layers' parameters end to end in one float32 buffer: their copy from before
+    optimizer.step(), taken with one _foreach_copy_ (kept between traced steps). After the step,
+    each layer's weights, change and gradients are one flat tensor (temporaries the size of the
+    largest layer), so that the update analysis is one statistics call per layer and kind and one
+    lost-update count per layer, not several operations per parameter tensor."""
+
+    def __init__(self, layers, device):
+        self.params, self.segs, off = [], [], 0  # segs: (layer index, offset, count, parameters)
+        for li, L in enumerate(layers):
+            n = sum(p.numel() for p in L.plist)
+            if n:
+                self.segs.append((li, off, n, L.plist))
+                self.params += L.plist
+                off += n
+        self.numel = [p.numel() for p in self.params]
+        self.old = torch.empty(off, dtype=torch.float32, device=device)
+        self.views = [v.view(p.shape) for v, p in zip(self.old.split(self.numel), self.params)]
+
+    def valid(self):
+        return [p.numel() for p in self.params] == self.numel
+
+    def save(self):
+        """The copy before the step."""
+        with torch.no_grad():
+            if _foreach_copy is not None:
+                _foreach_copy(self.views, [p.detach() for p in self.params])
+            else:
+                for v, p in zip(self.views, self.params):
+                    v.copy_(p.detach())
+
+    def _flat(self, ts):
+        dev = self.old.device
+        t = ts[0].reshape(-1) if len(ts) == 1 else torch.cat([x.reshape(-1) for x in ts])
+        return t.to(dev, torch.float32).contiguous()
+
+    def changes(self):
+        """Per layer: (layer index, its copy from before the step, the change the step made, its
+        gradients), flat float32 tensors (gradients 0 where a parameter has none)."""
+        for li, o, n, ps in self.segs:
+            old = self.old[o:o + n]
+            d = torch.sub(self._flat([p.detach() for p in ps]), old)
+            g = self._flat([p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in ps])
+            yield li, old, d, g
+
+
+_foreach_copy = getattr(torch, "_foreach_copy_", None)
 
 
 class Tracer:
@@ -188,8 +237,8 @@ class Tracer:
                clipped events; None/0: no clipping
     precision  fp32, fp16, bf16 or bf16-pure; None: seen from autocast and the parameters' dtype
     stats      "auto" (libampdiag's kernel for CPU tensors, torch elsewhere), "torch" or "lib"
-    updates    record weights and updates (keeps a copy of the traced layers' parameters from
-               before the optimizer step to after it, on traced steps)
+    updates    record weights and updates (keeps a float32 copy of the traced layers' parameters,
+               taken before the optimizer step of each traced step)
     attrs      more root attributes: {"model": "resnet18", "data": "cifar10", "seed": 1, ...}
     overwrite  replace an existing trace; flush_every / flush_seconds: what a killed process can
                lose (the trace holds every record up to the last flush)
@@ -226,6 +275,7 @@ class Tracer:
         self._pnames = {id(p): n for n, p in model.named_parameters()}
         self._device = self._params[0].device if self._params else torch.device("cpu")
         self._autocast = None
+        self._flat = None
         self.writer = _lib.TraceWriter(path, overwrite=overwrite, flush_every=flush_every,
                                        flush_seconds=flush_seconds, background=True)
         self.path = self.writer.path
@@ -303,12 +353,15 @@ class Tracer:
         return self.stats_mode == "auto" and x.device.type == "cpu"
 
     def _record(self, x, hist):
+        """The statistics of x (no autograd: the lib path reads x's memory; the torch path runs
+        under no_grad)."""
         if x.numel() == 0:
             return None
         if self._use_lib(x):
-            st, h = _stats.tstats(x, hist)
+            st, h = _stats.tstats(x.detach(), hist)
             return _Rec(st=st, h=h)
-        vec, hv = _stats.record_torch(x, hist)
+        with torch.no_grad():
+            vec, hv = _stats.record_torch(x, hist)
         return _Rec(vec=vec, hvec=hv)
 
     # ------------------------------------------------------------------ hooks
@@ -354,8 +407,7 @@ class Tracer:
             if li not in st.seen:
                 st.seen.add(li)
                 st.order.append(li)
-            with torch.no_grad():
-                r = self._record(x, st.hist)
+            r = self._record(x, st.hist)
             if r is not None:
                 st.recs.setdefault((li, A), []).append(r)
             if x.requires_grad:
@@ -365,8 +417,7 @@ class Tracer:
     def _grad_hook(self, li, st):
         def hook(g):
             if st is self._st and g is not None:
-                with torch.no_grad():
-                    r = self._record(g, st.hist)
+                r = self._record(g, st.hist)
                 if r is not None:
                     st.recs.setdefault((li, AG), []).append(r)
         return hook
@@ -478,28 +529,37 @@ class Tracer:
             self._on_backward_end()
         if not (st.traced and self.updates):
             return
-        with torch.no_grad():
-            for li, L in enumerate(self.layers):
-                if L.plist:
-                    st.w_old[li] = [(p, p.detach().clone()) for p in L.plist]
+        if self._flat is None or not self._flat.valid():
+            self._flat = _Flat(self.layers, self._device)
+        if self._flat.segs:
+            self._flat.save()
+            st.saved = True
 
     def _on_opt_post(self, opt, args, kwargs):
         st = self._st
         st.stepped = True
-        if not st.w_old:
+        if not st.saved:
             return
+        st.saved = False
+        counts, lis = [], []
         with torch.no_grad():
-            for li, pairs in st.w_old.items():
-                recs_w, recs_u, lost = [], [], []
-                for p, old in pairs:
-                    recs_w.append(self._record(old, st.hist))
-                    cnt, d = _stats.lost_counts(old, p.detach(), p.grad)
-                    recs_u.append(self._record(d, st.hist))
-                    lost.append(cnt)
-                st.recs[(li, W)] = [r for r in recs_w if r is not None]
-                st.recs[(li, U)] = [r for r in recs_u if r is not None]
-                st.lost[li] = lost
-        st.w_old = {}
+            for li, old, d, g in self._flat.changes():
+                st.recs[(li, W)] = [self._record(old, st.hist)]
+                st.recs[(li, U)] = [self._record(d, st.hist)]
+                counts.append(self._lost(old, d, g))
+                lis.append(li)
+        if counts and isinstance(counts[0], torch.Tensor):
+            counts = torch.stack(counts)
+        st.lost = (lis, counts)
+
+    def _lost(self, old, d, g):
+        """The lost-update counts of one layer: 3 numbers on the host (libampdiag) or a device
+        tensor (torch)."""
+        if self._use_lib(d):
+            c = _stats.lost_counts_lib(old, d, g)
+            if c is not None:
+                return c
+        return _stats.lost_masks(old, d, g).sum(dim=1)
 
     def _lr(self):
         if self.optimizer is None or not self.optimizer.param_groups:
@@ -620,14 +680,17 @@ class Tracer:
         return r.st
 
     def _fetch(self, st):
-        """Bring every device record of the step to the host in one transfer."""
+        """Bring every device record of the step to the host in one transfer; returns the
+        lost-update counts {layer: [3 counts]}."""
+        lis, counts = st.lost if st.lost is not None else ([], [])
+        on_dev = isinstance(counts, torch.Tensor)
         pend = [r for rs in st.recs.values() for r in rs if r.st is None]
         pend += [r for rs in st.wgrad.values() for r in rs if r.st is None]
-        lost = [c for cs in st.lost.values() for c in cs]
         parts = [r.vec for r in pend] + [r.hvec.double() for r in pend if r.hvec is not None]
-        parts += [c.double() for c in lost]
+        if on_dev:
+            parts.append(counts.double())
         if not parts:
-            return {}
+            return dict(zip(lis, counts))
         flat = torch.cat([p.reshape(-1).to(self._device) for p in parts]).cpu().tolist()
         k = 0
         for r in pend:
@@ -637,18 +700,14 @@ class Tracer:
             if r.hvec is not None:
                 r.h = _stats.hist_from(flat[k:k + _lib.HIST_BINS])
                 k += _lib.HIST_BINS
-        out = {}
-        for li, cs in st.lost.items():
-            tot = [0, 0, 0]
-            for _ in cs:
-                for j in range(3):
-                    tot[j] += int(flat[k + j])
-                k += 3
-            out[li] = tot
-        return out
+        if on_dev:
+            counts = [[int(v) for v in flat[k + 3 * j:k + 3 * j + 3]] for j in range(len(lis))]
+        return dict(zip(lis, counts))
 
     @staticmethod
     def _merged(recs):
+        if len(recs) == 1:
+            return recs[0].st, recs[0].h
         s, h = _lib.Tstats(), None
         _lib.lib().ampdiag_tstats_init(s)
         for r in recs:

@@ -4,14 +4,15 @@ check ampdiag against PyTorch (xcheck_optim.py, xcheck_tracer.py).
 The mlp is fc1..fc4 (Linear) with relu1..relu3 (ReLU) between them and softmax cross-entropy,
 named as ampdiag names its layers. The data is a small HDF5 classification file (x, y, x_val,
 y_val) that `ampdiag run --data` reads; with `--shuffle off` ampdiag takes batches of B
-consecutive rows, wrapping at the end (src/train/data.c), as batches() does.
+consecutive rows, wrapping at the end (src/train/data.c), as common.batches() does.
 """
 import os
-import subprocess
 
 import h5py
 import numpy as np
 import torch
+
+from common import run_ampdiag
 
 NAMES = ("fc1", "fc2", "fc3", "fc4")
 
@@ -33,9 +34,8 @@ def layer_shapes(ampdiag, data, work):
     """Names and weight shapes of the mlp's linear layers, from a weights file that
     `ampdiag run --save-weights` writes (one step on the data)."""
     w = os.path.join(work, "shapes.h5")
-    subprocess.run([ampdiag, "run", "--data", data, "--steps", "1", "--progress", "none",
-                    "--trace-every", "0", "--overwrite", "-o", os.path.join(work, "shapes-trace.h5"),
-                    "--save-weights", w], check=True, stdout=subprocess.DEVNULL)
+    run_ampdiag(ampdiag, "run", "--data", data, "--steps", "1", "--progress", "none", "--trace-every", "0",
+                "--overwrite", "-o", os.path.join(work, "shapes-trace.h5"), "--save-weights", w)
     with h5py.File(w, "r") as f:
         return [(name, f[name]["weight"].shape) for name in NAMES]
 
@@ -52,24 +52,3 @@ class MLP(torch.nn.Module):
         for m in self.children():
             x = m(x)
         return x
-
-    def linears(self):
-        return [m for m in self.children() if isinstance(m, torch.nn.Linear)]
-
-
-def save_weights(model, path):
-    """The model's weights as a weights file `ampdiag run --init-from` reads."""
-    with h5py.File(path, "w") as f:
-        for name, fc in zip(NAMES, model.linears()):
-            f[name + "/weight"] = fc.weight.detach().numpy()
-            f[name + "/bias"] = fc.bias.detach().numpy()
-
-
-def batches(x, y, steps, batch):
-    """The batches of `ampdiag run --shuffle off`: B consecutive rows, wrapping at the end."""
-    n = x.shape[0]
-    pos = 0
-    for _ in range(steps):
-        rows = [(pos + i) % n for i in range(batch)]
-        pos = (pos + batch) % n
-        yield torch.from_numpy(x[rows]), torch.from_numpy(y[rows]).long()

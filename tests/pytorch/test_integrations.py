@@ -17,27 +17,15 @@ import warnings
 import h5py
 import torch
 
+from common import Tap
+
 import ampdiag.hf
 import ampdiag.lightning
 
 AMPDIAG, WORK = sys.argv[1], sys.argv[2]
-n_tests = 0
-failed = 0
-
-
-def ok(cond, msg):
-    global n_tests, failed
-    n_tests += 1
-    failed |= not cond
-    print("%s %d - %s" % ("ok" if cond else "not ok", n_tests, msg))
-    sys.stdout.flush()
-    return cond
-
-
-def skip(msg):
-    global n_tests
-    n_tests += 1
-    print("ok %d # SKIP %s" % (n_tests, msg))
+TAP = Tap()
+ok = TAP.ok
+skip = TAP.skip
 
 
 def path(name):
@@ -267,8 +255,7 @@ def main():
     test_hf_fake()
     test_hf_real()
     test_accelerate()
-    print("1..%d" % n_tests)
-    return 1 if failed else 0
+    return TAP.plan()
 
 
 if __name__ == "__main__":

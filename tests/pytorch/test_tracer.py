@@ -19,23 +19,15 @@ import h5py
 import numpy as np
 import torch
 
+from common import KINDS, Tap
+
 import ampdiag
 import ampdiag.torch
 from ampdiag import _lib, _stats
 
 AMPDIAG, WORK = sys.argv[1], sys.argv[2]
-KINDS = ["activation", "activation_grad", "weight", "weight_grad", "update"]
-n_tests = 0
-failed = 0
-
-
-def ok(cond, msg):
-    global n_tests, failed
-    n_tests += 1
-    failed |= not cond
-    print("%s %d - %s" % ("ok" if cond else "not ok", n_tests, msg))
-    sys.stdout.flush()
-    return cond
+TAP = Tap()
+ok = TAP.ok
 
 
 def path(name):
@@ -495,8 +487,7 @@ def main():
     test_overflow_skips()
     test_sigkill()
     test_api()
-    print("1..%d" % n_tests)
-    return 1 if failed else 0
+    return TAP.plan()
 
 
 if __name__ == "__main__":
