@@ -1038,7 +1038,7 @@ static int chart_loss_scale(struct ctx *c)
     int k = tic_binades(ehi - elo, 10);
     elo = floor(elo / k) * k;
     ehi = ceil(ehi / k) * k;
-    char runs[200], ctxs[256], title[800], sub[256], desc[512];
+    char runs[200], ctxs[256], title[800], sub[512], desc[512];
     run_list(c, idx, n, runs, sizeof runs);
     run_context(c, ctxs, sizeof ctxs);
     snprintf(title, sizeof title, "Loss scale: %s%s%s", runs, *ctxs ? " - " : "", ctxs);
