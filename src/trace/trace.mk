@@ -71,6 +71,12 @@ bench: bench-trace
 
 .PHONY: bench-trace reference-traces check-valgrind-trace
 
+# t_sandbox: the child process that parses untrusted files first (limits on CPU time and memory)
+check_PROGRAMS += tests/t_sandbox
+tests_t_sandbox_SOURCES = tests/t_sandbox.c
+tests_t_sandbox_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
+tests_t_sandbox_LDADD = libampdiag_base.la $(HDF5_LIBS)
+TESTS += tests/t_sandbox
 # t_hostile: traces and inputs built to hurt (external links and storage, virtual datasets,
 # absurd extents and steps, a huge loss scale, terminal escapes, run's inputs as its outputs,
 # NaN option values); it runs ./ampdiag.

@@ -104,15 +104,18 @@ void trace_buf_put(trace_buf *b, const void *p, size_t n);
 int trace_buf_get(const trace_buf *b, size_t *pos, void *p, size_t n);
 
 /* Run fn(arg, out) in a forked child (stderr to /dev/null) and take back what it put in out:
- * at most max bytes within timeout_ms (trace_sandbox.c). fn returns 0, or non-zero to fail. 0
+ * at most max bytes within timeout_ms of the child's CPU time (and TRACE_SANDBOX_WALL_FACTOR
+ * times that of wall time; trace_sandbox.c). fn returns 0, or non-zero to fail. 0
  * with *out filled (free out->data), or one of the failures below. */
 typedef int (*trace_sandbox_fn)(void *arg, trace_buf *out);
 #define TRACE_SANDBOX_MAX_RSS ((size_t)512 << 20)
-#define TRACE_PROBE_MS 5000 /* the time limit of a probe of a file's structure */
+#define TRACE_PROBE_MS 5000 /* the CPU-time limit of a probe of a file's structure */
+#define TRACE_SANDBOX_WALL_FACTOR 12 /* a child using no CPU (blocked) is stopped after 12 x the
+                                        limit of wall time */
 enum {
     TRACE_SANDBOX_CRASHED = 1, /* the child died on a signal */
     TRACE_SANDBOX_FAILED,      /* it exited with an error, or the pipe failed */
-    TRACE_SANDBOX_TIMEOUT,     /* it took longer than timeout_ms (killed) */
+    TRACE_SANDBOX_TIMEOUT,     /* it used more than timeout_ms of CPU time (killed) */
     TRACE_SANDBOX_TOO_BIG,     /* it sent more than max bytes (killed) */
     TRACE_SANDBOX_MEMORY,      /* it took TRACE_SANDBOX_MAX_RSS more memory than the parent has
                                   (killed) */

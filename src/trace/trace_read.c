@@ -465,7 +465,7 @@ static int sandbox_error(const ampdiag_trace_reader *r, int why)
         return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 crashed reading its "
                           "structure (a corrupt file)", r->path);
     case TRACE_SANDBOX_TIMEOUT:
-        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 took longer than %d s "
+        return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "cannot open '%s': HDF5 took more than %d s of CPU time "
                           "reading its structure (a corrupt file)", r->path,
                           TRACE_PROBE_MS / 1000);
     case TRACE_SANDBOX_MEMORY:

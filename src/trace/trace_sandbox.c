@@ -76,8 +76,32 @@ static size_t rss_of(pid_t pid)
     return n == 2 && page > 0 ? (size_t)res * (size_t)page : 0;
 }
 
-/* Read the child's bytes into out until end of file, checking its memory every POLL_MS; 0, or
- * a TRACE_SANDBOX_* failure. */
+/* CPU time (user + system) process pid has used, in milliseconds (Linux /proc); -1 when it
+ * cannot be read. */
+static long cpu_ms_of(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(line, 1, sizeof line - 1, f);
+    fclose(f);
+    line[n] = 0;
+    const char *p = strrchr(line, ')'); /* the command name may hold spaces */
+    unsigned long ut = 0, st = 0;
+    long tick = sysconf(_SC_CLK_TCK);
+    /* after ") ": state (field 3) ... utime is field 14, stime 15 */
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2 ||
+        tick <= 0)
+        return -1;
+    return (long)((ut + st) * 1000 / (unsigned long)tick);
+}
+
+/* Read the child's bytes into out until end of file, checking its memory and CPU time every
+ * POLL_MS; 0, or a TRACE_SANDBOX_* failure. The limit is on the child's CPU time, so that a busy
+ * machine does not refuse a sound file; a child that uses none (blocked) is stopped after
+ * TRACE_SANDBOX_WALL_FACTOR times the limit of wall time. */
 static int collect(pid_t pid, int fd, size_t max, long timeout_ms, trace_buf *out)
 {
     enum { POLL_MS = 20 };
@@ -87,8 +111,8 @@ static int collect(pid_t pid, int fd, size_t max, long timeout_ms, trace_buf *ou
     clock_gettime(CLOCK_MONOTONIC, &t0);
     char chunk[4096];
     for (;;) {
-        long left = timeout_ms - ms_since(&t0);
-        if (left <= 0)
+        long left = timeout_ms * TRACE_SANDBOX_WALL_FACTOR - ms_since(&t0);
+        if (left <= 0 || cpu_ms_of(pid) > timeout_ms)
             return TRACE_SANDBOX_TIMEOUT;
         if (rss_of(pid) > cap)
             return TRACE_SANDBOX_MEMORY;
@@ -211,7 +235,7 @@ int h5safe_probe(int (*fn)(void *arg, char *msg, size_t msglen), void *arg, cons
     }
     free(b.data);
     if (why == TRACE_SANDBOX_TIMEOUT)
-        snprintf(msg, msglen, "%s: HDF5 took longer than %d s reading it (a corrupt file)", what,
+        snprintf(msg, msglen, "%s: HDF5 took more than %d s of CPU time reading it (a corrupt file)", what,
                  TRACE_PROBE_MS / 1000);
     else if (why == TRACE_SANDBOX_MEMORY)
         snprintf(msg, msglen, "%s: HDF5 took more than %zu MiB reading it (a corrupt file)", what,
