@@ -42,6 +42,7 @@ while [ $i -lt "$KILLS" ]; do
     "$AMPDIAG" info --format json "$T/k$i.h5" >"$T/k$i.json" 2>"$T/k$i.ierr"
     rc=$?
     ok $rc "kill $i after ${ms} ms: the trace opens (info exit $rc)"
+    [ $rc -eq 0 ] || head -c 600 "$T/k$i.ierr" | sed 's/^/# /'
     kept=$(sed -n 's/.*"counts":{[^}]*"steps":\([0-9]*\).*/\1/p' "$T/k$i.json")
     kept=${kept:-0}
     lost=$((done_steps - kept))
