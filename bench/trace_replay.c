@@ -99,38 +99,6 @@ static int copy_attrs(const char *path, ampdiag_trace_writer *w, long steps)
     return rc;
 }
 
-/* A tensor record back into the statistics the writer takes. */
-static void to_tstats(const ampdiag_trace_tensor *x, ampdiag_tstats *s)
-{
-    ampdiag_tstats_init(s);
-    s->count = x->count;
-    s->n_nan = x->n_nan;
-    s->n_posinf = x->n_posinf;
-    s->n_neginf = x->n_neginf;
-    s->n_zero = x->n_zero;
-    s->n_neg = x->n_neg;
-    s->n_pos = x->n_pos;
-    s->fp16_overflow = x->fp16_overflow;
-    s->fp16_underflow = x->fp16_underflow;
-    s->fp16_subnormal = x->fp16_subnormal;
-    s->bf16_overflow = x->bf16_overflow;
-    s->bf16_underflow = x->bf16_underflow;
-    s->bf16_subnormal = x->bf16_subnormal;
-    s->e4m3_overflow = x->e4m3_overflow;
-    s->e4m3_underflow = x->e4m3_underflow;
-    s->e4m3_subnormal = x->e4m3_subnormal;
-    s->e5m2_overflow = x->e5m2_overflow;
-    s->e5m2_underflow = x->e5m2_underflow;
-    s->e5m2_subnormal = x->e5m2_subnormal;
-    s->min = x->min;
-    s->max = x->max;
-    s->absmax = x->absmax;
-    s->absmin_nz = x->absmin_nz;
-    double nf = (double)(x->count - x->n_nan - x->n_posinf - x->n_neginf);
-    s->sum = nf > 0 && isfinite(x->mean) ? x->mean * nf : 0;
-    s->sumsq = nf > 0 && isfinite(x->rms) ? x->rms * x->rms * nf : 0;
-}
-
 /* Every record of template step index i, written at step s. */
 static int write_step(ampdiag_trace_writer *w, const struct tmpl *t, const size_t *first, size_t i,
                       int64_t s, int spike)
@@ -140,7 +108,7 @@ static int write_step(ampdiag_trace_writer *w, const struct tmpl *t, const size_
     for (size_t k = first[i]; k < first[i + 1] && !rc; k++) {
         const ampdiag_trace_tensor *x = &t->tensors[k];
         ampdiag_tstats st;
-        to_tstats(x, &st);
+        ampdiag_trace_tensor_to_tstats(x, &st);
         if (spike && x->layer == 0 && x->kind == AMPDIAG_KIND_ACTIVATION) {
             st.absmax = ldexpf(st.absmax, 20);
             st.max = ldexpf(st.max, 20);
