@@ -24,9 +24,11 @@
  * order differs. One TAP line per operation and format, with the largest difference seen.
  */
 #include "backend/backend.h"
+#include "numerics/numfmt.h"
 #include "util/rng.h"
 #include "tap.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -65,6 +67,7 @@ typedef struct tol_rule {
     const char *backend, *op;
     unsigned ulps;
     int sums;
+    int perout; /* outputs within the allowance their case computes per value (gemm_allow) */
     const char *why;
     const char *todo; /* a difference not yet bounded: a failure is reported as TAP TODO */
 } tol_rule;
@@ -75,19 +78,24 @@ typedef struct tol_rule {
  * device's expf and tanhf, GELU differed by up to 25 ulp); cuBLAS and the attention kernels sum
  * their products in other orders, with cancellation (up to millions of ulp near zero) and
  * partial sums that overflow in one order only (NaN/inf positions differ): an ulp bound means
- * nothing there, the bound per output (n u sum|a||b|) is still to be written, so those three
- * are TODO. */
+ * nothing there. A GEMM output is held to the bound of any summation order (gemm_allow: twice
+ * (K+1) 2^-24 sum|alpha a b| + |beta c|, plus one spacing of the output format); the attention
+ * kernels' outputs chain several such sums through a softmax and have no bound written yet: TODO.
+ * "cpu-reordered" is the CPU backend with a GEMM of its own that adds the products in reverse
+ * order (reordered_gemm): it puts the per-output bound to work on a machine without a GPU. */
 static const tol_rule tol_rules[] = {
-    {"cpu", "tstats", 0, 1, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
-    {"cpu", "update_stats", 0, 1, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
-    {"cuda", "sum", 0, 1, "a tree sum on the device", NULL},
-    {"cuda", "sumsq", 0, 1, "a tree sum on the device", NULL},
-    {"cuda", "tstats", 0, 1, "sum, sumsq: tree sums on the device", NULL},
-    {"cuda", "grad_norm", 0, 1, "a tree sum on the device", NULL},
-    {"cuda", "update_stats", 0, 1, "sum, sumsq: tree sums on the device", NULL},
-    {"cuda", "gemm", 0, 0, "cuBLAS", "cuBLAS sums in another order: no per-output bound yet"},
-    {"cuda", "attention_fwd", 0, 0, "device kernel", "sums in another order: no per-output bound yet"},
-    {"cuda", "attention_bwd", 0, 0, "device kernel", "sums in another order: no per-output bound yet"},
+    {"cpu", "tstats", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
+    {"cpu", "update_stats", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
+    {"cuda", "sum", 0, 1, 0, "a tree sum on the device", NULL},
+    {"cuda", "sumsq", 0, 1, 0, "a tree sum on the device", NULL},
+    {"cuda", "tstats", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
+    {"cuda", "grad_norm", 0, 1, 0, "a tree sum on the device", NULL},
+    {"cuda", "update_stats", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
+    {"cuda", "gemm", 0, 0, 1, "cuBLAS: another summation order, within the bound of any order", NULL},
+    {"cuda", "attention_fwd", 0, 0, 0, "device kernel", "sums in another order: no per-output bound yet"},
+    {"cuda", "attention_bwd", 0, 0, 0, "device kernel", "sums in another order: no per-output bound yet"},
+    {"cpu-reordered", "gemm", 0, 0, 1, "products added in reverse order, within the bound of any order",
+     NULL},
 };
 
 static const tol_rule *find_tol(const char *name, const char *op)
@@ -285,6 +293,8 @@ typedef struct arg {
     size_t n;          /* 4-byte values: float, or int32 for tokens and targets */
     const void *init;  /* its host values before the op (NULL: POISON) */
     size_t rows, cols, ld; /* ld > cols: of each of the rows of ld values, only cols may change */
+    const double *allow;   /* per value: how far the backends may differ under a perout rule
+                            * (INFINITY: anything, NaN and inf positions too); NULL: none */
 } arg;
 
 /* Everything an operation takes besides its buffers (each op uses the fields it needs). */
@@ -335,7 +345,7 @@ static void add(tcase *c, const char *name, role ro, size_t n, const void *init)
 {
     if (c->na == MAXARG)
         bail("too many arguments");
-    arg a = {name, ro, n, init, 0, 0, 0};
+    arg a = {name, ro, n, init, 0, 0, 0, NULL};
     c->a[c->na++] = a;
 }
 
@@ -466,6 +476,8 @@ typedef struct opstat {
     long bad, nanpos, infpos, guards, inputs, pads, syncs;
     uint64_t max_ulp;
     double max_sfrac; /* largest difference of a sum as a fraction of its allowance */
+    double max_pfrac; /* largest difference of an output as a fraction of its own allowance */
+    long unbounded;   /* outputs whose allowance is unbounded (partial sums may overflow) */
     char first[256]; /* the first difference, for the failure's diagnostics */
 } opstat;
 
@@ -488,9 +500,42 @@ static void note(opstat *st, long *counter, const char *fmt, ...)
     va_end(ap);
 }
 
-static void cmp_value(opstat *st, const char *name, size_t i, uint32_t a, uint32_t b)
+/* A value under a perout rule: within its own allowance (allow >= 0). */
+static void cmp_allowed(opstat *st, const char *name, size_t i, uint32_t a, uint32_t b,
+                        double allow)
+{
+    if (isinf(allow)) {
+        st->unbounded++;
+        return;
+    }
+    if (isnan_u(a) != isnan_u(b) || isinf_u(a) != isinf_u(b)) {
+        note(st, isnan_u(a) != isnan_u(b) ? &st->nanpos : &st->infpos,
+             "%s[%zu]: %08x under test, %08x reference (NaN or inf in one only)", name, i, a, b);
+        return;
+    }
+    if (isnan_u(a) || a == b)
+        return;
+    double d = fabs((double)fbits(a) - (double)fbits(b));
+    if (!(d <= allow))
+        note(st, &st->bad, "%s[%zu]: %.9g under test, %.9g reference (difference %.3g, allowed %.3g)",
+             name, i, fbits(a), fbits(b), d, allow);
+    else if (d / allow > st->max_pfrac)
+        st->max_pfrac = d / allow;
+}
+
+static void cmp_value(opstat *st, const char *name, size_t i, uint32_t a, uint32_t b,
+                      const double *allow)
 {
     st->values++;
+    if (a != b && !(isnan_u(a) && isnan_u(b))) {
+        uint64_t d = ulp_dist(a, b);
+        if (d > st->max_ulp && !isnan_u(a) && !isnan_u(b))
+            st->max_ulp = d;
+    }
+    if (allow && st->tol && st->tol->perout) {
+        cmp_allowed(st, name, i, a, b, allow[i]);
+        return;
+    }
     if (isnan_u(a) || isnan_u(b)) {
         if (isnan_u(a) != isnan_u(b))
             note(st, &st->nanpos, "%s[%zu]: %08x under test, %08x reference (NaN in one only)",
@@ -500,8 +545,6 @@ static void cmp_value(opstat *st, const char *name, size_t i, uint32_t a, uint32
     if (a == b)
         return;
     uint64_t d = ulp_dist(a, b);
-    if (d > st->max_ulp)
-        st->max_ulp = d;
     if (isinf_u(a) != isinf_u(b))
         note(st, &st->infpos, "%s[%zu]: %08x under test, %08x reference (inf in one only)", name,
              i, a, b);
@@ -545,7 +588,7 @@ static void compare(const tcase *c, const result *u, const result *f, opstat *st
         if (a->role == IN || a->role == SCRATCH)
             continue;
         for (size_t i = 0; i < a->n; i++)
-            cmp_value(st, a->name, i, u->buf[k][GUARD + i], f->buf[k][GUARD + i]);
+            cmp_value(st, a->name, i, u->buf[k][GUARD + i], f->buf[k][GUARD + i], a->allow);
     }
     if (u->nscal != f->nscal)
         note(st, &st->bad, "%d scalar results under test, %d reference", u->nscal, f->nscal);
@@ -588,6 +631,10 @@ static void report(const opstat *st, const char *label)
     if (todo)
         ok(pass, "%s: %ld cases, %ld values, %ld scalars; largest difference %llu ulp # TODO %s",
            label, st->cases, st->values, st->scalars, (unsigned long long)st->max_ulp, todo);
+    else if (st->tol && st->tol->perout)
+        ok(pass, "%s: %ld cases, %ld values, %ld scalars; largest difference %.2g of its output's "
+           "allowance, %ld outputs unbounded (a sum or its rounding may overflow) (%s)", label, st->cases,
+           st->values, st->scalars, st->max_pfrac, st->unbounded, st->tol->why);
     else if (st->tol)
         ok(pass, "%s: %ld cases, %ld values, %ld scalars; largest difference %llu ulp (allowed %u), "
            "sums %.2g of their allowance n 2^-52 sum|x| (%s)", label, st->cases, st->values,
@@ -795,6 +842,71 @@ static float *gemm_c(tctx *T, const prm *p)
     return c;
 }
 
+/* The spacing of format r's values at magnitude x (a float32 output: none, its rounding is in
+ * the sum's bound), or with FTZ below twice its min normal, the min normal (what a flush loses). */
+static double out_spacing(bk_rnd r, double x)
+{
+    static const int mant[3] = {23, 10, 7}, emin[3] = {-126, -14, -126};
+    if (r.fmt == AMPDIAG_FP32)
+        return 0.0;
+    int e = x > 0.0 ? ilogb(x) : emin[r.fmt];
+    if ((r.flags & AMPDIAG_ROUND_FTZ) && e <= emin[r.fmt])
+        return ldexp(1.0, emin[r.fmt]);
+    return ldexp(1.0, (e < emin[r.fmt] ? emin[r.fmt] : e) - mant[r.fmt]);
+}
+
+/* The smallest magnitude format r rounds to inf. */
+static double out_max(bk_rnd r)
+{
+    if (r.fmt == AMPDIAG_FP16)
+        return fbits(AMPDIAG_FP16_OVF_BITS);
+    return r.fmt == AMPDIAG_BF16 ? fbits(AMPDIAG_BF16_OVF_BITS) : FLT_MAX;
+}
+
+/* How far two GEMMs that add the same products in any order may differ, per output of C (the
+ * padding: 0). Each sums its K + 2 terms (the K products, scaled by alpha, and beta c) within
+ * gamma = (K+2) 2^-24 / (1 - (K+2) 2^-24) of sum|term| (Higham, Accuracy and Stability of
+ * Numerical Algorithms, 3.1), plus 2^-149 a term for products that fall into float32's
+ * subnormals; rounding to an FP16 or BF16 output adds at most one of its spacings. Where
+ * sum|a b| (before alpha) or sum|term| reaches FLT_MAX, a product or a partial sum may overflow
+ * in one order only (or, with an FMA, not at all): unbounded. Terms
+ * that are NaN or inf make both results NaN or inf the same way: allowance 0. */
+static double *gemm_allow(tctx *T, const prm *p, const float *A, const float *B, const float *C)
+{
+    size_t n = (size_t)p->M * (size_t)p->ldc;
+    double *allow = hnew(T, n * sizeof *allow), g = (p->K + 2) * 0x1p-24;
+    g /= 1.0 - g;
+    for (size_t i = 0; i < n; i++)
+        allow[i] = 0.0;
+    for (int i = 0; i < p->M; i++)
+        for (int j = 0; j < p->N; j++) {
+            double ex = 0.0, sprod = 0.0, sabs;
+            int nonfinite = 0;
+            for (int k = 0; k < p->K; k++) {
+                double t = (double)A[p->ta ? (size_t)k * p->lda + i : (size_t)i * p->lda + k]
+                           * B[p->tb ? (size_t)j * p->ldb + k : (size_t)k * p->ldb + j];
+                nonfinite |= !isfinite(t);
+                ex += isfinite(t) ? t : 0.0;
+                sprod += isfinite(t) ? fabs(t) : 0.0;
+            }
+            ex *= p->alpha;
+            sabs = fabs(p->alpha) * sprod;
+            if (p->beta != 0.0f) {
+                double t = (double)p->beta * C[(size_t)i * p->ldc + j];
+                nonfinite |= !isfinite(t);
+                ex += isfinite(t) ? t : 0.0;
+                sabs += isfinite(t) ? fabs(t) : 0.0;
+            }
+            double e = g * sabs + (p->K + 2) * 0x1p-149, hi = fabs(ex) + e;
+            double *al = &allow[(size_t)i * p->ldc + j];
+            if (fmax(sprod, sabs) * (1.0 + 2.0 * g) >= FLT_MAX || hi + out_spacing(p->r, hi) >= out_max(p->r))
+                *al = INFINITY;
+            else
+                *al = nonfinite ? 0.0 : 2.0 * e + out_spacing(p->r, hi);
+        }
+    return allow;
+}
+
 /* One GEMM: A and B stored with row strides past their widths; K = 1 with B all ones makes C a
  * copy of A's specials (every threshold reaches the rounding); beta 0 over a NaN C. */
 static void gemm_case(tctx *T, bk_rnd r, opstat *st, const int *shape, int trans, int acc)
@@ -816,6 +928,7 @@ static void gemm_case(tctx *T, bk_rnd r, opstat *st, const int *shape, int trans
     add(&c, "A", IN, na, round_all(a, na, r));
     add(&c, "B", IN, nb, round_all(b, nb, r));
     add(&c, "C", INOUT, (size_t)p.M * (size_t)p.ldc, gemm_c(T, &p));
+    c.a[2].allow = gemm_allow(T, &p, c.a[0].init, c.a[1].init, c.a[2].init);
     c.a[2].rows = (size_t)p.M;
     c.a[2].cols = (size_t)p.N;
     c.a[2].ld = (size_t)p.ldc;
@@ -1547,6 +1660,47 @@ static const backend *reference_backend(void)
     return &ref;
 }
 
+/* ------------------------------------------------------------------------------- a reordered GEMM */
+
+/* C = rnd(alpha op(A) op(B) + beta C) with each output's products added in float32 from the last
+ * to the first: the same contract as the CPU's cblas_sgemm, another summation order. */
+static void reordered_gemm(const backend *bk, int ta, int tb, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                           int ldc, bk_rnd r)
+{
+    (void)bk;
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            float acc = 0.0f;
+            for (int k = K - 1; k >= 0; k--)
+                acc += A[ta ? (size_t)k * lda + i : (size_t)i * lda + k]
+                       * B[tb ? (size_t)j * ldb + k : (size_t)k * ldb + j];
+            float *c = &C[(size_t)i * ldc + j];
+            float v = alpha * acc;
+            if (beta != 0.0f)
+                v += beta * *c;
+            *c = hround(r, v);
+        }
+}
+
+/* The GEMM cases on the CPU backend with reordered_gemm in its table, against the reference:
+ * the per-output bound at work where no other backend is built. */
+static void check_reordered(const backend *ref)
+{
+    static backend b;
+    b = *backend_cpu();
+    b.name = "cpu-reordered";
+    b.desc = "CPU, GEMM products added in reverse order";
+    b.gemm = reordered_gemm;
+    tctx T;
+    memset(&T, 0, sizeof T);
+    T.ut = &b;
+    T.ref = ref;
+    T.g = rng_seed(0x72656f72646572ull);
+    diag("under test: %s (%s); reference: %s (%s)", b.name, b.desc, ref->name, ref->desc);
+    per_format(&T, "gemm", cases_gemm);
+}
+
 /* ------------------------------------------------------------------------------- main */
 
 typedef struct op_entry {
@@ -1615,6 +1769,7 @@ int main(void)
        "backend_cpu_force_generic(1) selects the portable code (the reference's)");
     backend_cpu_force_generic(0);
     check_backend(cpu, ref);
+    check_reordered(ref);
     /* every other backend this build has, against the same reference */
     for (int i = 0; i < backend_count(); i++) {
         int built = 0;
