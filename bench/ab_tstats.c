@@ -2,22 +2,19 @@
  * ab_tstats.c - the fused statistics pass of this tree against an older revision's, on the same
  * data, interleaved call by call in one process (bench/ab_tstats.sh builds it: the older
  * revision's functions are renamed old_*). On a shared machine the thread CPU time of each
- * call is steadier than the wall time; both are printed. The data lies in a buffer aligned to
- * 2 MiB with madvise(MADV_HUGEPAGE) where the system has it (huge pages, as numpy allocates large
- * arrays, double the read bandwidth of 4 KiB pages on some machines).
+ * call is steadier than the wall time; both are printed. The data lies in huge pages where the
+ * system gives them (huge_alloc.h: as numpy allocates large arrays).
  * Usage: ab_tstats N REPS DATA (0: gradient-like, 1: weight-like, as bench_tstats)
  */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "ampdiag.h"
+#include "huge_alloc.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
 
 /* The older revision's ampdiag_tstats_compute (its record and histogram are opaque here: their
  * layout may differ from this tree's). */
@@ -53,25 +50,12 @@ static void fill(float *x, size_t n, int weights)
     }
 }
 
-/* n floats aligned to 2 MiB, advised to be backed by huge pages; NULL when out of memory. */
-static float *alloc_huge(size_t n)
-{
-    size_t huge = (size_t)2 << 20, bytes = (n * sizeof(float) + huge - 1) / huge * huge;
-    void *p = NULL;
-    if (posix_memalign(&p, huge, bytes) != 0)
-        return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: 4 KiB pages where it fails */
-#endif
-    return p;
-}
-
 int main(int argc, char **argv)
 {
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : (size_t)64 << 20;
     int reps = argc > 2 ? atoi(argv[2]) : 21;
     int weights = argc > 3 ? atoi(argv[3]) : 0;
-    float *x = alloc_huge(n ? n : 1);
+    float *x = bench_alloc_floats(n ? n : 1, 1);
     double *t = malloc((size_t)(reps > 0 ? reps : 1) * 8 * sizeof *t);
     /* room for the older revision's record and histogram, whatever their layout */
     static uint64_t old_rec[512], old_hist[4096];

@@ -14,17 +14,13 @@
  */
 #include "ampdiag.h"
 #include "../tests/tstats_ref.h"
+#include "huge_alloc.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#ifdef __linux__
-#include <sys/mman.h>
-#endif
-
-#define HUGE_PAGE ((size_t)2 << 20)
 
 static double now(clockid_t clk)
 {
@@ -97,22 +93,6 @@ static struct timing run(int what, const float *x, size_t n, int reps)
     return best;
 }
 
-/* n floats aligned to 2 MiB, advised to be backed by huge pages (huge != 0) or by 4 KiB pages
- * (huge == 0, whatever the system's default); NULL when out of memory. */
-static float *alloc_pages(size_t n, int huge)
-{
-    size_t bytes = (n * sizeof(float) + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    void *p = NULL;
-    if (posix_memalign(&p, HUGE_PAGE, bytes) != 0)
-        return NULL;
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    (void)madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE); /* advice: failure is reported below */
-#else
-    (void)huge;
-#endif
-    return p;
-}
-
 /* KiB of the mapping that holds p backed by transparent huge pages (/proc/self/smaps), or -1
  * when unknown. */
 static long huge_kib(const void *p)
@@ -174,7 +154,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_tstats [N floats > 0] [repeats > 0]\n");
         return 2;
     }
-    float *x = alloc_pages(n, 1), *x4k = alloc_pages(n, 0);
+    float *x = bench_alloc_floats(n, 1), *x4k = bench_alloc_floats(n, 0);
     if (!x || !x4k) {
         fprintf(stderr, "bench_tstats: cannot allocate 2 x %zu floats\n", n);
         free(x);
