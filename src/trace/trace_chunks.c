@@ -89,7 +89,7 @@ static size_t mem_size(trace_ftype t)
 {
     switch (t) {
     case FT_I64: case FT_U64: case FT_F64: return 8;
-    case FT_F32: case FT_I32: case FT_BOOL: case FT_KIND: case FT_CODE: return 4;
+    case FT_F32: case FT_I32: case FT_BOOL: case FT_KIND: case FT_CODE: case FT_SCALING: return 4;
     case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
     default: return 0;
     }
@@ -151,7 +151,7 @@ static int plan_enum(struct fieldop *o, hid_t mt, trace_ftype t)
                 H5free_memory(name);
             return -1;
         }
-        int known = t == FT_KIND ? ampdiag_kind_parse(name) : ampdiag_event_parse(name);
+        int known = trace_enum_parse(t, name);
         H5free_memory(name);
         o->map[v] = known;
     }
@@ -193,7 +193,7 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
     int rc;
     switch (f->type) {
     case FT_F32: case FT_F64: rc = plan_float(o, mt, f->type); break;
-    case FT_KIND: case FT_CODE: rc = plan_enum(o, mt, f->type); break;
+    case FT_KIND: case FT_CODE: case FT_SCALING: rc = plan_enum(o, mt, f->type); break;
     case FT_HIST: rc = plan_bins(o, mt); break;
     default: rc = plan_int(o, mt, f->type); break;
     }
@@ -281,35 +281,100 @@ void trace_chunks_free(trace_chunks *p)
  * Decoding
  * ------------------------------------------------------------------------------------------ */
 
-/* The n bytes of a little-endian value, stride apart (shuffled: the chunk's row count). */
-static inline uint64_t gather_n(const unsigned char *p, size_t stride, size_t n)
+/* ------------------------------------------------------------------------------------------
+ * Unshuffling: byte b of row i of a shuffled chunk of `rows` rows is at b * rows + i. Rows are
+ * put back together BLOCK_ROWS at a time into a small row-major scratch buffer (SSE2 transposes
+ * 8 bytes of 16 rows in registers), from which the fields are converted.
+ * ------------------------------------------------------------------------------------------ */
+
+#define BLOCK_ROWS 16
+#define BLOCK_MAX_ROW 4096 /* longer rows are unshuffled one at a time */
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+
+/* Bytes [b, b + 8) of 16 rows (from row i0) into out (rows row_size apart). */
+static void unshuffle_8x16(const unsigned char *data, size_t rows, size_t row_size, size_t i0,
+                           size_t b, unsigned char *out)
 {
-    uint64_t u = 0;
-    for (size_t k = 0; k < n; k++)
-        u |= (uint64_t)p[k * stride] << (8 * k);
-    return u;
+    __m128i v[8], a[8], c[8];
+    for (int k = 0; k < 8; k++)
+        v[k] = _mm_loadu_si128((const __m128i *)(const void *)(data + (b + (size_t)k) * rows + i0));
+    for (int k = 0; k < 4; k++) { /* pairs of bytes: a[2k] rows 0-7, a[2k+1] rows 8-15 */
+        a[2 * k] = _mm_unpacklo_epi8(v[2 * k], v[2 * k + 1]);
+        a[2 * k + 1] = _mm_unpackhi_epi8(v[2 * k], v[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) { /* four bytes: c[4k + q] rows 4q..4q+3 of bytes 4k..4k+3 */
+        c[4 * k] = _mm_unpacklo_epi16(a[4 * k], a[4 * k + 2]);
+        c[4 * k + 1] = _mm_unpackhi_epi16(a[4 * k], a[4 * k + 2]);
+        c[4 * k + 2] = _mm_unpacklo_epi16(a[4 * k + 1], a[4 * k + 3]);
+        c[4 * k + 3] = _mm_unpackhi_epi16(a[4 * k + 1], a[4 * k + 3]);
+    }
+    for (int q = 0; q < 4; q++) { /* eight bytes: rows 4q .. 4q+3 */
+        __m128i lo = _mm_unpacklo_epi32(c[q], c[4 + q]), hi = _mm_unpackhi_epi32(c[q], c[4 + q]);
+        unsigned char *o = out + (size_t)(4 * q) * row_size + b;
+        _mm_storel_epi64((__m128i *)(void *)o, lo);
+        _mm_storel_epi64((__m128i *)(void *)(o + row_size), _mm_unpackhi_epi64(lo, lo));
+        _mm_storel_epi64((__m128i *)(void *)(o + 2 * row_size), hi);
+        _mm_storel_epi64((__m128i *)(void *)(o + 3 * row_size), _mm_unpackhi_epi64(hi, hi));
+    }
+}
+#endif
+
+/* Rows [i0, i0 + n) of a shuffled chunk of `rows` rows into n rows of row_size bytes at out. */
+static void unshuffle_rows(const unsigned char *data, size_t rows, size_t row_size, size_t i0,
+                           size_t n, unsigned char *out)
+{
+    size_t b = 0;
+#ifdef __SSE2__
+    if (n == 16)
+        for (; b + 8 <= row_size; b += 8)
+            unshuffle_8x16(data, rows, row_size, i0, b, out);
+#endif
+    for (; b < row_size; b++)
+        for (size_t i = 0; i < n; i++)
+            out[i * row_size + b] = data[b * rows + i0 + i];
 }
 
-static inline uint64_t gather(const unsigned char *p, size_t stride, size_t n)
+/* The ssize bytes of a little-endian value at p (the host is little-endian). */
+static inline uint64_t load_le(const unsigned char *p, size_t ssize)
 {
-    switch (n) { /* constant sizes: unrolled */
-    case 8: return gather_n(p, stride, 8);
-    case 4: return gather_n(p, stride, 4);
-    case 1: return p[0];
-    default: return gather_n(p, stride, n);
+    uint64_t u8;
+    uint32_t u4;
+    uint16_t u2;
+    switch (ssize) { /* constant sizes: single loads */
+    case 8: memcpy(&u8, p, 8); return u8;
+    case 4: memcpy(&u4, p, 4); return u4;
+    case 2: memcpy(&u2, p, 2); return u2;
+    default: return p[0];
     }
 }
 
-/* One field of a stored row (its first byte at row, the next ones stride apart) into rec. */
-static inline void convert_field(const struct fieldop *o, const unsigned char *row, size_t stride,
-                                 unsigned char *rec)
+/* The low size bytes of u at p. */
+static inline void store_le(unsigned char *p, uint64_t u, size_t size)
+{
+    uint32_t u4 = (uint32_t)u;
+    uint16_t u2 = (uint16_t)u;
+    switch (size) {
+    case 8: memcpy(p, &u, 8); break;
+    case 4: memcpy(p, &u4, 4); break;
+    case 2: memcpy(p, &u2, 2); break;
+    default: p[0] = (unsigned char)u; break;
+    }
+}
+
+/* One field of a stored row (row-major) into rec. */
+static inline void convert_field(const struct fieldop *o, const unsigned char *row, unsigned char *rec)
 {
     if (o->op == OP_BYTES) {
-        for (size_t k = 0; k < o->ssize; k++)
-            rec[o->dst + k] = row[(o->src + k) * stride];
+        memcpy(rec + o->dst, row + o->src, o->ssize);
         return;
     }
-    uint64_t u = gather(row + o->src * stride, stride, o->ssize);
+    uint64_t u = load_le(row + o->src, o->ssize);
+    if (o->op == OP_COPY) { /* same size (1, 2, 4 or 8 bytes) */
+        store_le(rec + o->dst, u, o->ssize);
+        return;
+    }
     if (o->op == OP_ENUM) {
         int32_t v = o->map[u & 0xff];
         memcpy(rec + o->dst, &v, 4);
@@ -323,14 +388,17 @@ static inline void convert_field(const struct fieldop *o, const unsigned char *r
         memcpy(rec + o->dst, &v, 8);
         return;
     }
-    if (o->op == OP_INT && o->is_signed && ((u >> (8 * o->ssize - 1)) & 1))
+    if (o->is_signed && ((u >> (8 * o->ssize - 1)) & 1))
         u |= ~UINT64_C(0) << (8 * o->ssize);
-    if (o->dsize == 8) {
-        memcpy(rec + o->dst, &u, 8);
-    } else {
-        uint32_t v = (uint32_t)u;
-        memcpy(rec + o->dst, &v, 4);
-    }
+    store_le(rec + o->dst, u, o->dsize);
+}
+
+/* n row-major stored rows into records at out. */
+static void convert_rows(const trace_chunks *p, const unsigned char *rows, size_t n, unsigned char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < p->nops; k++)
+            convert_field(&p->ops[k], rows + i * p->row_size, out + i * p->tb->rec_size);
 }
 
 /* One stored chunk: raw bytes in, rows [from, to) of it out as records at out. */
@@ -346,12 +414,18 @@ struct worker {
     struct chunk_job *jobs;
     size_t njobs, first, step; /* jobs first, first + step, ... */
     unsigned char *plain;        /* scratch: one chunk inflated */
+    unsigned char *block;        /* scratch: block_rows(p) rows unshuffled */
     struct libdeflate_decompressor *d; /* NULL: zlib */
     int failed;
 };
 
+static size_t block_rows(const trace_chunks *p)
+{
+    return p->row_size <= BLOCK_MAX_ROW ? BLOCK_ROWS : 1;
+}
+
 static int decode_chunk(const trace_chunks *p, const struct chunk_job *j, unsigned char *plain,
-                        struct libdeflate_decompressor *d)
+                        unsigned char *block, struct libdeflate_decompressor *d)
 {
     size_t size = p->chunk_rows * p->row_size;
     const unsigned char *data = j->raw;
@@ -362,13 +436,16 @@ static int decode_chunk(const trace_chunks *p, const struct chunk_job *j, unsign
     } else if (j->raw_size != size) {
         return -1;
     }
-    /* shuffled, byte b of row i is at b * rows + i: field by field, the bytes are read in
-     * order */
-    size_t stride = p->shuffle ? p->chunk_rows : 1, step = p->shuffle ? 1 : p->row_size;
-    for (size_t k = 0; k < p->nops; k++)
-        for (size_t i = j->from; i < j->to; i++)
-            convert_field(&p->ops[k], data + i * step, stride,
-                          j->out + (i - j->from) * p->tb->rec_size);
+    if (!p->shuffle) {
+        convert_rows(p, data + j->from * p->row_size, j->to - j->from, j->out);
+        return 0;
+    }
+    size_t nb = block_rows(p);
+    for (size_t i = j->from; i < j->to; i += nb) {
+        size_t n = j->to - i < nb ? j->to - i : nb;
+        unshuffle_rows(data, p->chunk_rows, p->row_size, i, n, block);
+        convert_rows(p, block, n, j->out + (i - j->from) * p->tb->rec_size);
+    }
     return 0;
 }
 
@@ -376,7 +453,7 @@ static void *work(void *arg)
 {
     struct worker *w = arg;
     for (size_t k = w->first; k < w->njobs && !w->failed; k += w->step)
-        if (decode_chunk(w->p, &w->jobs[k], w->plain, w->d))
+        if (decode_chunk(w->p, &w->jobs[k], w->plain, w->block, w->d))
             w->failed = 1;
     return NULL;
 }
@@ -413,8 +490,8 @@ static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs)
     pthread_once(&ld_once, ld_load);
     for (int t = 0; t < nt; t++) {
         w[t] = (struct worker){p, jobs, njobs, (size_t)t, (size_t)nt, malloc(size),
-                               ld.alloc ? ld.alloc() : NULL, 0};
-        if (!w[t].plain || (ld.alloc && !w[t].d))
+                               malloc(block_rows(p) * p->row_size), ld.alloc ? ld.alloc() : NULL, 0};
+        if (!w[t].plain || !w[t].block || (ld.alloc && !w[t].d))
             rc = -1;
     }
     for (int t = 1; t < nt && !rc; t++)
@@ -429,6 +506,7 @@ static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs)
             pthread_join(th[t], NULL);
         rc |= w[t].failed ? -1 : 0;
         free(w[t].plain);
+        free(w[t].block);
         if (w[t].d)
             ld.release(w[t].d);
     }

@@ -64,6 +64,16 @@ int ampdiag_event_parse(const char *name) { return parse_name(event_names, AMPDI
 int ampdiag_status_parse(const char *name) { return parse_name(status_names, NSTATUS, name); }
 int ampdiag_scaling_parse(const char *name) { return parse_name(scaling_names, AMPDIAG_NSCALINGS, name); }
 
+int trace_enum_parse(trace_ftype t, const char *name)
+{
+    switch (t) {
+    case FT_KIND: return ampdiag_kind_parse(name);
+    case FT_CODE: return ampdiag_event_parse(name);
+    case FT_SCALING: return ampdiag_scaling_parse(name);
+    default: return -1;
+    }
+}
+
 /* ------------------------------------------------------------------------------------------
  * Tables
  * ------------------------------------------------------------------------------------------ */

@@ -62,6 +62,9 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file);
 hid_t trace_table_type(const trace_table *tb, int for_file);
 /* The same with only the fields this version writes (no v1_only field): the writer's types. */
 hid_t trace_table_wtype(const trace_table *tb, int for_file);
+/* This version's value of an enum member name of an enum field type (FT_KIND, FT_CODE,
+ * FT_SCALING); -1 when it does not know the name. */
+int trace_enum_parse(trace_ftype t, const char *name);
 /* Fill a record with the table's fill value (key = -1, floats NaN, the rest 0). */
 void trace_fill_record(const trace_table *tb, void *rec);
 

@@ -622,9 +622,7 @@ static hid_t enum_mtype(trace_ftype t, hid_t ft)
         char *name = H5Tget_member_name(ft, (unsigned)i);
         if (!name)
             goto fail;
-        int known = t == FT_KIND   ? ampdiag_kind_parse(name)
-                    : t == FT_CODE ? ampdiag_event_parse(name)
-                                   : ampdiag_scaling_parse(name);
+        int known = trace_enum_parse(t, name);
         herr_t rc = 0;
         if (known < 0) {
             int32_t v = next--;
