@@ -56,7 +56,7 @@ static int inflate_exact(struct libdeflate_decompressor *d, const unsigned char 
 }
 
 /* How one field goes from its bytes in a stored row to the public record. */
-enum op { OP_COPY, OP_INT, OP_F32_F64, OP_ENUM, OP_BYTES };
+enum op { OP_COPY, OP_INT, OP_F32_F64, OP_ENUM, OP_BYTES, OP_STR };
 
 struct fieldop {
     enum op op;
@@ -176,6 +176,19 @@ static int plan_bins(struct fieldop *o, hid_t mt)
     return ok ? 0 : -1;
 }
 
+/* A fixed-length string, NUL-terminated or NUL-padded in the file, read as HDF5 converts it:
+ * its bytes up to the first NUL (at most the record's size), the rest of the record's bytes
+ * NUL, the last one always. */
+static int plan_str(struct fieldop *o, hid_t mt)
+{
+    if (H5Tget_class(mt) != H5T_STRING || H5Tis_variable_str(mt) != 0)
+        return -1;
+    H5T_str_t pad = H5Tget_strpad(mt);
+    o->ssize = H5Tget_size(mt);
+    o->op = OP_STR;
+    return (pad == H5T_STR_NULLTERM || pad == H5T_STR_NULLPAD) && o->ssize > 0 ? 0 : -1;
+}
+
 static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size_t row_size)
 {
     int idx = H5Tget_member_index(ftype, f->name);
@@ -183,7 +196,7 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
         return -1;
     o->src = H5Tget_member_offset(ftype, (unsigned)idx);
     o->dst = f->offset;
-    o->dsize = mem_size(f->type);
+    o->dsize = f->type == FT_STR ? f->size : mem_size(f->type);
     hid_t mt = H5Tget_member_type(ftype, (unsigned)idx);
     if (mt < 0 || !o->dsize) {
         if (mt >= 0)
@@ -195,6 +208,7 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
     case FT_F32: case FT_F64: rc = plan_float(o, mt, f->type); break;
     case FT_KIND: case FT_CODE: case FT_SCALING: rc = plan_enum(o, mt, f->type); break;
     case FT_HIST: rc = plan_bins(o, mt); break;
+    case FT_STR: rc = plan_str(o, mt); break;
     default: rc = plan_int(o, mt, f->type); break;
     }
     H5Tclose(mt);
@@ -368,6 +382,15 @@ static inline void convert_field(const struct fieldop *o, const unsigned char *r
 {
     if (o->op == OP_BYTES) {
         memcpy(rec + o->dst, row + o->src, o->ssize);
+        return;
+    }
+    if (o->op == OP_STR) {
+        const unsigned char *nul = memchr(row + o->src, 0, o->ssize);
+        size_t n = nul ? (size_t)(nul - (row + o->src)) : o->ssize;
+        n = n < o->dsize ? n : o->dsize;
+        memcpy(rec + o->dst, row + o->src, n);
+        memset(rec + o->dst + n, 0, o->dsize - n);
+        rec[o->dst + o->dsize - 1] = 0;
         return;
     }
     uint64_t u = load_le(row + o->src, o->ssize);
