@@ -416,12 +416,31 @@ static inline void convert_field(const struct fieldop *o, const unsigned char *r
     store_le(rec + o->dst, u, o->dsize);
 }
 
-/* n row-major stored rows into records at out. */
-static void convert_rows(const trace_chunks *p, const unsigned char *rows, size_t n, unsigned char *out)
+/* A field of size bytes copied from n rows (ss bytes apart) to n records (ds apart); size is a
+ * constant where it is called, so each copy is one load and one store. */
+static inline void copy_fixed(unsigned char *d, size_t ds, const unsigned char *s, size_t ss, size_t n,
+                              size_t size)
 {
     for (size_t i = 0; i < n; i++)
-        for (size_t k = 0; k < p->nops; k++)
-            convert_field(&p->ops[k], rows + i * p->row_size, out + i * p->tb->rec_size);
+        memcpy(d + i * ds, s + i * ss, size);
+}
+
+/* n row-major stored rows into records at out, field by field. */
+static void convert_rows(const trace_chunks *p, const unsigned char *rows, size_t n, unsigned char *out)
+{
+    size_t ss = p->row_size, ds = p->tb->rec_size;
+    for (size_t k = 0; k < p->nops; k++) {
+        const struct fieldop *o = &p->ops[k];
+        unsigned char *d = out + o->dst;
+        const unsigned char *s = rows + o->src;
+        if (o->op == OP_COPY && o->ssize == 8)
+            copy_fixed(d, ds, s, ss, n, 8);
+        else if (o->op == OP_COPY && o->ssize == 4)
+            copy_fixed(d, ds, s, ss, n, 4);
+        else
+            for (size_t i = 0; i < n; i++)
+                convert_field(o, rows + i * ss, out + i * ds);
+    }
 }
 
 /* One stored chunk: raw bytes in, rows [from, to) of it out as records at out. */

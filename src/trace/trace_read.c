@@ -1200,14 +1200,18 @@ static void clear_absent(const ampdiag_trace_reader *r, int t, void *rows, size_
         if (!(r->absent[t] & (UINT64_C(1) << f)))
             continue;
         size_t size = field_msize(&tb->fields[f]);
-        for (size_t i = 0; i < n; i++) {
-            char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
-            if (tb->fields[f].type == FT_F64) {
-                double nan = NAN;
-                memcpy(p, &nan, sizeof nan);
-            } else {
-                memset(p, 0, size);
-            }
+        char *p = (char *)rows + tb->fields[f].offset;
+        if (tb->fields[f].type == FT_F64) {
+            double nan = NAN;
+            for (size_t i = 0; i < n; i++)
+                memcpy(p + i * tb->rec_size, &nan, sizeof nan);
+        } else if (size == sizeof(uint64_t)) { /* the common case: one store each */
+            uint64_t zero = 0;
+            for (size_t i = 0; i < n; i++)
+                memcpy(p + i * tb->rec_size, &zero, sizeof zero);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                memset(p + i * tb->rec_size, 0, size);
         }
     }
 }
