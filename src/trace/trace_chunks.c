@@ -73,6 +73,7 @@ struct trace_chunks {
     int shuffle, deflate;
     struct fieldop *ops;
     size_t nops;
+    uint64_t absent;             /* optional fields not in the file (trace_rows_fix) */
     int nthreads;
 };
 
@@ -82,17 +83,6 @@ static int little_endian_host(void)
     unsigned char b;
     memcpy(&b, &x, 1);
     return b == 1;
-}
-
-/* Bytes of a field in the public record. */
-static size_t mem_size(trace_ftype t)
-{
-    switch (t) {
-    case FT_I64: case FT_U64: case FT_F64: return 8;
-    case FT_F32: case FT_I32: case FT_BOOL: case FT_KIND: case FT_CODE: case FT_SCALING: return 4;
-    case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
-    default: return 0;
-    }
 }
 
 /* An integer field: a stored little-endian integer that fits the record's type whatever its
@@ -196,7 +186,7 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
         return -1;
     o->src = H5Tget_member_offset(ftype, (unsigned)idx);
     o->dst = f->offset;
-    o->dsize = f->type == FT_STR ? f->size : mem_size(f->type);
+    o->dsize = trace_field_msize(f);
     hid_t mt = H5Tget_member_type(ftype, (unsigned)idx);
     if (mt < 0 || !o->dsize) {
         if (mt >= 0)
@@ -268,6 +258,7 @@ trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uin
         return NULL;
     }
     p->tb = tb;
+    p->absent = absent;
     int ok = plan_storage(p, d, ftype) == 0;
     for (size_t i = 0; ok && i < tb->nfields; i++) {
         if (i < 64 && (absent & (UINT64_C(1) << i)))
@@ -459,6 +450,7 @@ struct worker {
     unsigned char *block;        /* scratch: block_rows(p) rows unshuffled */
     struct libdeflate_decompressor *d; /* NULL: zlib */
     int failed;
+    int bad_step;
 };
 
 static size_t block_rows(const trace_chunks *p)
@@ -491,11 +483,23 @@ static int decode_chunk(const trace_chunks *p, const struct chunk_job *j, unsign
     return 0;
 }
 
+/* A chunk's rows decoded, then fixed up as the HDF5 path fixes them (while they are in cache);
+ * *bad_step set when a step is outside the limit. */
+static int decode_job(const trace_chunks *p, const struct chunk_job *j, unsigned char *plain,
+                      unsigned char *block, struct libdeflate_decompressor *d, int *bad_step)
+{
+    if (decode_chunk(p, j, plain, block, d))
+        return -1;
+    trace_rows_fix(p->tb, p->absent, j->out, j->to - j->from);
+    *bad_step |= trace_rows_bad_step(p->tb, j->out, j->to - j->from);
+    return 0;
+}
+
 static void *work(void *arg)
 {
     struct worker *w = arg;
     for (size_t k = w->first; k < w->njobs && !w->failed; k += w->step)
-        if (decode_chunk(w->p, &w->jobs[k], w->plain, w->block, w->d))
+        if (decode_job(w->p, &w->jobs[k], w->plain, w->block, w->d, &w->bad_step))
             w->failed = 1;
     return NULL;
 }
@@ -522,7 +526,7 @@ static int read_raw(trace_chunks *p, hid_t d, size_t first, size_t count, void *
 }
 
 /* Decode the jobs on up to nthreads threads (this one included). */
-static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs)
+static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs, int *bad_step)
 {
     int nt = (size_t)p->nthreads < njobs ? p->nthreads : (int)njobs;
     struct worker w[MAX_THREADS];
@@ -532,7 +536,7 @@ static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs)
     pthread_once(&ld_once, ld_load);
     for (int t = 0; t < nt; t++) {
         w[t] = (struct worker){p, jobs, njobs, (size_t)t, (size_t)nt, malloc(size),
-                               malloc(block_rows(p) * p->row_size), ld.alloc ? ld.alloc() : NULL, 0};
+                               malloc(block_rows(p) * p->row_size), ld.alloc ? ld.alloc() : NULL, 0, 0};
         if (!w[t].plain || !w[t].block || (ld.alloc && !w[t].d))
             rc = -1;
     }
@@ -547,6 +551,7 @@ static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs)
         if (t > 0 && started[t])
             pthread_join(th[t], NULL);
         rc |= w[t].failed ? -1 : 0;
+        *bad_step |= w[t].bad_step;
         free(w[t].plain);
         free(w[t].block);
         if (w[t].d)
@@ -555,8 +560,9 @@ static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs)
     return rc;
 }
 
-int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf)
+int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf, int *bad_step)
 {
+    *bad_step = 0;
     if (!p || count == 0)
         return -1;
     size_t njobs = (first + count - 1) / p->chunk_rows - first / p->chunk_rows + 1;
@@ -564,7 +570,7 @@ int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void
     unsigned char **raw = calloc(njobs, sizeof *raw);
     int rc = !jobs || !raw ? -1 : read_raw(p, d, first, count, buf, jobs, njobs, raw);
     if (!rc)
-        rc = decode_all(p, jobs, njobs);
+        rc = decode_all(p, jobs, njobs, bad_step);
     for (size_t k = 0; raw && k < njobs; k++)
         free(raw[k]);
     free(raw);

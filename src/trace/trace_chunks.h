@@ -26,8 +26,9 @@ typedef struct trace_chunks trace_chunks;
 trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uint64_t absent);
 void trace_chunks_free(trace_chunks *p);
 
-/* Rows [first, first + count) as public records into buf (count * tb->rec_size bytes; absent
- * fields are left for the caller). 0, or -1 when this way cannot read them (read through HDF5). */
-int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf);
+/* Rows [first, first + count) as public records into buf (count * tb->rec_size bytes), fixed up
+ * by trace_rows_fix; *bad_step set when a row's step lies outside the limit
+ * (trace_rows_bad_step). 0, or -1 when this way cannot read them (read through HDF5). */
+int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf, int *bad_step);
 
 #endif
