@@ -779,6 +779,32 @@ static int hist_add(an_run *r, const ampdiag_trace_step *steps, const ampdiag_tr
     return 0;
 }
 
+/* Rows [first, first + HIST_BLOCK) of /histograms (fewer at its end) added, read HIST_READ at a
+ * time (a histogram row is 2.3 KB). 0 or an AMPDIAG_TRACE_ error; *got: the rows read. */
+#define HIST_READ 512
+static int hist_block(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+                      size_t first, int keep, size_t *cap, size_t *got)
+{
+    *got = 0;
+    for (size_t at = 0; at < HIST_BLOCK; at += HIST_READ) {
+        ampdiag_trace_hist *h;
+        size_t n;
+        int rc = ampdiag_trace_read_hists(rd, first + at, HIST_READ, &h, &n);
+        if (rc)
+            return rc;
+        *got += n;
+        for (size_t i = 0; i < n; i++)
+            if (hist_add(r, steps, &h[i]) || (keep && hist_step_add(r, h[i].step, cap))) {
+                free(h);
+                return AMPDIAG_TRACE_ENOMEM;
+            }
+        free(h);
+        if (n < HIST_READ)
+            break;
+    }
+    return 0;
+}
+
 static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
                       size_t nh, int keep, char *err, size_t errlen)
 {
@@ -788,18 +814,11 @@ static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_s
     for (size_t b = 0; b < want; b++) {
         size_t first = nh <= HIST_CAP ? b * HIST_BLOCK
                                       : (size_t)((double)b * (double)(nh - HIST_BLOCK) / (double)(want - 1));
-        ampdiag_trace_hist *h;
         size_t n;
-        int rc = ampdiag_trace_read_hists(rd, first, HIST_BLOCK, &h, &n);
+        int rc = hist_block(rd, r, steps, first, keep, &cap, &n);
         if (rc)
             return fail(err, errlen, rc, r->path, "histograms");
         r->hist_rows_read += n;
-        for (size_t i = 0; i < n; i++)
-            if (hist_add(r, steps, &h[i]) || (keep && hist_step_add(r, h[i].step, &cap))) {
-                free(h);
-                return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "histograms");
-            }
-        free(h);
         if (n == 0)
             break;
     }
