@@ -74,6 +74,7 @@ struct trace_chunks {
     struct fieldop *ops;
     size_t nops;
     uint64_t absent;             /* optional fields not in the file (trace_rows_fix) */
+    struct batch *pre;           /* the rows being prefetched, or NULL */
     int nthreads;
 };
 
@@ -278,6 +279,7 @@ void trace_chunks_free(trace_chunks *p)
 {
     if (!p)
         return;
+    trace_chunks_cancel(p);
     free(p->ops);
     free(p);
 }
@@ -525,38 +527,93 @@ static int read_raw(trace_chunks *p, hid_t d, size_t first, size_t count, void *
     return 0;
 }
 
-/* Decode the jobs on up to nthreads threads (this one included). */
-static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs, int *bad_step)
-{
-    int nt = (size_t)p->nthreads < njobs ? p->nthreads : (int)njobs;
+/* ------------------------------------------------------------------------------------------
+ * Batches: the rows of one read, their chunks' stored bytes and the workers that decode them.
+ * A read decodes its batch on the workers' threads and its own; a prefetch (the rows a reader
+ * reading the table in order asks for next) starts every worker on a thread of its own and
+ * returns: the caller works on the rows it has while the next ones are decoded.
+ * ------------------------------------------------------------------------------------------ */
+
+struct batch {
+    size_t first, count;
+    unsigned char *buf; /* the records */
+    struct chunk_job *jobs;
+    unsigned char **raw;
+    size_t njobs;
+    int nt;
     struct worker w[MAX_THREADS];
     pthread_t th[MAX_THREADS];
-    int started[MAX_THREADS] = {0}, rc = 0;
+    int started[MAX_THREADS];
+};
+
+/* Free what a batch holds but its records (all threads joined). */
+static void batch_release(struct batch *b)
+{
+    for (int t = 0; t < b->nt; t++) {
+        free(b->w[t].plain);
+        free(b->w[t].block);
+        if (b->w[t].d)
+            ld.release(b->w[t].d);
+    }
+    for (size_t k = 0; b->raw && k < b->njobs; k++)
+        free(b->raw[k]);
+    free(b->raw);
+    free(b->jobs);
+    b->nt = 0;
+    b->raw = NULL;
+    b->jobs = NULL;
+}
+
+/* Read the stored bytes of rows [first, first + count) (through HDF5, on this thread) and make
+ * the workers that decode them into buf. 0, or -1 (b released). */
+static int batch_setup(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf,
+                       struct batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->first = first;
+    b->count = count;
+    b->buf = buf;
+    b->njobs = (first + count - 1) / p->chunk_rows - first / p->chunk_rows + 1;
+    b->jobs = calloc(b->njobs, sizeof *b->jobs);
+    b->raw = calloc(b->njobs, sizeof *b->raw);
+    int rc = !b->jobs || !b->raw ? -1 : read_raw(p, d, first, count, buf, b->jobs, b->njobs, b->raw);
     size_t size = p->chunk_rows * p->row_size;
     pthread_once(&ld_once, ld_load);
-    for (int t = 0; t < nt; t++) {
-        w[t] = (struct worker){p, jobs, njobs, (size_t)t, (size_t)nt, malloc(size),
-                               malloc(block_rows(p) * p->row_size), ld.alloc ? ld.alloc() : NULL, 0, 0};
-        if (!w[t].plain || !w[t].block || (ld.alloc && !w[t].d))
+    b->nt = rc ? 0 : (size_t)p->nthreads < b->njobs ? p->nthreads : (int)b->njobs;
+    for (int t = 0; t < b->nt; t++) {
+        b->w[t] = (struct worker){p, b->jobs, b->njobs, (size_t)t, (size_t)b->nt, malloc(size),
+                                  malloc(block_rows(p) * p->row_size), ld.alloc ? ld.alloc() : NULL,
+                                  0, 0};
+        if (!b->w[t].plain || !b->w[t].block || (ld.alloc && !b->w[t].d))
             rc = -1;
     }
-    for (int t = 1; t < nt && !rc; t++)
-        started[t] = pthread_create(&th[t], NULL, work, &w[t]) == 0;
-    for (int t = 1; t < nt && !rc; t++)
-        if (!started[t])
-            work(&w[t]); /* no thread: do its share here */
-    if (!rc)
-        work(&w[0]);
-    for (int t = 0; t < nt; t++) {
-        if (t > 0 && started[t])
-            pthread_join(th[t], NULL);
-        rc |= w[t].failed ? -1 : 0;
-        *bad_step |= w[t].bad_step;
-        free(w[t].plain);
-        free(w[t].block);
-        if (w[t].d)
-            ld.release(w[t].d);
+    if (rc)
+        batch_release(b);
+    return rc;
+}
+
+/* Start workers [from, nt) on threads of their own. */
+static void batch_start(struct batch *b, int from)
+{
+    for (int t = from; t < b->nt; t++)
+        b->started[t] = pthread_create(&b->th[t], NULL, work, &b->w[t]) == 0;
+}
+
+/* Do here what no thread does, wait for the threads, release b. 0, or -1 when a chunk did not
+ * decode; *bad_step as trace_chunks_read says. */
+static int batch_finish(struct batch *b, int *bad_step)
+{
+    int rc = 0;
+    for (int t = 0; t < b->nt; t++)
+        if (!b->started[t])
+            work(&b->w[t]);
+    for (int t = 0; t < b->nt; t++) {
+        if (b->started[t])
+            pthread_join(b->th[t], NULL);
+        rc |= b->w[t].failed ? -1 : 0;
+        *bad_step |= b->w[t].bad_step;
     }
+    batch_release(b);
     return rc;
 }
 
@@ -565,15 +622,60 @@ int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void
     *bad_step = 0;
     if (!p || count == 0)
         return -1;
-    size_t njobs = (first + count - 1) / p->chunk_rows - first / p->chunk_rows + 1;
-    struct chunk_job *jobs = calloc(njobs, sizeof *jobs);
-    unsigned char **raw = calloc(njobs, sizeof *raw);
-    int rc = !jobs || !raw ? -1 : read_raw(p, d, first, count, buf, jobs, njobs, raw);
-    if (!rc)
-        rc = decode_all(p, jobs, njobs, bad_step);
-    for (size_t k = 0; raw && k < njobs; k++)
-        free(raw[k]);
-    free(raw);
-    free(jobs);
-    return rc;
+    trace_chunks_cancel(p); /* a read the prefetch did not foresee */
+    struct batch b;
+    if (batch_setup(p, d, first, count, buf, &b))
+        return -1;
+    batch_start(&b, 1); /* worker 0 on this thread */
+    return batch_finish(&b, bad_step);
+}
+
+void trace_chunks_prefetch(trace_chunks *p, hid_t d, size_t first, size_t count)
+{
+    if (!p)
+        return;
+    trace_chunks_cancel(p);
+    if (count < 2 * p->chunk_rows || count > SIZE_MAX / p->tb->rec_size)
+        return; /* small reads are not worth a thread */
+    struct batch *b = malloc(sizeof *b);
+    void *buf = malloc(count * p->tb->rec_size);
+    if (!b || !buf || batch_setup(p, d, first, count, buf, b)) {
+        free(b);
+        free(buf);
+        return;
+    }
+    batch_start(b, 0);
+    p->pre = b;
+}
+
+void *trace_chunks_take(trace_chunks *p, size_t first, size_t count, int *bad_step)
+{
+    *bad_step = 0;
+    if (!p || !p->pre)
+        return NULL;
+    if (p->pre->first != first || p->pre->count != count) {
+        trace_chunks_cancel(p);
+        return NULL;
+    }
+    struct batch *b = p->pre;
+    p->pre = NULL;
+    void *buf = b->buf;
+    if (batch_finish(b, bad_step)) {
+        free(buf);
+        buf = NULL; /* read again: that read reports the error */
+        *bad_step = 0;
+    }
+    free(b);
+    return buf;
+}
+
+void trace_chunks_cancel(trace_chunks *p)
+{
+    if (!p || !p->pre)
+        return;
+    int bad_step = 0;
+    batch_finish(p->pre, &bad_step);
+    free(p->pre->buf);
+    free(p->pre);
+    p->pre = NULL;
 }

@@ -31,4 +31,17 @@ void trace_chunks_free(trace_chunks *p);
  * (trace_rows_bad_step). 0, or -1 when this way cannot read them (read through HDF5). */
 int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf, int *bad_step);
 
+/* Start decoding rows [first, first + count) on threads of their own, for the next read
+ * (trace_chunks_take) while the caller works on the rows it has: a reader reading a table in
+ * order. Any earlier prefetch is cancelled; nothing happens for a read of fewer than two
+ * chunks, or when it cannot start (the read then reads). Reads the chunks' stored bytes through
+ * HDF5 on this thread: its errors are left on HDF5's error stack (clear it). */
+void trace_chunks_prefetch(trace_chunks *p, hid_t d, size_t first, size_t count);
+/* The records of rows [first, first + count) if they were prefetched and decoded (the caller
+ * frees them), with *bad_step as trace_chunks_read sets it; else NULL (any prefetch of other
+ * rows is cancelled): read them. */
+void *trace_chunks_take(trace_chunks *p, size_t first, size_t count, int *bad_step);
+/* Wait for a prefetch and drop it (nothing when none). */
+void trace_chunks_cancel(trace_chunks *p);
+
 #endif

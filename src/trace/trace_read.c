@@ -1199,6 +1199,15 @@ static int read_rows(ampdiag_trace_reader *r, int t, size_t first, size_t count,
     return ok;
 }
 
+/* A table read in order is read on: the next rows of the same number (or those left) start
+ * decoding now (trace_chunks_prefetch). */
+static void prefetch_next(ampdiag_trace_reader *r, int t, size_t next, size_t count)
+{
+    size_t left = r->rows[t] - next;
+    trace_chunks_prefetch(r->chunks[t], r->dset[t], next, left < count ? left : count);
+    H5Eclear2(H5E_DEFAULT);
+}
+
 static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, void **out,
                       size_t *n)
 {
@@ -1217,14 +1226,18 @@ static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, 
         return 0;
     if (count > SIZE_MAX / tb->rec_size)
         return trace_fail(AMPDIAG_TRACE_ENOMEM, "reading %s of '%s': too many rows", tb->path, r->path);
-    void *buf = malloc(count * tb->rec_size);
-    if (!buf)
+    int bad_step = 0;
+    void *buf = trace_chunks_take(r->chunks[t], first, count, &bad_step);
+    int ok = buf != NULL;
+    if (!buf && !(buf = malloc(count * tb->rec_size)))
         return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory reading %zu rows of %s from '%s'",
                           count, tb->path, r->path);
     trace_quiet q;
     trace_quiet_begin(&q);
-    int bad_step = 0;
-    int ok = read_rows(r, t, first, count, buf, &bad_step);
+    if (!ok)
+        ok = read_rows(r, t, first, count, buf, &bad_step);
+    if (ok && r->chunks[t] && first + count < rows)
+        prefetch_next(r, t, first + count, count);
     int rc = 0;
     if (!ok) {
         trace_h5err e;
