@@ -421,7 +421,7 @@ static int fail(char *err, size_t errlen, int rc, const char *path, const char *
 }
 
 /* The loss scale a step ran with; a step missing from /steps takes the last one before it. */
-static double scale_at(const an_run *r, const ampdiag_trace_step *steps, int64_t step)
+static double scale_at(const an_run *r, const an_step *steps, int64_t step)
 {
     long i = step_index(r, step);
     if (i < 0) {
@@ -609,7 +609,7 @@ static void cell_add(an_cell *c, const ampdiag_trace_tensor *x, double sc)
 
 /* The pass over /tensors: its state besides the run. */
 struct tensor_pass {
-    const ampdiag_trace_step *steps;
+    const an_step *steps;
     unsigned keep;          /* an_options.keep_points */
     int rms_series;         /* keep the activation rms series */
     struct pending *pend;   /* [nlayers] weight and update rms waiting for their pair */
@@ -688,7 +688,7 @@ static int tensor_batches(ampdiag_trace_reader *rd, an_run *r, struct tensor_pas
     return 0;
 }
 
-static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const an_step *steps,
                         size_t ntensors, const an_options *opt, char *err, size_t errlen)
 {
     struct tensor_pass tp = {.steps = steps, .keep = opt ? opt->keep_points : 0,
@@ -754,7 +754,7 @@ static int hist_step_add(an_run *r, int64_t s, size_t *cap)
 #define HIST_BLOCK 4096
 #define HIST_CAP (8 * HIST_BLOCK)
 
-static int hist_add(an_run *r, const ampdiag_trace_step *steps, const ampdiag_trace_hist *x)
+static int hist_add(an_run *r, const an_step *steps, const ampdiag_trace_hist *x)
 {
     if (x->layer < 0 || (size_t)x->layer >= r->nlayers ||
         (x->kind != AMPDIAG_KIND_ACTIVATION_GRAD && x->kind != AMPDIAG_KIND_WEIGHT_GRAD))
@@ -782,7 +782,7 @@ static int hist_add(an_run *r, const ampdiag_trace_step *steps, const ampdiag_tr
 /* Rows [first, first + HIST_BLOCK) of /histograms (fewer at its end) added, read HIST_READ at a
  * time (a histogram row is 2.3 KB). 0 or an AMPDIAG_TRACE_ error; *got: the rows read. */
 #define HIST_READ 512
-static int hist_block(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+static int hist_block(ampdiag_trace_reader *rd, an_run *r, const an_step *steps,
                       size_t first, int keep, size_t *cap, size_t *got)
 {
     *got = 0;
@@ -805,7 +805,7 @@ static int hist_block(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_s
     return 0;
 }
 
-static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+static int load_hists(ampdiag_trace_reader *rd, an_run *r, const an_step *steps,
                       size_t nh, int keep, char *err, size_t errlen)
 {
     r->hist_rows = nh;
@@ -1253,7 +1253,7 @@ typedef struct load_ctx {
     size_t errlen;
     ampdiag_trace_reader *rd;
     ampdiag_trace_layer *layers; /* [nl]: freed at the end */
-    ampdiag_trace_step *st;      /* [ns]: kept as r->steps */
+    ampdiag_trace_step *st;      /* [ns]: summarised, then kept as r->steps (an_step) */
     ampdiag_trace_event *ev;     /* [nev]: kept as r->events */
     size_t nl, ns, nev;
     ampdiag_trace_counts cnt;
@@ -1439,15 +1439,30 @@ static int step_ratio_median(load_ctx *L, an_run *r)
     return 0;
 }
 
+/* The step records as kept (an_step) once the steps are summarised; the records read are freed. */
+static int keep_steps(load_ctx *L, an_run *r)
+{
+    r->steps = malloc((L->ns ? L->ns : 1) * sizeof *r->steps);
+    if (!r->steps)
+        return fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "steps");
+    for (size_t i = 0; i < L->ns; i++) {
+        const ampdiag_trace_step *s = &L->st[i];
+        r->steps[i] = (an_step){s->step, s->loss, s->loss_scale, s->grad_norm, s->lr, s->skipped};
+    }
+    free(L->st);
+    L->st = NULL;
+    return 0;
+}
+
 /* The per-layer records: tensors, histograms, and the histograms' steps when points are kept.
  * 0 or an AMPDIAG_TRACE_ error (message in L->err). */
 static int load_records(load_ctx *L, an_run *r, const an_options *opt)
 {
     unsigned keep = opt ? opt->keep_points : 0;
     int rc;
-    if ((rc = load_tensors(L->rd, r, L->st, L->cnt.tensors, opt, L->err, L->errlen)) ||
+    if ((rc = load_tensors(L->rd, r, r->steps, L->cnt.tensors, opt, L->err, L->errlen)) ||
         (rc = an_fp8_load(L->rd, r, L->err, L->errlen)) ||
-        (rc = load_hists(L->rd, r, L->st, L->cnt.hists, keep != 0, L->err, L->errlen)))
+        (rc = load_hists(L->rd, r, r->steps, L->cnt.hists, keep != 0, L->err, L->errlen)))
         return rc;
     return 0;
 }
@@ -1507,6 +1522,7 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
     find_divergence(r, L.st, L.ns, L.ev, L.nev);
     if ((rc = spikes_and_clip(&L, r)) ||
         (rc = step_ratio_median(&L, r)) ||
+        (rc = keep_steps(&L, r)) ||
         (rc = load_records(&L, r, opt)) ||
         (rc = summarise_layers(&L, r)))
         goto out;
@@ -1514,7 +1530,7 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
 out:
     free(L.tmp);
     free(L.layers);
-    r->steps = L.st;   /* kept: an_free frees them */
+    free(L.st); /* (NULL once kept as r->steps) */
     r->events = L.ev;
     r->nevents = L.nev;
     ampdiag_trace_reader_close(L.rd);
