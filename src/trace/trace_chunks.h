@@ -1,13 +1,17 @@
 /*
  * trace_chunks.h - reading a table straight from its stored chunks, in parallel.
  *
- * The long tables of a trace (/tensors: one row per layer and tensor kind per step) are read
- * mostly by inflating deflated chunks. HDF5 does that, the shuffle and the conversion of every
- * field on one thread; for tables stored the plain way (chunked, shuffle and deflate or less,
- * little-endian fields that convert without loss) this reads each chunk's stored bytes with
- * H5Dread_chunk and inflates, unshuffles and converts the chunks on a few threads. Anything
- * else (other filters, other types, a chunk not stored, a chunk that does not inflate to its
- * size) makes the caller read through HDF5 as before, which reports errors its own way.
+ * The long tables of a trace (/tensors: one row per layer and tensor kind per step; /whatif,
+ * two to four rows per tensor row) are read mostly by inflating deflated chunks. HDF5 does
+ * that, the shuffle and the conversion of every field on one thread; for tables stored the
+ * plain way (chunked, shuffle and deflate or less, little-endian fields that convert without
+ * loss, enums of one byte, fixed-length NUL-terminated or NUL-padded strings) this reads each
+ * chunk's stored bytes with H5Dread_chunk and inflates, unshuffles (16 rows at a time) and
+ * converts the chunks on a few threads, which also fix the rows up as the HDF5 path does
+ * (trace_rows_fix). Anything else (other filters, other types, a chunk not stored, a chunk that
+ * does not inflate to its size) makes the caller read through HDF5 as before, which reports
+ * errors its own way. A reader reading a table in order has the next rows decoded while it
+ * works on the current ones (trace_chunks_prefetch).
  *
  * Chunks are inflated with libdeflate where the system has libdeflate.so.0 (loaded at run time;
  * it checks the Adler-32 sum as zlib does, in about half the time), else with zlib; setting
