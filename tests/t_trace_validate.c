@@ -409,6 +409,13 @@ static void test_foreign_ok(int chunked)
         ok(H[1].kind == 1 && H[1].bin[0] == 1 && H[1].bin[280] == 281, "%shistogram bins", how);
         ok(E[0].code == 5 && E[1].code == 6 && !strcmp(E[1].message, "message 1"), "%sevents (enum code)", how);
         ok(V[1].metric == fval("metric", 1), "%sevals", how);
+        ampdiag_trace_step *S1 = NULL, *S3 = NULL;
+        size_t n1 = 0, n3 = 0;
+        ok(ampdiag_trace_read_steps_range(r, 1, 5, &S1, &n1) == 0 && n1 == 1 && S1[0].step == 1 &&
+               S1[0].loss == S[1].loss && !strcmp(S1[0].skip_reason, S[1].skip_reason) &&
+               ampdiag_trace_read_steps_range(r, 3, 1, &S3, &n3) == AMPDIAG_TRACE_EINVAL && !S3,
+           "%s/steps in a range: row 1 to the end is the last row; row 3 is past the end", how);
+        free(S1);
     }
     free(L); free(S); free(T); free(H); free(E); free(V);
     ampdiag_trace_reader_close(r);

@@ -967,7 +967,7 @@ static int copy_attrs(ampdiag_trace_reader *rd, an_run *r)
  * step ran with; an overflow at the minimum scale otherwise), each scale_growth one growth.
  * The minimum includes the scale the last backoff left, after the last step record. Traces
  * without scale events keep the counts read off the step records (summarise_steps). */
-static void scale_from_events(an_run *r, const ampdiag_trace_step *st, size_t n,
+static void scale_from_events(an_run *r, const an_step *st, size_t n,
                               const ampdiag_trace_event *ev, size_t nev)
 {
     size_t nb = 0, ng = 0, at_min = 0;
@@ -1005,7 +1005,7 @@ static void scale_from_events(an_run *r, const ampdiag_trace_step *st, size_t n,
     r->scale_final = sfinal;
 }
 
-static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, const an_options *o)
+static void summarise_steps(an_run *r, const an_step *st, size_t n, const an_options *o)
 {
     r->first_skip_step = -1;
     r->first_nonfinite_loss_step = -1;
@@ -1028,7 +1028,7 @@ static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, c
     r->calib = (size_t)warm;
     int skipped_at_min = 0;
     for (size_t i = 0; i < n; i++) {
-        const ampdiag_trace_step *s = &st[i];
+        const an_step *s = &st[i];
         if (isfinite(s->loss)) {
             if (isnan(r->loss_min) || s->loss < r->loss_min) {
                 r->loss_min = s->loss;
@@ -1054,10 +1054,8 @@ static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, c
         int after = (uint64_t)(s->step - r->first_step) >= (uint64_t)warm;
         r->steps_after += after;
         if (s->skipped) {
-            if (r->skipped++ == 0) {
-                r->first_skip_step = s->step;
-                snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", s->skip_reason);
-            }
+            if (r->skipped++ == 0)
+                r->first_skip_step = s->step; /* (its reason: read_steps) */
             r->skipped_after += after;
             skipped_at_min |= at_min;
         }
@@ -1093,7 +1091,7 @@ static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, c
 }
 
 /* Loss spikes and divergence: the live run's detectors (src/monitor/) replayed over /steps. */
-static void find_spikes(an_run *r, const ampdiag_trace_step *st, size_t n, int64_t *spike_at,
+static void find_spikes(an_run *r, const an_step *st, size_t n, int64_t *spike_at,
                         size_t *nspike_at, size_t cap)
 {
     mon_spike sp;
@@ -1113,7 +1111,7 @@ static void find_spikes(an_run *r, const ampdiag_trace_step *st, size_t n, int64
 /* A divergence event the writer recorded decides; a trace without one (another writer, or a
  * run cut off) diverged when its last steps form a streak of the live rule's length, or any
  * streak when its status says diverged. */
-static void find_divergence(an_run *r, const ampdiag_trace_step *st, size_t n,
+static void find_divergence(an_run *r, const an_step *st, size_t n,
                             const ampdiag_trace_event *ev, size_t nev)
 {
     r->divergence_step = -1;
@@ -1148,7 +1146,7 @@ static void find_divergence(an_run *r, const ampdiag_trace_step *st, size_t n,
     }
 }
 
-static int clip_stats(an_run *r, const ampdiag_trace_step *st, size_t n, const int64_t *spikes,
+static int clip_stats(an_run *r, const an_step *st, size_t n, const int64_t *spikes,
                       size_t nspikes)
 {
     an_clip *c = &r->gn;
@@ -1253,7 +1251,7 @@ typedef struct load_ctx {
     size_t errlen;
     ampdiag_trace_reader *rd;
     ampdiag_trace_layer *layers; /* [nl]: freed at the end */
-    ampdiag_trace_step *st;      /* [ns]: summarised, then kept as r->steps (an_step) */
+    an_step *st;                 /* [ns]: r->steps */
     ampdiag_trace_event *ev;     /* [nev]: kept as r->events */
     size_t nl, ns, nev;
     ampdiag_trace_counts cnt;
@@ -1314,6 +1312,38 @@ static int read_trace_attrs(ampdiag_trace_reader *rd, an_run *r)
 
 /* The tables: layers, steps, events and evaluations (and the counts of the others), and room
  * for the run's layers and step index. 0 or an AMPDIAG_TRACE_ error (message in L->err). */
+/* /steps into r->steps (an_step), STEP_BATCH rows at a time: the records read are not all held.
+ * The reason of the first skipped step is kept in r. 0 or an AMPDIAG_TRACE_ error. */
+#define STEP_BATCH 4096
+static int read_steps(load_ctx *L, an_run *r)
+{
+    size_t ns = L->cnt.steps;
+    if (!(r->steps = malloc((ns ? ns : 1) * sizeof *r->steps)))
+        return AMPDIAG_TRACE_ENOMEM;
+    L->st = r->steps;
+    L->ns = 0;
+    int reason_kept = 0;
+    while (L->ns < ns) {
+        ampdiag_trace_step *b;
+        size_t n;
+        int rc = ampdiag_trace_read_steps_range(L->rd, L->ns, STEP_BATCH, &b, &n);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < n; i++) {
+            const ampdiag_trace_step *s = &b[i];
+            if (s->skipped && !reason_kept++)
+                snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", s->skip_reason);
+            L->st[L->ns + i] = (an_step){s->step, s->loss, s->loss_scale, s->grad_norm, s->clip_coef,
+                                         s->lr, s->update_ratio, s->skipped};
+        }
+        free(b);
+        L->ns += n;
+        if (n == 0)
+            break;
+    }
+    return 0;
+}
+
 static int read_tables(load_ctx *L, an_run *r)
 {
     int rc;
@@ -1326,7 +1356,7 @@ static int read_tables(load_ctx *L, an_run *r)
     ampdiag_trace_get_counts(L->rd, &L->cnt);
     r->counts = L->cnt;
     if ((rc = ampdiag_trace_read_layers(L->rd, &L->layers, &L->nl)) ||
-        (rc = ampdiag_trace_read_steps(L->rd, &L->st, &L->ns)) ||
+        (rc = read_steps(L, r)) ||
         (rc = ampdiag_trace_read_events(L->rd, &L->ev, &L->nev)) ||
         (rc = ampdiag_trace_read_evals(L->rd, &r->evals, &r->nevals)))
         return fail(L->err, L->errlen, rc, L->path, "tables");
@@ -1363,7 +1393,7 @@ static void init_layers(an_run *r, const ampdiag_trace_layer *layers, size_t nl)
  * lookups (a writer appends them so). 0 or AMPDIAG_TRACE_ESCHEMA (message in L->err). */
 static int index_steps(load_ctx *L, an_run *r)
 {
-    const ampdiag_trace_step *st = L->st;
+    const an_step *st = L->st;
     r->nsteps = L->ns;
     for (size_t i = 0; i < L->ns; i++) {
         r->st_step[i] = st[i].step;
@@ -1439,21 +1469,6 @@ static int step_ratio_median(load_ctx *L, an_run *r)
     return 0;
 }
 
-/* The step records as kept (an_step) once the steps are summarised; the records read are freed. */
-static int keep_steps(load_ctx *L, an_run *r)
-{
-    r->steps = malloc((L->ns ? L->ns : 1) * sizeof *r->steps);
-    if (!r->steps)
-        return fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "steps");
-    for (size_t i = 0; i < L->ns; i++) {
-        const ampdiag_trace_step *s = &L->st[i];
-        r->steps[i] = (an_step){s->step, s->loss, s->loss_scale, s->grad_norm, s->lr, s->skipped};
-    }
-    free(L->st);
-    L->st = NULL;
-    return 0;
-}
-
 /* The per-layer records: tensors, histograms, and the histograms' steps when points are kept.
  * 0 or an AMPDIAG_TRACE_ error (message in L->err). */
 static int load_records(load_ctx *L, an_run *r, const an_options *opt)
@@ -1522,7 +1537,6 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
     find_divergence(r, L.st, L.ns, L.ev, L.nev);
     if ((rc = spikes_and_clip(&L, r)) ||
         (rc = step_ratio_median(&L, r)) ||
-        (rc = keep_steps(&L, r)) ||
         (rc = load_records(&L, r, opt)) ||
         (rc = summarise_layers(&L, r)))
         goto out;
@@ -1530,7 +1544,6 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
 out:
     free(L.tmp);
     free(L.layers);
-    free(L.st); /* (NULL once kept as r->steps) */
     r->events = L.ev;
     r->nevents = L.nev;
     ampdiag_trace_reader_close(L.rd);

@@ -242,14 +242,16 @@ typedef struct an_findings {
     int eval_is_accuracy;       /* the metric is an accuracy: print it as a percentage */
 } an_findings;
 
-/* A /steps row as kept after loading: the fields the charts and recommendations read (the
- * whole record is 176 bytes, this 48). */
+/* A /steps row as kept: the fields the analysis, the charts and the recommendations read (the
+ * record read is 176 bytes, this 64; the first skip reason is kept in an_run). */
 typedef struct an_step {
     int64_t step;
     double loss;
     double loss_scale;
     double grad_norm;
+    double clip_coef;
     double lr;
+    double update_ratio;
     int32_t skipped;
 } an_step;
 

@@ -1296,6 +1296,10 @@ int ampdiag_trace_read_hists(ampdiag_trace_reader *r, size_t first, size_t max,
                              ampdiag_trace_hist **out, size_t *n)
 READ_WRAPPER(ampdiag_trace_hist, TBL_HISTS, first, max)
 
+int ampdiag_trace_read_steps_range(ampdiag_trace_reader *r, size_t first, size_t max,
+                                   ampdiag_trace_step **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_step, TBL_STEPS, first, max)
+
 int ampdiag_trace_read_formats(ampdiag_trace_reader *r, ampdiag_trace_format **out, size_t *n)
 READ_WRAPPER(ampdiag_trace_format, TBL_FORMATS, 0, SIZE_MAX)
 
