@@ -480,6 +480,9 @@ int ampdiag_trace_read_tensors(ampdiag_trace_reader *r, size_t first, size_t max
                                ampdiag_trace_tensor **out, size_t *n);
 int ampdiag_trace_read_hists(ampdiag_trace_reader *r, size_t first, size_t max,
                              ampdiag_trace_hist **out, size_t *n);
+/* /steps in ranges too (a long run's step records need not all be held at once). */
+int ampdiag_trace_read_steps_range(ampdiag_trace_reader *r, size_t first, size_t max,
+                                   ampdiag_trace_step **out, size_t *n);
 /* Version 2's tables (a version 1 trace reads none: *n = 0). */
 int ampdiag_trace_read_formats(ampdiag_trace_reader *r, ampdiag_trace_format **out, size_t *n);
 int ampdiag_trace_read_whatif(ampdiag_trace_reader *r, size_t first, size_t max,

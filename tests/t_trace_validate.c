@@ -82,6 +82,8 @@ struct foreign {
     int reverse;            /* fields in reverse order, plus an extra field */
     int lost_if;            /* /tensors also has the optional fields: 1 both lost_if_fp16 and
                                lost_if_bf16, 2 lost_if_bf16 only (0: neither, as older writers) */
+    int chunked;            /* tables chunked, shuffled and deflated (read from their stored
+                               chunks, not through HDF5's conversion) */
 };
 
 static const struct col layer_cols[] = {
@@ -203,6 +205,10 @@ static void put_cell(unsigned char *p, enum ctype t, const struct col *c, int r,
         if (!strcmp(c->name, "name")) snprintf(s, sizeof s, "L%d", r);
         else if (!strcmp(c->name, "skip_reason")) snprintf(s, sizeof s, "%s", r ? "inf in L1" : "");
         else snprintf(s, sizeof s, "%s %d", c->name, r);
+        if (!strcmp(c->name, "op"))
+            memcpy(s + strlen(s) + 1, "junk", 4); /* bytes after the NUL are not read */
+        if (!strcmp(c->name, "shape") && r == 1)
+            memset(s, 'x', c->size); /* no NUL: the last byte is cut */
         memcpy(p, s, c->size);
         break;
     }
@@ -280,9 +286,16 @@ static int write_table(hid_t f, const struct foreign *o, int ti)
     hsize_t dims[2] = {ROWS, 1};
     int rank = o->steps_2d && !strcmp(tn, "steps") ? 2 : 1;
     hid_t sp = H5Screate_simple(rank, dims, NULL);
-    hid_t ds = H5Dcreate2(f, tn, ct, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hsize_t chunk = ROWS; /* one chunk: the shuffle interleaves the rows' bytes */
+    int plist_ok = !o->chunked || rank != 1 ||
+                   (H5Pset_chunk(dcpl, 1, &chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 &&
+                    H5Pset_deflate(dcpl, 4) >= 0);
+    hid_t ds = plist_ok ? H5Dcreate2(f, tn, ct, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT) : -1;
     int rc = ds >= 0 && H5Dwrite(ds, ct, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
-    H5Dclose(ds);
+    if (ds >= 0)
+        H5Dclose(ds);
+    H5Pclose(dcpl);
     H5Sclose(sp);
     H5Tclose(ct);
     for (size_t i = 0; i < k; i++)
@@ -340,22 +353,26 @@ static struct foreign base(void)
     return o;
 }
 
-static void test_foreign_ok(void)
+/* chunked: the same traces with chunked tables, read from their stored chunks (trace_chunks.c)
+ * instead of through HDF5's conversion: the values must be the same. */
+static void test_foreign_ok(int chunked)
 {
+    const char *how = chunked ? "chunked: " : "";
     struct foreign o = base();
     o.reverse = 1;
     o.int_kinds = 0;
-    if (!ok(make_foreign("foreign.h5", &o) == 0, "write a foreign trace with the plain HDF5 API"))
+    o.chunked = chunked;
+    if (!ok(make_foreign("foreign.h5", &o) == 0, "%swrite a foreign trace with the plain HDF5 API", how))
         return;
     ampdiag_trace_reader *r = NULL;
     int rc = ampdiag_trace_open(tpath("foreign.h5"), AMPDIAG_TRACE_READ_QUIET, &r);
-    if (!ok(rc == 0, "a foreign trace (old file format, variable-length attributes, fields reversed, "
-                     "an extra field) opens: %s", rc ? ampdiag_trace_errmsg() : "ok"))
+    if (!ok(rc == 0, "%sa foreign trace (old file format, variable-length attributes, fields reversed, "
+                     "an extra field) opens: %s", how, rc ? ampdiag_trace_errmsg() : "ok"))
         return;
     const char *p = ampdiag_trace_attr_str(r, "precision");
     ok(p && !strcmp(p, "bf16") && ampdiag_trace_status_of(r) == AMPDIAG_STATUS_COMPLETE &&
            ampdiag_trace_format_version(r) == 1,
-       "variable-length string attributes read");
+       "%svariable-length string attributes read", how);
     ampdiag_trace_layer *L;
     ampdiag_trace_step *S;
     ampdiag_trace_tensor *T;
@@ -368,30 +385,37 @@ static void test_foreign_ok(void)
          ampdiag_trace_read_hists(r, 0, SIZE_MAX, &H, &nh) | ampdiag_trace_read_events(r, &E, &ne) |
          ampdiag_trace_read_evals(r, &V, &nv);
     if (!ok(rc == 0 && nl == 2 && ns == 2 && nt == 2 && nh == 2 && ne == 2 && nv == 2,
-            "all tables read"))
+            "%sall tables read", how))
         diag("rc %d: %s; rows %zu %zu %zu %zu %zu %zu", rc, ampdiag_trace_errmsg(), nl, ns, nt, nh,
              ne, nv);
     if (rc == 0 && nl == 2 && nt == 2 && nh == 2 && ne == 2) {
         ok(L[1].index == 1 && !strcmp(L[1].name, "L1") && !strcmp(L[1].op, "op 1") &&
-               L[1].params == 100 + 6,
-           "layers by field name (NUL-padded strings)");
+               L[1].params == 100 + 6 && strspn(L[1].shape, "x") == 63 && !L[1].shape[63],
+           "%slayers by field name (NUL-padded strings; a string without NUL cut to 63 bytes)", how);
         ok(S[1].step == 1 && S[1].loss == fval("loss", 1) && S[1].skipped == 1 &&
                !strcmp(S[1].skip_reason, "inf in L1") && S[1].nonfinite_grads == 100 + 15,
-           "steps");
+           "%ssteps", how);
         ok(T[1].step == 1 && T[1].layer == 1 && T[1].kind == 1 && T[1].count == 105 &&
                T[1].absmax == (float)fval("absmax", 1) && T[1].rms == fval("rms", 1) &&
                T[1].lost_updates == 100 + 12,
-           "tensors (enum kind)");
+           "%stensors (enum kind)", how);
         ok(T[0].lost_if_fp16 == 0 && T[1].lost_if_fp16 == 0 && T[0].lost_if_bf16 == 0 &&
                T[1].lost_if_bf16 == 0 && !ampdiag_trace_has_field(r, "/tensors", "lost_if_fp16") &&
                !ampdiag_trace_has_field(r, "tensors", "lost_if_bf16") &&
                ampdiag_trace_has_field(r, "tensors", "lost_updates") &&
                ampdiag_trace_has_field(r, "/tensors", "extra_field") &&
                !ampdiag_trace_has_field(r, "/nope", "step") && !ampdiag_trace_has_field(NULL, "tensors", "step"),
-           "without the optional lost_if_fp16 / lost_if_bf16 fields: they read as 0, has_field says absent");
-        ok(H[1].kind == 1 && H[1].bin[0] == 1 && H[1].bin[280] == 281, "histogram bins");
-        ok(E[0].code == 5 && E[1].code == 6 && !strcmp(E[1].message, "message 1"), "events (enum code)");
-        ok(V[1].metric == fval("metric", 1), "evals");
+           "%swithout the optional lost_if_fp16 / lost_if_bf16 fields: they read as 0, has_field says absent", how);
+        ok(H[1].kind == 1 && H[1].bin[0] == 1 && H[1].bin[280] == 281, "%shistogram bins", how);
+        ok(E[0].code == 5 && E[1].code == 6 && !strcmp(E[1].message, "message 1"), "%sevents (enum code)", how);
+        ok(V[1].metric == fval("metric", 1), "%sevals", how);
+        ampdiag_trace_step *S1 = NULL, *S3 = NULL;
+        size_t n1 = 0, n3 = 0;
+        ok(ampdiag_trace_read_steps_range(r, 1, 5, &S1, &n1) == 0 && n1 == 1 && S1[0].step == 1 &&
+               S1[0].loss == S[1].loss && !strcmp(S1[0].skip_reason, S[1].skip_reason) &&
+               ampdiag_trace_read_steps_range(r, 3, 1, &S3, &n3) == AMPDIAG_TRACE_EINVAL && !S3,
+           "%s/steps in a range: row 1 to the end is the last row; row 3 is past the end", how);
+        free(S1);
     }
     free(L); free(S); free(T); free(H); free(E); free(V);
     ampdiag_trace_reader_close(r);
@@ -399,6 +423,7 @@ static void test_foreign_ok(void)
     /* the optional fields present (both, or only one of them) */
     for (int which = 1; which <= 2; which++) {
         o = base();
+        o.chunked = chunked;
         o.reverse = which == 2;
         o.lost_if = which;
         make_foreign("lostif.h5", &o);
@@ -411,7 +436,7 @@ static void test_foreign_ok(void)
                T[1].lost_if_fp16 == (which == 1 ? 100 + 12 : 0) &&
                ampdiag_trace_has_field(r, "/tensors", "lost_if_bf16") &&
                ampdiag_trace_has_field(r, "/tensors", "lost_if_fp16") == (which == 1),
-           "%s: read by name; has_field says which are present",
+           "%s%s: read by name; has_field says which are present", how,
            which == 1 ? "lost_if_fp16 and lost_if_bf16" : "only lost_if_bf16 (fields reversed)");
         free(T);
         ampdiag_trace_reader_close(r);
@@ -419,6 +444,7 @@ static void test_foreign_ok(void)
     unlink(tpath("lostif.h5"));
 
     o = base();
+    o.chunked = chunked;
     o.int_kinds = 1;
     make_foreign("intkinds.h5", &o);
     rc = ampdiag_trace_open(tpath("intkinds.h5"), AMPDIAG_TRACE_READ_QUIET, &r);
@@ -428,12 +454,13 @@ static void test_foreign_ok(void)
     ok(rc == 0 && ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T, &nt) == 0 &&
            ampdiag_trace_read_events(r, &E, &ne) == 0 && nt == 2 && T[1].kind == 1 && ne == 2 &&
            E[1].code == 6,
-       "integer kind and code columns read as the enum values");
+       "%sinteger kind and code columns read as the enum values", how);
     free(T);
     free(E);
     ampdiag_trace_reader_close(r);
 
     o = base();
+    o.chunked = chunked;
     o.unknown_enum = 1;
     make_foreign("doom.h5", &o);
     rc = ampdiag_trace_open(tpath("doom.h5"), AMPDIAG_TRACE_READ_QUIET, &r);
@@ -441,7 +468,7 @@ static void test_foreign_ok(void)
     nt = 0;
     ok(rc == 0 && ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T, &nt) == 0 && nt == 2 &&
            T[0].kind == 0 && T[1].kind == -1,
-       "an enum name this version does not know reads as -1, the others as usual");
+       "%san enum name this version does not know reads as -1, the others as usual", how);
     free(T);
     ampdiag_trace_reader_close(r);
 
@@ -640,7 +667,8 @@ int main(void)
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* the builders' own HDF5 calls */
     test_not_traces();
-    test_foreign_ok();
+    test_foreign_ok(0);
+    test_foreign_ok(1);
     test_foreign_bad();
     /* a complete trace (its superblock records the end of file: every cut is caught at open) */
     if (ok(synth_write(&synth_specs[0], tpath("full.h5"), NULL) == 0, "write a complete trace"))

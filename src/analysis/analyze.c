@@ -71,11 +71,69 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* The order of doubles as unsigned keys: negative values reversed below the positive ones. */
+static uint64_t radix_key(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, sizeof u);
+    return u >> 63 ? ~u : u | UINT64_C(1) << 63;
+}
+
+/* LSD radix sort of v[0..n) by radix_key, a byte a pass (passes where every key has the same
+ * byte are skipped). -1 when out of memory (v unchanged). */
+static int radix_sort(double *v, size_t n)
+{
+    double *tmp = malloc(n * sizeof *tmp);
+    size_t (*count)[256] = calloc(8, sizeof *count);
+    if (!tmp || !count) {
+        free(tmp);
+        free(count);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = radix_key(v[i]);
+        for (int b = 0; b < 8; b++)
+            count[b][(k >> (8 * b)) & 0xff]++;
+    }
+    double *src = v, *dst = tmp;
+    for (int b = 0; b < 8; b++) {
+        if (count[b][(radix_key(v[0]) >> (8 * b)) & 0xff] == n)
+            continue; /* (src[0]'s byte is v[0]'s: every pass keeps the set of keys) */
+        size_t at = 0;
+        for (int d = 0; d < 256; d++) {
+            size_t c = count[b][d];
+            count[b][d] = at;
+            at += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[count[b][(radix_key(src[i]) >> (8 * b)) & 0xff]++] = src[i];
+        double *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof *v);
+    free(tmp);
+    free(count);
+    return 0;
+}
+
+/* Sort ascending as qsort with cmp_double does. Where no value is NaN or -0 (cmp_double is then
+ * a total order whose equal values are the same bits), a radix sort gives the same array. */
+static void sort_doubles(double *v, size_t n)
+{
+    int plain = n >= 256;
+    for (size_t i = 0; plain && i < n; i++)
+        plain = !isnan(v[i]) && !(v[i] == 0 && signbit(v[i]));
+    if (!plain || radix_sort(v, n))
+        qsort(v, n, sizeof *v, cmp_double);
+}
+
 double an_median(double *v, size_t n)
 {
     if (n == 0)
         return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
+    sort_doubles(v, n);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -363,7 +421,7 @@ static int fail(char *err, size_t errlen, int rc, const char *path, const char *
 }
 
 /* The loss scale a step ran with; a step missing from /steps takes the last one before it. */
-static double scale_at(const an_run *r, const ampdiag_trace_step *steps, int64_t step)
+static double scale_at(const an_run *r, const an_step *steps, int64_t step)
 {
     long i = step_index(r, step);
     if (i < 0) {
@@ -551,7 +609,7 @@ static void cell_add(an_cell *c, const ampdiag_trace_tensor *x, double sc)
 
 /* The pass over /tensors: its state besides the run. */
 struct tensor_pass {
-    const ampdiag_trace_step *steps;
+    const an_step *steps;
     unsigned keep;          /* an_options.keep_points */
     int rms_series;         /* keep the activation rms series */
     struct pending *pend;   /* [nlayers] weight and update rms waiting for their pair */
@@ -630,7 +688,7 @@ static int tensor_batches(ampdiag_trace_reader *rd, an_run *r, struct tensor_pas
     return 0;
 }
 
-static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const an_step *steps,
                         size_t ntensors, const an_options *opt, char *err, size_t errlen)
 {
     struct tensor_pass tp = {.steps = steps, .keep = opt ? opt->keep_points : 0,
@@ -696,7 +754,7 @@ static int hist_step_add(an_run *r, int64_t s, size_t *cap)
 #define HIST_BLOCK 4096
 #define HIST_CAP (8 * HIST_BLOCK)
 
-static int hist_add(an_run *r, const ampdiag_trace_step *steps, const ampdiag_trace_hist *x)
+static int hist_add(an_run *r, const an_step *steps, const ampdiag_trace_hist *x)
 {
     if (x->layer < 0 || (size_t)x->layer >= r->nlayers ||
         (x->kind != AMPDIAG_KIND_ACTIVATION_GRAD && x->kind != AMPDIAG_KIND_WEIGHT_GRAD))
@@ -721,7 +779,33 @@ static int hist_add(an_run *r, const ampdiag_trace_step *steps, const ampdiag_tr
     return 0;
 }
 
-static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_step *steps,
+/* Rows [first, first + HIST_BLOCK) of /histograms (fewer at its end) added, read HIST_READ at a
+ * time (a histogram row is 2.3 KB). 0 or an AMPDIAG_TRACE_ error; *got: the rows read. */
+#define HIST_READ 512
+static int hist_block(ampdiag_trace_reader *rd, an_run *r, const an_step *steps,
+                      size_t first, int keep, size_t *cap, size_t *got)
+{
+    *got = 0;
+    for (size_t at = 0; at < HIST_BLOCK; at += HIST_READ) {
+        ampdiag_trace_hist *h;
+        size_t n;
+        int rc = ampdiag_trace_read_hists(rd, first + at, HIST_READ, &h, &n);
+        if (rc)
+            return rc;
+        *got += n;
+        for (size_t i = 0; i < n; i++)
+            if (hist_add(r, steps, &h[i]) || (keep && hist_step_add(r, h[i].step, cap))) {
+                free(h);
+                return AMPDIAG_TRACE_ENOMEM;
+            }
+        free(h);
+        if (n < HIST_READ)
+            break;
+    }
+    return 0;
+}
+
+static int load_hists(ampdiag_trace_reader *rd, an_run *r, const an_step *steps,
                       size_t nh, int keep, char *err, size_t errlen)
 {
     r->hist_rows = nh;
@@ -730,18 +814,11 @@ static int load_hists(ampdiag_trace_reader *rd, an_run *r, const ampdiag_trace_s
     for (size_t b = 0; b < want; b++) {
         size_t first = nh <= HIST_CAP ? b * HIST_BLOCK
                                       : (size_t)((double)b * (double)(nh - HIST_BLOCK) / (double)(want - 1));
-        ampdiag_trace_hist *h;
         size_t n;
-        int rc = ampdiag_trace_read_hists(rd, first, HIST_BLOCK, &h, &n);
+        int rc = hist_block(rd, r, steps, first, keep, &cap, &n);
         if (rc)
             return fail(err, errlen, rc, r->path, "histograms");
         r->hist_rows_read += n;
-        for (size_t i = 0; i < n; i++)
-            if (hist_add(r, steps, &h[i]) || (keep && hist_step_add(r, h[i].step, &cap))) {
-                free(h);
-                return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "histograms");
-            }
-        free(h);
         if (n == 0)
             break;
     }
@@ -890,7 +967,7 @@ static int copy_attrs(ampdiag_trace_reader *rd, an_run *r)
  * step ran with; an overflow at the minimum scale otherwise), each scale_growth one growth.
  * The minimum includes the scale the last backoff left, after the last step record. Traces
  * without scale events keep the counts read off the step records (summarise_steps). */
-static void scale_from_events(an_run *r, const ampdiag_trace_step *st, size_t n,
+static void scale_from_events(an_run *r, const an_step *st, size_t n,
                               const ampdiag_trace_event *ev, size_t nev)
 {
     size_t nb = 0, ng = 0, at_min = 0;
@@ -928,7 +1005,7 @@ static void scale_from_events(an_run *r, const ampdiag_trace_step *st, size_t n,
     r->scale_final = sfinal;
 }
 
-static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, const an_options *o)
+static void summarise_steps(an_run *r, const an_step *st, size_t n, const an_options *o)
 {
     r->first_skip_step = -1;
     r->first_nonfinite_loss_step = -1;
@@ -951,7 +1028,7 @@ static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, c
     r->calib = (size_t)warm;
     int skipped_at_min = 0;
     for (size_t i = 0; i < n; i++) {
-        const ampdiag_trace_step *s = &st[i];
+        const an_step *s = &st[i];
         if (isfinite(s->loss)) {
             if (isnan(r->loss_min) || s->loss < r->loss_min) {
                 r->loss_min = s->loss;
@@ -977,10 +1054,8 @@ static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, c
         int after = (uint64_t)(s->step - r->first_step) >= (uint64_t)warm;
         r->steps_after += after;
         if (s->skipped) {
-            if (r->skipped++ == 0) {
-                r->first_skip_step = s->step;
-                snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", s->skip_reason);
-            }
+            if (r->skipped++ == 0)
+                r->first_skip_step = s->step; /* (its reason: read_steps) */
             r->skipped_after += after;
             skipped_at_min |= at_min;
         }
@@ -1016,7 +1091,7 @@ static void summarise_steps(an_run *r, const ampdiag_trace_step *st, size_t n, c
 }
 
 /* Loss spikes and divergence: the live run's detectors (src/monitor/) replayed over /steps. */
-static void find_spikes(an_run *r, const ampdiag_trace_step *st, size_t n, int64_t *spike_at,
+static void find_spikes(an_run *r, const an_step *st, size_t n, int64_t *spike_at,
                         size_t *nspike_at, size_t cap)
 {
     mon_spike sp;
@@ -1036,7 +1111,7 @@ static void find_spikes(an_run *r, const ampdiag_trace_step *st, size_t n, int64
 /* A divergence event the writer recorded decides; a trace without one (another writer, or a
  * run cut off) diverged when its last steps form a streak of the live rule's length, or any
  * streak when its status says diverged. */
-static void find_divergence(an_run *r, const ampdiag_trace_step *st, size_t n,
+static void find_divergence(an_run *r, const an_step *st, size_t n,
                             const ampdiag_trace_event *ev, size_t nev)
 {
     r->divergence_step = -1;
@@ -1071,7 +1146,7 @@ static void find_divergence(an_run *r, const ampdiag_trace_step *st, size_t n,
     }
 }
 
-static int clip_stats(an_run *r, const ampdiag_trace_step *st, size_t n, const int64_t *spikes,
+static int clip_stats(an_run *r, const an_step *st, size_t n, const int64_t *spikes,
                       size_t nspikes)
 {
     an_clip *c = &r->gn;
@@ -1130,7 +1205,7 @@ static int clip_stats(an_run *r, const ampdiag_trace_step *st, size_t n, const i
         return -1;
     }
     memcpy(sorted, v, k * sizeof *sorted);
-    qsort(sorted, k, sizeof *sorted, cmp_double);
+    sort_doubles(sorted, k);
     c->median = quantile_sorted(sorted, k, 0.5);
     c->p99 = quantile_sorted(sorted, k, 0.99);
     c->p10 = quantile_sorted(sorted, k, 0.10);
@@ -1176,7 +1251,7 @@ typedef struct load_ctx {
     size_t errlen;
     ampdiag_trace_reader *rd;
     ampdiag_trace_layer *layers; /* [nl]: freed at the end */
-    ampdiag_trace_step *st;      /* [ns]: kept as r->steps */
+    an_step *st;                 /* [ns]: r->steps */
     ampdiag_trace_event *ev;     /* [nev]: kept as r->events */
     size_t nl, ns, nev;
     ampdiag_trace_counts cnt;
@@ -1237,6 +1312,38 @@ static int read_trace_attrs(ampdiag_trace_reader *rd, an_run *r)
 
 /* The tables: layers, steps, events and evaluations (and the counts of the others), and room
  * for the run's layers and step index. 0 or an AMPDIAG_TRACE_ error (message in L->err). */
+/* /steps into r->steps (an_step), STEP_BATCH rows at a time: the records read are not all held.
+ * The reason of the first skipped step is kept in r. 0 or an AMPDIAG_TRACE_ error. */
+#define STEP_BATCH 4096
+static int read_steps(load_ctx *L, an_run *r)
+{
+    size_t ns = L->cnt.steps;
+    if (!(r->steps = malloc((ns ? ns : 1) * sizeof *r->steps)))
+        return AMPDIAG_TRACE_ENOMEM;
+    L->st = r->steps;
+    L->ns = 0;
+    int reason_kept = 0;
+    while (L->ns < ns) {
+        ampdiag_trace_step *b;
+        size_t n;
+        int rc = ampdiag_trace_read_steps_range(L->rd, L->ns, STEP_BATCH, &b, &n);
+        if (rc)
+            return rc;
+        for (size_t i = 0; i < n; i++) {
+            const ampdiag_trace_step *s = &b[i];
+            if (s->skipped && !reason_kept++)
+                snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", s->skip_reason);
+            L->st[L->ns + i] = (an_step){s->step, s->loss, s->loss_scale, s->grad_norm, s->clip_coef,
+                                         s->lr, s->update_ratio, s->skipped};
+        }
+        free(b);
+        L->ns += n;
+        if (n == 0)
+            break;
+    }
+    return 0;
+}
+
 static int read_tables(load_ctx *L, an_run *r)
 {
     int rc;
@@ -1249,7 +1356,7 @@ static int read_tables(load_ctx *L, an_run *r)
     ampdiag_trace_get_counts(L->rd, &L->cnt);
     r->counts = L->cnt;
     if ((rc = ampdiag_trace_read_layers(L->rd, &L->layers, &L->nl)) ||
-        (rc = ampdiag_trace_read_steps(L->rd, &L->st, &L->ns)) ||
+        (rc = read_steps(L, r)) ||
         (rc = ampdiag_trace_read_events(L->rd, &L->ev, &L->nev)) ||
         (rc = ampdiag_trace_read_evals(L->rd, &r->evals, &r->nevals)))
         return fail(L->err, L->errlen, rc, L->path, "tables");
@@ -1286,7 +1393,7 @@ static void init_layers(an_run *r, const ampdiag_trace_layer *layers, size_t nl)
  * lookups (a writer appends them so). 0 or AMPDIAG_TRACE_ESCHEMA (message in L->err). */
 static int index_steps(load_ctx *L, an_run *r)
 {
-    const ampdiag_trace_step *st = L->st;
+    const an_step *st = L->st;
     r->nsteps = L->ns;
     for (size_t i = 0; i < L->ns; i++) {
         r->st_step[i] = st[i].step;
@@ -1368,9 +1475,9 @@ static int load_records(load_ctx *L, an_run *r, const an_options *opt)
 {
     unsigned keep = opt ? opt->keep_points : 0;
     int rc;
-    if ((rc = load_tensors(L->rd, r, L->st, L->cnt.tensors, opt, L->err, L->errlen)) ||
+    if ((rc = load_tensors(L->rd, r, r->steps, L->cnt.tensors, opt, L->err, L->errlen)) ||
         (rc = an_fp8_load(L->rd, r, L->err, L->errlen)) ||
-        (rc = load_hists(L->rd, r, L->st, L->cnt.hists, keep != 0, L->err, L->errlen)))
+        (rc = load_hists(L->rd, r, r->steps, L->cnt.hists, keep != 0, L->err, L->errlen)))
         return rc;
     return 0;
 }
@@ -1437,7 +1544,6 @@ int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_
 out:
     free(L.tmp);
     free(L.layers);
-    r->steps = L.st;   /* kept: an_free frees them */
     r->events = L.ev;
     r->nevents = L.nev;
     ampdiag_trace_reader_close(L.rd);

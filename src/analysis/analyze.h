@@ -242,6 +242,19 @@ typedef struct an_findings {
     int eval_is_accuracy;       /* the metric is an accuracy: print it as a percentage */
 } an_findings;
 
+/* A /steps row as kept: the fields the analysis, the charts and the recommendations read (the
+ * record read is 176 bytes, this 64; the first skip reason is kept in an_run). */
+typedef struct an_step {
+    int64_t step;
+    double loss;
+    double loss_scale;
+    double grad_norm;
+    double clip_coef;
+    double lr;
+    double update_ratio;
+    int32_t skipped;
+} an_step;
+
 typedef struct an_run {
     char *path;
     char label[96];          /* set by an_compare: "fp16", "fp16 lr 0.01", or the file name */
@@ -274,7 +287,7 @@ typedef struct an_run {
 
     /* steps */
     size_t nsteps;
-    ampdiag_trace_step *steps; /* [nsteps], as recorded (increasing step order) */
+    an_step *steps;          /* [nsteps], as recorded (increasing step order) */
     int64_t *st_step;        /* [nsteps] */
     double *st_loss;         /* [nsteps] */
     int64_t first_step, last_step;

@@ -74,7 +74,7 @@ int an_fp8_load(ampdiag_trace_reader *rd, an_run *r, char *err, size_t errlen)
     int rc = fp8_indices(rd, idx), seen[AMPDIAG_NSCALINGS][2] = {{0, 0}, {0, 0}};
     if (rc)
         return read_fail(err, errlen, rc, r->path);
-    enum { BATCH = 65536 };
+    enum { BATCH = 16384 }; /* rows a read: 0.9 MB of records */
     for (size_t first = 0; first < cnt.whatifs; first += BATCH) {
         ampdiag_trace_whatif *w;
         size_t n;

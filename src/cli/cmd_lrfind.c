@@ -195,7 +195,7 @@ int cmd_lrfind(int argc, char **argv)
     double *loss = malloc((r.nsteps ? r.nsteps : 1) * sizeof *loss);
     size_t n = 0;
     for (size_t i = 0; lr && loss && i < r.nsteps; i++) {
-        const ampdiag_trace_step *st = &r.steps[i];
+        const an_step *st = &r.steps[i];
         if (st->skipped || !(st->lr > 0) || !isfinite(st->loss))
             continue;
         lr[n] = st->lr;

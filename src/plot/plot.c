@@ -79,7 +79,7 @@ struct run {
     const an_layer *layers;
     size_t nlayers;
     int *lmap;         /* run layer index -> union index */
-    const ampdiag_trace_step *steps;
+    const an_step *steps;
     size_t nsteps;
     const ampdiag_trace_event *events;
     size_t nevents;
@@ -565,7 +565,7 @@ static void run_context(const struct ctx *c, char *dst, size_t len)
     snprintf(dst, len, "%.100s%s%.120s", model, *model && *data ? " on " : "", data);
 }
 
-static const ampdiag_trace_step *find_step(const struct run *r, int64_t step)
+static const an_step *find_step(const struct run *r, int64_t step)
 {
     size_t lo = 0, hi = r->nsteps;
     while (lo < hi) {
@@ -852,7 +852,7 @@ static int chart_loss(struct ctx *c)
             k0++;
             if (!mark_due(r, ev->step, &lastcol))
                 continue;
-            const ampdiag_trace_step *st = find_step(r, ev->step);
+            const an_step *st = find_step(r, ev->step);
             double y = st && isfinite(st->loss) ? st->loss : ytop;
             fprintf(m.f, "%" PRId64 " ", ev->step);
             put_num(m.f, y);
@@ -994,7 +994,7 @@ static int chart_loss_scale(struct ctx *c)
                 for (size_t k = 0; k < r->nevents; k++) {
                     if (r->events[k].code != code)
                         continue;
-                    const ampdiag_trace_step *st = find_step(r, r->events[k].step);
+                    const an_step *st = find_step(r, r->events[k].step);
                     double y = st ? st->loss_scale : NAN;
                     if (!(y > 0) || !isfinite(y))
                         continue;
@@ -1667,7 +1667,7 @@ static int chart_hist(struct ctx *c, const struct run *r, int u)
     double shift[MAX_HIST_STEPS];
     int any_scaled = 0;
     for (size_t k = 0; k < ns; k++) {
-        const ampdiag_trace_step *st = find_step(r, steps[k]);
+        const an_step *st = find_step(r, steps[k]);
         double sc = st ? st->loss_scale : 1;
         shift[k] = r->scaled && isfinite(sc) && sc > 0 && sc != 1 ? log2(sc) : 0;
         if (shift[k] != 0)

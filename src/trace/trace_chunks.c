@@ -56,7 +56,7 @@ static int inflate_exact(struct libdeflate_decompressor *d, const unsigned char 
 }
 
 /* How one field goes from its bytes in a stored row to the public record. */
-enum op { OP_COPY, OP_INT, OP_F32_F64, OP_ENUM, OP_BYTES };
+enum op { OP_COPY, OP_INT, OP_F32_F64, OP_ENUM, OP_BYTES, OP_STR };
 
 struct fieldop {
     enum op op;
@@ -73,6 +73,8 @@ struct trace_chunks {
     int shuffle, deflate;
     struct fieldop *ops;
     size_t nops;
+    uint64_t absent;             /* optional fields not in the file (trace_rows_fix) */
+    struct batch *pre;           /* the rows being prefetched, or NULL */
     int nthreads;
 };
 
@@ -82,17 +84,6 @@ static int little_endian_host(void)
     unsigned char b;
     memcpy(&b, &x, 1);
     return b == 1;
-}
-
-/* Bytes of a field in the public record. */
-static size_t mem_size(trace_ftype t)
-{
-    switch (t) {
-    case FT_I64: case FT_U64: case FT_F64: return 8;
-    case FT_F32: case FT_I32: case FT_BOOL: case FT_KIND: case FT_CODE: return 4;
-    case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
-    default: return 0;
-    }
 }
 
 /* An integer field: a stored little-endian integer that fits the record's type whatever its
@@ -151,7 +142,7 @@ static int plan_enum(struct fieldop *o, hid_t mt, trace_ftype t)
                 H5free_memory(name);
             return -1;
         }
-        int known = t == FT_KIND ? ampdiag_kind_parse(name) : ampdiag_event_parse(name);
+        int known = trace_enum_parse(t, name);
         H5free_memory(name);
         o->map[v] = known;
     }
@@ -176,6 +167,19 @@ static int plan_bins(struct fieldop *o, hid_t mt)
     return ok ? 0 : -1;
 }
 
+/* A fixed-length string, NUL-terminated or NUL-padded in the file, read as HDF5 converts it:
+ * its bytes up to the first NUL (at most the record's size), the rest of the record's bytes
+ * NUL, the last one always. */
+static int plan_str(struct fieldop *o, hid_t mt)
+{
+    if (H5Tget_class(mt) != H5T_STRING || H5Tis_variable_str(mt) != 0)
+        return -1;
+    H5T_str_t pad = H5Tget_strpad(mt);
+    o->ssize = H5Tget_size(mt);
+    o->op = OP_STR;
+    return (pad == H5T_STR_NULLTERM || pad == H5T_STR_NULLPAD) && o->ssize > 0 ? 0 : -1;
+}
+
 static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size_t row_size)
 {
     int idx = H5Tget_member_index(ftype, f->name);
@@ -183,7 +187,7 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
         return -1;
     o->src = H5Tget_member_offset(ftype, (unsigned)idx);
     o->dst = f->offset;
-    o->dsize = mem_size(f->type);
+    o->dsize = trace_field_msize(f);
     hid_t mt = H5Tget_member_type(ftype, (unsigned)idx);
     if (mt < 0 || !o->dsize) {
         if (mt >= 0)
@@ -193,8 +197,9 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
     int rc;
     switch (f->type) {
     case FT_F32: case FT_F64: rc = plan_float(o, mt, f->type); break;
-    case FT_KIND: case FT_CODE: rc = plan_enum(o, mt, f->type); break;
+    case FT_KIND: case FT_CODE: case FT_SCALING: rc = plan_enum(o, mt, f->type); break;
     case FT_HIST: rc = plan_bins(o, mt); break;
+    case FT_STR: rc = plan_str(o, mt); break;
     default: rc = plan_int(o, mt, f->type); break;
     }
     H5Tclose(mt);
@@ -254,6 +259,7 @@ trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uin
         return NULL;
     }
     p->tb = tb;
+    p->absent = absent;
     int ok = plan_storage(p, d, ftype) == 0;
     for (size_t i = 0; ok && i < tb->nfields; i++) {
         if (i < 64 && (absent & (UINT64_C(1) << i)))
@@ -273,6 +279,7 @@ void trace_chunks_free(trace_chunks *p)
 {
     if (!p)
         return;
+    trace_chunks_cancel(p);
     free(p->ops);
     free(p);
 }
@@ -281,35 +288,109 @@ void trace_chunks_free(trace_chunks *p)
  * Decoding
  * ------------------------------------------------------------------------------------------ */
 
-/* The n bytes of a little-endian value, stride apart (shuffled: the chunk's row count). */
-static inline uint64_t gather_n(const unsigned char *p, size_t stride, size_t n)
+/* ------------------------------------------------------------------------------------------
+ * Unshuffling: byte b of row i of a shuffled chunk of `rows` rows is at b * rows + i. Rows are
+ * put back together BLOCK_ROWS at a time into a small row-major scratch buffer (SSE2 transposes
+ * 8 bytes of 16 rows in registers), from which the fields are converted.
+ * ------------------------------------------------------------------------------------------ */
+
+#define BLOCK_ROWS 16
+#define BLOCK_MAX_ROW 4096 /* longer rows are unshuffled one at a time */
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+
+/* Bytes [b, b + 8) of 16 rows (from row i0) into out (rows row_size apart). */
+static void unshuffle_8x16(const unsigned char *data, size_t rows, size_t row_size, size_t i0,
+                           size_t b, unsigned char *out)
 {
-    uint64_t u = 0;
-    for (size_t k = 0; k < n; k++)
-        u |= (uint64_t)p[k * stride] << (8 * k);
-    return u;
+    __m128i v[8], a[8], c[8];
+    for (int k = 0; k < 8; k++)
+        v[k] = _mm_loadu_si128((const __m128i *)(const void *)(data + (b + (size_t)k) * rows + i0));
+    for (int k = 0; k < 4; k++) { /* pairs of bytes: a[2k] rows 0-7, a[2k+1] rows 8-15 */
+        a[2 * k] = _mm_unpacklo_epi8(v[2 * k], v[2 * k + 1]);
+        a[2 * k + 1] = _mm_unpackhi_epi8(v[2 * k], v[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) { /* four bytes: c[4k + q] rows 4q..4q+3 of bytes 4k..4k+3 */
+        c[4 * k] = _mm_unpacklo_epi16(a[4 * k], a[4 * k + 2]);
+        c[4 * k + 1] = _mm_unpackhi_epi16(a[4 * k], a[4 * k + 2]);
+        c[4 * k + 2] = _mm_unpacklo_epi16(a[4 * k + 1], a[4 * k + 3]);
+        c[4 * k + 3] = _mm_unpackhi_epi16(a[4 * k + 1], a[4 * k + 3]);
+    }
+    for (int q = 0; q < 4; q++) { /* eight bytes: rows 4q .. 4q+3 */
+        __m128i lo = _mm_unpacklo_epi32(c[q], c[4 + q]), hi = _mm_unpackhi_epi32(c[q], c[4 + q]);
+        unsigned char *o = out + (size_t)(4 * q) * row_size + b;
+        _mm_storel_epi64((__m128i *)(void *)o, lo);
+        _mm_storel_epi64((__m128i *)(void *)(o + row_size), _mm_unpackhi_epi64(lo, lo));
+        _mm_storel_epi64((__m128i *)(void *)(o + 2 * row_size), hi);
+        _mm_storel_epi64((__m128i *)(void *)(o + 3 * row_size), _mm_unpackhi_epi64(hi, hi));
+    }
+}
+#endif
+
+/* Rows [i0, i0 + n) of a shuffled chunk of `rows` rows into n rows of row_size bytes at out. */
+static void unshuffle_rows(const unsigned char *data, size_t rows, size_t row_size, size_t i0,
+                           size_t n, unsigned char *out)
+{
+    size_t b = 0;
+#ifdef __SSE2__
+    if (n == 16)
+        for (; b + 8 <= row_size; b += 8)
+            unshuffle_8x16(data, rows, row_size, i0, b, out);
+#endif
+    for (; b < row_size; b++)
+        for (size_t i = 0; i < n; i++)
+            out[i * row_size + b] = data[b * rows + i0 + i];
 }
 
-static inline uint64_t gather(const unsigned char *p, size_t stride, size_t n)
+/* The ssize bytes of a little-endian value at p (the host is little-endian). */
+static inline uint64_t load_le(const unsigned char *p, size_t ssize)
 {
-    switch (n) { /* constant sizes: unrolled */
-    case 8: return gather_n(p, stride, 8);
-    case 4: return gather_n(p, stride, 4);
-    case 1: return p[0];
-    default: return gather_n(p, stride, n);
+    uint64_t u8;
+    uint32_t u4;
+    uint16_t u2;
+    switch (ssize) { /* constant sizes: single loads */
+    case 8: memcpy(&u8, p, 8); return u8;
+    case 4: memcpy(&u4, p, 4); return u4;
+    case 2: memcpy(&u2, p, 2); return u2;
+    default: return p[0];
     }
 }
 
-/* One field of a stored row (its first byte at row, the next ones stride apart) into rec. */
-static inline void convert_field(const struct fieldop *o, const unsigned char *row, size_t stride,
-                                 unsigned char *rec)
+/* The low size bytes of u at p. */
+static inline void store_le(unsigned char *p, uint64_t u, size_t size)
+{
+    uint32_t u4 = (uint32_t)u;
+    uint16_t u2 = (uint16_t)u;
+    switch (size) {
+    case 8: memcpy(p, &u, 8); break;
+    case 4: memcpy(p, &u4, 4); break;
+    case 2: memcpy(p, &u2, 2); break;
+    default: p[0] = (unsigned char)u; break;
+    }
+}
+
+/* One field of a stored row (row-major) into rec. */
+static inline void convert_field(const struct fieldop *o, const unsigned char *row, unsigned char *rec)
 {
     if (o->op == OP_BYTES) {
-        for (size_t k = 0; k < o->ssize; k++)
-            rec[o->dst + k] = row[(o->src + k) * stride];
+        memcpy(rec + o->dst, row + o->src, o->ssize);
         return;
     }
-    uint64_t u = gather(row + o->src * stride, stride, o->ssize);
+    if (o->op == OP_STR) {
+        const unsigned char *nul = memchr(row + o->src, 0, o->ssize);
+        size_t n = nul ? (size_t)(nul - (row + o->src)) : o->ssize;
+        n = n < o->dsize ? n : o->dsize;
+        memcpy(rec + o->dst, row + o->src, n);
+        memset(rec + o->dst + n, 0, o->dsize - n);
+        rec[o->dst + o->dsize - 1] = 0;
+        return;
+    }
+    uint64_t u = load_le(row + o->src, o->ssize);
+    if (o->op == OP_COPY) { /* same size (1, 2, 4 or 8 bytes) */
+        store_le(rec + o->dst, u, o->ssize);
+        return;
+    }
     if (o->op == OP_ENUM) {
         int32_t v = o->map[u & 0xff];
         memcpy(rec + o->dst, &v, 4);
@@ -323,13 +404,35 @@ static inline void convert_field(const struct fieldop *o, const unsigned char *r
         memcpy(rec + o->dst, &v, 8);
         return;
     }
-    if (o->op == OP_INT && o->is_signed && ((u >> (8 * o->ssize - 1)) & 1))
+    if (o->is_signed && ((u >> (8 * o->ssize - 1)) & 1))
         u |= ~UINT64_C(0) << (8 * o->ssize);
-    if (o->dsize == 8) {
-        memcpy(rec + o->dst, &u, 8);
-    } else {
-        uint32_t v = (uint32_t)u;
-        memcpy(rec + o->dst, &v, 4);
+    store_le(rec + o->dst, u, o->dsize);
+}
+
+/* A field of size bytes copied from n rows (ss bytes apart) to n records (ds apart); size is a
+ * constant where it is called, so each copy is one load and one store. */
+static inline void copy_fixed(unsigned char *d, size_t ds, const unsigned char *s, size_t ss, size_t n,
+                              size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        memcpy(d + i * ds, s + i * ss, size);
+}
+
+/* n row-major stored rows into records at out, field by field. */
+static void convert_rows(const trace_chunks *p, const unsigned char *rows, size_t n, unsigned char *out)
+{
+    size_t ss = p->row_size, ds = p->tb->rec_size;
+    for (size_t k = 0; k < p->nops; k++) {
+        const struct fieldop *o = &p->ops[k];
+        unsigned char *d = out + o->dst;
+        const unsigned char *s = rows + o->src;
+        if (o->op == OP_COPY && o->ssize == 8)
+            copy_fixed(d, ds, s, ss, n, 8);
+        else if (o->op == OP_COPY && o->ssize == 4)
+            copy_fixed(d, ds, s, ss, n, 4);
+        else
+            for (size_t i = 0; i < n; i++)
+                convert_field(o, rows + i * ss, out + i * ds);
     }
 }
 
@@ -346,12 +449,19 @@ struct worker {
     struct chunk_job *jobs;
     size_t njobs, first, step; /* jobs first, first + step, ... */
     unsigned char *plain;        /* scratch: one chunk inflated */
+    unsigned char *block;        /* scratch: block_rows(p) rows unshuffled */
     struct libdeflate_decompressor *d; /* NULL: zlib */
     int failed;
+    int bad_step;
 };
 
+static size_t block_rows(const trace_chunks *p)
+{
+    return p->row_size <= BLOCK_MAX_ROW ? BLOCK_ROWS : 1;
+}
+
 static int decode_chunk(const trace_chunks *p, const struct chunk_job *j, unsigned char *plain,
-                        struct libdeflate_decompressor *d)
+                        unsigned char *block, struct libdeflate_decompressor *d)
 {
     size_t size = p->chunk_rows * p->row_size;
     const unsigned char *data = j->raw;
@@ -362,13 +472,28 @@ static int decode_chunk(const trace_chunks *p, const struct chunk_job *j, unsign
     } else if (j->raw_size != size) {
         return -1;
     }
-    /* shuffled, byte b of row i is at b * rows + i: field by field, the bytes are read in
-     * order */
-    size_t stride = p->shuffle ? p->chunk_rows : 1, step = p->shuffle ? 1 : p->row_size;
-    for (size_t k = 0; k < p->nops; k++)
-        for (size_t i = j->from; i < j->to; i++)
-            convert_field(&p->ops[k], data + i * step, stride,
-                          j->out + (i - j->from) * p->tb->rec_size);
+    if (!p->shuffle) {
+        convert_rows(p, data + j->from * p->row_size, j->to - j->from, j->out);
+        return 0;
+    }
+    size_t nb = block_rows(p);
+    for (size_t i = j->from; i < j->to; i += nb) {
+        size_t n = j->to - i < nb ? j->to - i : nb;
+        unshuffle_rows(data, p->chunk_rows, p->row_size, i, n, block);
+        convert_rows(p, block, n, j->out + (i - j->from) * p->tb->rec_size);
+    }
+    return 0;
+}
+
+/* A chunk's rows decoded, then fixed up as the HDF5 path fixes them (while they are in cache);
+ * *bad_step set when a step is outside the limit. */
+static int decode_job(const trace_chunks *p, const struct chunk_job *j, unsigned char *plain,
+                      unsigned char *block, struct libdeflate_decompressor *d, int *bad_step)
+{
+    if (decode_chunk(p, j, plain, block, d))
+        return -1;
+    trace_rows_fix(p->tb, p->absent, j->out, j->to - j->from);
+    *bad_step |= trace_rows_bad_step(p->tb, j->out, j->to - j->from);
     return 0;
 }
 
@@ -376,7 +501,7 @@ static void *work(void *arg)
 {
     struct worker *w = arg;
     for (size_t k = w->first; k < w->njobs && !w->failed; k += w->step)
-        if (decode_chunk(w->p, &w->jobs[k], w->plain, w->d))
+        if (decode_job(w->p, &w->jobs[k], w->plain, w->block, w->d, &w->bad_step))
             w->failed = 1;
     return NULL;
 }
@@ -402,52 +527,155 @@ static int read_raw(trace_chunks *p, hid_t d, size_t first, size_t count, void *
     return 0;
 }
 
-/* Decode the jobs on up to nthreads threads (this one included). */
-static int decode_all(trace_chunks *p, struct chunk_job *jobs, size_t njobs)
-{
-    int nt = (size_t)p->nthreads < njobs ? p->nthreads : (int)njobs;
+/* ------------------------------------------------------------------------------------------
+ * Batches: the rows of one read, their chunks' stored bytes and the workers that decode them.
+ * A read decodes its batch on the workers' threads and its own; a prefetch (the rows a reader
+ * reading the table in order asks for next) starts every worker on a thread of its own and
+ * returns: the caller works on the rows it has while the next ones are decoded.
+ * ------------------------------------------------------------------------------------------ */
+
+struct batch {
+    size_t first, count;
+    unsigned char *buf; /* the records */
+    struct chunk_job *jobs;
+    unsigned char **raw;
+    size_t njobs;
+    int nt;
     struct worker w[MAX_THREADS];
     pthread_t th[MAX_THREADS];
-    int started[MAX_THREADS] = {0}, rc = 0;
+    int started[MAX_THREADS];
+};
+
+/* Free what a batch holds but its records (all threads joined). */
+static void batch_release(struct batch *b)
+{
+    for (int t = 0; t < b->nt; t++) {
+        free(b->w[t].plain);
+        free(b->w[t].block);
+        if (b->w[t].d)
+            ld.release(b->w[t].d);
+    }
+    for (size_t k = 0; b->raw && k < b->njobs; k++)
+        free(b->raw[k]);
+    free(b->raw);
+    free(b->jobs);
+    b->nt = 0;
+    b->raw = NULL;
+    b->jobs = NULL;
+}
+
+/* Read the stored bytes of rows [first, first + count) (through HDF5, on this thread) and make
+ * the workers that decode them into buf. 0, or -1 (b released). */
+static int batch_setup(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf,
+                       struct batch *b)
+{
+    memset(b, 0, sizeof *b);
+    b->first = first;
+    b->count = count;
+    b->buf = buf;
+    b->njobs = (first + count - 1) / p->chunk_rows - first / p->chunk_rows + 1;
+    b->jobs = calloc(b->njobs, sizeof *b->jobs);
+    b->raw = calloc(b->njobs, sizeof *b->raw);
+    int rc = !b->jobs || !b->raw ? -1 : read_raw(p, d, first, count, buf, b->jobs, b->njobs, b->raw);
     size_t size = p->chunk_rows * p->row_size;
     pthread_once(&ld_once, ld_load);
-    for (int t = 0; t < nt; t++) {
-        w[t] = (struct worker){p, jobs, njobs, (size_t)t, (size_t)nt, malloc(size),
-                               ld.alloc ? ld.alloc() : NULL, 0};
-        if (!w[t].plain || (ld.alloc && !w[t].d))
+    b->nt = rc ? 0 : (size_t)p->nthreads < b->njobs ? p->nthreads : (int)b->njobs;
+    for (int t = 0; t < b->nt; t++) {
+        b->w[t] = (struct worker){p, b->jobs, b->njobs, (size_t)t, (size_t)b->nt, malloc(size),
+                                  malloc(block_rows(p) * p->row_size), ld.alloc ? ld.alloc() : NULL,
+                                  0, 0};
+        if (!b->w[t].plain || !b->w[t].block || (ld.alloc && !b->w[t].d))
             rc = -1;
     }
-    for (int t = 1; t < nt && !rc; t++)
-        started[t] = pthread_create(&th[t], NULL, work, &w[t]) == 0;
-    for (int t = 1; t < nt && !rc; t++)
-        if (!started[t])
-            work(&w[t]); /* no thread: do its share here */
-    if (!rc)
-        work(&w[0]);
-    for (int t = 0; t < nt; t++) {
-        if (t > 0 && started[t])
-            pthread_join(th[t], NULL);
-        rc |= w[t].failed ? -1 : 0;
-        free(w[t].plain);
-        if (w[t].d)
-            ld.release(w[t].d);
-    }
+    if (rc)
+        batch_release(b);
     return rc;
 }
 
-int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf)
+/* Start workers [from, nt) on threads of their own. */
+static void batch_start(struct batch *b, int from)
 {
+    for (int t = from; t < b->nt; t++)
+        b->started[t] = pthread_create(&b->th[t], NULL, work, &b->w[t]) == 0;
+}
+
+/* Do here what no thread does, wait for the threads, release b. 0, or -1 when a chunk did not
+ * decode; *bad_step as trace_chunks_read says. */
+static int batch_finish(struct batch *b, int *bad_step)
+{
+    int rc = 0;
+    for (int t = 0; t < b->nt; t++)
+        if (!b->started[t])
+            work(&b->w[t]);
+    for (int t = 0; t < b->nt; t++) {
+        if (b->started[t])
+            pthread_join(b->th[t], NULL);
+        rc |= b->w[t].failed ? -1 : 0;
+        *bad_step |= b->w[t].bad_step;
+    }
+    batch_release(b);
+    return rc;
+}
+
+int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf, int *bad_step)
+{
+    *bad_step = 0;
     if (!p || count == 0)
         return -1;
-    size_t njobs = (first + count - 1) / p->chunk_rows - first / p->chunk_rows + 1;
-    struct chunk_job *jobs = calloc(njobs, sizeof *jobs);
-    unsigned char **raw = calloc(njobs, sizeof *raw);
-    int rc = !jobs || !raw ? -1 : read_raw(p, d, first, count, buf, jobs, njobs, raw);
-    if (!rc)
-        rc = decode_all(p, jobs, njobs);
-    for (size_t k = 0; raw && k < njobs; k++)
-        free(raw[k]);
-    free(raw);
-    free(jobs);
-    return rc;
+    trace_chunks_cancel(p); /* a read the prefetch did not foresee */
+    struct batch b;
+    if (batch_setup(p, d, first, count, buf, &b))
+        return -1;
+    batch_start(&b, 1); /* worker 0 on this thread */
+    return batch_finish(&b, bad_step);
+}
+
+void trace_chunks_prefetch(trace_chunks *p, hid_t d, size_t first, size_t count)
+{
+    if (!p)
+        return;
+    trace_chunks_cancel(p);
+    if (count < 2 * p->chunk_rows || count > SIZE_MAX / p->tb->rec_size)
+        return; /* small reads are not worth a thread */
+    struct batch *b = malloc(sizeof *b);
+    void *buf = malloc(count * p->tb->rec_size);
+    if (!b || !buf || batch_setup(p, d, first, count, buf, b)) {
+        free(b);
+        free(buf);
+        return;
+    }
+    batch_start(b, 0);
+    p->pre = b;
+}
+
+void *trace_chunks_take(trace_chunks *p, size_t first, size_t count, int *bad_step)
+{
+    *bad_step = 0;
+    if (!p || !p->pre)
+        return NULL;
+    if (p->pre->first != first || p->pre->count != count) {
+        trace_chunks_cancel(p);
+        return NULL;
+    }
+    struct batch *b = p->pre;
+    p->pre = NULL;
+    void *buf = b->buf;
+    if (batch_finish(b, bad_step)) {
+        free(buf);
+        buf = NULL; /* read again: that read reports the error */
+        *bad_step = 0;
+    }
+    free(b);
+    return buf;
+}
+
+void trace_chunks_cancel(trace_chunks *p)
+{
+    if (!p || !p->pre)
+        return;
+    int bad_step = 0;
+    batch_finish(p->pre, &bad_step);
+    free(p->pre->buf);
+    free(p->pre);
+    p->pre = NULL;
 }

@@ -64,6 +64,16 @@ int ampdiag_event_parse(const char *name) { return parse_name(event_names, AMPDI
 int ampdiag_status_parse(const char *name) { return parse_name(status_names, NSTATUS, name); }
 int ampdiag_scaling_parse(const char *name) { return parse_name(scaling_names, AMPDIAG_NSCALINGS, name); }
 
+int trace_enum_parse(trace_ftype t, const char *name)
+{
+    switch (t) {
+    case FT_KIND: return ampdiag_kind_parse(name);
+    case FT_CODE: return ampdiag_event_parse(name);
+    case FT_SCALING: return ampdiag_scaling_parse(name);
+    default: return -1;
+    }
+}
+
 /* ------------------------------------------------------------------------------------------
  * Tables
  * ------------------------------------------------------------------------------------------ */
@@ -556,4 +566,82 @@ int trace_copy_text(char *dst, size_t size, const char *src, size_t srcmax)
     memcpy(dst, src, len);
     memset(dst + len, 0, size - len);
     return (int)cut;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Rows read
+ * ------------------------------------------------------------------------------------------ */
+
+/* Enum values this version does not know (negative, see enum_mtype) all read as -1. */
+static void fix_unknown_enums(const trace_table *tb, void *rows, size_t n)
+{
+    for (size_t f = 0; f < tb->nfields; f++) {
+        if (tb->fields[f].type != FT_KIND && tb->fields[f].type != FT_CODE &&
+            tb->fields[f].type != FT_SCALING)
+            continue;
+        for (size_t i = 0; i < n; i++) {
+            char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
+            int32_t v;
+            memcpy(&v, p, sizeof v);
+            if (v < 0) {
+                v = -1;
+                memcpy(p, &v, sizeof v);
+            }
+        }
+    }
+}
+
+size_t trace_field_msize(const trace_field *f)
+{
+    switch (f->type) {
+    case FT_I64: case FT_U64: case FT_F64: return 8;
+    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: case FT_SCALING: return 4;
+    case FT_STR: return f->size;
+    case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
+    }
+    return 0;
+}
+
+/* Optional fields the file lacks read as 0 (the memory type leaves them out, so HDF5 does not
+ * write them); a float one as NaN (not recorded: 0 would be a value). */
+static void clear_absent(const trace_table *tb, uint64_t absent, void *rows, size_t n)
+{
+    for (size_t f = 0; f < tb->nfields && f < 64; f++) {
+        if (!(absent & (UINT64_C(1) << f)))
+            continue;
+        size_t size = trace_field_msize(&tb->fields[f]);
+        char *p = (char *)rows + tb->fields[f].offset;
+        if (tb->fields[f].type == FT_F64) {
+            double nan = NAN;
+            for (size_t i = 0; i < n; i++)
+                memcpy(p + i * tb->rec_size, &nan, sizeof nan);
+        } else if (size == sizeof(uint64_t)) { /* the common case: one store each */
+            uint64_t zero = 0;
+            for (size_t i = 0; i < n; i++)
+                memcpy(p + i * tb->rec_size, &zero, sizeof zero);
+        } else {
+            for (size_t i = 0; i < n; i++)
+                memset(p + i * tb->rec_size, 0, size);
+        }
+    }
+}
+
+void trace_rows_fix(const trace_table *tb, uint64_t absent, void *rows, size_t n)
+{
+    fix_unknown_enums(tb, rows, n);
+    if (absent)
+        clear_absent(tb, absent, rows, n);
+}
+
+int trace_rows_bad_step(const trace_table *tb, const void *rows, size_t n)
+{
+    if (tb->key_is_i32)
+        return 0;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t k;
+        memcpy(&k, (const char *)rows + i * tb->rec_size + tb->key_offset, sizeof k);
+        bad |= k > AMPDIAG_TRACE_MAX_STEP || k < -AMPDIAG_TRACE_MAX_STEP;
+    }
+    return bad;
 }

@@ -62,8 +62,24 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file);
 hid_t trace_table_type(const trace_table *tb, int for_file);
 /* The same with only the fields this version writes (no v1_only field): the writer's types. */
 hid_t trace_table_wtype(const trace_table *tb, int for_file);
+/* This version's value of an enum member name of an enum field type (FT_KIND, FT_CODE,
+ * FT_SCALING); -1 when it does not know the name. */
+int trace_enum_parse(trace_ftype t, const char *name);
 /* Fill a record with the table's fill value (key = -1, floats NaN, the rest 0). */
 void trace_fill_record(const trace_table *tb, void *rec);
+
+/* Steps must lie in [-2^53, 2^53] (traces/FORMAT.md, "Limits"): differences of steps and their
+ * conversion to double are then exact, and never overflow int64. */
+#define AMPDIAG_TRACE_MAX_STEP (INT64_C(1) << 53)
+/* Bytes a field takes in the public record (see trace_ftype). */
+size_t trace_field_msize(const trace_field *f);
+/* Rows as read, made what the public records promise: enum values this version does not know
+ * (negative) read as -1; optional fields the file lacks (bit i of absent: field i) as 0, a float
+ * one as NaN (not recorded: 0 would be a value). */
+void trace_rows_fix(const trace_table *tb, uint64_t absent, void *rows, size_t n);
+/* 1 when a row's step lies outside [-AMPDIAG_TRACE_MAX_STEP, AMPDIAG_TRACE_MAX_STEP] (tables
+ * keyed by step), else 0. */
+int trace_rows_bad_step(const trace_table *tb, const void *rows, size_t n);
 
 /* Errors: a per-thread message buffer. trace_fail formats it and returns code. */
 int trace_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -35,8 +35,6 @@
  * read-write with it clears the superblock status flags. */
 #define CLEAR_STATUS_FLAGS_PROP "clear_status_flags"
 
-#define AMPDIAG_TRACE_MAX_STEP (INT64_C(1) << 53)
-
 struct ampdiag_trace_reader {
     char *path;
     hid_t file;
@@ -609,7 +607,7 @@ static const char *expected_name(trace_ftype t)
  * Memory enum for an enum column: this version's names with their values, plus any name the
  * file's enum has that this version does not know (a later writer's) mapped to -1, -2, ...:
  * HDF5 refuses to convert an enum whose names the destination lacks. Rows with such a value
- * read as -1 (see fix_unknown_enums).
+ * read as -1 (see trace_rows_fix).
  */
 static hid_t enum_mtype(trace_ftype t, hid_t ft)
 {
@@ -622,9 +620,7 @@ static hid_t enum_mtype(trace_ftype t, hid_t ft)
         char *name = H5Tget_member_name(ft, (unsigned)i);
         if (!name)
             goto fail;
-        int known = t == FT_KIND   ? ampdiag_kind_parse(name)
-                    : t == FT_CODE ? ampdiag_event_parse(name)
-                                   : ampdiag_scaling_parse(name);
+        int known = trace_enum_parse(t, name);
         herr_t rc = 0;
         if (known < 0) {
             int32_t v = next--;
@@ -727,7 +723,7 @@ static int build_mtype(ampdiag_trace_reader *r, int t, hid_t ftype)
         const trace_field *f = &tb->fields[i];
         int idx = H5Tget_member_index(ftype, f->name);
         if (idx < 0 && f->optional && i < 64) {
-            r->absent[t] |= UINT64_C(1) << i; /* read as 0 (clear_absent) */
+            r->absent[t] |= UINT64_C(1) << i; /* read as 0 (trace_rows_fix) */
             continue;
         }
         if (idx < 0) {
@@ -1162,60 +1158,7 @@ void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_count
  * Reading tables
  * ------------------------------------------------------------------------------------------ */
 
-/* Enum values this version does not know (negative, see enum_mtype) all read as -1. */
-static void fix_unknown_enums(const trace_table *tb, void *rows, size_t n)
-{
-    for (size_t f = 0; f < tb->nfields; f++) {
-        if (tb->fields[f].type != FT_KIND && tb->fields[f].type != FT_CODE &&
-            tb->fields[f].type != FT_SCALING)
-            continue;
-        for (size_t i = 0; i < n; i++) {
-            char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
-            int32_t v;
-            memcpy(&v, p, sizeof v);
-            if (v < 0) {
-                v = -1;
-                memcpy(p, &v, sizeof v);
-            }
-        }
-    }
-}
-
-/* Bytes a field takes in the public record (see trace_ftype). */
-static size_t field_msize(const trace_field *f)
-{
-    switch (f->type) {
-    case FT_I64: case FT_U64: case FT_F64: return 8;
-    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: case FT_SCALING: return 4;
-    case FT_STR: return f->size;
-    case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
-    }
-    return 0;
-}
-
-/* Optional fields the file lacks read as 0 (the memory type leaves them out, so HDF5 does not
- * write them); a float one as NaN (not recorded: 0 would be a value). */
-static void clear_absent(const ampdiag_trace_reader *r, int t, void *rows, size_t n)
-{
-    const trace_table *tb = &trace_tables[t];
-    for (size_t f = 0; f < tb->nfields && f < 64; f++) {
-        if (!(r->absent[t] & (UINT64_C(1) << f)))
-            continue;
-        size_t size = field_msize(&tb->fields[f]);
-        for (size_t i = 0; i < n; i++) {
-            char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
-            if (tb->fields[f].type == FT_F64) {
-                double nan = NAN;
-                memcpy(p, &nan, sizeof nan);
-            } else {
-                memset(p, 0, size);
-            }
-        }
-    }
-}
-
-/* Steps must lie in [-2^53, 2^53] (traces/FORMAT.md, "Limits"): differences of steps and their
- * conversion to double are then exact, and never overflow int64. */
+/* The first row whose step lies outside [-2^53, 2^53] (traces/FORMAT.md, "Limits"), named. */
 static int check_steps(const ampdiag_trace_reader *r, int t, const void *rows, size_t first,
                        size_t n)
 {
@@ -1232,11 +1175,14 @@ static int check_steps(const ampdiag_trace_reader *r, int t, const void *rows, s
     return 0;
 }
 
-/* Rows [first, first + count) of table t into buf: from the stored chunks where that works,
- * else through HDF5 (which converts). 1 when read. */
-static int read_rows(ampdiag_trace_reader *r, int t, size_t first, size_t count, void *buf)
+/* Rows [first, first + count) of table t into buf, fixed up (trace_rows_fix): from the stored
+ * chunks where that works, else through HDF5 (which converts). 1 when read; *bad_step is set
+ * when a step lies outside the limit. */
+static int read_rows(ampdiag_trace_reader *r, int t, size_t first, size_t count, void *buf,
+                     int *bad_step)
 {
-    if (r->chunks[t] && trace_chunks_read(r->chunks[t], r->dset[t], first, count, buf) == 0)
+    const trace_table *tb = &trace_tables[t];
+    if (r->chunks[t] && trace_chunks_read(r->chunks[t], r->dset[t], first, count, buf, bad_step) == 0)
         return 1;
     if (r->chunks[t])
         H5Eclear2(H5E_DEFAULT);
@@ -1246,7 +1192,20 @@ static int read_rows(ampdiag_trace_reader *r, int t, size_t first, size_t count,
              H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &cnt, NULL) >= 0 &&
              H5Dread(r->dset[t], r->mtype[t], ms, fs, H5P_DEFAULT, buf) >= 0;
     trace_h5_io_end(ok, ms, fs);
+    if (ok) {
+        trace_rows_fix(tb, r->absent[t], buf, count);
+        *bad_step = trace_rows_bad_step(tb, buf, count);
+    }
     return ok;
+}
+
+/* A table read in order is read on: the next rows of the same number (or those left) start
+ * decoding now (trace_chunks_prefetch). */
+static void prefetch_next(ampdiag_trace_reader *r, int t, size_t next, size_t count)
+{
+    size_t left = r->rows[t] - next;
+    trace_chunks_prefetch(r->chunks[t], r->dset[t], next, left < count ? left : count);
+    H5Eclear2(H5E_DEFAULT);
 }
 
 static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, void **out,
@@ -1267,13 +1226,18 @@ static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, 
         return 0;
     if (count > SIZE_MAX / tb->rec_size)
         return trace_fail(AMPDIAG_TRACE_ENOMEM, "reading %s of '%s': too many rows", tb->path, r->path);
-    void *buf = malloc(count * tb->rec_size);
-    if (!buf)
+    int bad_step = 0;
+    void *buf = trace_chunks_take(r->chunks[t], first, count, &bad_step);
+    int ok = buf != NULL;
+    if (!buf && !(buf = malloc(count * tb->rec_size)))
         return trace_fail(AMPDIAG_TRACE_ENOMEM, "out of memory reading %zu rows of %s from '%s'",
                           count, tb->path, r->path);
     trace_quiet q;
     trace_quiet_begin(&q);
-    int ok = read_rows(r, t, first, count, buf);
+    if (!ok)
+        ok = read_rows(r, t, first, count, buf, &bad_step);
+    if (ok && r->chunks[t] && first + count < rows)
+        prefetch_next(r, t, first + count, count);
     int rc = 0;
     if (!ok) {
         trace_h5err e;
@@ -1291,12 +1255,10 @@ static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, 
     trace_quiet_end(&q);
     if (rc)
         return rc;
-    if (!tb->key_is_i32 && (rc = check_steps(r, t, buf, first, count))) {
+    if (bad_step && (rc = check_steps(r, t, buf, first, count))) {
         free(buf);
         return rc;
     }
-    fix_unknown_enums(tb, buf, count);
-    clear_absent(r, t, buf, count);
     *out = buf;
     *n = count;
     return 0;
@@ -1333,6 +1295,10 @@ READ_WRAPPER(ampdiag_trace_tensor, TBL_TENSORS, first, max)
 int ampdiag_trace_read_hists(ampdiag_trace_reader *r, size_t first, size_t max,
                              ampdiag_trace_hist **out, size_t *n)
 READ_WRAPPER(ampdiag_trace_hist, TBL_HISTS, first, max)
+
+int ampdiag_trace_read_steps_range(ampdiag_trace_reader *r, size_t first, size_t max,
+                                   ampdiag_trace_step **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_step, TBL_STEPS, first, max)
 
 int ampdiag_trace_read_formats(ampdiag_trace_reader *r, ampdiag_trace_format **out, size_t *n)
 READ_WRAPPER(ampdiag_trace_format, TBL_FORMATS, 0, SIZE_MAX)
