@@ -1,25 +1,46 @@
 /*
  * fp8.c - delayed-scaling FP8 what-if counts (fp8.h).
+ *
+ * What a traced step would otherwise compute again: the maximum of each amax history is kept as
+ * the window slides (a queue of the values that can still be the maximum, TE's history max
+ * without reading 1024 values per tensor and format each step), and the counts that a
+ * tensor's statistics already settle are not counted again (fp8_counts_known): with the largest
+ * |x| below the overflow threshold and the smallest non-zero |x| at or above the normal one, a
+ * format's three counts are 0, and its pass over the values is left out. With AMPDIAG_TRACE_PLAIN
+ * set in the environment (fp8_delayed_create reads it) every history is read whole and every
+ * format counted by a pass, the way the records are checked against (tests/t_trace_fused.sh).
  */
 #include "train/fp8.h"
 
+#include "numerics/numfmt.h"
+
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 const ampdiag_format fp8_formats[FP8_NFORMATS] = {AMPDIAG_E4M3, AMPDIAG_E5M2};
 
-/* The amax history of one (layer, kind): a ring of the last `len` amax values, and the scale
- * each format used last. */
+/* The amax history of one (layer, kind): a ring of the last `len` amax values, the scale each
+ * format used last, and the queue of the history's maximum: the positions (in the count of
+ * values entered) of the values not NaN that no later value is at least as large as, oldest
+ * first, their values decreasing; and how many NaNs the history holds. */
 typedef struct fp8_ring {
     float *amax;  /* [history] */
     int n, head;  /* values held; where the next one goes */
     float scale[FP8_NFORMATS];
+    uint64_t entered;    /* values entered so far */
+    uint64_t *qpos;      /* [history]: the queue, a ring of positions ... */
+    float *qval;         /* [history]: ... and their values */
+    int qhead, qn;
+    int nans;
 } fp8_ring;
 
 struct fp8_delayed {
     int nlayers, history, margin;
+    int plain;       /* AMPDIAG_TRACE_PLAIN: read every history whole, count every format */
     fp8_ring *rings; /* [nlayers * FP8_NKINDS] */
-    float *store;    /* the rings' values */
+    float *store;    /* the rings' values, then the queues' values */
+    uint64_t *qstore;
 };
 
 fp8_delayed *fp8_delayed_create(int nlayers, int history, int margin)
@@ -29,15 +50,20 @@ fp8_delayed *fp8_delayed_create(int nlayers, int history, int margin)
     fp8_delayed *d = calloc(1, sizeof *d);
     size_t nr = (size_t)(nlayers ? nlayers : 1) * FP8_NKINDS;
     if (!d || !(d->rings = calloc(nr, sizeof *d->rings)) ||
-        !(d->store = calloc(nr * (size_t)history, sizeof *d->store))) {
+        !(d->store = calloc(2 * nr * (size_t)history, sizeof *d->store)) ||
+        !(d->qstore = calloc(nr * (size_t)history, sizeof *d->qstore))) {
         fp8_delayed_free(d);
         return NULL;
     }
     d->nlayers = nlayers;
     d->history = history;
     d->margin = margin;
+    const char *plain = getenv("AMPDIAG_TRACE_PLAIN");
+    d->plain = plain && *plain && strcmp(plain, "0") != 0;
     for (size_t i = 0; i < nr; i++) {
         d->rings[i].amax = d->store + i * (size_t)history;
+        d->rings[i].qval = d->store + (nr + i) * (size_t)history;
+        d->rings[i].qpos = d->qstore + i * (size_t)history;
         for (int f = 0; f < FP8_NFORMATS; f++)
             d->rings[i].scale[f] = 1.0f; /* TE's initial scale */
     }
@@ -48,6 +74,7 @@ void fp8_delayed_free(fp8_delayed *d)
 {
     if (!d)
         return;
+    free(d->qstore);
     free(d->store);
     free(d->rings);
     free(d);
@@ -64,6 +91,58 @@ static float amax_of(const ampdiag_tstats *s)
     return s->n_neg + s->n_pos ? s->absmax : 0.0f;
 }
 
+/* Enter amax into the history of `history` values: into the ring, and into the queue of its
+ * maximum (dropping the position that left the window, and the values amax outdoes). */
+static void ring_push(fp8_ring *r, int history, float amax)
+{
+    if (r->n == history && isnan(r->amax[r->head]))
+        r->nans--;
+    r->amax[r->head] = amax;
+    r->head = (r->head + 1) % history;
+    if (r->n < history)
+        r->n++;
+    uint64_t pos = r->entered++;
+    if (r->qn > 0 && r->qpos[r->qhead] + (uint64_t)history <= pos) { /* left the window */
+        r->qhead = (r->qhead + 1) % history;
+        r->qn--;
+    }
+    if (isnan(amax)) {
+        r->nans++;
+        return;
+    }
+    while (r->qn > 0 && !(r->qval[(r->qhead + r->qn - 1) % history] > amax))
+        r->qn--;
+    int at = (r->qhead + r->qn++) % history;
+    r->qpos[at] = pos;
+    r->qval[at] = amax;
+}
+
+/* The history's maximum as ampdiag_delayed_scale finds it (NaN when it holds one), as a history
+ * of one value; *len 0 when it is empty. */
+static float ring_max(const fp8_ring *r, size_t *len)
+{
+    *len = r->n > 0;
+    if (r->nans)
+        return NAN;
+    return r->qn > 0 ? r->qval[r->qhead] : -INFINITY; /* (no value but NaNs: not reached) */
+}
+
+/* Whether the statistics s of a tensor settle its counts under the thresholds t
+ * (ampdiag_scaled_thresholds) without a pass, the kernel's compares on |x| bit patterns: no
+ * finite |x| at or above the overflow threshold, and no non-zero finite |x| at or below the
+ * underflow threshold or below the normal one (NaN and inf are never in those ranges). */
+static int fp8_counts_known(const ampdiag_tstats *s, const uint32_t t[3])
+{
+    uint64_t nonzero = s->n_neg + s->n_pos;
+    uint64_t finite = nonzero + s->n_zero;
+    if (t[2] >= 0x7fffffffu || t[1] > 0x7fffffffu || t[0] > 0x7fffffffu)
+        return 0; /* (not a threshold the kernel's signed compares read the same way) */
+    uint32_t amax = ampdiag_f32_bits(s->absmax) & 0x7fffffffu, amin = ampdiag_f32_bits(s->absmin_nz) & 0x7fffffffu;
+    int ovf0 = finite == 0 || amax < t[0];
+    int low0 = nonzero == 0 || (amin > t[2] && amin >= t[1]);
+    return ovf0 && low0;
+}
+
 void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_tensor_kind kind,
                        const float *x, size_t n, const ampdiag_tstats *s, fp8_counts *out)
 {
@@ -72,15 +151,32 @@ void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_ten
         (int)kind >= FP8_NKINDS)
         return;
     fp8_ring *r = &d->rings[(size_t)layer * FP8_NKINDS + (size_t)kind];
-    /* the order of the values does not matter to their maximum: the ring is read whole */
-    for (int f = 0; f < FP8_NFORMATS; f++)
-        out->scale[f] = r->scale[f] = ampdiag_delayed_scale(fp8_formats[f], r->amax, (size_t)r->n, d->margin,
-                                                            r->scale[f]);
-    if (bk->whatif_scaled(bk, FP8_NFORMATS, fp8_formats, out->scale, x, n, out->c) != 0)
+    size_t len;
+    float hmax = ring_max(r, &len);
+    for (int f = 0; f < FP8_NFORMATS; f++) /* (the order of the values does not matter to their maximum) */
+        out->scale[f] = r->scale[f] = d->plain ? ampdiag_delayed_scale(fp8_formats[f], r->amax, (size_t)r->n, d->margin,
+                                                                       r->scale[f])
+                                               : ampdiag_delayed_scale(fp8_formats[f], &hmax, len, d->margin, r->scale[f]);
+    /* the formats whose counts the statistics do not settle, counted in one pass */
+    ampdiag_format fmt[FP8_NFORMATS];
+    float scale[FP8_NFORMATS];
+    int which[FP8_NFORMATS], k = 0;
+    for (int f = 0; f < FP8_NFORMATS; f++) {
+        uint32_t t[3];
+        if (ampdiag_scaled_thresholds(fp8_formats[f], out->scale[f], t) != 0)
+            return;
+        memset(out->c[f], 0, sizeof out->c[f]);
+        if (d->plain || !fp8_counts_known(s, t)) {
+            fmt[k] = fp8_formats[f];
+            scale[k] = out->scale[f];
+            which[k++] = f;
+        }
+    }
+    uint64_t c[FP8_NFORMATS][AMPDIAG_WHATIF_NCLASSES];
+    if (k > 0 && bk->whatif_scaled(bk, (size_t)k, fmt, scale, x, n, c) != 0)
         return;
-    r->amax[r->head] = amax_of(s);
-    r->head = (r->head + 1) % d->history;
-    if (r->n < d->history)
-        r->n++;
+    for (int j = 0; j < k; j++)
+        memcpy(out->c[which[j]], c[j], sizeof c[j]);
+    ring_push(r, d->history, amax_of(s));
     out->have = 1;
 }
