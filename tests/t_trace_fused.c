@@ -5,8 +5,9 @@
  * the window slides: src/train/fp8.c), against the plain way that does all of it
  * (AMPDIAG_TRACE_PLAIN=1), on the tracer thread and inline. Every dataset of the two traces is
  * compared byte for byte as stored, /steps without its wall-clock column, on runs that reach
- * every branch: FP16 and BF16 mlp and transformer runs, FP16 overflow (inf and NaN tensors),
- * tiny values (FP8 underflow), a short amax history with a negative margin (FP8 overflow).
+ * every branch: FP16 and BF16 mlp and transformer runs, FP16 overflow (NaN tensors), a
+ * diverging run (inf among finite values), tiny values (FP8 underflow), a short amax history
+ * with a negative margin (FP8 overflow).
  */
 #include "tap.h"
 
@@ -169,6 +170,7 @@ int main(void)
     check("mlp fp16", "--model mlp --precision fp16 --steps 40 --hist-every 7");
     check("transformer bf16", "--model transformer --precision bf16 --batch 4 --steps 12 --hist-every 5");
     check("mlp fp16 overflowing", "--scenario fp16-forward-overflow --steps 12 --hist-every 4");
+    check("mlp fp16 diverging (inf among finite values)", "--scenario lr-diverge --precision fp16 --steps 30 --hist-every 10");
     check("mlp fp16 tiny values", "--scenario fp16-grad-underflow --steps 25 --hist-every 10");
     check("mlp fp32, amax history 2, margin -2", "--model mlp --steps 30 --fp8-amax-history 2 --fp8-margin -2 --hist-every 0");
     char cmd[300];

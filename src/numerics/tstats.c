@@ -1216,8 +1216,38 @@ int ampdiag_hist_bin_of(float x)
     }                                                                               \
     for (int j = 0; j < (K); j++)                                                   \
         g[j] += (uint64_t)g_[j];
+SCALED_CLONES static void ge_block1(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(1) }
+SCALED_CLONES static void ge_block2(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(2) }
+SCALED_CLONES static void ge_block3(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(3) }
+SCALED_CLONES static void ge_block4(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(4) }
 SCALED_CLONES static void ge_block5(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(5) }
+SCALED_CLONES static void ge_block6(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(6) }
 SCALED_CLONES static void ge_block8(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(8) }
+
+typedef void (*ge_fn)(const float *, size_t, const uint32_t *, uint64_t *);
+
+int ampdiag_count_at_least(const float *x, size_t n, size_t k, const uint32_t *ge, uint64_t *counts)
+{
+    static const ge_fn by_k[9] = {NULL, ge_block1, ge_block2, ge_block3, ge_block4, ge_block5, ge_block6, NULL, ge_block8};
+    if (k > 8)
+        return -1;
+    for (size_t j = 0; j < k; j++)
+        if (ge[j] < 1u || ge[j] > AMPDIAG_F32_INF)
+            return -1;
+    uint32_t t[8];
+    memcpy(t, ge, k * sizeof *ge);
+    size_t kk = k;
+    while (kk < 8 && !by_k[kk])
+        t[kk++] = AMPDIAG_F32_INF; /* (7: the kernel of 8, the last counted and dropped) */
+    uint64_t g[8] = {0};
+    for (size_t done = 0; kk > 0 && done < n;) {
+        size_t nb = n - done < TSTATS_BLOCK ? n - done : TSTATS_BLOCK;
+        by_k[kk](x + done, nb, t, g);
+        done += nb;
+    }
+    memcpy(counts, g, k * sizeof *counts);
+    return 0;
+}
 
 /* The thresholds "at least" of one format's classes (t from ampdiag_scaled_thresholds): the
  * overflow threshold, the normal one, and just above the underflow one. */
@@ -1257,15 +1287,9 @@ int ampdiag_whatif_scaled_n(size_t nfmt, const ampdiag_format *fmt, const float 
         scaled_ge(t[f], ge + k);
     ge[k] = 1u;
     ge[k + 1] = AMPDIAG_F32_INF;
-    uint64_t g[8] = {0}, c[2][AMPDIAG_WHATIF_NCLASSES];
-    for (size_t done = 0; done < n;) {
-        size_t nb = n - done < TSTATS_BLOCK ? n - done : TSTATS_BLOCK;
-        if (nfmt == 2)
-            ge_block8(x + done, nb, ge, g);
-        else if (nfmt == 1)
-            ge_block5(x + done, nb, ge, g);
-        done += nb;
-    }
+    uint64_t g[8], c[2][AMPDIAG_WHATIF_NCLASSES];
+    if (ampdiag_count_at_least(x, n, k + 2, ge, g) != 0)
+        return -1; /* (not reached: every threshold is in range) */
     for (size_t f = 0; f < nfmt; f++)
         scaled_classes(g + 3 * f, g[k], g[k + 1], c[f]);
     memcpy(counts, c, nfmt * sizeof c[0]);

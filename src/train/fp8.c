@@ -2,13 +2,16 @@
  * fp8.c - delayed-scaling FP8 what-if counts (fp8.h).
  *
  * What a traced step would otherwise compute again: the maximum of each amax history is kept as
- * the window slides (a queue of the values that can still be the maximum, TE's history max
- * without reading 1024 values per tensor and format each step), and the counts that a
- * tensor's statistics already settle are not counted again (fp8_counts_known): with the largest
- * |x| below the overflow threshold and the smallest non-zero |x| at or above the normal one, a
- * format's three counts are 0, and its pass over the values is left out. With AMPDIAG_TRACE_PLAIN
- * set in the environment (fp8_delayed_create reads it) every history is read whole and every
- * format counted by a pass, the way the records are checked against (tests/t_trace_fused.sh).
+ * the window slides (a queue of the values that can still be the maximum: TE's history max
+ * without reading up to 1024 values per tensor and format each step), and of the counts behind
+ * a format's classes (how many |x| are at least its overflow, normal and just-above-underflow
+ * thresholds) those that the tensor's statistics settle are not counted again: every finite
+ * non-zero |x| lies between the smallest and the largest, NaN and inf above every threshold.
+ * Only the thresholds inside that range take a pass (the backend's count_at_least), all of them
+ * in one: typically E4M3's normal and underflow thresholds, and nothing for E5M2. With
+ * AMPDIAG_TRACE_PLAIN set in the environment (fp8_delayed_create reads it) every history is
+ * read whole and every format counted by whatif_scaled, the way the records are checked against
+ * (tests/t_trace_fused.c).
  */
 #include "train/fp8.h"
 
@@ -127,20 +130,80 @@ static float ring_max(const fp8_ring *r, size_t *len)
     return r->qn > 0 ? r->qval[r->qhead] : -INFINITY; /* (no value but NaNs: not reached) */
 }
 
-/* Whether the statistics s of a tensor settle its counts under the thresholds t
- * (ampdiag_scaled_thresholds) without a pass, the kernel's compares on |x| bit patterns: no
- * finite |x| at or above the overflow threshold, and no non-zero finite |x| at or below the
- * underflow threshold or below the normal one (NaN and inf are never in those ranges). */
-static int fp8_counts_known(const ampdiag_tstats *s, const uint32_t t[3])
+/* The counts of |x| bit patterns at least T (T in [1, inf]) that a tensor's statistics settle:
+ * NaN and inf are at least every T; the finite non-zero values all are when the smallest is,
+ * none when the largest is not (zeros never are). -1 when a pass must count. */
+static int64_t known_at_least(const ampdiag_tstats *s, uint32_t T)
 {
-    uint64_t nonzero = s->n_neg + s->n_pos;
-    uint64_t finite = nonzero + s->n_zero;
-    if (t[2] >= 0x7fffffffu || t[1] > 0x7fffffffu || t[0] > 0x7fffffffu)
-        return 0; /* (not a threshold the kernel's signed compares read the same way) */
+    uint64_t nonfinite = s->n_nan + s->n_posinf + s->n_neginf, nonzero = s->n_neg + s->n_pos;
     uint32_t amax = ampdiag_f32_bits(s->absmax) & 0x7fffffffu, amin = ampdiag_f32_bits(s->absmin_nz) & 0x7fffffffu;
-    int ovf0 = finite == 0 || amax < t[0];
-    int low0 = nonzero == 0 || (amin > t[2] && amin >= t[1]);
-    return ovf0 && low0;
+    if (nonzero == 0 || amax < T)
+        return (int64_t)nonfinite;
+    if (amin >= T)
+        return (int64_t)(nonfinite + nonzero);
+    return -1;
+}
+
+/* A format's classes from its counts at least t0, t1 and t2 + 1 (ampdiag_scaled_thresholds),
+ * as ampdiag_whatif_scaled_n derives them: overflow = #(t0 <= |x| < inf), underflow = #(0 <
+ * |x| <= t2), subnormal = #(t2 < |x| < t1). */
+static void classes_of(const ampdiag_tstats *s, const uint64_t g[3], uint64_t c[AMPDIAG_WHATIF_NCLASSES])
+{
+    c[AMPDIAG_WHATIF_OVERFLOW] = g[0] - (s->n_nan + s->n_posinf + s->n_neginf);
+    c[AMPDIAG_WHATIF_UNDERFLOW] = s->count - s->n_zero - g[2];
+    c[AMPDIAG_WHATIF_SUBNORMAL] = g[2] > g[1] ? g[2] - g[1] : 0;
+}
+
+/* The counts of the formats under out->scale: each format's three thresholds settled by the
+ * statistics or counted, those left in one pass (count_at_least), or where the backend has no
+ * such pass (or AMPDIAG_TRACE_PLAIN), the formats not settled whole by whatif_scaled. 0 or -1. */
+static int count_formats(const fp8_delayed *d, const backend *bk, const float *x, size_t n, const ampdiag_tstats *s,
+                         fp8_counts *out)
+{
+    uint32_t ge[FP8_NFORMATS * 3];
+    uint64_t g[FP8_NFORMATS * 3], cnt[FP8_NFORMATS * 3];
+    int slot[FP8_NFORMATS * 3], k = 0, unsettled[FP8_NFORMATS] = {0};
+    for (int f = 0; f < FP8_NFORMATS; f++) {
+        uint32_t t[3];
+        if (ampdiag_scaled_thresholds(fp8_formats[f], out->scale[f], t) != 0)
+            return -1;
+        const uint32_t at[3] = {t[0], t[1], t[2] + 1u};
+        for (int j = 0; j < 3; j++) {
+            int64_t v = known_at_least(s, at[j]);
+            g[3 * f + j] = (uint64_t)v;
+            slot[3 * f + j] = v < 0 || d->plain ? k : -1;
+            if (v < 0 || d->plain) {
+                ge[k++] = at[j];
+                unsettled[f] = 1;
+            }
+        }
+    }
+    if (k > 0 && bk->count_at_least && !d->plain) {
+        if (bk->count_at_least(bk, x, n, (size_t)k, ge, cnt) != 0)
+            return -1;
+        for (int i = 0; i < FP8_NFORMATS * 3; i++)
+            if (slot[i] >= 0)
+                g[i] = cnt[slot[i]];
+        k = 0;
+    }
+    ampdiag_format fmt[FP8_NFORMATS];
+    float scale[FP8_NFORMATS];
+    int which[FP8_NFORMATS], m = 0;
+    for (int f = 0; f < FP8_NFORMATS; f++) {
+        if (k > 0 && unsettled[f]) { /* counted whole below */
+            fmt[m] = fp8_formats[f];
+            scale[m] = out->scale[f];
+            which[m++] = f;
+        } else {
+            classes_of(s, g + 3 * f, out->c[f]);
+        }
+    }
+    uint64_t c[FP8_NFORMATS][AMPDIAG_WHATIF_NCLASSES];
+    if (m > 0 && bk->whatif_scaled(bk, (size_t)m, fmt, scale, x, n, c) != 0)
+        return -1;
+    for (int j = 0; j < m; j++)
+        memcpy(out->c[which[j]], c[j], sizeof c[j]);
+    return 0;
 }
 
 void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_tensor_kind kind,
@@ -157,26 +220,8 @@ void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_ten
         out->scale[f] = r->scale[f] = d->plain ? ampdiag_delayed_scale(fp8_formats[f], r->amax, (size_t)r->n, d->margin,
                                                                        r->scale[f])
                                                : ampdiag_delayed_scale(fp8_formats[f], &hmax, len, d->margin, r->scale[f]);
-    /* the formats whose counts the statistics do not settle, counted in one pass */
-    ampdiag_format fmt[FP8_NFORMATS];
-    float scale[FP8_NFORMATS];
-    int which[FP8_NFORMATS], k = 0;
-    for (int f = 0; f < FP8_NFORMATS; f++) {
-        uint32_t t[3];
-        if (ampdiag_scaled_thresholds(fp8_formats[f], out->scale[f], t) != 0)
-            return;
-        memset(out->c[f], 0, sizeof out->c[f]);
-        if (d->plain || !fp8_counts_known(s, t)) {
-            fmt[k] = fp8_formats[f];
-            scale[k] = out->scale[f];
-            which[k++] = f;
-        }
-    }
-    uint64_t c[FP8_NFORMATS][AMPDIAG_WHATIF_NCLASSES];
-    if (k > 0 && bk->whatif_scaled(bk, (size_t)k, fmt, scale, x, n, c) != 0)
+    if (count_formats(d, bk, x, n, s, out) != 0)
         return;
-    for (int j = 0; j < k; j++)
-        memcpy(out->c[which[j]], c[j], sizeof c[j]);
     ring_push(r, d->history, amax_of(s));
     out->have = 1;
 }
