@@ -296,30 +296,13 @@ static uint32_t first_scaled_at_least(float scale, uint32_t t)
     return lo;
 }
 
-/* The thresholds of the last scales asked for, per thread: a delayed scale changes only when
- * the amax history's maximum does, and the three bisections (about 90 roundings) cost a traced
- * tensor more than counting a small one. Direct-mapped on the scale's bits and the format. */
-#define SCALED_CACHE 64
-static _Thread_local struct scaled_cache_entry {
-    uint32_t scale_bits; /* 0: empty (a scale is > 0) */
-    int fmt;
-    uint32_t bits[3];
-} scaled_cache[SCALED_CACHE];
-
 int ampdiag_scaled_thresholds(ampdiag_format fmt, float scale, uint32_t bits[3])
 {
     if (!ampdiag_format_get(fmt) || !(scale > 0.0f) || !isfinite(scale))
         return -1;
-    uint32_t sb = ampdiag_f32_bits(scale);
-    struct scaled_cache_entry *e = &scaled_cache[(sb * 2654435761u + (uint32_t)fmt) >> 26];
-    if (e->scale_bits != sb || e->fmt != (int)fmt) {
-        const uint32_t *t = class_bits[fmt];
-        e->bits[0] = first_scaled_at_least(scale, t[0]);
-        e->bits[1] = first_scaled_at_least(scale, t[1]);
-        e->bits[2] = first_scaled_at_least(scale, t[2] + 1u) - 1u; /* the last one at most t[2] */
-        e->scale_bits = sb;
-        e->fmt = (int)fmt;
-    }
-    memcpy(bits, e->bits, sizeof e->bits);
+    const uint32_t *t = class_bits[fmt];
+    bits[0] = first_scaled_at_least(scale, t[0]);
+    bits[1] = first_scaled_at_least(scale, t[1]);
+    bits[2] = first_scaled_at_least(scale, t[2] + 1u) - 1u; /* the last one at most t[2] */
     return 0;
 }

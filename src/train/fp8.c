@@ -36,6 +36,8 @@ typedef struct fp8_ring {
     float *qval;         /* [history]: ... and their values */
     int qhead, qn;
     int nans;
+    float tscale[FP8_NFORMATS]; /* the scale each format's thresholds were found for (0: none yet) */
+    uint32_t t[FP8_NFORMATS][3]; /* ... and those (ampdiag_scaled_thresholds; a bisection each) */
 } fp8_ring;
 
 struct fp8_delayed {
@@ -157,16 +159,19 @@ static void classes_of(const ampdiag_tstats *s, const uint64_t g[3], uint64_t c[
 /* The counts of the formats under out->scale: each format's three thresholds settled by the
  * statistics or counted, those left in one pass (count_at_least), or where the backend has no
  * such pass (or AMPDIAG_TRACE_PLAIN), the formats not settled whole by whatif_scaled. 0 or -1. */
-static int count_formats(const fp8_delayed *d, const backend *bk, const float *x, size_t n, const ampdiag_tstats *s,
-                         fp8_counts *out)
+static int count_formats(const fp8_delayed *d, fp8_ring *r, const backend *bk, const float *x, size_t n,
+                         const ampdiag_tstats *s, fp8_counts *out)
 {
     uint32_t ge[FP8_NFORMATS * 3];
     uint64_t g[FP8_NFORMATS * 3], cnt[FP8_NFORMATS * 3];
     int slot[FP8_NFORMATS * 3], k = 0, unsettled[FP8_NFORMATS] = {0};
     for (int f = 0; f < FP8_NFORMATS; f++) {
-        uint32_t t[3];
-        if (ampdiag_scaled_thresholds(fp8_formats[f], out->scale[f], t) != 0)
-            return -1;
+        uint32_t *t = r->t[f];
+        if (r->tscale[f] != out->scale[f] || d->plain) { /* (a scale changes while the history's maximum does) */
+            if (ampdiag_scaled_thresholds(fp8_formats[f], out->scale[f], t) != 0)
+                return -1;
+            r->tscale[f] = out->scale[f];
+        }
         const uint32_t at[3] = {t[0], t[1], t[2] + 1u};
         for (int j = 0; j < 3; j++) {
             int64_t v = known_at_least(s, at[j]);
@@ -220,7 +225,7 @@ void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_ten
         out->scale[f] = r->scale[f] = d->plain ? ampdiag_delayed_scale(fp8_formats[f], r->amax, (size_t)r->n, d->margin,
                                                                        r->scale[f])
                                                : ampdiag_delayed_scale(fp8_formats[f], &hmax, len, d->margin, r->scale[f]);
-    if (count_formats(d, bk, x, n, s, out) != 0)
+    if (count_formats(d, r, bk, x, n, s, out) != 0)
         return;
     ring_push(r, d->history, amax_of(s));
     out->have = 1;
