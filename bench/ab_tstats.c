@@ -2,11 +2,14 @@
  * ab_tstats.c - the fused statistics pass of this tree against an older revision's, on the same
  * data, interleaved call by call in one process (bench/ab_tstats.sh builds it: the older
  * revision's functions are renamed old_*). On a shared machine the thread CPU time of each
- * call is steadier than the wall time; both are printed.
+ * call is steadier than the wall time; both are printed. The data lies in huge pages where the
+ * system gives them (huge_alloc.h: as numpy allocates large arrays).
  * Usage: ab_tstats N REPS DATA (0: gradient-like, 1: weight-like, as bench_tstats)
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include "ampdiag.h"
+#include "huge_alloc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -52,7 +55,7 @@ int main(int argc, char **argv)
     size_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : (size_t)64 << 20;
     int reps = argc > 2 ? atoi(argv[2]) : 21;
     int weights = argc > 3 ? atoi(argv[3]) : 0;
-    float *x = malloc((n ? n : 1) * sizeof *x);
+    float *x = bench_alloc_floats(n ? n : 1, 1);
     double *t = malloc((size_t)(reps > 0 ? reps : 1) * 8 * sizeof *t);
     /* room for the older revision's record and histogram, whatever their layout */
     static uint64_t old_rec[512], old_hist[4096];

@@ -6,7 +6,7 @@
  *     the largest loss differences of the 20-step runs, printed, stay below a quarter of the
  *     tolerances (so that the tolerances leave room for a GPU's other differences too);
  *   - the CPU backend with an optimizer that takes twice the learning rate: the runs' checks
- *     fail, the others pass.
+ *     and the operation-by-operation comparison fail (naming optim_step), the others pass.
  */
 #include "train/selftest.h"
 #include "tap.h"
@@ -61,6 +61,8 @@ static int split_differs(void)
 
 typedef struct tally {
     int runs, runs_failed, other_failed;
+    int ops, ops_failed;   /* the operation-by-operation comparisons of the backend under test */
+    char ops_detail[400];
     double worst[3]; /* largest measured / limit per precision: fp32, fp16, bf16 */
 } tally;
 
@@ -75,6 +77,11 @@ static void sink(const st_report *r, void *arg)
         if (r->measured / r->limit > t->worst[p])
             t->worst[p] = r->measured / r->limit;
         diag("%s: largest loss difference %.3g (tolerance %g)", r->what, r->measured, r->limit);
+    } else if (strncmp(r->what, "operations: cpu-", 16) == 0) {
+        t->ops++;
+        t->ops_failed += r->status == ST_FAIL;
+        snprintf(t->ops_detail, sizeof t->ops_detail, "%s", r->detail);
+        diag("%s: %s", r->what, r->detail);
     } else {
         t->other_failed += r->status == ST_FAIL;
         if (r->status == ST_FAIL)
@@ -105,6 +112,7 @@ int main(void)
     int failed = run_with(&split, 20, &t);
     ok(failed == 0 && t.runs == 6, "GEMMs summed in another order: every check passes (%d failed, %d runs compared)",
        failed, t.runs);
+    ok(t.ops == 1 && t.ops_failed == 0, "its operations, compared one by one, pass (the GEMMs within their bound)");
     int d = split_differs();
     ok(d > 0, "the other order changes GEMM results (%d of 4096 values of a 64 x 64 x 100 product)", d);
     static const char *const pn[3] = {"fp32", "fp16", "bf16"};
@@ -114,6 +122,8 @@ int main(void)
     failed = run_with(&wrong, 4, &t);
     ok(t.runs == 6 && t.runs_failed == 6 && t.other_failed == 0,
        "twice the learning rate: all %d run comparisons fail (%d), the other checks pass", t.runs, t.runs_failed);
-    ok(failed == t.runs_failed, "the failures are counted (%d)", failed);
+    ok(t.ops == 1 && t.ops_failed == 1 && strstr(t.ops_detail, "the first: optim_step"),
+       "the operation-by-operation comparison fails and names the optimizer step first");
+    ok(failed == t.runs_failed + 1, "the failures are counted (%d)", failed);
     return done_testing();
 }

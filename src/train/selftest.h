@@ -3,15 +3,16 @@
  *
  * The checks, in order (each reported as it finishes):
  *   CPU    the CPU backend's rounding (the SIMD code this CPU runs) against numfmt.h on every
- *          256th float32 bit pattern, FP16 and BF16, with and without FTZ;
+ *          256th float32 bit pattern, FP16 and BF16, with and without FTZ; every operation of
+ *          the CPU backend (its SIMD code) against its portable code (src/backend/opcheck.h);
  *   CPU    short runs of the mlp and transformer presets in fp32, fp16 and bf16: finite losses,
  *          and a repeated run that gives the same losses bit for bit;
  *   device (when a device backend can run here: --device, or cuda by default where it is built)
  *          the backend's own exhaustive check (the CUDA backend: numfmt.h's device code against
  *          CUDA's conversions on all 2^32 float32 patterns); the statistics (tstats with its
  *          histogram, grad_norm's non-finite count, update_stats' lost updates) of crafted
- *          tensors against the CPU's, exactly; every backend operation against the CPU's (the
- *          hook selftest_backend_ops, not yet filled); the same runs on the device, whose
+ *          tensors against the CPU's, exactly; every backend operation against the CPU's portable
+ *          code (selftest_backend_ops); the same runs on the device, whose
  *          per-step losses must agree with the CPU's within selftest_tolerance, and a repeated
  *          device run that gives the same losses bit for bit (deterministic reductions).
  */
@@ -58,10 +59,8 @@ int selftest_run(const selftest_options *o, st_sink sink, void *arg, int *failed
  * bf16, and for fp32 when the GEMMs may use TF32 (tf32 non-zero). */
 double selftest_tolerance(precision p, int tf32);
 
-/* The hook for an operation-by-operation comparison of a backend with the reference (CPU)
- * backend on the same inputs (tests/t_backend_ops.c's check_backend, once it moves into src/):
- * ST_PASS, ST_FAIL or ST_SKIP with what it found in the report. Not filled in this version:
- * reports ST_SKIP. */
+/* The operation-by-operation comparison of a backend with a reference on the same inputs
+ * (src/backend/opcheck.h; the CPU backend's portable code is opcheck_reference()): ST_PASS or
+ * ST_FAIL, with the number of checks, the first failure and the known differences in r. */
 st_status selftest_backend_ops(const backend *under_test, const backend *ref, st_report *r);
-
 #endif
