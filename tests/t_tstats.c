@@ -18,6 +18,7 @@ static uint32_t rnd32(void)
 static double rnd_unit(void) { return (rnd32() + 0.5) / 4294967296.0; }
 static float rnd_normal(void) { return (float)(sqrt(-2 * log(rnd_unit())) * cos(6.283185307179586 * rnd_unit())); }
 static float fbits(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+static uint32_t fbits_of(float f) { uint32_t u; memcpy(&u, &f, sizeof u); return u; }
 
 static int fsame(float a, float b) { return same_bits(a, b) || (a == 0 && b == 0 && signbit(a) == signbit(b)); }
 
@@ -331,6 +332,24 @@ static void test_scaled(void)
         ok(same && memcmp(many, one, sizeof one) == 0, "ampdiag_whatif_scaled_n: 5 formats at once equal 5 single passes");
         const float bad2[2] = {1.0f, 0.0f};
         ok(ampdiag_whatif_scaled_n(2, fm, bad2, x, n, many) == -1, "ampdiag_whatif_scaled_n refuses a bad scale");
+    }
+    /* counts at least thresholds, 1 to 8 of them, against the definition value by value */
+    {
+        const uint32_t th[8] = {1u, 0x00800000u, 0x3f800000u, 0x7f800000u, 0x3a000001u, 0x43e00000u, 0x00000007u,
+                                0x7f7fffffu};
+        int good = 1;
+        for (size_t k = 1; k <= 8; k++) {
+            uint64_t got[8], want[8] = {0};
+            for (size_t i = 0; i < n; i++)
+                for (size_t j = 0; j < k; j++)
+                    want[j] += (fbits_of(x[i]) & 0x7fffffffu) >= th[j];
+            good = good && ampdiag_count_at_least(x, n, k, th, got) == 0 && memcmp(got, want, k * sizeof *got) == 0;
+        }
+        const uint32_t out_of_range[2] = {0u, 0x7f800001u};
+        uint64_t got[2];
+        ok(good && ampdiag_count_at_least(x, n, 9, th, got) == -1 && ampdiag_count_at_least(x, n, 1, out_of_range, got) == -1 &&
+               ampdiag_count_at_least(x, n, 1, out_of_range + 1, got) == -1,
+           "ampdiag_count_at_least: 1 to 8 thresholds equal counting value by value; k > 8 and thresholds outside [1, inf] refused");
     }
     /* scale 1 is the unscaled record */
     ampdiag_tstats s;

@@ -113,6 +113,11 @@ struct backend {
      * counts are then not recorded. */
     int (*whatif_scaled)(const backend *bk, size_t nfmt, const ampdiag_format *fmt, const float *scale,
                          const float *x, size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES]);
+    /* ampdiag_count_at_least on the buffer: counts[j] := how many |x| bit patterns are at least
+     * ge[j] (k <= 8 thresholds, ge host memory). 0 or -1 as that. NULL where a backend has none:
+     * the delayed-scaling FP8 counts then take whatif_scaled's pass for every threshold. */
+    int (*count_at_least)(const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
+                          uint64_t *counts);
 
     /* ---------------------------------------------------------------- GEMM
      * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when

@@ -1198,43 +1198,74 @@ int ampdiag_hist_bin_of(float x)
 #else
 #define SCALED_CLONES
 #endif
-SCALED_CLONES static void scaled_block1(const float *x, size_t nb, const uint32_t *t, uint64_t *c)
+/* Counts of |x| bit patterns at or above thresholds: g[j] += #(a >= ge[j]) for the k thresholds
+ * of ge (signed compares: |x| bits and thresholds are below 2^31), over nb values. Counting
+ * "at least" needs one compare and one add per threshold and value (the classes follow from
+ * differences, scaled_classes); one loop per count of thresholds keeps the counters in
+ * registers. */
+#define GE_BODY(K)                                                                  \
+    int32_t t_[K], g_[K];                                                           \
+    for (int j = 0; j < (K); j++) {                                                 \
+        t_[j] = (int32_t)(ge[j] - 1u);                                              \
+        g_[j] = 0;                                                                  \
+    }                                                                               \
+    for (size_t i = 0; i < nb; i++) {                                               \
+        int32_t a = (int32_t)(load_bits(x, i) & 0x7fffffffu);                       \
+        for (int j = 0; j < (K); j++)                                               \
+            g_[j] += a > t_[j]; /* (ge[j] >= 1: one compare) */                     \
+    }                                                                               \
+    for (int j = 0; j < (K); j++)                                                   \
+        g[j] += (uint64_t)g_[j];
+SCALED_CLONES static void ge_block1(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(1) }
+SCALED_CLONES static void ge_block2(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(2) }
+SCALED_CLONES static void ge_block3(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(3) }
+SCALED_CLONES static void ge_block4(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(4) }
+SCALED_CLONES static void ge_block5(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(5) }
+SCALED_CLONES static void ge_block6(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(6) }
+SCALED_CLONES static void ge_block8(const float *x, size_t nb, const uint32_t *ge, uint64_t *g) { GE_BODY(8) }
+
+typedef void (*ge_fn)(const float *, size_t, const uint32_t *, uint64_t *);
+
+int ampdiag_count_at_least(const float *x, size_t n, size_t k, const uint32_t *ge, uint64_t *counts)
 {
-    const int32_t t0 = (int32_t)t[0], t1 = (int32_t)t[1], t2 = (int32_t)t[2], inf = (int32_t)AMPDIAG_F32_INF;
-    int32_t ovf = 0, unf = 0, sub = 0;
-    for (size_t i = 0; i < nb; i++) {
-        int32_t a = (int32_t)(load_bits(x, i) & 0x7fffffffu);
-        ovf += (a >= t0) & (a < inf);
-        unf += (a != 0) & (a <= t2);
-        sub += (a > t2) & (a < t1);
+    static const ge_fn by_k[9] = {NULL, ge_block1, ge_block2, ge_block3, ge_block4, ge_block5, ge_block6, NULL, ge_block8};
+    if (k > 8)
+        return -1;
+    for (size_t j = 0; j < k; j++)
+        if (ge[j] < 1u || ge[j] > AMPDIAG_F32_INF)
+            return -1;
+    uint32_t t[8];
+    memcpy(t, ge, k * sizeof *ge);
+    size_t kk = k;
+    while (kk < 8 && !by_k[kk])
+        t[kk++] = AMPDIAG_F32_INF; /* (7: the kernel of 8, the last counted and dropped) */
+    uint64_t g[8] = {0};
+    for (size_t done = 0; kk > 0 && done < n;) {
+        size_t nb = n - done < TSTATS_BLOCK ? n - done : TSTATS_BLOCK;
+        by_k[kk](x + done, nb, t, g);
+        done += nb;
     }
-    c[AMPDIAG_WHATIF_OVERFLOW] += (uint64_t)ovf;
-    c[AMPDIAG_WHATIF_UNDERFLOW] += (uint64_t)unf;
-    c[AMPDIAG_WHATIF_SUBNORMAL] += (uint64_t)sub;
+    memcpy(counts, g, k * sizeof *counts);
+    return 0;
 }
 
-SCALED_CLONES static void scaled_block2(const float *x, size_t nb, const uint32_t *t, const uint32_t *u, uint64_t *c,
-                          uint64_t *d)
+/* The thresholds "at least" of one format's classes (t from ampdiag_scaled_thresholds): the
+ * overflow threshold, the normal one, and just above the underflow one. */
+static void scaled_ge(const uint32_t t[3], uint32_t *ge)
 {
-    const int32_t t0 = (int32_t)t[0], t1 = (int32_t)t[1], t2 = (int32_t)t[2];
-    const int32_t u0 = (int32_t)u[0], u1 = (int32_t)u[1], u2 = (int32_t)u[2], inf = (int32_t)AMPDIAG_F32_INF;
-    int32_t ovf = 0, unf = 0, sub = 0, ovf2 = 0, unf2 = 0, sub2 = 0;
-    for (size_t i = 0; i < nb; i++) {
-        int32_t a = (int32_t)(load_bits(x, i) & 0x7fffffffu);
-        int32_t fin = a < inf, nz = a != 0;
-        ovf += (a >= t0) & fin;
-        unf += nz & (a <= t2);
-        sub += (a > t2) & (a < t1);
-        ovf2 += (a >= u0) & fin;
-        unf2 += nz & (a <= u2);
-        sub2 += (a > u2) & (a < u1);
-    }
-    c[AMPDIAG_WHATIF_OVERFLOW] += (uint64_t)ovf;
-    c[AMPDIAG_WHATIF_UNDERFLOW] += (uint64_t)unf;
-    c[AMPDIAG_WHATIF_SUBNORMAL] += (uint64_t)sub;
-    d[AMPDIAG_WHATIF_OVERFLOW] += (uint64_t)ovf2;
-    d[AMPDIAG_WHATIF_UNDERFLOW] += (uint64_t)unf2;
-    d[AMPDIAG_WHATIF_SUBNORMAL] += (uint64_t)sub2;
+    ge[0] = t[0];
+    ge[1] = t[1];
+    ge[2] = t[2] + 1u;
+}
+
+/* One format's classes from its counts at least ge (scaled_ge) and those of the non-zero (a >=
+ * 1) and non-finite (a >= inf) values: every threshold lies in (0, inf], so overflow = #(t0 <= a
+ * < inf), underflow = #(0 < a <= t2), subnormal = #(t2 < a < t1). */
+static void scaled_classes(const uint64_t *g, uint64_t nz, uint64_t nonfinite, uint64_t *c)
+{
+    c[AMPDIAG_WHATIF_OVERFLOW] = g[0] - nonfinite;
+    c[AMPDIAG_WHATIF_UNDERFLOW] = nz - g[2];
+    c[AMPDIAG_WHATIF_SUBNORMAL] = g[2] > g[1] ? g[2] - g[1] : 0;
 }
 
 int ampdiag_whatif_scaled_n(size_t nfmt, const ampdiag_format *fmt, const float *scale, const float *x,
@@ -1249,16 +1280,18 @@ int ampdiag_whatif_scaled_n(size_t nfmt, const ampdiag_format *fmt, const float 
     for (size_t f = 0; f < nfmt; f++)
         if (ampdiag_scaled_thresholds(fmt[f], scale[f], t[f]) != 0)
             return -1;
-    uint64_t c[2][AMPDIAG_WHATIF_NCLASSES];
-    memset(c, 0, sizeof c);
-    for (size_t done = 0; done < n;) {
-        size_t nb = n - done < TSTATS_BLOCK ? n - done : TSTATS_BLOCK;
-        if (nfmt == 2)
-            scaled_block2(x + done, nb, t[0], t[1], c[0], c[1]);
-        else if (nfmt == 1)
-            scaled_block1(x + done, nb, t[0], c[0]);
-        done += nb;
-    }
+    /* thresholds "at least": the formats' three each, then non-zero and non-finite */
+    uint32_t ge[8];
+    size_t k = 0;
+    for (size_t f = 0; f < nfmt; f++, k += 3)
+        scaled_ge(t[f], ge + k);
+    ge[k] = 1u;
+    ge[k + 1] = AMPDIAG_F32_INF;
+    uint64_t g[8], c[2][AMPDIAG_WHATIF_NCLASSES];
+    if (ampdiag_count_at_least(x, n, k + 2, ge, g) != 0)
+        return -1; /* (not reached: every threshold is in range) */
+    for (size_t f = 0; f < nfmt; f++)
+        scaled_classes(g + 3 * f, g[k], g[k + 1], c[f]);
     memcpy(counts, c, nfmt * sizeof c[0]);
     return 0;
 }

@@ -9,6 +9,11 @@
  * gradients; not updates: the optimizer does not run in FP8), so that a reader can apply either
  * recipe (TE's HYBRID: E4M3 forward, E5M2 gradients; or E4M3 everywhere).
  *
+ * A format's pass over the values is left out where the tensor's statistics settle its counts
+ * (every count 0), and the history's maximum is kept as it slides; AMPDIAG_TRACE_PLAIN=1 in the
+ * environment counts everything by a pass and reads each history whole (tests/t_trace_fused.c
+ * checks that the records agree).
+ *
  * One (layer, kind) is counted by one thread at a time, in step order (the tracer's jobs of one
  * kind run in step order); different ones may be counted concurrently.
  */

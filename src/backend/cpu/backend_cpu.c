@@ -327,6 +327,13 @@ static int cpu_whatif_scaled(const backend *bk, size_t nfmt, const ampdiag_forma
     return ampdiag_whatif_scaled_n(nfmt, fmt, scale, x, n, counts);
 }
 
+static int cpu_count_at_least(const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
+                              uint64_t *counts)
+{
+    (void)bk;
+    return ampdiag_count_at_least(x, n, k, ge, counts);
+}
+
 /* ------------------------------------------------------------------------------- GEMM */
 
 static void cpu_gemm(const backend *bk, int ta, int tb, int M, int N, int K, float alpha,
@@ -929,6 +936,7 @@ static const backend cpu_backend = {
     .count_nonfinite = cpu_count_nonfinite,
     .tstats = cpu_tstats,
     .whatif_scaled = cpu_whatif_scaled,
+    .count_at_least = cpu_count_at_least,
     .gemm = cpu_gemm,
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
