@@ -237,10 +237,8 @@ void cpu_round(const backend *bk, float *out, const float *in, size_t n, bk_rnd 
             memmove(out, in, n * sizeof *out);
         return;
     }
-    if (simd_can(r)) {
-        if (out != in)
-            memmove(out, in, n * sizeof *out);
-        round_simd(out, n, r);
+    if (simd_can(r)) { /* one pass from in to out (no copy first) */
+        ampdiag_round_array(r.fmt, r.flags, in, out, n);
         return;
     }
     WITH_RND(r, round_k, out, in, n);
@@ -329,6 +327,21 @@ static int cpu_whatif_scaled(const backend *bk, size_t nfmt, const ampdiag_forma
 
 /* ------------------------------------------------------------------------------- GEMM */
 
+/* Rows of C per sgemm call for a large output: about GEMM_CHUNK values (1 MiB), so that
+ * OpenBLAS's zeroing of C for beta 0, its kernel's accumulation and the rounding pass all find
+ * the chunk in cache (a width-2048 weight gradient is 16 MiB). A multiple of 16 rows (the
+ * widest sgemm kernel's rows); each row of C is the same dot products in the same order, so the
+ * chunks give the bits of one call. */
+#define GEMM_CHUNK (256 * 1024)
+
+static int gemm_chunk_rows(int M, int N)
+{
+    if ((size_t)M * (size_t)N <= GEMM_CHUNK)
+        return M;
+    int rows = GEMM_CHUNK / N / 16 * 16;
+    return rows < 16 ? 16 : rows;
+}
+
 static void cpu_gemm(const backend *bk, int ta, int tb, int M, int N, int K, float alpha,
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc, bk_rnd r)
@@ -342,11 +355,18 @@ static void cpu_gemm(const backend *bk, int ta, int tb, int M, int N, int K, flo
                 float *c = C + (size_t)i * (size_t)ldc + j;
                 *c = beta == 0.0f ? 0.0f : beta * *c;
             }
-    } else {
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        round_block(C, M, N, ldc, r);
+        return;
     }
-    round_block(C, M, N, ldc, r);
+    int rows = gemm_chunk_rows(M, N);
+    for (int i = 0; i < M; i += rows) {
+        int m = M - i < rows ? M - i : rows;
+        const float *Ai = ta ? A + i : A + (size_t)i * (size_t)lda; /* rows i.. of op(A) */
+        float *Ci = C + (size_t)i * (size_t)ldc;
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    m, N, K, alpha, Ai, lda, B, ldb, beta, Ci, ldc);
+        round_block(Ci, m, N, ldc, r);
+    }
 }
 
 /* ------------------------------------------------------------------------------- linear */
