@@ -105,7 +105,8 @@ static int simd_caps(void)
 const char *backend_cpu_round_impl(void)
 {
     static const char *const names[4] = {"generic", "f16c", "avx2", "f16c+avx2"};
-    return names[simd_caps() & 3];
+    int caps = simd_caps() & 3;
+    return caps == 3 && (ampdiag_round_simd_caps() & 4) ? "avx512f" : names[caps];
 }
 
 /* Can round_simd handle r? */
