@@ -379,7 +379,7 @@ static double cpu_sumsq(const backend *bk, const float *x, size_t n)
 /* (the training loop's check of every weight after each update: a pass over all parameters,
  * in 32-bit lane counts so that it vectorises) */
 CPU_CLONES
-static size_t cpu_count_nonfinite(const backend *bk, const float *x, size_t n)
+size_t cpu_count_nonfinite(const backend *bk, const float *x, size_t n)
 {
     (void)bk;
     size_t c = 0;
