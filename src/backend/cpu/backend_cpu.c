@@ -641,7 +641,6 @@ KERNEL void layernorm_dx_k(float *dx, const float *dout, const float *x, const f
 }
 
 /* One row of dinp [C]: overwritten, or accumulated as R(dx + R(g)). */
-CPU_CLONES
 static void layernorm_dx_row(float *dx, const float *dout, const float *x, const float *w,
                              float m, float s, int C, int acc, bk_rnd r)
 {
