@@ -391,7 +391,8 @@ typedef struct optim_case {
 
 static bk_optim optim_of(const optim_case *oc)
 {
-    bk_optim c = {oc->kind, 0.9, 0.01, 0.9, 0.999, 1e-8, oc->state, oc->weight, oc->flags};
+    bk_optim c = {oc->kind, 0.9, 0.01, 0.9, 0.999, 1e-8, oc->state, oc->weight, oc->flags,
+                   AMPDIAG_FP32};
     return c;
 }
 
@@ -412,7 +413,7 @@ static void test_optim(const backend *cpu, const optim_case *oc)
         ck_optim k = ck_optim_setup(&c, t, 1e-3);
         for (size_t i = 0; i < N; i++)
             ck_optim_step(&k, wg, g, mg, adam ? vg : NULL, i, 1.0f / 1024.0f, 0.7f, dg, kg);
-        cpu->optim_step(cpu, &c, t, wc, g, mc, adam ? vc : NULL, N, 1e-3, 1.0f / 1024.0f, 0.7f, dc, kc);
+        cpu->optim_step(cpu, &c, t, wc, g, mc, adam ? vc : NULL, N, 1e-3, 1.0f / 1024.0f, 0.7f, dc, kc, NULL, NULL);
         long d[5] = {first_diff(wg, wc, N), first_diff(mg, mc, N), adam ? first_diff(vg, vc, N) : -1,
                      first_diff(dg, dc, N), first_diff(kg, kc, N)};
         for (int j = 0; j < 5; j++)

@@ -748,6 +748,39 @@ static int round_impls_agree(const float *in, float *a, float *b, size_t n, bk_r
     return 1;
 }
 
+/* The branch-free roundings in the CPU backend's output loops (backend_cpu.c, rnd_*_v) against
+ * numfmt.h: through axpy with beta 0 and a = 1 (y = rnd(x); BF16 rounds in axpy's loop) and
+ * through bias_grad over one row of 48 (dbias = rnd(0 + x), rows that narrow are rounded by the
+ * branch-free loop in both formats). */
+static int fused_impls_agree(const float *in, float *a, size_t n, bk_rnd r)
+{
+    const backend *bk = backend_cpu();
+    int ftz = (r.flags & AMPDIAG_ROUND_FTZ) != 0;
+    bk->axpy(bk, a, 0.0f, 1.0f, in, n, r);
+    for (size_t i = 0; i < n; i++) {
+        float want = ftz ? ampdiag_round_ftz(r.fmt, in[i]) : ampdiag_round(r.fmt, in[i]);
+        if (!same_bits(a[i], want)) {
+            diag("axpy, input %08x: %08x, numfmt %08x", tap_fbits(in[i]), tap_fbits(a[i]),
+                 tap_fbits(want));
+            return 0;
+        }
+    }
+    for (size_t i0 = 0; i0 < n; i0 += 48) {
+        int k = n - i0 < 48 ? (int)(n - i0) : 48;
+        bk->bias_grad(bk, a, in + i0, 1, k, r);
+        for (int i = 0; i < k; i++) {
+            float x = 0.0f + in[i0 + (size_t)i];
+            float want = ftz ? ampdiag_round_ftz(r.fmt, x) : ampdiag_round(r.fmt, x);
+            if (!same_bits(a[i], want)) {
+                diag("bias_grad, input %08x: %08x, numfmt %08x", tap_fbits(in[i0 + (size_t)i]),
+                     tap_fbits(a[i]), tap_fbits(want));
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
 static void test_round_impls(void)
 {
     size_t n = (1u << 16) + 7; /* and a tail that is not a multiple of 8 */
@@ -768,11 +801,16 @@ static void test_round_impls(void)
     }
     static const ampdiag_format fmts[2] = {AMPDIAG_FP16, AMPDIAG_BF16};
     int good = 1;
+    int fused = 1;
     for (int f = 0; f < 2; f++)
-        for (unsigned flags = 0; flags < 2; flags++)
+        for (unsigned flags = 0; flags < 2; flags++) {
             good &= round_impls_agree(in, a, b, n, bk_rnd_make(fmts[f], flags));
+            fused &= fused_impls_agree(in, a, n, bk_rnd_make(fmts[f], flags));
+        }
     ok(good, "round (%s): vector and generic code equal numfmt.h on %zu values, fp16/bf16, "
        "with and without FTZ", backend_cpu_round_impl(), n);
+    ok(fused, "the roundings in the output loops (axpy, bias_grad) equal numfmt.h on the same "
+       "values");
     const char *ex = getenv("AMPDIAG_EXHAUSTIVE");
     if (ex && *ex && strcmp(ex, "0") != 0) {
         size_t chunk = (size_t)1 << 20;
@@ -785,10 +823,13 @@ static void test_round_impls(void)
                     for (int f = 0; f < 2; f++)
                         for (unsigned flags = 0; flags < 2; flags++)
                             all &= round_impls_agree(in, a, b, i % n + 1,
+                                                     bk_rnd_make(fmts[f], flags)) &&
+                                   fused_impls_agree(in, a, i % n + 1,
                                                      bk_rnd_make(fmts[f], flags));
             }
         }
-        ok(all, "round: vector and generic code equal numfmt.h on all 2^32 float32 inputs");
+        ok(all, "round and the output loops' roundings: vector and generic code equal numfmt.h "
+           "on all 2^32 float32 inputs");
     }
     free(in);
     free(a);

@@ -26,10 +26,10 @@ static void test_sgd(void)
     optim o = make(OPT_SGD, 1, AMPDIAG_FP32, AMPDIAG_FP32);
     float w = 1.0f, g = 0.5f;
     optim_begin(&o);
-    optim_update(&o, &w, &g, 0, 1, 0.1, 1.0f, 1.0f, NULL, NULL);
+    optim_update(&o, &w, &g, 0, 1, 0.1, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
     ok(w == 0.95f, "sgd step 1: buf = g, w = 1 - 0.1*0.5 = 0.95 (got %.9g)", w);
     optim_begin(&o);
-    optim_update(&o, &w, &g, 0, 1, 0.1, 1.0f, 1.0f, NULL, NULL);
+    optim_update(&o, &w, &g, 0, 1, 0.1, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
     ok(fabsf(w - 0.855f) < 1e-7f, "sgd step 2: buf = 0.9*0.5 + 0.5, w = 0.855 (got %.9g)", w);
     optim_free(&o);
     /* weight decay adds wd*w to the gradient */
@@ -40,7 +40,7 @@ static void test_sgd(void)
     optim_init(&o, backend_cpu(), &c, 1);
     w = 2.0f; g = 0.0f;
     optim_begin(&o);
-    optim_update(&o, &w, &g, 0, 1, 0.5, 1.0f, 1.0f, NULL, NULL);
+    optim_update(&o, &w, &g, 0, 1, 0.5, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
     ok(w == 1.9f, "sgd weight decay: w = 2 - 0.5*0.1*2 = 1.9 (got %.9g)", w);
     optim_free(&o);
 }
@@ -82,7 +82,7 @@ static void test_adamw(void)
             gd[i] = g[i];
         }
         optim_begin(&o);
-        optim_update(&o, w, g, 0, N, 1e-3, 1.0f, 1.0f, NULL, NULL);
+        optim_update(&o, w, g, 0, N, 1e-3, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
         adamw_ref(wd, gd, md, vd, N, t, 1e-3, 0.9, 0.999, 1e-8, 0.01);
     }
     for (int i = 0; i < N; i++) maxerr = fmax(maxerr, fabs(w[i] - wd[i]));
@@ -92,7 +92,7 @@ static void test_adamw(void)
     optim_init(&o, backend_cpu(), &c, 1);
     float w1 = 0.0f, g1 = 0.25f;
     optim_begin(&o);
-    optim_update(&o, &w1, &g1, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL);
+    optim_update(&o, &w1, &g1, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
     ok(fabsf(w1 + 1e-3f) < 1e-8f, "adamw step 1: dw = -lr * g/|g| (got %.9g)", w1);
     optim_free(&o);
 }
@@ -105,8 +105,8 @@ static void test_fp16_state(void)
     optim o16 = make(OPT_ADAMW, 1, AMPDIAG_FP16, AMPDIAG_FP32);
     float w32 = 0.5f, w16 = 0.5f, g = 0.0f;
     optim_begin(&o32); optim_begin(&o16);
-    optim_update(&o32, &w32, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL);
-    optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL);
+    optim_update(&o32, &w32, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
+    optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
     ok(w32 == 0.5f, "fp32 state, zero gradient: weight unchanged");
     ok(isnan(w16), "fp16 state, zero gradient: eps 1e-8 rounds to 0, 0/0 = NaN weight");
     optim_free(&o16);
@@ -118,12 +118,12 @@ static void test_fp16_state(void)
     optim_init(&o16, backend_cpu(), &c, 1);
     w16 = 0.5f;
     optim_begin(&o16);
-    optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL);
+    optim_update(&o16, &w16, &g, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
     ok(w16 == 0.5f, "fp16 state with eps 1e-7: weight unchanged, no NaN");
     /* tiny gradients: g^2 underflows FP16, v = 0, the update is m/eps: huge */
     float g2 = 1e-5f;
     w16 = 0.5f;
-    optim_update(&o16, &w16, &g2, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL);
+    optim_update(&o16, &w16, &g2, 0, 1, 1e-3, 1.0f, 1.0f, NULL, NULL, NULL, NULL);
     ok(fabsf(w16 - 0.5f) > 1e-3f, "fp16 state: g = 1e-5 has g^2 = 0 in FP16, the step exceeds lr (w = %.6g)", w16);
     optim_free(&o16);
     optim_free(&o32);
@@ -143,7 +143,7 @@ static void test_lost_updates(void)
     optim_stats_init(&st);
     optim_begin(&o);
     float w_old[4] = {0}, dw[4];
-    optim_update(&o, w, g, 0, 4, 1e-3, 1.0f, 1.0f, dw, w_old);
+    optim_update(&o, w, g, 0, 4, 1e-3, 1.0f, 1.0f, dw, w_old, NULL, NULL);
     ok(w_old[0] == 1.0f && w_old[1] == 1.0f && w_old[2] == 1.0f && w_old[3] == 1.0f,
        "the weights before the update are handed back");
     ampdiag_tstats_compute(w_old, 4, &st.weight, NULL);
@@ -161,9 +161,41 @@ static void test_lost_updates(void)
     float w2[4] = {1, 1, 1, 1};
     optim_stats_init(&st);
     optim_begin(&o);
-    optim_update(&o, w2, g, 0, 4, 1e-3, 1.0f, 1.0f, dw, NULL);
+    optim_update(&o, w2, g, 0, 4, 1e-3, 1.0f, 1.0f, dw, NULL, NULL, NULL);
     optim_update_stats(&o, w_old, dw, 4, &st, NULL);
     ok(w2[0] == 0.999f && st.lost_updates == 0, "fp32 master weights keep the update (w = 0.999)");
+    optim_free(&o);
+}
+
+/* The compute copy and the non-finite count optim_update takes in its pass: over several blocks,
+ * w_copy = fl16(w) of the updated weights, and NaN/inf weights counted (added to the count). */
+static void test_update_copy(void)
+{
+    enum { N = 3000 };
+    optim_config c;
+    optim_config_default(&c, OPT_SGD);
+    c.momentum = 0;
+    c.copy_fmt = AMPDIAG_FP16;
+    optim o;
+    optim_init(&o, backend_cpu(), &c, N);
+    static float w[N], g[N], wc[N];
+    for (int i = 0; i < N; i++) {
+        w[i] = 1.0f + (float)i * 0.37f;
+        g[i] = (float)(i % 7) - 3.0f;
+    }
+    w[5] = INFINITY;
+    g[1200] = NAN;
+    w[2999] = 70000.0f; /* finite, but inf in FP16 */
+    uint64_t nf = 2;
+    optim_begin(&o);
+    optim_update(&o, w, g, 0, N, 0.5, 1.0f, 1.0f, NULL, NULL, wc, &nf);
+    int same = 1;
+    for (int i = 0; i < N; i++)
+        same &= memcmp(&wc[i], &(float){ampdiag_round(AMPDIAG_FP16, w[i])}, sizeof(float)) == 0;
+    ok(same, "w_copy holds the updated weights rounded to FP16 (w[1] = %g, copy %g)", w[1], wc[1]);
+    ok(nf == 2 + 2 && isinf(wc[2999]) && isfinite(w[2999]),
+       "the non-finite count adds the inf and the NaN weight (got %llu); FP16's inf in the copy only",
+       (unsigned long long)nf);
     optim_free(&o);
 }
 
@@ -185,7 +217,7 @@ static void test_update_keeps(void)
         g[i] = (float)((int)(s & 0xffff) - 32768) * 0x1p-20f;
     }
     optim_begin(&o);
-    optim_update(&o, w, g, OFF, N, 1e-2, 1.0f, 1.0f, dk, wk);
+    optim_update(&o, w, g, OFF, N, 1e-2, 1.0f, 1.0f, dk, wk, NULL, NULL);
     int bad_keep = 0, bad_sum = 0, untouched = 0;
     for (int i = 0; i < N; i++) {
         bad_keep += memcmp(&wk[i], &before[OFF + i], sizeof wk[i]) != 0;
@@ -231,7 +263,7 @@ static void test_unscale_clip(void)
     optim_init(&o, backend_cpu(), &c, 2);
     float w[2] = {0, 0}, gs[2] = {65536.0f * 3, -65536.0f};
     optim_begin(&o);
-    optim_update(&o, w, gs, 0, 2, 0.5, 1.0f / 65536, 0.25f, NULL, NULL);
+    optim_update(&o, w, gs, 0, 2, 0.5, 1.0f / 65536, 0.25f, NULL, NULL, NULL, NULL);
     ok(w[0] == -0.375f && w[1] == 0.125f, "update with ginv 2^-16 and clip 0.25: w = -0.5 * (g / 2^16) * 0.25");
     optim_free(&o);
     ok(fabsf(clip_coefficient(10.0, 1.0) - 0.1f) < 1e-7f, "clip: norm 10, max 1 -> 0.1");
@@ -331,6 +363,7 @@ int main(void)
     test_fp16_state();
     test_lost_updates();
     test_update_keeps();
+    test_update_copy();
     test_unscale_clip();
     test_update_stats_exact();
     test_schedule();

@@ -33,11 +33,12 @@ static void gemm_split(const backend *bk, int ta, int tb, int M, int N, int K, f
 }
 
 static void optim_wrong(const backend *bk, const bk_optim *c, long t, float *w, const float *g, float *m, float *v,
-                        size_t n, double lr, float ginv, float gscale, float *dw_keep, float *w_keep)
+                        size_t n, double lr, float ginv, float gscale, float *dw_keep, float *w_keep,
+                        float *w_copy, uint64_t *nonfinite)
 {
     (void)bk;
     const backend *cpu = backend_cpu();
-    cpu->optim_step(cpu, c, t, w, g, m, v, n, 2.0 * lr, ginv, gscale, dw_keep, w_keep);
+    cpu->optim_step(cpu, c, t, w, g, m, v, n, 2.0 * lr, ginv, gscale, dw_keep, w_keep, w_copy, nonfinite);
 }
 
 /* Does gemm_split change a GEMM's bits (on 64 x 64 x 100 random matrices)? */

@@ -63,6 +63,7 @@ typedef struct bk_optim {
     ampdiag_format state_fmt;  /* format the optimizer state (and its arithmetic) is held in */
     ampdiag_format weight_fmt; /* format the weights are stored in: FP32 (master) or BF16 (pure) */
     unsigned round_flags;      /* AMPDIAG_ROUND_FTZ */
+    ampdiag_format copy_fmt;   /* format of optim_step's w_copy (the GEMMs' compute copy) */
 } bk_optim;
 
 /* What an update did to a range of parameters (filled on traced steps). */
@@ -204,10 +205,13 @@ struct backend {
     /* Update n parameters w (stored rounded to c->weight_fmt) with gradients g and state m, v
      * ([n] each; v NULL for SGD), t the number of updates taken including this one (Adam's bias
      * correction, SGD's first step). dw_keep and w_keep ([n] each, may be NULL) receive the
-     * intended changes and the weights the update started from, for update_stats. */
+     * intended changes and the weights the update started from, for update_stats. w_copy ([n],
+     * may be NULL) receives the updated weights rounded to c->copy_fmt, and the number of
+     * updated weights that are NaN or inf is added to *nonfinite (may be NULL): the compute
+     * copy and the check of the weights, taken as the update passes over them. */
     void (*optim_step)(const backend *bk, const bk_optim *c, long t, float *w, const float *g,
                        float *m, float *v, size_t n, double lr, float ginv, float gscale,
-                       float *dw_keep, float *w_keep);
+                       float *dw_keep, float *w_keep, float *w_copy, uint64_t *nonfinite);
     /* What an update did to n parameters that held w_old, given its intended changes dw (from
      * optim_step): adds the update's statistics (histogram to hu when not NULL) and the lost
      * updates as stored and if the weights were FP16 / BF16 to st (st->weight is left alone). */

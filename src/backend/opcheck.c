@@ -1363,11 +1363,14 @@ static void cases_grad_norm(tctx *T, bk_rnd r, opstat *st)
 
 /* ------------------------------------------------------------------------------- optimizer */
 
+/* With the keep buffers also the compute copy (in o.copy_fmt) and the non-finite count. */
 static void run_optim(const backend *bk, float *const *d, const prm *p, result *r)
 {
-    (void)r;
+    uint64_t nonfinite = 3; /* added to */
     bk->optim_step(bk, &p->o, p->t, d[0], d[1], d[2], p->o.kind == BK_ADAMW ? d[3] : NULL, p->n,
-                   p->lr, p->ginv, p->gscale, p->omit ? NULL : d[4], p->omit ? NULL : d[5]);
+                   p->lr, p->ginv, p->gscale, p->omit ? NULL : d[4], p->omit ? NULL : d[5],
+                   p->omit ? NULL : d[6], p->omit ? NULL : &nonfinite);
+    put(r, "nonfinite", (double)nonfinite, 0.0);
 }
 
 /* Weights and state in their formats; second moments tiny, some zero (with FP16 state eps is
@@ -1388,6 +1391,7 @@ static void optim_case(tctx *T, opstat *st, const bk_optim *o, size_t n, long t,
     add(&c, "v", INOUT, n, round_all(zero_every(v, n, 5), n, rs));
     add(&c, "dw_keep", OUT, n, NULL);
     add(&c, "w_keep", OUT, n, NULL);
+    add(&c, "w_copy", OUT, n, NULL);
     both(T, &c, st);
 }
 
@@ -1401,7 +1405,7 @@ static void test_optim(tctx *T)
             for (int w = 0; w < 2; w++)
                 for (unsigned ftz = 0; ftz < 2; ftz++) {
                     bk_optim o = {kind ? BK_ADAMW : BK_SGD, 0.9, 0.01, 0.9, 0.999, 1e-8,
-                                  sfs[s], wfs[w], ftz};
+                                  sfs[s], wfs[w], ftz, kind ? AMPDIAG_FP16 : AMPDIAG_BF16};
                     opstat st;
                     char label[96];
                     stat_begin(&st, T, "optim_step");
@@ -1478,7 +1482,7 @@ static void test_update_stats(tctx *T)
     for (int f = 0; f < 3; f++)
         for (unsigned ftz = 0; ftz < 2; ftz++) {
             bk_optim o = {BK_ADAMW, 0.9, 0.01, 0.9, 0.999, 1e-8, AMPDIAG_FP32,
-                          (ampdiag_format)f, ftz};
+                          (ampdiag_format)f, ftz, AMPDIAG_FP32};
             opstat st;
             char label[64];
             stat_begin(&st, T, "update_stats");
@@ -1658,8 +1662,8 @@ REF_VOID(grad_norm, (const backend *bk, const float *g, size_t n, float inv_scal
          g, n, inv_scale, sumsq, nonfinite)
 REF_VOID(optim_step, (const backend *bk, const bk_optim *c, long t, float *w, const float *g,
                       float *m, float *v, size_t n, double lr, float ginv, float gscale,
-                      float *dw_keep, float *w_keep),
-         c, t, w, g, m, v, n, lr, ginv, gscale, dw_keep, w_keep)
+                      float *dw_keep, float *w_keep, float *w_copy, uint64_t *nonfinite),
+         c, t, w, g, m, v, n, lr, ginv, gscale, dw_keep, w_keep, w_copy, nonfinite)
 REF_VOID(update_stats, (const backend *bk, const bk_optim *c, const float *w_old, const float *dw,
                         size_t n, bk_update_stats *st, ampdiag_hist *hu),
          c, w_old, dw, n, st, hu)

@@ -415,10 +415,15 @@ void model_free(model *m)
 
 void model_hold_params(model *m)
 {
+    m->copy_fresh = 0;
     if (m->ctx.pure)
         m->bk->round(m->bk, m->params, m->params, m->nparams,
                      bk_rnd_make(m->ctx.fmt, m->ctx.flags));
 }
+
+float *model_compute_copy(model *m) { return m->params_c != m->params ? m->params_c : NULL; }
+
+void model_copy_written(model *m) { m->copy_fresh = m->params_c != m->params; }
 
 /* ------------------------------------------------------------------------------- forward */
 
@@ -490,8 +495,9 @@ int model_forward(model *m, const float *x, const int32_t *tokens, const int32_t
     m->ctx.T = m->T;
     m->ctx.tokens = m->tokens_d;
     m->ctx.targets = m->targets_d;
-    if (m->params_c != m->params) /* the GEMMs' F copy of the FP32 master weights */
+    if (m->params_c != m->params && !m->copy_fresh) /* the GEMMs' F copy of the FP32 master weights */
         bk->round(bk, m->params_c, m->params, m->nparams, bk_rnd_make(m->ctx.fmt, m->ctx.flags));
+    m->copy_fresh = 0; /* (used once: whatever changes the parameters next need not say so) */
     int n = targets ? m->nlayers : m->nlayers - 1;
     for (int i = 0; i < n; i++)
         layer_forward(&m->layers[i], &m->ctx);

@@ -108,6 +108,7 @@ typedef struct model {
 
     float *params;        /* [nparams] every parameter, layer after layer (master copy) */
     float *params_c;      /* [nparams] compute copy rounded to F (== params when not needed) */
+    int copy_fresh;       /* params_c holds the current params rounded (model_copy_written) */
     float *grads;         /* [nparams] */
     size_t nparams;
 
@@ -143,8 +144,16 @@ int model_backward(model *m, float loss_scale);
 const char *model_error(const model *m);
 
 /* Round the master parameters to the format they are stored in: BF16 under bf16-pure (call it
- * after each optimizer update; model_create already did it), nothing otherwise. */
+ * after each optimizer update, or any change of the parameters; model_create already did it),
+ * nothing otherwise. Marks the compute copy stale. */
 void model_hold_params(model *m);
+
+/* The compute copy the 16-bit GEMMs read (the master parameters rounded to F, [nparams]), NULL
+ * when the GEMMs read the master parameters themselves. A forward pass rounds the master
+ * parameters into it, unless model_copy_written said that the optimizer wrote it as it updated
+ * them (optim_update's w_copy, for every parameter): the next forward then reads it as it is. */
+float *model_compute_copy(model *m);
+void model_copy_written(model *m);
 
 int model_nlayers(const model *m);
 const layer *model_layer(const model *m, int i);

@@ -179,12 +179,54 @@ __attribute__((target("avx2"))) static void round_bf16_avx2(const float *in, flo
     for (; i < n; i++)
         x[i] = ftz ? ampdiag_bf16_rne_ftz(in[i]) : ampdiag_bf16_rne(in[i]);
 }
+
+/* The same two with AVX-512F, 16 values at a time (the same operations on wider registers,
+ * masks for the blends), the last n % 16 by the code above. */
+__attribute__((target("avx512f"))) static void round_fp16_avx512(const float *in, float *x, size_t n, int ftz)
+{
+    const __m512 min_normal = _mm512_set1_ps(0x1p-14f);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    size_t i = 0;
+    for (; n >= 16 && i <= n - 16; i += 16) {
+        __m512 v = _mm512_loadu_ps(in + i);
+        __m512 r = _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        if (ftz) {
+            __mmask16 tiny = _mm512_cmp_ps_mask(_mm512_abs_ps(r), min_normal, _CMP_LT_OQ);
+            __m512i b = _mm512_castps_si512(r);
+            r = _mm512_castsi512_ps(_mm512_mask_and_epi32(b, tiny, b, sign));
+        }
+        _mm512_storeu_ps(x + i, r);
+    }
+    round_fp16_f16c(in + i, x + i, n - i, ftz);
+}
+
+__attribute__((target("avx512f"))) static void round_bf16_avx512(const float *in, float *x, size_t n, int ftz)
+{
+    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u), bias = _mm512_set1_epi32(0x7fff);
+    const __m512i one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x00400000);
+    const __m512i min_normal = _mm512_set1_epi32(0x00800000);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u);
+    size_t i = 0;
+    for (; n >= 16 && i <= n - 16; i += 16) {
+        __m512i u = _mm512_loadu_si512((const void *)(in + i));
+        __m512i a = _mm512_and_si512(u, abs_mask);
+        __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), one);
+        __m512i r = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(bias, lsb)), hi);
+        r = _mm512_mask_and_epi32(r, _mm512_cmpgt_epi32_mask(a, inf), _mm512_or_si512(u, quiet), hi);
+        if (ftz)
+            r = _mm512_mask_and_epi32(r, _mm512_cmpgt_epi32_mask(min_normal, a), u, sign);
+        _mm512_storeu_si512((void *)(x + i), r);
+    }
+    round_bf16_avx2(in + i, x + i, n - i, ftz);
+}
 #endif
 
-/* Which vector paths this CPU has: 1 F16C (FP16), 2 AVX2 (BF16); AMPDIAG_ROUND_IMPL=generic
- * turns them off. Both give the same bits as numfmt.h (make check-exhaustive compares them on
- * all 2^32 inputs). */
-static int round_simd_caps(void)
+/* Which vector paths this CPU has: 1 F16C (FP16), 2 AVX2 (BF16), 4 AVX-512F (both, with the
+ * other two for the tails); AMPDIAG_ROUND_IMPL=generic turns them off, =avx2 keeps the first
+ * two only. All give the same bits as numfmt.h (make check-exhaustive compares them on all 2^32
+ * inputs). */
+int ampdiag_round_simd_caps(void)
 {
     static atomic_int caps = -1;
     if (atomic_load_explicit(&caps, memory_order_relaxed) < 0) {
@@ -194,6 +236,8 @@ static int round_simd_caps(void)
         if (!(want && strcmp(want, "generic") == 0)) {
             if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) c |= 1;
             if (__builtin_cpu_supports("avx2")) c |= 2;
+            if (c == 3 && __builtin_cpu_supports("avx512f") && !(want && strcmp(want, "avx2") == 0))
+                c |= 4;
         }
 #endif
         atomic_store_explicit(&caps, c, memory_order_relaxed); /* every thread computes the same value */
@@ -225,29 +269,33 @@ ROUND_LOOPS(round_n_e5m2, ampdiag_e5m2_rne, ampdiag_e5m2_rne_ftz)
 
 typedef void (*round_n_fn)(const float *, float *, size_t, int);
 
-/* Per row: the portable loop, and a vector path with the CPU capability it needs (0: none). */
+/* Per row: the portable loop, a vector path with the CPU capability it needs (0: none), and
+ * its AVX-512 version (capability 4). */
 static const struct {
     round_n_fn scalar, simd;
     int cap;
+    round_n_fn wide;
 } round_impl[AMPDIAG_NFORMATS] = {
-    [AMPDIAG_FP32] = {round_n_fp32, NULL, 0},
+    [AMPDIAG_FP32] = {round_n_fp32, NULL, 0, NULL},
 #ifdef NUMFMT_X86
-    [AMPDIAG_FP16] = {round_n_fp16, round_fp16_f16c, 1},
-    [AMPDIAG_BF16] = {round_n_bf16, round_bf16_avx2, 2},
+    [AMPDIAG_FP16] = {round_n_fp16, round_fp16_f16c, 1, round_fp16_avx512},
+    [AMPDIAG_BF16] = {round_n_bf16, round_bf16_avx2, 2, round_bf16_avx512},
 #else
-    [AMPDIAG_FP16] = {round_n_fp16, NULL, 0},
-    [AMPDIAG_BF16] = {round_n_bf16, NULL, 0},
+    [AMPDIAG_FP16] = {round_n_fp16, NULL, 0, NULL},
+    [AMPDIAG_BF16] = {round_n_bf16, NULL, 0, NULL},
 #endif
-    [AMPDIAG_E4M3] = {round_n_e4m3, NULL, 0},
-    [AMPDIAG_E5M2] = {round_n_e5m2, NULL, 0},
+    [AMPDIAG_E4M3] = {round_n_e4m3, NULL, 0, NULL},
+    [AMPDIAG_E5M2] = {round_n_e5m2, NULL, 0, NULL},
 };
 
 int ampdiag_round_array(ampdiag_format fmt, unsigned flags, const float *in, float *out, size_t n)
 {
     if (!ampdiag_format_get(fmt))
         return -1;
-    int ftz = (flags & AMPDIAG_ROUND_FTZ) != 0;
-    if (round_impl[fmt].simd && (round_simd_caps() & round_impl[fmt].cap))
+    int ftz = (flags & AMPDIAG_ROUND_FTZ) != 0, caps = ampdiag_round_simd_caps();
+    if (round_impl[fmt].wide && (caps & 4))
+        round_impl[fmt].wide(in, out, n, ftz);
+    else if (round_impl[fmt].simd && (caps & round_impl[fmt].cap))
         round_impl[fmt].simd(in, out, n, ftz);
     else
         round_impl[fmt].scalar(in, out, n, ftz);

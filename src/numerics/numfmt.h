@@ -279,4 +279,10 @@ AMPDIAG_HD float ampdiag_e5m2_rne_ftz(float x)
     return ampdiag_e5m2_rne(x);
 }
 
+/* The vector paths ampdiag_round_array takes on this CPU (numfmt.c): 1 F16C (FP16), 2 AVX2
+ * (BF16), 4 AVX-512F (both); 0 with AMPDIAG_ROUND_IMPL=generic. */
+#ifndef __CUDACC__
+int ampdiag_round_simd_caps(void);
+#endif
+
 #endif /* AMPDIAG_NUMFMT_H */

@@ -23,6 +23,7 @@ void optim_config_default(optim_config *c, optim_kind kind)
     c->state_fmt = AMPDIAG_FP32;
     c->weight_fmt = AMPDIAG_FP32;
     c->round_flags = 0;
+    c->copy_fmt = AMPDIAG_FP32;
 }
 
 int optim_kind_parse(const char *name, optim_kind *k)
@@ -70,10 +71,10 @@ void optim_stats_init(optim_stats *s)
 void optim_begin(optim *o) { o->t++; }
 
 void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float ginv, float gscale,
-                  float *dw_keep, float *w_keep)
+                  float *dw_keep, float *w_keep, float *w_copy, uint64_t *nonfinite)
 {
     o->bk->optim_step(o->bk, &o->cfg, o->t, w + off, g + off, o->m + off, o->v ? o->v + off : NULL, n, lr,
-                      ginv, gscale, dw_keep, w_keep);
+                      ginv, gscale, dw_keep, w_keep, w_copy, nonfinite);
 }
 
 void optim_update_stats(const optim *o, const float *w_old, const float *dw, size_t n, optim_stats *st,

@@ -54,10 +54,12 @@ void optim_begin(optim *o);
  * gscale is the clip coefficient. The weights are stored rounded to the weight format. dw_keep
  * and w_keep (each may be NULL) receive the intended changes dw[0..n) of this range and the
  * weights it held before, for optim_update_stats (a copy taken while the values pass through the
- * update costs less than another pass over them).
+ * update costs less than another pass over them). w_copy (may be NULL) receives the updated
+ * weights of the range rounded to the configuration's copy_fmt, and the number of updated weights
+ * that are NaN or inf is added to *nonfinite (may be NULL), in the same pass.
  */
 void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, double lr, float ginv, float gscale,
-                  float *dw_keep, float *w_keep);
+                  float *dw_keep, float *w_keep, float *w_copy, uint64_t *nonfinite);
 
 /*
  * What an update did to n parameters that held w_old before it, given its intended changes dw

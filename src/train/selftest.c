@@ -337,7 +337,7 @@ static void compare_stats(const backend *dev, const float *x, const float *dw, f
     const backend *cpu = backend_cpu();
     ampdiag_hist hc, hd;
     ampdiag_tstats sc, sd;
-    bk_optim oc = {BK_ADAMW, 0.9, 0.0, 0.9, 0.999, 1e-8, AMPDIAG_FP32, AMPDIAG_BF16, 0};
+    bk_optim oc = {BK_ADAMW, 0.9, 0.0, 0.9, 0.999, 1e-8, AMPDIAG_FP32, AMPDIAG_BF16, 0, AMPDIAG_FP32};
     bk_update_stats uc, ud;
     double gc = 0.0, gd = 0.0;
     uint64_t nc = 0, nd = 0;

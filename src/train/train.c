@@ -136,6 +136,7 @@ static const ampdiag_tensor_kind kind_of[MT_COUNT] = {
  * findings are read back from the trace by the analysis (src/analysis/findings.c). */
 typedef struct layer_summary {
     int weights_nonfinite;
+    uint64_t nonfinite_now; /* NaN/inf weights after the last update (counted by the optimizer) */
 } layer_summary;
 
 /* ------------------------------------------------------------------ the run */
@@ -874,12 +875,11 @@ static int skip_update(run *R, step_state *s, char *err, size_t errlen)
 static int check_weights(run *R, long t, char *err, size_t errlen)
 {
     model *m = R->m;
-    const backend *bk = m->bk;
     for (int i = 0; i < m->nlayers; i++) {
         layer *L = &m->layers[i];
         if (L->nparams == 0 || R->ls[i].weights_nonfinite)
             continue;
-        size_t nf = bk->count_nonfinite(bk, L->p, L->nparams);
+        size_t nf = (size_t)R->ls[i].nonfinite_now;
         if (nf) {
             R->ls[i].weights_nonfinite = 1;
             char msg[160];
@@ -913,15 +913,20 @@ static int apply_update(run *R, step_state *s, char *err, size_t errlen)
     optim_begin(&R->opt);
     if (s->traced)
         tracer_wait(R->tr, R->tk_buf[S->buf]); /* the last analysis that read these copies */
+    float *wc = model_compute_copy(m); /* written by the update, as are the counts check_weights reads */
     for (int i = 0; i < m->nlayers; i++) {
         layer *L = &m->layers[i];
         if (L->nparams == 0)
             continue;
         size_t off = (size_t)(L->p - m->params);
+        R->ls[i].nonfinite_now = 0;
         optim_update(&R->opt, m->params, m->grads, off, L->nparams, s->lr, s->inv, s->coef,
-                     s->traced ? R->dw[S->buf] + off : NULL, s->traced ? R->w_old[S->buf] + off : NULL);
+                     s->traced ? R->dw[S->buf] + off : NULL, s->traced ? R->w_old[S->buf] + off : NULL,
+                     wc ? wc + off : NULL, &R->ls[i].nonfinite_now);
     }
     model_hold_params(m);
+    if (wc)
+        model_copy_written(m);
     if ((rc = fence(R, s->t, "optimizer step", err, errlen)))
         return rc;
     if (s->traced)
@@ -1225,6 +1230,7 @@ static int setup_optimizer(run *R, char *err, size_t errlen)
         oc.state_fmt = AMPDIAG_BF16;
     }
     oc.round_flags = c->mo.round_flags;
+    oc.copy_fmt = R->m->ctx.fmt; /* the compute copy's, written by the update (apply_update) */
     if (optim_init(&R->opt, R->m->bk, &oc, R->m->nparams) != 0) {
         say(err, errlen, "out of memory for the optimizer state (%zu parameters)", R->m->nparams);
         return TRAIN_EIO;

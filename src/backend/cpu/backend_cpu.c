@@ -45,6 +45,48 @@ static inline float rnd_fp16_ftz(float x) { return ampdiag_fp16_rne_ftz(x); }
 static inline float rnd_bf16(float x) { return ampdiag_bf16_rne(x); }
 static inline float rnd_bf16_ftz(float x) { return ampdiag_bf16_rne_ftz(x); }
 
+/*
+ * The same roundings written without branches, so that a loop calling them vectorises (the
+ * selects become blends): used in the output loops of the vector code paths, where they replace
+ * a second pass over the output. The same bits as numfmt.h for all 2^32 inputs, with and without
+ * FTZ (tests/t_layers.c, AMPDIAG_EXHAUSTIVE=1). FP16: a normal result rounds the float32
+ * mantissa to 10 bits in integer arithmetic (a carry moves into the exponent, and the threshold
+ * test sends what would pass 65504 to inf); a subnormal one is |x| rounded to a multiple of
+ * 2^-24, which the float addition |x| + 0.5 does exactly (its ulp there is 2^-24); a NaN is
+ * quieted with its top 9 payload bits kept, as F16C does.
+ */
+KERNEL float rnd_fp16_v(float x)
+{
+    uint32_t u = ampdiag_f32_bits(x), a = u & 0x7fffffffu, s = u & 0x80000000u;
+    uint32_t normal = (u + 0x0fffu + ((u >> 13) & 1u)) & 0xffffe000u;
+    uint32_t sub = ampdiag_f32_bits((fabsf(x) + 0.5f) - 0.5f) | s;
+    uint32_t r = a < 0x38800000u ? sub : normal;
+    r = a >= AMPDIAG_FP16_OVF_BITS ? (s | AMPDIAG_F32_INF) : r;
+    r = a > AMPDIAG_F32_INF ? ((u | 0x00400000u) & 0xffffe000u) : r;
+    return ampdiag_f32_from_bits(r);
+}
+
+KERNEL float rnd_fp16_ftz_v(float x)
+{
+    uint32_t r = ampdiag_f32_bits(rnd_fp16_v(x));
+    return ampdiag_f32_from_bits((r & 0x7fffffffu) < 0x38800000u ? (r & 0x80000000u) : r);
+}
+
+KERNEL float rnd_bf16_v(float x)
+{
+    uint32_t u = ampdiag_f32_bits(x);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    r = (u & 0x7fffffffu) > AMPDIAG_F32_INF ? ((u | 0x00400000u) & 0xffff0000u) : r;
+    return ampdiag_f32_from_bits(r);
+}
+
+KERNEL float rnd_bf16_ftz_v(float x)
+{
+    uint32_t u = ampdiag_f32_bits(x);
+    float r = rnd_bf16_v(x);
+    return (u & 0x7fffffffu) < AMPDIAG_F32_MIN_NORMAL ? ampdiag_f32_from_bits(u & 0x80000000u) : r;
+}
+
 enum { RK_NONE, RK_FP16, RK_FP16_FTZ, RK_BF16, RK_BF16_FTZ };
 
 static int rnd_kind(bk_rnd r)
@@ -67,6 +109,28 @@ static int rnd_kind(bk_rnd r)
         case RK_BF16_FTZ: KERNEL_FN(__VA_ARGS__, rnd_bf16_ftz); break;                          \
         default: KERNEL_FN(__VA_ARGS__, rnd_none); break;                                       \
         }                                                                                       \
+    } while (0)
+
+/* WITH_RND with the branch-free roundings (the vector code paths). */
+#define WITH_RND_V(r, KERNEL_FN, ...)                                                           \
+    do {                                                                                        \
+        switch (rnd_kind(r)) {                                                                  \
+        case RK_FP16: KERNEL_FN(__VA_ARGS__, rnd_fp16_v); break;                                \
+        case RK_FP16_FTZ: KERNEL_FN(__VA_ARGS__, rnd_fp16_ftz_v); break;                        \
+        case RK_BF16: KERNEL_FN(__VA_ARGS__, rnd_bf16_v); break;                                \
+        case RK_BF16_FTZ: KERNEL_FN(__VA_ARGS__, rnd_bf16_ftz_v); break;                        \
+        default: KERNEL_FN(__VA_ARGS__, rnd_none); break;                                       \
+        }                                                                                       \
+    } while (0)
+
+/* The BF16 cases of WITH_RND_V alone (what WITH_RND_OUT instantiates: fewer copies of each
+ * kernel, so that the compiler still inlines what the kernels call). */
+#define WITH_RND_BF16_V(r, KERNEL_FN, ...)                                                      \
+    do {                                                                                        \
+        if (rnd_kind(r) == RK_BF16_FTZ)                                                         \
+            KERNEL_FN(__VA_ARGS__, rnd_bf16_ftz_v);                                             \
+        else                                                                                    \
+            KERNEL_FN(__VA_ARGS__, rnd_bf16_v);                                                 \
     } while (0)
 
 /* ------------------------------------------------------------------------------- SIMD rounding */
@@ -105,7 +169,8 @@ static int simd_caps(void)
 const char *backend_cpu_round_impl(void)
 {
     static const char *const names[4] = {"generic", "f16c", "avx2", "f16c+avx2"};
-    return names[simd_caps() & 3];
+    int caps = simd_caps() & 3;
+    return caps == 3 && (ampdiag_round_simd_caps() & 4) ? "avx512f" : names[caps];
 }
 
 /* Can round_simd handle r? */
@@ -122,12 +187,16 @@ static void round_simd(float *x, size_t n, bk_rnd r)
     ampdiag_round_array(r.fmt, r.flags, x, x, n);
 }
 
-/* KERNEL_FN with rounding r applied to every value it writes to out[0..n): the FP32 loop then
- * a vector rounding pass when available, else the fused scalar rounding. Only for kernels
- * that write each output once, as R(value). */
+/* KERNEL_FN with rounding r applied to every value it writes to out[0..n). With the vector
+ * code: BF16 rounded in the kernel's own loop (branch-free, a few integer operations per
+ * vector), FP16 by the FP32 loop then a pass of F16C conversions (cheaper than the integer
+ * form); else the fused scalar rounding. Only for kernels that write each output once, as
+ * R(value). */
 #define WITH_RND_OUT(r, out, n, KERNEL_FN, ...)                                                 \
     do {                                                                                        \
-        if (simd_can(r)) {                                                                      \
+        if (simd_can(r) && (r).fmt == AMPDIAG_BF16) {                                           \
+            WITH_RND_BF16_V(r, KERNEL_FN, __VA_ARGS__);                                         \
+        } else if (simd_can(r)) {                                                               \
             KERNEL_FN(__VA_ARGS__, rnd_none);                                                   \
             round_simd((out), (n), (r));                                                        \
         } else {                                                                                \
@@ -206,6 +275,7 @@ KERNEL void axpy_k(float *y, float a, const float *x, size_t n, rnd_fn R)
         y[i] = R(a * x[i]);
 }
 
+CPU_CLONES
 static void cpu_axpy(const backend *bk, float *y, float beta, float a, const float *x, size_t n,
                      bk_rnd r)
 {
@@ -237,10 +307,8 @@ void cpu_round(const backend *bk, float *out, const float *in, size_t n, bk_rnd 
             memmove(out, in, n * sizeof *out);
         return;
     }
-    if (simd_can(r)) {
-        if (out != in)
-            memmove(out, in, n * sizeof *out);
-        round_simd(out, n, r);
+    if (simd_can(r)) { /* one pass from in to out (no copy first) */
+        ampdiag_round_array(r.fmt, r.flags, in, out, n);
         return;
     }
     WITH_RND(r, round_k, out, in, n);
@@ -256,13 +324,25 @@ KERNEL void round_block_k(float *c, int rows, int cols, int ld, rnd_fn R)
     }
 }
 
+/* Rows narrower than this (an attention head's 16 columns) are rounded by the branch-free loop
+ * rather than a call of the vector pass per row. */
+#define NARROW_ROW 64
+
+CPU_CLONES
+static void round_narrow_rows(float *c, int rows, int cols, int ld, bk_rnd r)
+{
+    WITH_RND_V(r, round_block_k, c, rows, cols, ld);
+}
+
 static void round_block(float *c, int rows, int cols, int ld, bk_rnd r)
 {
     if (rnd_kind(r) == RK_NONE)
         return;
     if (simd_can(r)) {
-        if (ld == cols)
+        if (ld == cols && (size_t)rows * (size_t)cols >= NARROW_ROW)
             round_simd(c, (size_t)rows * (size_t)cols, r);
+        else if (cols < NARROW_ROW)
+            round_narrow_rows(c, rows, cols, ld, r);
         else
             for (int i = 0; i < rows; i++)
                 round_simd(c + (size_t)i * (size_t)ld, (size_t)cols, r);
@@ -299,7 +379,7 @@ static double cpu_sumsq(const backend *bk, const float *x, size_t n)
 /* (the training loop's check of every weight after each update: a pass over all parameters,
  * in 32-bit lane counts so that it vectorises) */
 CPU_CLONES
-static size_t cpu_count_nonfinite(const backend *bk, const float *x, size_t n)
+size_t cpu_count_nonfinite(const backend *bk, const float *x, size_t n)
 {
     (void)bk;
     size_t c = 0;
@@ -336,6 +416,21 @@ static int cpu_count_at_least(const backend *bk, const float *x, size_t n, size_
 
 /* ------------------------------------------------------------------------------- GEMM */
 
+/* Rows of C per sgemm call for a large output: about GEMM_CHUNK values (1 MiB), so that
+ * OpenBLAS's zeroing of C for beta 0, its kernel's accumulation and the rounding pass all find
+ * the chunk in cache (a width-2048 weight gradient is 16 MiB). A multiple of 16 rows (the
+ * widest sgemm kernel's rows); each row of C is the same dot products in the same order, so the
+ * chunks give the bits of one call. */
+#define GEMM_CHUNK (256 * 1024)
+
+static int gemm_chunk_rows(int M, int N)
+{
+    if ((size_t)M * (size_t)N <= GEMM_CHUNK)
+        return M;
+    int rows = GEMM_CHUNK / N / 16 * 16;
+    return rows < 16 ? 16 : rows;
+}
+
 static void cpu_gemm(const backend *bk, int ta, int tb, int M, int N, int K, float alpha,
                      const float *A, int lda, const float *B, int ldb, float beta, float *C,
                      int ldc, bk_rnd r)
@@ -349,11 +444,18 @@ static void cpu_gemm(const backend *bk, int ta, int tb, int M, int N, int K, flo
                 float *c = C + (size_t)i * (size_t)ldc + j;
                 *c = beta == 0.0f ? 0.0f : beta * *c;
             }
-    } else {
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        round_block(C, M, N, ldc, r);
+        return;
     }
-    round_block(C, M, N, ldc, r);
+    int rows = gemm_chunk_rows(M, N);
+    for (int i = 0; i < M; i += rows) {
+        int m = M - i < rows ? M - i : rows;
+        const float *Ai = ta ? A + i : A + (size_t)i * (size_t)lda; /* rows i.. of op(A) */
+        float *Ci = C + (size_t)i * (size_t)ldc;
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    m, N, K, alpha, Ai, lda, B, ldb, beta, Ci, ldc);
+        round_block(Ci, m, N, ldc, r);
+    }
 }
 
 /* ------------------------------------------------------------------------------- linear */
@@ -367,6 +469,7 @@ KERNEL void bias_add_k(float *out, const float *bias, int N, int OC, rnd_fn R)
     }
 }
 
+CPU_CLONES
 static void cpu_bias_add(const backend *bk, float *out, const float *bias, int N, int OC,
                          bk_rnd r)
 {
@@ -399,6 +502,7 @@ KERNEL void relu_fwd_k(float *out, const float *inp, size_t n, rnd_fn R)
         out[i] = R(!(inp[i] <= 0.0f) ? inp[i] : 0.0f); /* NaN stays NaN, as torch.relu */
 }
 
+CPU_CLONES
 static void cpu_relu_fwd(const backend *bk, float *out, const float *inp, size_t n, bk_rnd r)
 {
     (void)bk;
@@ -415,6 +519,7 @@ KERNEL void relu_bwd_k(float *dinp, const float *inp, const float *dout, size_t 
     }
 }
 
+CPU_CLONES
 static void cpu_relu_bwd(const backend *bk, float *dinp, const float *inp, const float *dout,
                          size_t n, float beta, bk_rnd r)
 {
@@ -485,6 +590,7 @@ KERNEL void add_fwd_k(float *out, const float *a, const float *b, size_t n, rnd_
         out[i] = R(a[i] + b[i]);
 }
 
+CPU_CLONES
 static void cpu_add_fwd(const backend *bk, float *out, const float *a, const float *b, size_t n,
                         bk_rnd r)
 {
@@ -520,6 +626,7 @@ KERNEL void layernorm_fwd_k(float *out, float *mean, float *rstd, const float *i
     }
 }
 
+CPU_CLONES
 static void cpu_layernorm_fwd(const backend *bk, float *out, float *mean, float *rstd,
                               const float *inp, const float *weight, const float *bias, int N,
                               int C, bk_rnd r)
@@ -834,6 +941,7 @@ KERNEL void embed_fwd_k(float *out, const int32_t *tokens, const float *wte, con
         }
 }
 
+CPU_CLONES
 static void cpu_embed_fwd(const backend *bk, float *out, const int32_t *tokens, const float *wte,
                           const float *wpe, int B, int T, int C, bk_rnd r)
 {
@@ -900,6 +1008,7 @@ KERNEL void xent_bwd_k(float *dlogits, const float *probs, const int32_t *target
     }
 }
 
+CPU_CLONES
 static void cpu_xent_bwd(const backend *bk, float *dlogits, const float *probs,
                          const int32_t *targets, int N, int V, float dscale, bk_rnd r)
 {

@@ -24,7 +24,8 @@ void cpu_grad_norm(const backend *bk, const float *g, size_t n, float inv_scale,
                    uint64_t *nonfinite);
 void cpu_optim_step(const backend *bk, const bk_optim *c, long t, float *w, const float *g, float *m,
                     float *v, size_t n, double lr, float ginv, float gscale, float *dw_keep,
-                    float *w_keep);
+                    float *w_keep, float *w_copy, uint64_t *nonfinite);
+size_t cpu_count_nonfinite(const backend *bk, const float *x, size_t n);
 void cpu_update_stats(const backend *bk, const bk_optim *c, const float *w_old, const float *dw,
                       size_t n, bk_update_stats *st, ampdiag_hist *hu);
 

@@ -105,7 +105,8 @@ static void compute_dw(const backend *bk, const bk_optim *c, long t, const float
 }
 
 void cpu_optim_step(const backend *bk, const bk_optim *c, long t, float *w, const float *g, float *m, float *v,
-                    size_t n, double lr, float ginv, float gscale, float *dw_keep, float *w_keep)
+                    size_t n, double lr, float ginv, float gscale, float *dw_keep, float *w_keep,
+                    float *w_copy, uint64_t *nonfinite)
 {
     float dwb[OPTIM_BLOCK];
     ampdiag_format wf = c->weight_fmt;
@@ -121,6 +122,10 @@ void cpu_optim_step(const backend *bk, const bk_optim *c, long t, float *w, cons
         for (size_t i = 0; i < k; i++)
             wb[i] += dw[i];
         cpu_round(bk, wb, wb, k, bk_rnd_make(wf, fl));
+        if (w_copy)
+            cpu_round(bk, w_copy + b, wb, k, bk_rnd_make(c->copy_fmt, fl));
+        if (nonfinite)
+            *nonfinite += cpu_count_nonfinite(bk, wb, k);
     }
 }
 

@@ -169,7 +169,8 @@ void cu_op_tstats(const backend *bk, const float *x, size_t n, ampdiag_tstats *s
 /* ------------------------------------------------------------------------------- optimizer */
 
 void cu_op_optim_step(const backend *bk, const bk_optim *cfg, long t, float *w, const float *g, float *m, float *v,
-                      size_t n, double lr, float ginv, float gscale, float *dw_keep, float *w_keep)
+                      size_t n, double lr, float ginv, float gscale, float *dw_keep, float *w_keep,
+                      float *w_copy, uint64_t *nonfinite)
 {
     cuda_ctx *c = cu_ctx(bk);
     const ck_optim k = ck_optim_setup(cfg, t, lr);
@@ -177,6 +178,10 @@ void cu_op_optim_step(const backend *bk, const bk_optim *cfg, long t, float *w, 
     cu_each(c, n, CU_AT, "optim_step", [=] __device__(size_t i) {
         ck_optim_step(&k, w, g, m, v, i, ginv, gscale, dw_keep, w_keep);
     });
+    if (w_copy) /* passes of their own on the device */
+        bk->round(bk, w_copy, w, n, bk_rnd_make(cfg->copy_fmt, cfg->round_flags));
+    if (nonfinite)
+        *nonfinite += bk->count_nonfinite(bk, w, n);
 }
 
 struct cu_lost3 {
