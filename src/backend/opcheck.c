@@ -56,9 +56,11 @@ static const size_t SIZES[] = {1, 7, 8, 9, 31, 33, 1003};
  * bound on reordering a sum of n terms, n 2^-52 sum|term| (each order is within (n-1) 2^-53
  * sum|term| of the exact sum). Everything not listed is compared bit for bit.
  *
- * The CPU backend against its portable code: the rounding passes (F16C / AVX2 over the output
- * after the FP32 loop, instead of scalar rounding fused into it), the optimizer's weight
- * rounding and update_stats' AVX2 pass follow backend_cpu_force_generic and give the same bits;
+ * The CPU backend against its portable code: the rounding passes (F16C, AVX2 or AVX-512F over
+ * the output after the FP32 loop), BF16 rounded inside the ops' vector output loops, GEMM
+ * outputs computed and rounded in row chunks, the optimizer's weight rounding and compute copy,
+ * and update_stats' AVX2 / AVX-512F passes follow backend_cpu_force_generic and give the same
+ * bits as the scalar rounding fused into the portable loops;
  * the statistics kernels (src/numerics/tstats.c, switched by AMPDIAG_TSTATS_IMPL) keep their
  * lane sums in other orders than the portable kernel: the two rows below. Everything else is
  * the same arithmetic in the same order on both sides: the GEMMs are the same cblas_sgemm call,
@@ -82,7 +84,7 @@ typedef struct tol_rule {
  * their products in other orders, with cancellation (up to millions of ulp near zero) and
  * partial sums that overflow in one order only (NaN/inf positions differ): an ulp bound means
  * nothing there. A GEMM output is held to the bound of any summation order (gemm_allow: twice
- * (K+1) 2^-24 sum|alpha a b| + |beta c|, plus one spacing of the output format); the attention
+ * gamma_(K+2) (sum|alpha a b| + |beta c|), plus one spacing of the output format); the attention
  * kernels' outputs chain several such sums through a softmax and have no bound written yet: TODO.
  * "cpu-reordered" is the CPU backend with a GEMM of its own that adds the products in reverse
  * order (reordered_gemm): it puts the per-output bound to work on a machine without a GPU. */
@@ -1363,24 +1365,27 @@ static void cases_grad_norm(tctx *T, bk_rnd r, opstat *st)
 
 /* ------------------------------------------------------------------------------- optimizer */
 
-/* With the keep buffers also the compute copy (in o.copy_fmt) and the non-finite count. */
+/* The optional outputs by p->omit: bit 0 leaves out the keep buffers, bit 1 the compute copy
+ * (in o.copy_fmt) and the non-finite count (an untraced training step passes those alone). */
 static void run_optim(const backend *bk, float *const *d, const prm *p, result *r)
 {
     uint64_t nonfinite = 3; /* added to */
+    int nokeep = p->omit & 1, nocopy = p->omit & 2;
     bk->optim_step(bk, &p->o, p->t, d[0], d[1], d[2], p->o.kind == BK_ADAMW ? d[3] : NULL, p->n,
-                   p->lr, p->ginv, p->gscale, p->omit ? NULL : d[4], p->omit ? NULL : d[5],
-                   p->omit ? NULL : d[6], p->omit ? NULL : &nonfinite);
+                   p->lr, p->ginv, p->gscale, nokeep ? NULL : d[4], nokeep ? NULL : d[5],
+                   nocopy ? NULL : d[6], nocopy ? NULL : &nonfinite);
     put(r, "nonfinite", (double)nonfinite, 0.0);
 }
 
 /* Weights and state in their formats; second moments tiny, some zero (with FP16 state eps is
  * 0 too: 0/0); gradients loss-scaled by 2^10, with specials. */
-static void optim_case(tctx *T, opstat *st, const bk_optim *o, size_t n, long t, int keep)
+static void optim_case(tctx *T, opstat *st, const bk_optim *o, size_t n, long t, int omit)
 {
+    int keep = !(omit & 1);
     bk_rnd rw = bk_rnd_make(o->weight_fmt, o->round_flags);
     bk_rnd rs = bk_rnd_make(o->state_fmt, o->round_flags);
     prm p = {.n = n, .o = *o, .t = t, .lr = 1e-3, .ginv = 0x1p-10f, .gscale = keep ? 1.0f : 0.5f,
-             .omit = !keep};
+             .omit = omit};
     float *v = gen(T, n, 9, -40, -10);
     for (size_t i = 0; i < n; i++)
         v[i] = fabsf(v[i]);
@@ -1411,9 +1416,9 @@ static void test_optim(tctx *T)
                     stat_begin(&st, T, "optim_step");
                     for (int k = 0; k <= NSIZES; k++)
                         for (long t = 1; t <= 3; t += 2)
-                            for (int keep = 0; keep < 2; keep++)
+                            for (int omit = 0; omit < 4; omit++)
                                 optim_case(T, &st, &o, k < NSIZES ? SIZES[k] : 2 * 1024 + 9, t,
-                                           keep);
+                                           omit);
                     snprintf(label, sizeof label, "optim_step %s, state %s, weights %s%s",
                              kind ? "AdamW" : "SGD", rnd_name(bk_rnd_make(sfs[s], 0)),
                              rnd_name(bk_rnd_make(wfs[w], 0)), ftz ? ", FTZ" : "");

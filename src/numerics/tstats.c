@@ -1231,6 +1231,8 @@ int ampdiag_count_at_least(const float *x, size_t n, size_t k, const uint32_t *g
     static const ge_fn by_k[9] = {NULL, ge_block1, ge_block2, ge_block3, ge_block4, ge_block5, ge_block6, NULL, ge_block8};
     if (k > 8)
         return -1;
+    if (k == 0)
+        return 0; /* nothing to count: no pass */
     for (size_t j = 0; j < k; j++)
         if (ge[j] < 1u || ge[j] > AMPDIAG_F32_INF)
             return -1;

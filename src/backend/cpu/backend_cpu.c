@@ -419,8 +419,11 @@ static int cpu_count_at_least(const backend *bk, const float *x, size_t n, size_
 /* Rows of C per sgemm call for a large output: about GEMM_CHUNK values (1 MiB), so that
  * OpenBLAS's zeroing of C for beta 0, its kernel's accumulation and the rounding pass all find
  * the chunk in cache (a width-2048 weight gradient is 16 MiB). A multiple of 16 rows (the
- * widest sgemm kernel's rows); each row of C is the same dot products in the same order, so the
- * chunks give the bits of one call. */
+ * widest sgemm kernel's rows). With OpenBLAS's blocked kernels each row of C is the same dot
+ * products in the same order, so the chunks give the bits of one call (traces of the mlp,
+ * transformer and width-2048 models compared dataset by dataset before and after); a BLAS that
+ * chose another kernel by the call's size (a small-matrix path for a chunk with tiny K) could
+ * add in another order: the runs would then differ from unchunked ones by GEMM rounding only. */
 #define GEMM_CHUNK (256 * 1024)
 
 static int gemm_chunk_rows(int M, int N)
