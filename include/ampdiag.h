@@ -233,7 +233,7 @@ int ampdiag_scaled_thresholds(ampdiag_format fmt, float scale, uint32_t bits[3])
 /* counts[j] := how many of x[0..n) have |x| bit patterns at least ge[j] (NaN and inf included:
  * their patterns are the largest), for k <= 8 thresholds in [1, 0x7f800000]: the pass behind the
  * scaled what-if counts, for a caller that needs only some of their thresholds. One pass over
- * x. Returns -1 (counts untouched) for k > 8 or a threshold out of range. */
+ * x (none for k = 0). Returns -1 (counts untouched) for k > 8 or a threshold out of range. */
 int ampdiag_count_at_least(const float *x, size_t n, size_t k, const uint32_t *ge, uint64_t *counts);
 
 /* Which SIMD path ampdiag_tstats uses on this CPU: "avx2+avx512vl", "avx2" or "generic"
