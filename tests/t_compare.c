@@ -13,10 +13,13 @@
 #include "compare_synth.h"
 #include "tap.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[] = "t_compare.XXXXXX";
@@ -326,6 +329,143 @@ static void test_compare_runs(void)
     an_free(&r);
 }
 
+/* The JSON report of runs[0..n) (baseline 0) into a malloc'd string; NULL on failure. */
+static char *json_of(an_run *runs, size_t n, size_t *len)
+{
+    an_comparison c;
+    recommendation R;
+    report_opts ro;
+    memset(&ro, 0, sizeof ro);
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    int bad = !f || an_compare(runs, n, 0, &c) != 0;
+    if (!bad) {
+        bad = recommend(runs, n, &c, TGT_ANY, 0, &R) != 0;
+        if (!bad) {
+            bad = report_json(f, runs, n, &c, &R, &ro) != 0;
+            rec_free(&R);
+        }
+        an_comparison_free(&c);
+    }
+    if (f && fclose(f) != 0)
+        bad = 1;
+    if (bad) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* DIR/NAME.h5 written by a writer killed before its first record (still marked as open). */
+static const char *killed_trace(const char *name)
+{
+    static char p[2][256];
+    static int k;
+    char *path = p[k++ % 2];
+    snprintf(path, 256, "%s/%s.h5", dir, name);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        ampdiag_trace_options o;
+        ampdiag_trace_options_init(&o);
+        o.overwrite = 1;
+        ampdiag_trace_writer *w = NULL;
+        if (ampdiag_trace_create(path, &o, &w) == 0)
+            raise(SIGKILL);
+        _exit(3);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFSIGNALED(st))
+        return NULL;
+    return path;
+}
+
+/* an_load_many (several traces at once, on threads taking turns in HDF5) gives what an_load
+ * gives trace by trace; prints the notes of repaired traces in path order; reports the first
+ * trace that fails. */
+static void test_load_many(void)
+{
+    cs_spec s;
+    const char *pp[3];
+    const char *prec[3] = {"fp32", "fp16", "bf16"};
+    for (int i = 0; i < 3; i++) {
+        cs_spec_init(&s);
+        s.precision = prec[i];
+        s.scale = i == 1 ? 65536 : 1;
+        s.nsteps = 3000;
+        char name[32];
+        snprintf(name, sizeof name, "many-%s", prec[i]);
+        pp[i] = write_trace(name, &s);
+    }
+    an_run one[3], many[3];
+    for (int i = 0; i < 3; i++)
+        load(pp[i], &one[i]);
+    int rc = -1;
+    char err[512];
+    an_options q = {.warmup = -1, .quiet = 1};
+    size_t first = an_load_many(pp, 3, &q, many, &rc, err, sizeof err);
+    size_t n1 = 0, n2 = 0;
+    char *j1 = json_of(one, 3, &n1), *j2 = first == 3 ? json_of(many, 3, &n2) : NULL;
+    ok(first == 3 && rc == 0 && j1 && j2 && n1 == n2 && memcmp(j1, j2, n1) == 0 &&
+           many[1].nsteps == 3000 && many[2].nsteps == 3000,
+       "three traces read at once: compare's JSON report the same as read one by one (%zu bytes)", n2);
+    free(j1);
+    free(j2);
+    for (int i = 0; i < 3; i++) {
+        an_free(&one[i]);
+        an_free(&many[i]);
+    }
+
+    /* two repaired traces: their notes after the loads, in the order of the files */
+    const char *k1 = killed_trace("killed-1"), *k2 = killed_trace("killed-2");
+    const char *pk[3] = {k1, pp[0], k2};
+    char log[300];
+    snprintf(log, sizeof log, "%s/notes.txt", dir);
+    an_options loud = {.warmup = -1, .quiet = 0};
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    first = 9;
+    if (k1 && k2 && saved >= 0 && fd >= 0 && dup2(fd, 2) == 2) {
+        first = an_load_many(pk, 3, &loud, many, &rc, err, sizeof err);
+        fflush(stderr);
+        dup2(saved, 2);
+        for (int i = 0; i < 3; i++)
+            an_free(&many[i]);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (saved >= 0)
+        close(saved);
+    char text[2048] = "";
+    FILE *f = fopen(log, "r");
+    size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[got] = 0;
+    if (f)
+        fclose(f);
+    const char *a = strstr(text, "killed-1.h5' was still marked as open");
+    const char *b = strstr(text, "killed-2.h5' was still marked as open");
+    int lines = 0;
+    for (const char *c = text; *c; c++)
+        lines += *c == '\n';
+    ok(first == 3 && rc == 0 && a && b && a < b && lines == 2,
+       "two repaired traces read at once: two notes, in the order of the files");
+    remove(log);
+    if (k1)
+        remove(k1);
+    if (k2)
+        remove(k2);
+
+    /* the first failure is reported; every run can be freed */
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/no-such-trace.h5", dir);
+    const char *pm[3] = {pp[0], missing, pp[2]};
+    first = an_load_many(pm, 3, &q, many, &rc, err, sizeof err);
+    ok(first == 1 && rc == AMPDIAG_TRACE_ENOENT && strstr(err, "no-such-trace.h5"),
+       "a missing second trace: index 1, ENOENT, the message names it (%s)", err);
+    for (int i = 0; i < 3; i++)
+        an_free(&many[i]);
+}
+
 static void test_json_escaping(void)
 {
     cs_spec s;
@@ -592,6 +732,7 @@ int main(void)
     test_fp16();
     test_divergence_and_lr();
     test_compare_runs();
+    test_load_many();
     test_json_escaping();
     test_baseline_sanity();
     test_eval_only();

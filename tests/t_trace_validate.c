@@ -84,6 +84,8 @@ struct foreign {
                                lost_if_bf16, 2 lost_if_bf16 only (0: neither, as older writers) */
     int chunked;            /* tables chunked, shuffled and deflated (read from their stored
                                chunks, not through HDF5's conversion) */
+    int rows;               /* rows per table (0: 2), all in one chunk */
+    int narrow;             /* /tensors' float64 fields (mean, rms) stored as float32 */
 };
 
 static const struct col layer_cols[] = {
@@ -152,6 +154,8 @@ static hid_t col_type(const struct foreign *o, const char *table, const struct c
         t = t == C_STR ? C_VSTR : C_F64;
     if (o->int_kinds && (t == C_KIND || t == C_CODE))
         t = C_I32;
+    if (o->narrow && t == C_F64 && !strcmp(table, "tensors"))
+        t = C_F32;
     *eff = t;
     switch (t) {
     case C_I64: return H5Tcopy(H5T_STD_I64LE);
@@ -278,16 +282,16 @@ static int write_table(hid_t f, const struct foreign *o, int ti)
     hid_t ct = H5Tcreate(H5T_COMPOUND, size);
     for (size_t i = 0; i < k; i++)
         H5Tinsert(ct, cols[i].name, off[i], ft[i]);
-    enum { ROWS = 2 };
-    unsigned char *buf = calloc(ROWS, size);
+    const int ROWS = o->rows ? o->rows : 2;
+    unsigned char *buf = calloc((size_t)ROWS, size);
     for (int r = 0; r < ROWS; r++)
         for (size_t i = 0; i < k; i++)
             put_cell(buf + (size_t)r * size + off[i], eff[i], &cols[i], r, ft[i], o);
-    hsize_t dims[2] = {ROWS, 1};
+    hsize_t dims[2] = {(hsize_t)ROWS, 1};
     int rank = o->steps_2d && !strcmp(tn, "steps") ? 2 : 1;
     hid_t sp = H5Screate_simple(rank, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    hsize_t chunk = ROWS; /* one chunk: the shuffle interleaves the rows' bytes */
+    hsize_t chunk = (hsize_t)ROWS; /* one chunk: the shuffle interleaves the rows' bytes */
     int plist_ok = !o->chunked || rank != 1 ||
                    (H5Pset_chunk(dcpl, 1, &chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 &&
                     H5Pset_deflate(dcpl, 4) >= 0);
@@ -351,6 +355,53 @@ static struct foreign base(void)
     o.status = "complete";
     o.bins = AMPDIAG_HIST_BINS;
     return o;
+}
+
+/* 37 rows in one chunk (two blocks of 16 rows and 5 more: trace_chunks.c gathers each field of
+ * 16 rows from its byte planes at once, fewer one by one): the records read from the stored
+ * chunks are those HDF5's conversion gives, byte for byte, with enums stored as enums or as
+ * integers, fields in reverse order, optional fields absent (0) or present, and float64 fields
+ * stored as float32. */
+static void test_chunk_blocks(void)
+{
+    static const char *const what[] = {"enums, fields in order, optional fields absent",
+                                       "integer kinds, fields reversed, an extra field",
+                                       "mean and rms stored as float32, lost_if_bf16 present"};
+    for (int v = 0; v < 3; v++) {
+        ampdiag_trace_tensor *T[2] = {NULL, NULL};
+        ampdiag_trace_step *S[2] = {NULL, NULL};
+        size_t nt[2] = {0, 0}, ns[2] = {0, 0};
+        int rc[2] = {-1, -1};
+        for (int chunked = 0; chunked < 2; chunked++) {
+            struct foreign o = base();
+            o.rows = 37;
+            o.chunked = chunked;
+            o.int_kinds = v == 1;
+            o.reverse = v == 1;
+            o.narrow = v == 2;
+            o.lost_if = v == 2 ? 2 : 0;
+            ampdiag_trace_reader *r = NULL;
+            if (make_foreign("blocks.h5", &o) == 0 &&
+                ampdiag_trace_open(tpath("blocks.h5"), AMPDIAG_TRACE_READ_QUIET, &r) == 0)
+                rc[chunked] = ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T[chunked], &nt[chunked]) |
+                              ampdiag_trace_read_steps(r, &S[chunked], &ns[chunked]);
+            ampdiag_trace_reader_close(r);
+        }
+        int same = !rc[0] && !rc[1] && nt[0] == 37 && nt[1] == 37 && ns[0] == 37 && ns[1] == 37 &&
+                   memcmp(T[0], T[1], 37 * sizeof *T[0]) == 0;
+        for (size_t i = 0; same && i < 37; i++)
+            same = S[0][i].step == S[1][i].step && S[0][i].loss == S[1][i].loss &&
+                   !strcmp(S[0][i].skip_reason, S[1][i].skip_reason);
+        double rms = v == 2 ? (double)(float)fval("rms", 20) : fval("rms", 20);
+        ok(same && T[1][20].step == 20 && T[1][20].count == 2000 + 5 &&
+               T[1][20].kind == 20 % AMPDIAG_NKINDS && T[1][20].rms == rms &&
+               T[1][36].lost_updates == 3600 + 12 &&
+               T[1][33].lost_if_bf16 == (v == 2 ? 3300 + 12 : 0) &&
+               T[1][20].lost_if_fp16 == 0 && T[1][20].e4m3_overflow == 0,
+           "chunked, 37 rows (%s): every record as HDF5 converts it", what[v]);
+        free(T[0]); free(T[1]); free(S[0]); free(S[1]);
+    }
+    unlink(tpath("blocks.h5"));
 }
 
 /* chunked: the same traces with chunked tables, read from their stored chunks (trace_chunks.c)
@@ -669,6 +720,7 @@ int main(void)
     test_not_traces();
     test_foreign_ok(0);
     test_foreign_ok(1);
+    test_chunk_blocks();
     test_foreign_bad();
     /* a complete trace (its superblock records the end of file: every cut is caught at open) */
     if (ok(synth_write(&synth_specs[0], tpath("full.h5"), NULL) == 0, "write a complete trace"))

@@ -5,7 +5,7 @@
 
 noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_report.la
 libampdiag_analysis_la_SOURCES = \
-	src/analysis/analyze.h src/analysis/analyze.c \
+	src/analysis/analyze.h src/analysis/analyze.c src/analysis/load_many.c \
 	src/analysis/recommend.h src/analysis/recommend.c \
 	src/analysis/findings.h src/analysis/findings.c src/analysis/fp8.h src/analysis/fp8.c \
 	src/analysis/lrfind.h src/analysis/lrfind.c

@@ -381,6 +381,12 @@ typedef struct an_options {
  * the message (naming the file) in err. run is always left in a state an_free accepts. */
 int an_load(const char *path, const an_options *opt, an_run *run, char *err, size_t errlen);
 void an_free(an_run *run);
+/* an_load of paths[0..n) into runs[0..n), several at once (up to the machine's cores, at most
+ * 4; load_many.c); every run is left in a state an_free accepts. Returns the index of the first
+ * trace that failed (*rc its error code, err its message), or n (*rc 0). Unless opt->quiet, the
+ * notes of the traces before the first failure and its own are printed in path order. */
+size_t an_load_many(const char *const *paths, size_t n, const an_options *opt, an_run *runs,
+                    int *rc, char *err, size_t errlen);
 
 /* Histograms of one layer at given steps, for the charts: out[k * nsteps + j] and have[same]
  * receive the row of kinds[k] at steps[j] (have 0 where none). Reads the trace again. Returns 0

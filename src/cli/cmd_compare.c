@@ -152,30 +152,29 @@ static int list_inputs(cmp_inputs *in, const char *const *paths, size_t n, const
     return 0;
 }
 
-/* Read every trace through an_load, stopping at the first that fails (its message names the
- * file). 0, EXIT_USAGE (not a readable trace) or EXIT_IO. */
+/* Read every trace through an_load (several at once: an_load_many); the first that fails is
+ * reported (its message names the file). 0, EXIT_USAGE (not a readable trace) or EXIT_IO. */
 static int load_inputs(cmp_inputs *in, const compare_opts *o)
 {
     an_options ao = {.warmup = o->warmup, .quiet = 0, .keep_points = 0};
     char err[1024];
-    for (size_t i = 0; i < in->total; i++) {
-        int e = an_load(in->all[i], &ao, &in->runs[i], err, sizeof err);
-        in->loaded = i + 1;
-        if (e) {
-            char s[128];
-            if (strstr(err, in->all[i]) || strstr(err, path_short(in->all[i], s, sizeof s)))
-                fprintf_text(stderr, "%s: %s\n", in->prog, err);
-            else
-                fprintf_text(stderr, "%s: '%s': %s\n", in->prog, s, err);
-            return ampdiag_trace_err_is_io(e) ? EXIT_IO : EXIT_USAGE;
-        }
+    int e = 0;
+    size_t i = an_load_many(in->all, in->total, &ao, in->runs, &e, err, sizeof err);
+    in->loaded = in->total;
+    if (i < in->total) {
+        char s[128];
+        if (strstr(err, in->all[i]) || strstr(err, path_short(in->all[i], s, sizeof s)))
+            fprintf_text(stderr, "%s: %s\n", in->prog, err);
+        else
+            fprintf_text(stderr, "%s: '%s': %s\n", in->prog, s, err);
+        return ampdiag_trace_err_is_io(e) ? EXIT_IO : EXIT_USAGE;
     }
     /* no --baseline: the first FP32 trace, else the first */
     if (in->bidx == (size_t)-1) {
         in->bidx = 0;
-        for (size_t i = 0; i < in->total; i++)
-            if (strcmp(in->runs[i].precision, "fp32") == 0) {
-                in->bidx = i;
+        for (size_t k = 0; k < in->total; k++)
+            if (strcmp(in->runs[k].precision, "fp32") == 0) {
+                in->bidx = k;
                 break;
             }
     }

@@ -419,20 +419,28 @@ static int union_layer(struct ctx *c, const char *name)
     return -1;
 }
 
-static int load_run(struct ctx *c, struct run *r, an_run *a)
+/* Every trace read (several at once: an_load_many), keeping the chart columns; c->an[0..n)
+ * are then all in a state an_free accepts. 0, or the error of the first that failed. */
+static int load_all(struct ctx *c, const char *const *paths, int n)
 {
     an_options ao = {.warmup = -1, .quiet = 0,
                      .keep_points = 1u << AMPDIAG_KIND_ACTIVATION |
                                     1u << AMPDIAG_KIND_ACTIVATION_GRAD |
                                     1u << AMPDIAG_KIND_WEIGHT_GRAD,
                      .no_rms_series = 1};
-    char err[512] = "";
-    int rc = an_load(r->path, &ao, a, err, sizeof err);
-    if (rc) {
-        if (rc == AMPDIAG_TRACE_ENOMEM)
-            return fail(c, PLOT_ENOMEM, "%s", err);
+    char err[1024] = "";
+    int rc = 0;
+    an_load_many(paths, (size_t)n, &ao, c->an, &rc, err, sizeof err);
+    if (rc == AMPDIAG_TRACE_ENOMEM)
+        return fail(c, PLOT_ENOMEM, "%s", err);
+    if (rc)
         return fail(c, ampdiag_trace_err_is_io(rc) ? PLOT_EIO : PLOT_EINPUT, "%s", err);
-    }
+    return 0;
+}
+
+/* A loaded run's figures into r, its layers into the union. */
+static int load_run(struct ctx *c, struct run *r, an_run *a)
+{
     r->a = a;
     r->precision = a->precision[0] ? a->precision : "unknown";
     r->clip = isfinite(a->clip) && a->clip > 0 ? a->clip : 0;
@@ -2263,6 +2271,8 @@ int plot_traces(const char *const *paths, int n, const char *outdir, const plot_
         rc = fail(&c, PLOT_ENOMEM, "out of memory");
         goto out;
     }
+    if ((rc = load_all(&c, paths, n)))
+        goto out;
     for (int i = 0; i < n; i++) {
         c.all[i] = i;
         c.runs[i].path = paths[i];

@@ -688,10 +688,12 @@ static int bg_sync(ampdiag_trace_writer *w)
 {
     if (!w->bg)
         return 0;
+    int depth = trace_h5_release(); /* the thread takes the HDF5 lock for its jobs */
     pthread_mutex_lock(&w->bg_mu);
     while (w->bg_head || w->bg_running)
         pthread_cond_wait(&w->bg_idle, &w->bg_mu);
     pthread_mutex_unlock(&w->bg_mu);
+    trace_h5_reacquire(depth);
     return bg_check(w);
 }
 
@@ -737,7 +739,9 @@ static void bg_stop(ampdiag_trace_writer *w)
     w->bg_stop = 1;
     pthread_cond_signal(&w->bg_work);
     pthread_mutex_unlock(&w->bg_mu);
+    int depth = trace_h5_release(); /* its last jobs take the HDF5 lock */
     pthread_join(w->bg_thread, NULL);
+    trace_h5_reacquire(depth);
     pthread_cond_destroy(&w->bg_idle);
     pthread_cond_destroy(&w->bg_work);
     pthread_mutex_destroy(&w->bg_mu);

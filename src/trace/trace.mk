@@ -6,7 +6,8 @@
 libampdiag_base_la_SOURCES += \
 	include/ampdiag_trace.h src/trace/trace_internal.h \
 	src/trace/trace_common.c src/trace/trace.c src/trace/trace_read.c src/trace/trace_sandbox.c \
-	src/trace/h5safe.c src/trace/h5safe.h src/trace/trace_chunks.c src/trace/trace_chunks.h
+	src/trace/h5safe.c src/trace/h5safe.h src/trace/trace_chunks.c src/trace/trace_chunks.h \
+	src/trace/trace_notes.h
 
 ampdiag_SOURCES += src/cli/cmd_info.c
 

@@ -4,6 +4,7 @@
 #include "trace/trace_chunks.h"
 
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,7 +57,8 @@ static int inflate_exact(struct libdeflate_decompressor *d, const unsigned char 
 }
 
 /* How one field goes from its bytes in a stored row to the public record. */
-enum op { OP_COPY, OP_INT, OP_F32_F64, OP_ENUM, OP_BYTES, OP_STR };
+enum op { OP_COPY, OP_INT, OP_F32_F64, OP_ENUM, OP_BYTES, OP_STR,
+          OP_ZERO, OP_NAN /* an optional field the file lacks: 0, or NaN for a double */ };
 
 struct fieldop {
     enum op op;
@@ -73,7 +75,11 @@ struct trace_chunks {
     int shuffle, deflate;
     struct fieldop *ops;
     size_t nops;
-    uint64_t absent;             /* optional fields not in the file (trace_rows_fix) */
+    uint64_t absent;             /* optional fields not in the file (OP_ZERO, OP_NAN) */
+    int int_enums;               /* an enum field stored as an integer (trace_rows_fix maps
+                                    negative values to -1) */
+    int direct;                  /* shuffled, and every field fixed-size: each field is
+                                    gathered from its byte planes straight into the records */
     struct batch *pre;           /* the rows being prefetched, or NULL */
     int nthreads;
 };
@@ -144,7 +150,7 @@ static int plan_enum(struct fieldop *o, hid_t mt, trace_ftype t)
         }
         int known = trace_enum_parse(t, name);
         H5free_memory(name);
-        o->map[v] = known;
+        o->map[v] = known < 0 ? -1 : known; /* as trace_rows_fix leaves an unknown name */
     }
     o->ssize = 1;
     o->op = OP_ENUM;
@@ -261,10 +267,22 @@ trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uin
     p->tb = tb;
     p->absent = absent;
     int ok = plan_storage(p, d, ftype) == 0;
+    p->direct = p->shuffle;
     for (size_t i = 0; ok && i < tb->nfields; i++) {
-        if (i < 64 && (absent & (UINT64_C(1) << i)))
+        const trace_field *f = &tb->fields[i];
+        struct fieldop *o = &p->ops[p->nops++];
+        if (i < 64 && (absent & (UINT64_C(1) << i))) { /* as trace_rows_fix clears it */
+            size_t size = trace_field_msize(f);
+            *o = (struct fieldop){.op = f->type == FT_F64 ? OP_NAN : OP_ZERO, .dst = f->offset,
+                                  .dsize = size};
+            ok = size > 0;
             continue;
-        ok = plan_field(&p->ops[p->nops++], &tb->fields[i], ftype, p->row_size) == 0;
+        }
+        ok = plan_field(o, f, ftype, p->row_size) == 0;
+        if (o->op != OP_ENUM && (f->type == FT_KIND || f->type == FT_CODE || f->type == FT_SCALING))
+            p->int_enums = 1;
+        if (o->op == OP_BYTES || o->op == OP_STR)
+            p->direct = 0;
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     p->nthreads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
@@ -300,13 +318,12 @@ void trace_chunks_free(trace_chunks *p)
 #ifdef __SSE2__
 #include <emmintrin.h>
 
-/* Bytes [b, b + 8) of 16 rows (from row i0) into out (rows row_size apart). */
-static void unshuffle_8x16(const unsigned char *data, size_t rows, size_t row_size, size_t i0,
-                           size_t b, unsigned char *out)
+/* 16 values of 8 bytes from 8 byte planes (plane k at pl + k * rows) into out, stride apart. */
+static inline void planes8_x16(const unsigned char *pl, size_t rows, unsigned char *out, size_t stride)
 {
     __m128i v[8], a[8], c[8];
     for (int k = 0; k < 8; k++)
-        v[k] = _mm_loadu_si128((const __m128i *)(const void *)(data + (b + (size_t)k) * rows + i0));
+        v[k] = _mm_loadu_si128((const __m128i *)(const void *)(pl + (size_t)k * rows));
     for (int k = 0; k < 4; k++) { /* pairs of bytes: a[2k] rows 0-7, a[2k+1] rows 8-15 */
         a[2 * k] = _mm_unpacklo_epi8(v[2 * k], v[2 * k + 1]);
         a[2 * k + 1] = _mm_unpackhi_epi8(v[2 * k], v[2 * k + 1]);
@@ -319,12 +336,33 @@ static void unshuffle_8x16(const unsigned char *data, size_t rows, size_t row_si
     }
     for (int q = 0; q < 4; q++) { /* eight bytes: rows 4q .. 4q+3 */
         __m128i lo = _mm_unpacklo_epi32(c[q], c[4 + q]), hi = _mm_unpackhi_epi32(c[q], c[4 + q]);
-        unsigned char *o = out + (size_t)(4 * q) * row_size + b;
+        unsigned char *o = out + (size_t)(4 * q) * stride;
         _mm_storel_epi64((__m128i *)(void *)o, lo);
-        _mm_storel_epi64((__m128i *)(void *)(o + row_size), _mm_unpackhi_epi64(lo, lo));
-        _mm_storel_epi64((__m128i *)(void *)(o + 2 * row_size), hi);
-        _mm_storel_epi64((__m128i *)(void *)(o + 3 * row_size), _mm_unpackhi_epi64(hi, hi));
+        _mm_storel_epi64((__m128i *)(void *)(o + stride), _mm_unpackhi_epi64(lo, lo));
+        _mm_storel_epi64((__m128i *)(void *)(o + 2 * stride), hi);
+        _mm_storel_epi64((__m128i *)(void *)(o + 3 * stride), _mm_unpackhi_epi64(hi, hi));
     }
+}
+
+/* Bytes [b, b + 8) of 16 rows (from row i0) into out (rows row_size apart). */
+static void unshuffle_8x16(const unsigned char *data, size_t rows, size_t row_size, size_t i0,
+                           size_t b, unsigned char *out)
+{
+    planes8_x16(data + b * rows + i0, rows, out + b, row_size);
+}
+
+/* 16 values of 4 bytes from 4 byte planes: c[q] holds rows 4q .. 4q+3. */
+static inline void planes4_x16(const unsigned char *pl, size_t rows, __m128i c[4])
+{
+    __m128i v[4];
+    for (int k = 0; k < 4; k++)
+        v[k] = _mm_loadu_si128((const __m128i *)(const void *)(pl + (size_t)k * rows));
+    __m128i a0 = _mm_unpacklo_epi8(v[0], v[1]), a1 = _mm_unpackhi_epi8(v[0], v[1]);
+    __m128i a2 = _mm_unpacklo_epi8(v[2], v[3]), a3 = _mm_unpackhi_epi8(v[2], v[3]);
+    c[0] = _mm_unpacklo_epi16(a0, a2);
+    c[1] = _mm_unpackhi_epi16(a0, a2);
+    c[2] = _mm_unpacklo_epi16(a1, a3);
+    c[3] = _mm_unpackhi_epi16(a1, a3);
 }
 #endif
 
@@ -370,23 +408,9 @@ static inline void store_le(unsigned char *p, uint64_t u, size_t size)
     }
 }
 
-/* One field of a stored row (row-major) into rec. */
-static inline void convert_field(const struct fieldop *o, const unsigned char *row, unsigned char *rec)
+/* A field's stored value u (its ssize low bytes) into rec, for the ops of fixed size. */
+static inline void convert_value(const struct fieldop *o, uint64_t u, unsigned char *rec)
 {
-    if (o->op == OP_BYTES) {
-        memcpy(rec + o->dst, row + o->src, o->ssize);
-        return;
-    }
-    if (o->op == OP_STR) {
-        const unsigned char *nul = memchr(row + o->src, 0, o->ssize);
-        size_t n = nul ? (size_t)(nul - (row + o->src)) : o->ssize;
-        n = n < o->dsize ? n : o->dsize;
-        memcpy(rec + o->dst, row + o->src, n);
-        memset(rec + o->dst + n, 0, o->dsize - n);
-        rec[o->dst + o->dsize - 1] = 0;
-        return;
-    }
-    uint64_t u = load_le(row + o->src, o->ssize);
     if (o->op == OP_COPY) { /* same size (1, 2, 4 or 8 bytes) */
         store_le(rec + o->dst, u, o->ssize);
         return;
@@ -407,6 +431,43 @@ static inline void convert_field(const struct fieldop *o, const unsigned char *r
     if (o->is_signed && ((u >> (8 * o->ssize - 1)) & 1))
         u |= ~UINT64_C(0) << (8 * o->ssize);
     store_le(rec + o->dst, u, o->dsize);
+}
+
+/* An optional field the file lacks, as trace_rows_fix clears it. */
+static inline void absent_field(const struct fieldop *o, unsigned char *rec)
+{
+    if (o->op == OP_NAN) {
+        double nan = NAN;
+        memcpy(rec + o->dst, &nan, 8);
+    } else if (o->dsize == 8) { /* the common case: one store */
+        uint64_t zero = 0;
+        memcpy(rec + o->dst, &zero, 8);
+    } else {
+        memset(rec + o->dst, 0, o->dsize);
+    }
+}
+
+/* One field of a stored row (row-major) into rec. */
+static inline void convert_field(const struct fieldop *o, const unsigned char *row, unsigned char *rec)
+{
+    if (o->op == OP_ZERO || o->op == OP_NAN) {
+        absent_field(o, rec);
+        return;
+    }
+    if (o->op == OP_BYTES) {
+        memcpy(rec + o->dst, row + o->src, o->ssize);
+        return;
+    }
+    if (o->op == OP_STR) {
+        const unsigned char *nul = memchr(row + o->src, 0, o->ssize);
+        size_t n = nul ? (size_t)(nul - (row + o->src)) : o->ssize;
+        n = n < o->dsize ? n : o->dsize;
+        memcpy(rec + o->dst, row + o->src, n);
+        memset(rec + o->dst + n, 0, o->dsize - n);
+        rec[o->dst + o->dsize - 1] = 0;
+        return;
+    }
+    convert_value(o, load_le(row + o->src, o->ssize), rec);
 }
 
 /* A field of size bytes copied from n rows (ss bytes apart) to n records (ds apart); size is a
@@ -433,6 +494,58 @@ static void convert_rows(const trace_chunks *p, const unsigned char *rows, size_
         else
             for (size_t i = 0; i < n; i++)
                 convert_field(o, rows + i * ss, out + i * ds);
+    }
+}
+
+/* n rows (from row i0) of a shuffled chunk of `rows` rows into records at out, each field
+ * gathered from its byte planes (p->direct: fixed-size fields only). */
+static void gather_rows(const trace_chunks *p, const unsigned char *data, size_t rows, size_t i0,
+                        size_t n, unsigned char *out)
+{
+    size_t ds = p->tb->rec_size;
+    for (size_t k = 0; k < p->nops; k++) {
+        const struct fieldop *o = &p->ops[k];
+        const unsigned char *pl = data + o->src * rows + i0;
+        unsigned char *d = out + o->dst;
+        if (o->op == OP_ZERO || o->op == OP_NAN) {
+            for (size_t i = 0; i < n; i++)
+                absent_field(o, out + i * ds);
+            continue;
+        }
+#ifdef __SSE2__
+        if (n == 16 && o->op == OP_COPY && o->ssize == 8) {
+            planes8_x16(pl, rows, d, ds);
+            continue;
+        }
+        if (n == 16 && o->ssize == 4 && (o->op == OP_COPY || o->op == OP_F32_F64)) {
+            __m128i c[4];
+            planes4_x16(pl, rows, c);
+            for (int q = 0; q < 4; q++) {
+                unsigned char *r = d + (size_t)(4 * q) * ds;
+                if (o->op == OP_F32_F64) {
+                    __m128d lo = _mm_cvtps_pd(_mm_castsi128_ps(c[q]));
+                    __m128d hi = _mm_cvtps_pd(_mm_castsi128_ps(_mm_unpackhi_epi64(c[q], c[q])));
+                    _mm_storel_pd((double *)(void *)r, lo);
+                    _mm_storeh_pd((double *)(void *)(r + ds), lo);
+                    _mm_storel_pd((double *)(void *)(r + 2 * ds), hi);
+                    _mm_storeh_pd((double *)(void *)(r + 3 * ds), hi);
+                } else {
+                    for (int j = 0; j < 4; j++) {
+                        uint32_t u = (uint32_t)_mm_cvtsi128_si32(c[q]);
+                        memcpy(r + (size_t)j * ds, &u, 4);
+                        c[q] = _mm_srli_si128(c[q], 4);
+                    }
+                }
+            }
+            continue;
+        }
+#endif
+        for (size_t i = 0; i < n; i++) {
+            uint64_t u = 0;
+            for (size_t b = 0; b < o->ssize; b++)
+                u |= (uint64_t)pl[b * rows + i] << (8 * b);
+            convert_value(o, u, out + i * ds);
+        }
     }
 }
 
@@ -476,6 +589,13 @@ static int decode_chunk(const trace_chunks *p, const struct chunk_job *j, unsign
         convert_rows(p, data + j->from * p->row_size, j->to - j->from, j->out);
         return 0;
     }
+    if (p->direct) {
+        for (size_t i = j->from; i < j->to; i += BLOCK_ROWS) {
+            size_t n = j->to - i < BLOCK_ROWS ? j->to - i : BLOCK_ROWS;
+            gather_rows(p, data, p->chunk_rows, i, n, j->out + (i - j->from) * p->tb->rec_size);
+        }
+        return 0;
+    }
     size_t nb = block_rows(p);
     for (size_t i = j->from; i < j->to; i += nb) {
         size_t n = j->to - i < nb ? j->to - i : nb;
@@ -492,7 +612,8 @@ static int decode_job(const trace_chunks *p, const struct chunk_job *j, unsigned
 {
     if (decode_chunk(p, j, plain, block, d))
         return -1;
-    trace_rows_fix(p->tb, p->absent, j->out, j->to - j->from);
+    if (p->int_enums) /* the absent fields and the enums' unknown names are done */
+        trace_rows_fix(p->tb, 0, j->out, j->to - j->from);
     *bad_step |= trace_rows_bad_step(p->tb, j->out, j->to - j->from);
     return 0;
 }
@@ -604,6 +725,7 @@ static void batch_start(struct batch *b, int from)
 static int batch_finish(struct batch *b, int *bad_step)
 {
     int rc = 0;
+    int depth = trace_h5_release(); /* decoding makes no HDF5 call: other readers may go on */
     for (int t = 0; t < b->nt; t++)
         if (!b->started[t])
             work(&b->w[t]);
@@ -614,6 +736,7 @@ static int batch_finish(struct batch *b, int *bad_step)
         *bad_step |= b->w[t].bad_step;
     }
     batch_release(b);
+    trace_h5_reacquire(depth);
     return rc;
 }
 

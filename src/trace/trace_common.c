@@ -5,6 +5,7 @@
 #include "trace/trace_internal.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -487,19 +488,61 @@ int ampdiag_trace_process_init(void)
     return H5dont_atexit() < 0 ? -1 : 0;
 }
 
-void trace_quiet_begin(trace_quiet *q)
+/* The HDF5 lock: h5_depth counts this thread's open quiet sections (a forked child inherits the
+ * count with the lock, and so never waits for it); the printing silenced by the outermost
+ * section is saved in saved_func / saved_data (read and written only by the lock's holder). */
+static pthread_mutex_t h5_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int h5_depth;
+static H5E_auto2_t saved_func;
+static void *saved_data;
+
+static void h5_enter(void)
 {
-    have_captured = 0;
-    if (H5Eget_auto2(H5E_DEFAULT, &q->func, &q->data) < 0) {
-        q->func = NULL;
-        q->data = NULL;
+    pthread_mutex_lock(&h5_lock);
+    if (H5Eget_auto2(H5E_DEFAULT, &saved_func, &saved_data) < 0) {
+        saved_func = NULL;
+        saved_data = NULL;
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
+static void h5_leave(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, saved_func, saved_data);
+    pthread_mutex_unlock(&h5_lock);
+}
+
+void trace_quiet_begin(trace_quiet *q)
+{
+    (void)q;
+    if (h5_depth++ == 0)
+        h5_enter();
+    have_captured = 0;
+}
+
 void trace_quiet_end(const trace_quiet *q)
 {
-    H5Eset_auto2(H5E_DEFAULT, q->func, q->data);
+    (void)q;
+    if (h5_depth > 0 && --h5_depth == 0)
+        h5_leave();
+}
+
+int trace_h5_release(void)
+{
+    int depth = h5_depth;
+    if (depth > 0) {
+        h5_depth = 0;
+        h5_leave();
+    }
+    return depth;
+}
+
+void trace_h5_reacquire(int depth)
+{
+    if (depth > 0 && h5_depth == 0) {
+        h5_enter();
+        h5_depth = depth;
+    }
 }
 
 struct walk_state {

@@ -104,10 +104,12 @@ void trace_h5err_take(trace_h5err *e);
  * the memory and file dataspaces (each when >= 0). */
 void trace_h5_io_end(int ok, hid_t ms, hid_t fs);
 
-/* Silence HDF5's automatic error printing for the duration of a public call. */
+/* A public call's use of HDF5: trace_quiet_begin takes the process's HDF5 lock (HDF5 1.10 as
+ * Debian builds it is not thread-safe: two readers on two threads take turns in it) and
+ * silences HDF5's automatic error printing; trace_quiet_end undoes both. Sections nest on one
+ * thread (the lock is taken and the printing silenced by the outermost). */
 typedef struct trace_quiet {
-    H5E_auto2_t func;
-    void *data;
+    int unused;
 } trace_quiet;
 /* A growing byte buffer (trace_sandbox.c); failed is set when memory ran out. */
 typedef struct trace_buf {
@@ -141,6 +143,11 @@ int trace_sandbox_run(trace_sandbox_fn fn, void *arg, size_t max, long timeout_m
 
 void trace_quiet_begin(trace_quiet *q);
 void trace_quiet_end(const trace_quiet *q);
+/* Let other threads into HDF5 while this one waits for work that makes no HDF5 call (the chunk
+ * decoders): trace_h5_release returns how deep this thread was in quiet sections and leaves
+ * them; trace_h5_reacquire(depth) enters them again. No-ops outside a section. */
+int trace_h5_release(void);
+void trace_h5_reacquire(int depth);
 
 /* Copy src (at most srcmax bytes: it need not be NUL-terminated within them) into dst[size]
  * (size includes the NUL), cutting at a UTF-8 character boundary; returns 1 if src was cut. */

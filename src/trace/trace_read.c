@@ -19,6 +19,7 @@
  */
 #include "trace/trace_chunks.h"
 #include "trace/trace_internal.h"
+#include "trace/trace_notes.h"
 #include "util/path.h"
 #include "trace/h5safe.h"
 
@@ -1002,6 +1003,14 @@ static int probe_child(void *arg, trace_buf *out)
     return 0; /* the child exits: nothing to free */
 }
 
+void trace_note_repaired(const char *path)
+{
+    fprintf(stderr,
+            "ampdiag: note: '%s' was still marked as open for writing (its writer died before "
+            "its first flush); cleared the mark as 'h5clear -s' does\n",
+            path);
+}
+
 /* Open r's file after the probe passed: the attributes come from the probe, the rest is done
  * again here (the same HDF5 calls, which the child survived). */
 static int open_checked(ampdiag_trace_reader *r, unsigned flags)
@@ -1014,10 +1023,7 @@ static int open_checked(ampdiag_trace_reader *r, unsigned flags)
     if (rc)
         return rc;
     if (r->repaired && !(flags & AMPDIAG_TRACE_READ_QUIET))
-        fprintf(stderr,
-                "ampdiag: note: '%s' was still marked as open for writing (its writer died "
-                "before its first flush); cleared the mark as 'h5clear -s' does\n",
-                r->path);
+        trace_note_repaired(r->path);
     int repaired = r->repaired;
     rc = open_file(r, flags | AMPDIAG_TRACE_READ_NO_REPAIR); /* the child cleared the mark */
     r->repaired = repaired;

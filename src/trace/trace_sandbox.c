@@ -156,6 +156,9 @@ int trace_sandbox_run(trace_sandbox_fn fn, void *arg, size_t max, long timeout_m
         child_run(fds[1], fn, arg);
     }
     close(fds[1]);
+    /* the child has its copy of HDF5's state (forked under the HDF5 lock, with no write end of
+     * another child's pipe open here): other readers may use HDF5 while this one waits */
+    int depth = trace_h5_release();
     int rc = collect(pid, fds[0], max, timeout_ms, out);
     close(fds[0]);
     if (rc)
@@ -163,6 +166,7 @@ int trace_sandbox_run(trace_sandbox_fn fn, void *arg, size_t max, long timeout_m
     int st = 0;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
+    trace_h5_reacquire(depth);
     if (!rc && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
         rc = WIFSIGNALED(st) ? TRACE_SANDBOX_CRASHED : TRACE_SANDBOX_FAILED;
     if (rc) {
