@@ -369,6 +369,8 @@ static int write_formats(ampdiag_trace_writer *w)
 
 static void writer_release(ampdiag_trace_writer *w)
 {
+    trace_quiet q;
+    trace_quiet_begin(&q);
     bg_stop(w);
     for (int i = 0; i < TBL_N; i++) {
         if (w->tb[i].dset >= 0)
@@ -377,6 +379,7 @@ static void writer_release(ampdiag_trace_writer *w)
             H5Tclose(w->mtype[i]);
         free(w->tb[i].rows);
     }
+    trace_quiet_end(&q);
     free(w->names);
     free(w->path);
     free(w);
