@@ -1506,23 +1506,31 @@ static int summarise_layers(load_ctx *L, an_run *r)
     return 0;
 }
 
-int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_t errlen)
+int an_load_begin(const char *path, const an_options *opt, an_run *r, ampdiag_trace_reader **rd,
+                  char *err, size_t errlen)
 {
+    *rd = NULL;
     init_run(r);
     r->path = strdup(path);
     if (!r->path)
         return fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "path");
+    int rc = ampdiag_trace_open(path, opt && opt->quiet ? AMPDIAG_TRACE_READ_QUIET : 0, rd);
+    return rc ? fail(err, errlen, rc, path, "open") : 0;
+}
+
+int an_load_finish(ampdiag_trace_reader *rd, const an_options *opt, an_run *r, char *err,
+                   size_t errlen)
+{
     load_ctx L;
     memset(&L, 0, sizeof L);
-    L.path = path;
+    L.path = r->path;
     L.err = err;
     L.errlen = errlen;
-    int rc = ampdiag_trace_open(path, opt && opt->quiet ? AMPDIAG_TRACE_READ_QUIET : 0, &L.rd);
-    if (rc)
-        return fail(err, errlen, rc, path, "open");
+    L.rd = rd;
     read_config_attrs(L.rd, r);
+    int rc = 0;
     if (read_trace_attrs(L.rd, r)) {
-        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "attributes");
+        rc = fail(err, errlen, AMPDIAG_TRACE_ENOMEM, L.path, "attributes");
         ampdiag_trace_reader_close(L.rd);
         return rc;
     }
@@ -1548,6 +1556,13 @@ out:
     r->nevents = L.nev;
     ampdiag_trace_reader_close(L.rd);
     return rc;
+}
+
+int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_t errlen)
+{
+    ampdiag_trace_reader *rd;
+    int rc = an_load_begin(path, opt, r, &rd, err, errlen);
+    return rc ? rc : an_load_finish(rd, opt, r, err, errlen);
 }
 
 void an_free(an_run *r)

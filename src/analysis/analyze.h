@@ -381,6 +381,14 @@ typedef struct an_options {
  * the message (naming the file) in err. run is always left in a state an_free accepts. */
 int an_load(const char *path, const an_options *opt, an_run *run, char *err, size_t errlen);
 void an_free(an_run *run);
+/* an_load in two halves: an_load_begin opens the trace (which forks a probe of the file: call
+ * it where no other thread of the process may hold a lock, e.g. before starting threads) into
+ * *rd; an_load_finish reads and analyses it and closes rd (it may run on any thread). After a
+ * failed an_load_begin (*rd NULL) run is in a state an_free accepts, as after either. */
+int an_load_begin(const char *path, const an_options *opt, an_run *run, ampdiag_trace_reader **rd,
+                  char *err, size_t errlen);
+int an_load_finish(ampdiag_trace_reader *rd, const an_options *opt, an_run *run, char *err,
+                   size_t errlen);
 /* an_load of paths[0..n) into runs[0..n), several at once (up to the machine's cores, at most
  * 4; load_many.c); every run is left in a state an_free accepts. Returns the index of the first
  * trace that failed (*rc its error code, err its message), or n (*rc 0). Unless opt->quiet, the

@@ -1,10 +1,11 @@
 /*
- * load_many.c - several traces read at once (compare, plot): each an_load on a thread of its
- * own, up to the machine's cores. The reader takes turns in HDF5 (it is not thread-safe here)
- * and lets the other loads in while its chunks are decoded and while the loader analyses what
- * it read, so two traces take little more wall time than one. The notes a reader prints (a
- * repaired trace) are printed afterwards in the order of the files, as one load after another
- * printed them.
+ * load_many.c - several traces read at once (compare, plot): each trace opened on the calling
+ * thread (an open forks a probe of the file: no other thread may be running then), then read
+ * and analysed on a thread of its own, up to the machine's cores. The reader takes turns in
+ * HDF5 (it is not thread-safe here) and lets the other loads in while its chunks are decoded
+ * and while the loader analyses what it read, so two traces take little more wall time than
+ * one. The notes a reader prints (a repaired trace) are printed afterwards in the order of the
+ * files, as one load after another printed them.
  */
 #include "analysis/analyze.h"
 #include "trace/trace_notes.h"
@@ -21,6 +22,7 @@
 struct load_job {
     const char *path;
     an_run *run;
+    ampdiag_trace_reader *rd; /* opened before the threads start (an_load_begin) */
     int rc;
     char err[1024];
 };
@@ -37,7 +39,8 @@ static void *load_loop(void *arg)
     struct loader *L = arg;
     for (size_t i; (i = atomic_fetch_add(&L->next, 1)) < L->n;) {
         struct load_job *j = &L->jobs[i];
-        j->rc = an_load(j->path, &L->opt, j->run, j->err, sizeof j->err);
+        if (!j->rc)
+            j->rc = an_load_finish(j->rd, &L->opt, j->run, j->err, sizeof j->err);
     }
     return NULL;
 }
@@ -66,6 +69,12 @@ size_t an_load_many(const char *const *paths, size_t n, const an_options *opt, a
     atomic_init(&L.next, 0);
     for (size_t i = 0; i < n; i++)
         jobs[i] = (struct load_job){.path = paths[i], .run = &runs[i]};
+    /* every trace opened here, one after another, before any thread starts: an open forks a
+     * probe of the file, and a child forked while another thread holds a lock (the allocator's,
+     * stdio's) would wait for it for ever (then be killed as a hung probe) */
+    for (size_t i = 0; i < n; i++)
+        jobs[i].rc = an_load_begin(paths[i], &L.opt, &runs[i], &jobs[i].rd, jobs[i].err,
+                                   sizeof jobs[i].err);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     size_t nt = cpus < 1 ? 1 : (size_t)cpus;
     nt = nt > MAX_LOADERS ? MAX_LOADERS : nt;

@@ -156,8 +156,10 @@ int trace_sandbox_run(trace_sandbox_fn fn, void *arg, size_t max, long timeout_m
         child_run(fds[1], fn, arg);
     }
     close(fds[1]);
-    /* the child has its copy of HDF5's state (forked under the HDF5 lock, with no write end of
-     * another child's pipe open here): other readers may use HDF5 while this one waits */
+    /* a reader forks inside its HDF5 section (holding the lock: the child's copy of HDF5's
+     * state is whole) and before any other thread of the loaders runs (an_load_many opens every
+     * trace first: a child forked while another thread holds the allocator's lock would wait for
+     * it for ever); this write end is closed: other readers may use HDF5 while this one waits */
     int depth = trace_h5_release();
     int rc = collect(pid, fds[0], max, timeout_ms, out);
     close(fds[0]);
