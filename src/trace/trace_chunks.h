@@ -6,9 +6,12 @@
  * that, the shuffle and the conversion of every field on one thread; for tables stored the
  * plain way (chunked, shuffle and deflate or less, little-endian fields that convert without
  * loss, enums of one byte, fixed-length NUL-terminated or NUL-padded strings) this reads each
- * chunk's stored bytes with H5Dread_chunk and inflates, unshuffles (16 rows at a time) and
- * converts the chunks on a few threads, which also fix the rows up as the HDF5 path does
- * (trace_rows_fix). Anything else (other filters, other types, a chunk not stored, a chunk that
+ * chunk's stored bytes with H5Dread_chunk and inflates and converts the chunks on a few
+ * threads: where every field has a fixed size, each field of 16 rows is gathered from its
+ * shuffled byte planes straight into the records (absent optional fields and unknown enum names
+ * written as trace_rows_fix writes them); tables with strings or histogram bins are unshuffled
+ * 16 rows at a time into a scratch block and converted from there, then fixed up by
+ * trace_rows_fix. Anything else (other filters, other types, a chunk not stored, a chunk that
  * does not inflate to its size) makes the caller read through HDF5 as before, which reports
  * errors its own way. A reader reading a table in order has the next rows decoded while it
  * works on the current ones (trace_chunks_prefetch).
@@ -30,8 +33,8 @@ typedef struct trace_chunks trace_chunks;
 trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uint64_t absent);
 void trace_chunks_free(trace_chunks *p);
 
-/* Rows [first, first + count) as public records into buf (count * tb->rec_size bytes), fixed up
- * by trace_rows_fix; *bad_step set when a row's step lies outside the limit
+/* Rows [first, first + count) as public records into buf (count * tb->rec_size bytes), as
+ * trace_rows_fix leaves them; *bad_step set when a row's step lies outside the limit
  * (trace_rows_bad_step). 0, or -1 when this way cannot read them (read through HDF5). */
 int trace_chunks_read(trace_chunks *p, hid_t d, size_t first, size_t count, void *buf, int *bad_step);
 
