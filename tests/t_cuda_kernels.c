@@ -1,15 +1,15 @@
 /*
- * t_cuda_kernels.c - the CUDA backend's kernel bodies (src/backend/cuda/kernels.h), run on the
+ * t_cuda_kernels.c - the CUDA backend's kernel bodies (kernels/bodies.h), run on the
  * host over whole tensors the way the kernels split the work (one call per element, row or
  * column; the attention's products unrounded, in the CPU's order, their rounding where the
  * kernels fuse it), against the CPU backend: every result bit for bit, in every rounding (FP32,
  * FP16, BF16, with and without FTZ). The statistics' counts, extremes and histogram exactly;
  * their sums, which the device adds in another order, to 1e-12. Built and run in every build,
  * with CUDA or without: it checks the arithmetic the GPU would do, not the GPU (the host's logf
- * stands in for CUDA's, which may differ in the last bit: kernels.h).
+ * stands in for CUDA's, which may differ in the last bit: kernels/bodies.h).
  */
 #include "backend/backend.h"
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/optim_setup.h"
 #include "tap.h"
 
 #include <math.h>

@@ -21,7 +21,7 @@
 #include "config.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_internal.h"
-#include "backend/cpu/vmath.h"
+#include "numerics/vmath.h"
 #include "numerics/numfmt.h"
 
 #include <cblas.h>

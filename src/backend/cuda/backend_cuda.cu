@@ -3,7 +3,7 @@
  * error record and fence, the GEMMs through cuBLAS, and its table. The operations live in
  * ops_cuda.cu (buffers, elementwise, layer norm, attention, embedding, cross-entropy) and
  * stats_cuda.cu (reductions, tensor statistics, optimizer); their per-element arithmetic in
- * kernels.h, shared with the host tests.
+ * kernels/bodies.h, shared with the host tests; the kernels themselves in kernels/ (*.cuh).
  *
  * GEMMs: cublasGemmEx / cublasGemmStridedBatchedEx on FP32 operands (already rounded by the
  * caller, backend.h's rounding contract) with CUBLAS_COMPUTE_32F, reduced-precision

@@ -4,11 +4,11 @@
 # libampdiag holds none of it.
 #
 # -fmad=false: no multiply-add contraction, as the C build (C11 mode) makes none, so that the
-# kernels' FP32 arithmetic is the CPU backend's (kernels.h). Every warning is an error.
+# kernels' FP32 arithmetic is the CPU backend's (kernels/bodies.h). Every warning is an error.
 SUFFIXES = .cu
 NVCCFLAGS = $(CUDA_ARCH) -O2 -std=c++17 -fmad=false --extended-lambda -Werror all-warnings \
 	-Xcompiler -fPIC,-Wall,-Wextra,-Werror \
-	-I$(top_builddir) -I$(top_srcdir)/include -I$(top_srcdir)/src
+	-I$(top_builddir) -I$(top_srcdir)/include -I$(top_srcdir)/src -I$(top_srcdir)
 .cu.o:
 	@$(MKDIR_P) $(@D)
 	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) -c $< -o $@

@@ -5,7 +5,7 @@
  * on any GPU, though not the CPU's bits: it adds in another order); ampdiag_tstats_compute's
  * record as one kernel pass over the tensor (every count, the extremes and the exponent
  * histogram exact, the sums in double) writing a small record that is copied back; the
- * optimizer step and the lost-update counts element by element with kernels.h's bodies (the
+ * optimizer step and the lost-update counts element by element with kernels/bodies.h's bodies (the
  * CPU's arithmetic bit for bit).
  *
  * The statistics run on the calling thread's stream: the tracer thread's own, beside the
@@ -17,6 +17,8 @@
  * Compiled here with nvcc (-Werror); never run: no GPU was available.
  */
 #include "backend/cuda/cuda_internal.h"
+#include "backend/cuda/optim_setup.h"
+#include "kernels/stats.cuh"
 
 #include <math.h>
 #include <string.h>
@@ -86,39 +88,6 @@ void cu_op_grad_norm(const backend *bk, const float *g, size_t n, float inv_scal
 }
 
 /* ------------------------------------------------------------------------------- statistics */
-
-struct cu_stats_merge {
-    __device__ void operator()(ck_stats &a, const ck_stats &b) const { ck_stats_merge(&a, &b); }
-};
-
-/* One block's share of x into part[blockIdx.x]; the histogram (when hist is not NULL) counted
- * in shared memory, then added to hist (integer additions: the order does not matter). */
-__global__ void cu_tstats_part_k(const float *x, size_t n, ck_stats *part, unsigned long long *hist)
-{
-    __shared__ ck_stats sh[CU_THREADS];
-    __shared__ unsigned hb[AMPDIAG_HIST_BINS];
-    if (hist)
-        for (int k = threadIdx.x; k < AMPDIAG_HIST_BINS; k += blockDim.x)
-            hb[k] = 0;
-    __syncthreads();
-    ck_stats acc;
-    ck_stats_init(&acc);
-    CU_FOR(i, n)
-    {
-        uint32_t u = __float_as_uint(x[i]);
-        ck_stats_add(&acc, u);
-        if (hist)
-            atomicAdd(&hb[ck_hist_bin(u)], 1u);
-    }
-    sh[threadIdx.x] = acc;
-    cu_tree(sh, cu_stats_merge());
-    if (threadIdx.x == 0)
-        part[blockIdx.x] = sh[0];
-    if (hist)
-        for (int k = threadIdx.x; k < AMPDIAG_HIST_BINS; k += blockDim.x)
-            if (hb[k])
-                atomicAdd(&hist[k], (unsigned long long)hb[k]);
-}
 
 /* The slot's layout: the blocks' partials, the merged record, the histogram. */
 enum { CU_ST_REC = CU_RED_BLOCKS * sizeof(ck_stats), CU_ST_HIST = CU_ST_REC + sizeof(ck_stats) };

@@ -1,16 +1,16 @@
 /*
- * kernels.h - the CUDA backend's kernel bodies: what one GPU thread computes for one element,
- * one row or one column, written once in plain C with numfmt.h's AMPDIAG_HD, so that the same
- * code compiles for the device (backend_cuda.cu and the files beside it launch it) and for the
- * host, where tests/t_cuda_kernels.c runs every body over whole tensors and compares the
- * results with the CPU backend (backend_cpu.c, optim_cpu.c) bit for bit.
+ * bodies.h - the CUDA kernels' bodies: what one GPU thread computes for one element, one row or
+ * one column, written once in plain C with numfmt.h's AMPDIAG_HD, so that the same code
+ * compiles for the device (the kernels of kernels/, *.cuh, and the launches in src/backend/cuda/)
+ * and for the host, where tests/t_cuda_kernels.c runs every body over whole tensors and compares
+ * the results with the CPU backend (backend_cpu.c, optim_cpu.c) bit for bit.
  *
  * The bodies repeat the CPU backend's arithmetic expression by expression, in its order
  * (FP32, left to right, each FP32 reduction summed sequentially in the CPU's index order; the
  * CUDA files are compiled with -fmad=false so that no multiply-add is contracted, as the CPU
  * build, C11 mode, does not contract either). On the device the same expressions give the
  * same bits, exp included (GELU's tanh and the softmaxes call the CPU's own vexpf,
- * src/backend/cpu/vmath.h: plain float arithmetic), except where they call logf (the
+ * src/numerics/vmath.h: plain float arithmetic), except where they call logf (the
  * cross-entropy's loss): CUDA's is within 2 ulp of the exact value (CUDA C Programming Guide,
  * "Mathematical Functions"), glibc's nearly always correctly rounded, so a loss may differ in
  * its last bit. sqrtf and division are IEEE-exact on both (nvcc's defaults -prec-sqrt=true
@@ -20,16 +20,20 @@
  * sums) are not here: the device adds in a fixed tree order of its own (deterministic, but not
  * the CPU's order), so they agree with the CPU to rounding in double only.
  *
- * None of this has run on a GPU: this machine has none. The host tests check the bodies, not
- * the launches, the indexing of threads or the reductions across threads.
+ * The host tests check the bodies, not the launches, the indexing of threads or the reductions
+ * across threads: those are checked on a GPU by `ampdiag selftest --device cuda` and
+ * tests/t_backend_ops (docs/cuda.md says where and when that last ran).
+ *
+ * This folder (kernels/) holds the device code: these bodies and the kernels that run them
+ * (*.cuh); src/backend/cuda/ holds the backend's table and the host glue that launches them.
+ * It uses numerics/ and the installed headers only (src/layering.txt).
  */
-#ifndef AMPDIAG_CUDA_KERNELS_H
-#define AMPDIAG_CUDA_KERNELS_H
+#ifndef AMPDIAG_KERNELS_BODIES_H
+#define AMPDIAG_KERNELS_BODIES_H
 
 #include "ampdiag.h"
-#include "backend/backend.h"
-#include "backend/cpu/vmath.h"
 #include "numerics/numfmt.h"
+#include "numerics/vmath.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -314,36 +318,6 @@ typedef struct ck_optim {
     float b1, b2, omb1, omb2, bc1, bc2, sqrt_bc2, step, lrwd, eps; /* AdamW */
 } ck_optim;
 
-/* The scalars of step t (including this one) at learning rate lr. Host only: AdamW's bias
- * corrections in double as PyTorch computes them from Python floats, then held as floats. */
-static inline ck_optim ck_optim_setup(const bk_optim *c, long t, double lr)
-{
-    ck_optim k;
-    memset(&k, 0, sizeof k);
-    k.adamw = c->kind == BK_ADAMW;
-    k.srk = ck_rnd_kind(c->state_fmt, c->round_flags);
-    k.wrk = ck_rnd_kind(c->weight_fmt, c->round_flags);
-    k.state_fp32 = c->state_fmt == AMPDIAG_FP32;
-    k.first = t <= 1;
-    k.lr = (float)lr;
-    k.mom = (float)c->momentum;
-    k.wd = (float)c->weight_decay;
-    if (k.adamw) {
-        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-        k.b1 = (float)c->beta1;
-        k.b2 = (float)c->beta2;
-        k.omb1 = (float)(1.0 - c->beta1);
-        k.omb2 = (float)(1.0 - c->beta2);
-        k.bc1 = (float)bc1;
-        k.bc2 = (float)bc2;
-        k.sqrt_bc2 = (float)sqrt(bc2);
-        k.step = (float)(-(double)k.lr / bc1);
-        k.lrwd = (float)(c->weight_decay * (double)k.lr);
-        k.eps = ck_rnd(k.srk, (float)c->eps);
-    }
-    return k;
-}
-
 /* The intended change of parameter i (optim_cpu.c's compute_dw), updating the state m, v. */
 AMPDIAG_HD float ck_optim_dw(const ck_optim *k, float w, float g, float *m, float *v, float ginv, float gscale)
 {
@@ -549,4 +523,4 @@ static inline void ck_stats_record(const ck_stats *b, uint64_t n, ampdiag_tstats
     s->absmin_nz = b->amin != INT32_MAX ? ampdiag_f32_from_bits((uint32_t)b->amin) : INFINITY;
 }
 
-#endif /* AMPDIAG_CUDA_KERNELS_H */
+#endif /* AMPDIAG_KERNELS_BODIES_H */
