@@ -12,7 +12,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-__global__ void encode_all(unsigned long long *bad)
+static __global__ void encode_all(unsigned long long *bad)
 {
     unsigned long long nh = 0, nb = 0;
     unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
@@ -35,7 +35,7 @@ __global__ void encode_all(unsigned long long *bad)
     atomicAdd(&bad[1], nb);
 }
 
-__global__ void decode_all(unsigned long long *bad)
+static __global__ void decode_all(unsigned long long *bad)
 {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i > 0xffffu)

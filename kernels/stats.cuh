@@ -1,9 +1,22 @@
 /*
- * stats.cuh - the fused tensor statistics on the device (CUDA C++ only): one pass over the
- * tensor, each block counting every class, the extremes (order-preserving integer keys), the
- * what-if counts and, when asked, the exponent histogram (shared-memory bins), its sums in
- * double; kernels/bodies.h's ck_stats holds one block's share. The launch and the copy of the
- * record back are src/backend/cuda/stats_cuda.cu's.
+ * stats.cuh - the fused tensor statistics on the device (CUDA C++ only), and the counts at least
+ * some thresholds behind the scaled what-if counts. The launches, the copy of the records back
+ * and the records themselves (kernels/bodies.h's ck_part_record) are src/backend/cuda/
+ * stats_cuda.cu's.
+ *
+ * The statistics read the tensor once, 16 bytes a thread at a time where it is aligned. Each
+ * value costs its rank (bodies.h: one read of the binade table, kept in shared memory, and
+ * three compares) added to the thread's own counter of that rank, a column of shared memory
+ * that no other thread touches (so no atomic, and no bank conflict: thread i's counters are in
+ * bank i mod 32 whatever the rank), plus its extremes and sums in registers; four values of the
+ * same rank (the common case) cost one counter update. With the histogram, each warp also
+ * counts exponent bins in a shared sub-histogram of its own (shared atomics).
+ *
+ * Determinism: the tensor is cut into chunks whose size depends on n alone (cu_stats_chunk);
+ * each chunk is reduced by one block in a fixed order (each thread's values in index order,
+ * then a fixed tree over the threads) into part[chunk], and one block merges the chunks' parts
+ * in a fixed order. How many blocks run, and which chunks each takes, does not change a bit of
+ * the result, so the grid can fill any GPU.
  */
 #ifndef AMPDIAG_KERNELS_STATS_CUH
 #define AMPDIAG_KERNELS_STATS_CUH
@@ -11,37 +24,263 @@
 #include "kernels/bodies.h"
 #include "kernels/launch.cuh"
 
-struct cu_stats_merge {
-    __device__ void operator()(ck_stats &a, const ck_stats &b) const { ck_stats_merge(&a, &b); }
+#include <cstdint>
+
+enum { CU_WARPS = CU_THREADS / 32, CU_STATS_MAX_CHUNKS = 4096 };
+
+/* Elements in each chunk for n values: at least 32768 (128 a thread), more where n would make
+ * more than CU_STATS_MAX_CHUNKS chunks; a multiple of 1024, so that every chunk starts 16-byte
+ * aligned wherever the first does. */
+static inline size_t cu_stats_chunk(size_t n)
+{
+    size_t c = 32768;
+    size_t need = (n + CU_STATS_MAX_CHUNKS - 1) / CU_STATS_MAX_CHUNKS;
+    if (need > c)
+        c = (need + 1023) & ~(size_t)1023;
+    return c;
+}
+
+/* The per-thread state of one chunk (the rank counters are in shared memory). */
+struct cu_thread_stats {
+    unsigned neg, ninf;
+    int32_t kmin, kmax, amax, amin;
+    double sum, sq;
 };
 
-/* One block's share of x into part[blockIdx.x]; the histogram (when hist is not NULL) counted
- * in shared memory, then added to hist (integer additions: the order does not matter). */
-__global__ void cu_tstats_part_k(const float *x, size_t n, ck_stats *part, unsigned long long *hist)
+__device__ inline void cu_ts_init(cu_thread_stats &t)
 {
-    __shared__ ck_stats sh[CU_THREADS];
-    __shared__ unsigned hb[AMPDIAG_HIST_BINS];
-    if (hist)
-        for (int k = threadIdx.x; k < AMPDIAG_HIST_BINS; k += blockDim.x)
-            hb[k] = 0;
-    __syncthreads();
-    ck_stats acc;
-    ck_stats_init(&acc);
-    CU_FOR(i, n)
-    {
-        uint32_t u = __float_as_uint(x[i]);
-        ck_stats_add(&acc, u);
-        if (hist)
-            atomicAdd(&hb[ck_hist_bin(u)], 1u);
-    }
-    sh[threadIdx.x] = acc;
-    cu_tree(sh, cu_stats_merge());
-    if (threadIdx.x == 0)
-        part[blockIdx.x] = sh[0];
-    if (hist)
-        for (int k = threadIdx.x; k < AMPDIAG_HIST_BINS; k += blockDim.x)
-            if (hb[k])
-                atomicAdd(&hist[k], (unsigned long long)hb[k]);
+    t.neg = t.ninf = 0;
+    t.kmin = INT32_MAX;
+    t.kmax = INT32_MIN;
+    t.amax = 0;
+    t.amin = INT32_MAX;
+    t.sum = t.sq = 0.0;
 }
+
+/* What one value adds besides its rank (bodies.h's ck_part_add_rest, with 32-bit counts: a
+ * thread sees at most a chunk). */
+__device__ inline void cu_ts_add(cu_thread_stats &t, uint32_t u)
+{
+    uint32_t a = u & 0x7fffffffu;
+    bool fin = a < AMPDIAG_F32_INF;
+    t.neg += fin & (a != 0) & (u >> 31);
+    t.ninf += u == 0xff800000u;
+    int32_t sa = (int32_t)a, key = ck_key(u);
+    double v = fin ? (double)__uint_as_float(u) : 0.0;
+    t.kmin = min(t.kmin, fin ? key : INT32_MAX);
+    t.kmax = max(t.kmax, fin ? key : INT32_MIN);
+    t.amax = max(t.amax, fin ? sa : 0);
+    t.amin = min(t.amin, fin && a != 0 ? sa : INT32_MAX);
+    t.sum += v;
+    t.sq += v * v;
+}
+
+/* One value: its rank counted in the thread's column, its histogram bin in the warp's
+ * sub-histogram (hb may be NULL), the rest in t. */
+__device__ inline void cu_stats_one(cu_thread_stats &t, unsigned *col, const ck_binade *tab, unsigned *hb,
+                                    uint32_t u)
+{
+    col[ck_rank(tab, u & 0x7fffffffu) * CU_THREADS]++;
+    if (hb)
+        atomicAdd(&hb[ck_hist_bin(u)], 1u);
+    cu_ts_add(t, u);
+}
+
+/* Four values: one counter update when their ranks agree. */
+__device__ inline void cu_stats_four(cu_thread_stats &t, unsigned *col, const ck_binade *tab, unsigned *hb,
+                                     float4 v)
+{
+    uint32_t u0 = __float_as_uint(v.x), u1 = __float_as_uint(v.y), u2 = __float_as_uint(v.z),
+             u3 = __float_as_uint(v.w);
+    unsigned r0 = ck_rank(tab, u0 & 0x7fffffffu), r1 = ck_rank(tab, u1 & 0x7fffffffu),
+             r2 = ck_rank(tab, u2 & 0x7fffffffu), r3 = ck_rank(tab, u3 & 0x7fffffffu);
+    if (r0 == r1 && r0 == r2 && r0 == r3) {
+        col[r0 * CU_THREADS] += 4;
+    } else {
+        col[r0 * CU_THREADS]++;
+        col[r1 * CU_THREADS]++;
+        col[r2 * CU_THREADS]++;
+        col[r3 * CU_THREADS]++;
+    }
+    if (hb) {
+        atomicAdd(&hb[ck_hist_bin(u0)], 1u);
+        atomicAdd(&hb[ck_hist_bin(u1)], 1u);
+        atomicAdd(&hb[ck_hist_bin(u2)], 1u);
+        atomicAdd(&hb[ck_hist_bin(u3)], 1u);
+    }
+    cu_ts_add(t, u0);
+    cu_ts_add(t, u1);
+    cu_ts_add(t, u2);
+    cu_ts_add(t, u3);
+}
+
+/* a merged with b, for the shuffles and the tree (the order is fixed by the callers). */
+__device__ inline void cu_ts_merge(cu_thread_stats &a, const cu_thread_stats &b)
+{
+    a.neg += b.neg;
+    a.ninf += b.ninf;
+    a.kmin = min(a.kmin, b.kmin);
+    a.kmax = max(a.kmax, b.kmax);
+    a.amax = max(a.amax, b.amax);
+    a.amin = min(a.amin, b.amin);
+    a.sum += b.sum;
+    a.sq += b.sq;
+}
+
+__device__ inline cu_thread_stats cu_ts_shfl_down(const cu_thread_stats &t, int d)
+{
+    cu_thread_stats o;
+    const unsigned full = 0xffffffffu;
+    o.neg = __shfl_down_sync(full, t.neg, d);
+    o.ninf = __shfl_down_sync(full, t.ninf, d);
+    o.kmin = __shfl_down_sync(full, t.kmin, d);
+    o.kmax = __shfl_down_sync(full, t.kmax, d);
+    o.amax = __shfl_down_sync(full, t.amax, d);
+    o.amin = __shfl_down_sync(full, t.amin, d);
+    o.sum = __shfl_down_sync(full, t.sum, d);
+    o.sq = __shfl_down_sync(full, t.sq, d);
+    return o;
+}
+
+/* The chunk's statistics into *out: the threads' states merged (lane 0 of each warp gets its
+ * warp's by a fixed shuffle tree, then thread 0 merges the warps in order) and each rank's
+ * column summed (by warp r mod CU_WARPS: 8 strided reads a lane, then shuffles). Every thread of
+ * the block calls it; it ends with the block synchronised. */
+__device__ inline void cu_chunk_reduce(cu_thread_stats t, const unsigned *cnt, int nranks, cu_thread_stats *warp_sh,
+                                       ck_part *out)
+{
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int d = 16; d > 0; d >>= 1) {
+        cu_thread_stats o = cu_ts_shfl_down(t, d);
+        if (lane < d)
+            cu_ts_merge(t, o);
+    }
+    if (lane == 0)
+        warp_sh[w] = t;
+    __syncthreads();
+    for (int r = w; r < nranks; r += CU_WARPS) {
+        unsigned long long c = 0;
+        for (int i = lane; i < CU_THREADS; i += 32)
+            c += cnt[r * CU_THREADS + i];
+        for (int d = 16; d > 0; d >>= 1)
+            c += __shfl_down_sync(0xffffffffu, c, d);
+        if (lane == 0)
+            out->rank[r] = c;
+    }
+    if (threadIdx.x == 0) {
+        cu_thread_stats m = warp_sh[0];
+        for (int k = 1; k < CU_WARPS; k++)
+            cu_ts_merge(m, warp_sh[k]);
+        for (int r = nranks; r < CK_NRANKS; r++)
+            out->rank[r] = 0;
+        out->neg = m.neg;
+        out->ninf = m.ninf;
+        out->kmin = m.kmin;
+        out->kmax = m.kmax;
+        out->amax = m.amax;
+        out->amin = m.amin;
+        out->sum = m.sum;
+        out->sq = m.sq;
+    }
+    __syncthreads();
+}
+
+/* The dynamic shared memory of cu_tstats_k: one counter a rank and a thread. */
+static inline size_t cu_stats_smem(int nranks) { return (size_t)nranks * CU_THREADS * sizeof(unsigned); }
+
+/* The statistics of x[0..n) in chunks of `chunk` values (cu_stats_chunk), chunk c into part[c];
+ * tab_g the binade table (256 entries), nranks = its thresholds + 1; the histogram added to hist
+ * when HIST. Any grid: each block takes chunks blockIdx.x, + gridDim.x, ... */
+template <bool HIST>
+__global__ void __launch_bounds__(CU_THREADS) cu_tstats_k(const float *x, size_t n, size_t chunk, const ck_binade *tab_g,
+                                                          int nranks, ck_part *part, unsigned long long *hist)
+{
+    extern __shared__ unsigned cnt[]; /* [nranks * CU_THREADS]: the launch gives cu_stats_smem(nranks) */
+    __shared__ ck_binade tab[256];
+    __shared__ unsigned hbin[HIST ? CU_WARPS * AMPDIAG_HIST_BINS : 1];
+    __shared__ cu_thread_stats warp_sh[CU_WARPS];
+    for (int i = threadIdx.x; i < 256; i += CU_THREADS)
+        tab[i] = tab_g[i];
+    if (HIST)
+        for (int i = threadIdx.x; i < CU_WARPS * AMPDIAG_HIST_BINS; i += CU_THREADS)
+            hbin[i] = 0;
+    __syncthreads();
+    unsigned *col = cnt + threadIdx.x;
+    unsigned *hb = HIST ? hbin + (threadIdx.x >> 5) * AMPDIAG_HIST_BINS : NULL;
+    size_t nchunks = (n + chunk - 1) / chunk;
+    for (size_t c = blockIdx.x; c < nchunks; c += gridDim.x) {
+        for (int r = 0; r < nranks; r++)
+            col[r * CU_THREADS] = 0;
+        cu_thread_stats t;
+        cu_ts_init(t);
+        size_t lo = c * chunk, hi = lo + chunk < n ? lo + chunk : n, len = hi - lo;
+        const float *p = x + lo;
+        size_t head = ((16u - ((uintptr_t)p & 15u)) & 15u) / 4u; /* values before the first 16-byte boundary */
+        if (head > len)
+            head = len;
+        size_t nv = (len - head) / 4, tail0 = head + 4 * nv;
+        if (threadIdx.x < head)
+            cu_stats_one(t, col, tab, hb, __float_as_uint(p[threadIdx.x]));
+        const float4 *q = reinterpret_cast<const float4 *>(p + head);
+        size_t j = threadIdx.x;
+        for (; j + CU_THREADS < nv; j += 2 * CU_THREADS) { /* two loads in flight */
+            float4 a = __ldg(q + j), b = __ldg(q + j + CU_THREADS);
+            cu_stats_four(t, col, tab, hb, a);
+            cu_stats_four(t, col, tab, hb, b);
+        }
+        if (j < nv)
+            cu_stats_four(t, col, tab, hb, __ldg(q + j));
+        if (tail0 + threadIdx.x < len)
+            cu_stats_one(t, col, tab, hb, __float_as_uint(p[tail0 + threadIdx.x]));
+        __syncthreads(); /* every column written */
+        cu_chunk_reduce(t, cnt, nranks, warp_sh, &part[c]);
+    }
+    if (HIST) {
+        __syncthreads();
+        for (int b = threadIdx.x; b < AMPDIAG_HIST_BINS; b += CU_THREADS) {
+            unsigned long long s = 0;
+            for (int w = 0; w < CU_WARPS; w++)
+                s += hbin[w * AMPDIAG_HIST_BINS + b];
+            if (s)
+                atomicAdd(&hist[b], s);
+        }
+    }
+}
+
+/* One block of CU_MERGE_THREADS: part[0..np) merged in a fixed order into *out (thread i
+ * merges parts i, i + CU_MERGE_THREADS, ... in order, then a fixed tree). */
+enum { CU_MERGE_THREADS = 64 };
+static __global__ void __launch_bounds__(CU_MERGE_THREADS) cu_parts_merge_k(size_t np, const ck_part *part, ck_part *out)
+{
+    __shared__ ck_part sh[CU_MERGE_THREADS];
+    ck_part m;
+    ck_part_init(&m);
+    for (size_t i = threadIdx.x; i < np; i += CU_MERGE_THREADS)
+        ck_part_merge(&m, &part[i]);
+    sh[threadIdx.x] = m;
+    __syncthreads();
+    for (int s = CU_MERGE_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s)
+            ck_part_merge(&sh[threadIdx.x], &sh[threadIdx.x + s]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *out = sh[0];
+}
+
+/* ---------------------------------------------------------------- counts at least */
+
+struct cu_ge_merge {
+    __device__ void operator()(ck_ge &a, const ck_ge &b) const
+    {
+        for (int j = 0; j < CK_MAX_GE; j++)
+            a.n[j] += b.n[j];
+    }
+};
+
+/* The thresholds by value, so that the element loop reads them from registers. */
+struct cu_ge_set {
+    uint32_t t[CK_MAX_GE];
+};
 
 #endif /* AMPDIAG_KERNELS_STATS_CUH */

@@ -75,6 +75,24 @@ typedef struct bk_update_stats {
     uint64_t lost_if_bf16;   /* the same for BF16 weights */
 } bk_update_stats;
 
+/* A statistics request: the record of x[0..n) into *s, its histogram into *h when h is not
+ * NULL (tstats_many). */
+typedef struct bk_stats_req {
+    const float *x;
+    size_t n;
+    ampdiag_tstats *s;
+    ampdiag_hist *h;
+} bk_stats_req;
+
+/* An update's request: what the update dw[0..n) did to weights w_old[0..n), added to *st (and
+ * its histogram to *hu when not NULL), as update_stats (update_stats_many). */
+typedef struct bk_update_req {
+    const float *w_old, *dw;
+    size_t n;
+    bk_update_stats *st;
+    ampdiag_hist *hu;
+} bk_update_req;
+
 typedef struct backend backend;
 
 struct backend {
@@ -108,6 +126,10 @@ struct backend {
     /* ampdiag_tstats_compute on the buffer; h may be NULL. */
     void (*tstats)(const backend *bk, const float *x, size_t n, ampdiag_tstats *s,
                    ampdiag_hist *h);
+    /* tstats of k buffers: a device queues them all and copies their records back together,
+     * waiting once (the tracer's statistics of one kind of tensor of every layer). NULL: the
+     * backend has no such call, and bk_tstats_many calls tstats k times. */
+    void (*tstats_many)(const backend *bk, size_t k, const bk_stats_req *req);
     /* ampdiag_whatif_scaled_n on the buffer: the what-if counts of nfmt formats, fmt[i] after
      * multiplying by scale[i] (per-tensor scaled FP8), into counts[i]. 0, or -1 for an unknown
      * fmt or a scale not finite and > 0. NULL where a backend has none: the delayed-scaling FP8
@@ -217,6 +239,9 @@ struct backend {
      * updates as stored and if the weights were FP16 / BF16 to st (st->weight is left alone). */
     void (*update_stats)(const backend *bk, const bk_optim *c, const float *w_old,
                          const float *dw, size_t n, bk_update_stats *st, ampdiag_hist *hu);
+    /* update_stats of k requests, waiting once (as tstats_many). NULL: bk_update_stats_many
+     * calls update_stats k times. */
+    void (*update_stats_many)(const backend *bk, const bk_optim *c, size_t k, const bk_update_req *req);
 
     /* ---------------------------------------------------------------- ordering and errors
      * A fence: returns once every operation issued so far has finished, so that another
@@ -232,6 +257,28 @@ struct backend {
      * with CUDA's own conversions. 0 passed, 1 failed, -1 could not run; msg says what. */
     int (*self_check)(const backend *bk, char *msg, size_t msglen);
 };
+
+/* tstats of k buffers through the backend's tstats_many where it has one. */
+static inline void bk_tstats_many(const backend *bk, size_t k, const bk_stats_req *req)
+{
+    if (bk->tstats_many) {
+        bk->tstats_many(bk, k, req);
+        return;
+    }
+    for (size_t i = 0; i < k; i++)
+        bk->tstats(bk, req[i].x, req[i].n, req[i].s, req[i].h);
+}
+
+/* update_stats of k requests through the backend's update_stats_many where it has one. */
+static inline void bk_update_stats_many(const backend *bk, const bk_optim *c, size_t k, const bk_update_req *req)
+{
+    if (bk->update_stats_many) {
+        bk->update_stats_many(bk, c, k, req);
+        return;
+    }
+    for (size_t i = 0; i < k; i++)
+        bk->update_stats(bk, c, req[i].w_old, req[i].dw, req[i].n, req[i].st, req[i].hu);
+}
 
 /* The backends this build has, by name ("cpu", "cuda"): NULL with a message in err when the
  * name is unknown, the backend was not built, or it cannot run here (no device). */

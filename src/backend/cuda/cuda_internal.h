@@ -21,6 +21,7 @@
 #include "backend/backend.h"
 #include "kernels/bodies.h"
 #include "kernels/launch.cuh"
+#include "kernels/stats.cuh"
 
 #include <condition_variable>
 #include <cstddef>
@@ -63,11 +64,18 @@ struct cu_blas_api {
 
 /* ------------------------------------------------------------------------------- context */
 
-/* A small device buffer and its pinned host mirror, for the results of one reduction. */
-enum { CU_NSLOTS = 8, CU_SLOT_BYTES = 64 * 1024 };
+/* A device buffer for the partial results of reductions and statistics (the first
+ * CU_SLOT_PARTS bytes: each kernel's blocks write there, and the next kernel on the stream may
+ * reuse them) and their final results (the next CU_SLOT_RESULTS bytes), which are copied into the
+ * slot's pinned host mirror of CU_SLOT_RESULTS bytes. A thread takes a slot for one operation. */
+enum {
+    CU_NSLOTS = 8,
+    CU_SLOT_PARTS = CU_STATS_MAX_CHUNKS * sizeof(ck_part),
+    CU_SLOT_RESULTS = 256 * 1024,
+};
 struct cu_slot {
-    void *dev;
-    void *host;
+    void *dev;  /* CU_SLOT_PARTS + CU_SLOT_RESULTS bytes */
+    void *host; /* CU_SLOT_RESULTS bytes, pinned */
     cudaEvent_t ready;
     bool busy;
 };
@@ -83,6 +91,11 @@ struct cuda_ctx {
     bool failed;
     char err[512];            /* the first failure since the last sync */
     void *scratch;            /* the training thread's scratch (embedding backward) */
+    ck_ranks ranks;           /* the statistics' thresholds and binade table (host copy) */
+    ck_binade *rank_tab;      /* the binade table on the device (256 entries) */
+    int nranks;               /* its thresholds + 1 */
+    unsigned stats_grid;      /* blocks of cu_tstats_k that fill the device */
+    unsigned stats_grid_hist; /* the same for the kernel with the histogram */
     size_t scratch_bytes;
     char desc[512];
     backend bk;
@@ -128,9 +141,9 @@ template <class F> static inline void cu_each(cuda_ctx *c, size_t n, const char 
 /* A slot for one reduction's partials and result (waits while all are taken). */
 cu_slot *cu_slot_take(cuda_ctx *c);
 void cu_slot_give(cuda_ctx *c, cu_slot *s);
-/* The result at the slot's device offset `off`, `bytes` long, into its pinned host memory
- * (returned): an asynchronous copy behind the reduction, then a wait for its event. NULL after
- * a failure (kept for sync). */
+/* The results at the slot's results offset `off` (from CU_SLOT_PARTS), `bytes` long (at most
+ * CU_SLOT_RESULTS), into its pinned host memory (returned): an asynchronous copy behind the
+ * kernels that wrote them, then a wait for its event. NULL after a failure (kept for sync). */
 const void *cu_slot_fetch(cuda_ctx *c, cu_slot *s, size_t off, size_t bytes);
 
 /* The reduction of add(acc, i) over [0, n) from init, merged with merge, into *out: true, or
@@ -139,16 +152,16 @@ template <class T, class A, class M>
 static bool cu_reduce(cuda_ctx *c, size_t n, T init, A add, M merge, T *out, const char *file, int line,
                       const char *name)
 {
-    static_assert(CU_RED_BLOCKS * sizeof(T) + sizeof(T) <= CU_SLOT_BYTES, "slot too small");
+    static_assert(CU_RED_BLOCKS * sizeof(T) <= CU_SLOT_PARTS && sizeof(T) <= CU_SLOT_RESULTS, "slot too small");
     cu_enter(c);
     cu_slot *s = cu_slot_take(c);
-    T *part = static_cast<T *>(s->dev), *res = part + CU_RED_BLOCKS;
+    T *part = static_cast<T *>(s->dev), *res = reinterpret_cast<T *>(static_cast<char *>(s->dev) + CU_SLOT_PARTS);
     unsigned nb = cu_red_blocks(n);
     cu_reduce_part_k<<<nb, CU_THREADS, 0, CU_STREAM>>>(n, init, add, merge, part);
     cu_launched(c, file, line, name);
     cu_reduce_final_k<<<1, CU_THREADS, 0, CU_STREAM>>>(nb, init, merge, part, res);
     cu_launched(c, file, line, name);
-    const T *r = static_cast<const T *>(cu_slot_fetch(c, s, CU_RED_BLOCKS * sizeof(T), sizeof(T)));
+    const T *r = static_cast<const T *>(cu_slot_fetch(c, s, 0, sizeof(T)));
     *out = r ? *r : init;
     cu_slot_give(c, s);
     return r != NULL;
@@ -171,5 +184,8 @@ void cu_round_block(cuda_ctx *c, float *C, int rows, int cols, int ld, int rk);
 void cu_fill_table_ops(backend *bk);
 /* stats_cuda.cu: reductions, statistics, optimizer */
 void cu_fill_table_stats(backend *bk);
+/* The statistics kernel's tables on the device and its grid for device p: 0, or -1 with the
+ * message in err. */
+int cu_stats_setup(cuda_ctx *c, const cudaDeviceProp *p, char *err, size_t errlen);
 
 #endif /* AMPDIAG_CUDA_INTERNAL_H */
