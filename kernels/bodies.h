@@ -385,47 +385,52 @@ AMPDIAG_HD void ck_grad_norm_add(double *ss, unsigned long long *nonfinite, floa
 
 /* ------------------------------------------------------------------------------- statistics
  *
- * Every count of a statistics record (NaN, inf, zeros and each format's overflow, underflow and
- * subnormal what-if classes) is a difference of counts #(|x| >= t) over a few |x| bit patterns
- * t: the classes of numfmt.h's AMPDIAG_CLASS_BITS_TABLE are ranges of |x|. So the kernel counts,
- * for each value, its rank: how many of the distinct thresholds (sorted, ck_ranks.th) its |x|
- * reaches, one counter a rank, and every count of the record follows from the ranks' counts
- * (ck_part_record). The rank is found from the exponent byte of |x|: a table of 256 binades
- * gives the rank at the binade's start and the (at most CK_IN_BINADE) thresholds inside it, so a
- * value costs one table read and three compares whatever the number of formats, where comparing
- * it with every threshold would cost two instructions per threshold.
+ * Every count of a statistics record (NaN, inf, zeros, negatives and each format's overflow,
+ * underflow and subnormal what-if classes) is a difference of counts #(|x| >= t), of all values
+ * or of the negative ones, over a few |x| bit patterns t: the classes of numfmt.h's
+ * AMPDIAG_CLASS_BITS_TABLE are ranges of |x|. So the kernel counts, for each value, its rank:
+ * how many of the distinct thresholds (sorted, ck_ranks.th) its |x| reaches, offset by the
+ * number of ranks for a negative value, one counter a rank, and every count of the record
+ * follows from the ranks' counts (ck_part_record). The rank is found from the sign and exponent
+ * bits (u >> 23): a table of 512 binades gives the rank at the binade's start and the (at most
+ * CK_IN_BINADE) thresholds inside it, so a value costs one table read and three compares
+ * whatever the number of formats, where comparing it with every threshold would cost two
+ * instructions per threshold.
  */
 
-enum { CK_MAX_THRESH = 24, CK_NRANKS = CK_MAX_THRESH + 1, CK_IN_BINADE = 3 };
+/* 16-byte aligned, so that a device reads a ck_binade with one 16-byte load */
+#define AMPDIAG_ALIGN16 __attribute__((aligned(16)))
+
+enum { CK_MAX_THRESH = 24, CK_NRANKS = 2 * (CK_MAX_THRESH + 1), CK_IN_BINADE = 3 };
 #define CK_NO_THRESH 0xffffffffu /* above every |x| pattern: a compare with it is false */
 
-/* One binade of float32 (exponent byte e: |x| patterns [e << 23, (e + 1) << 23)): the rank of
- * its first pattern and the thresholds inside it (CK_NO_THRESH where fewer). 16 bytes. */
-typedef struct ck_binade {
+/* One binade of float32 with its sign (u >> 23: |x| patterns [e << 23, (e + 1) << 23) of one
+ * sign): the rank of its first pattern (negative binades offset by k + 1) and the thresholds
+ * inside it (CK_NO_THRESH where fewer). 16 bytes, read as one. */
+typedef struct AMPDIAG_ALIGN16 ck_binade {
     uint32_t r;
     uint32_t t[CK_IN_BINADE];
 } ck_binade;
 
 /* The thresholds, ascending, and the binade table. */
 typedef struct ck_ranks {
-    int k;                        /* distinct thresholds (ranks 0..k) */
+    int k;                        /* distinct thresholds: ranks 0..k, negative ones k+1..2k+1 */
     uint32_t th[CK_MAX_THRESH];
-    ck_binade bin[256];
+    ck_binade bin[512];
 } ck_ranks;
 
-/* The rank of an |x| bit pattern a (sign cleared): #{j : a >= th[j]}. */
-AMPDIAG_HD unsigned ck_rank(const ck_binade *tab, uint32_t a)
+/* The rank of a bit pattern u: #{j : |u| >= th[j]}, plus k + 1 when u is negative. */
+AMPDIAG_HD unsigned ck_rank(const ck_binade *tab, uint32_t u)
 {
-    const ck_binade *b = &tab[a >> 23];
-    return b->r + (unsigned)(a >= b->t[0]) + (unsigned)(a >= b->t[1]) + (unsigned)(a >= b->t[2]);
+    ck_binade b = tab[u >> 23];
+    uint32_t a = u & 0x7fffffffu;
+    return b.r + (unsigned)(a >= b.t[0]) + (unsigned)(a >= b.t[1]) + (unsigned)(a >= b.t[2]);
 }
 
 /* The statistics of some values as a block of the kernel keeps them: how many have each rank,
- * the negative finite non-zero ones and the -inf ones (the ranks know |x| only), the extremes as
- * order-preserving integer keys, sums in double. */
+ * the extremes as order-preserving integer keys, sums in double. */
 typedef struct ck_part {
     unsigned long long rank[CK_NRANKS];
-    unsigned long long neg, ninf;
     int32_t kmin, kmax; /* over finite values; INT32_MAX / INT32_MIN when none */
     int32_t amax, amin; /* |x| bits over finite / finite non-zero; 0 / INT32_MAX when none */
     double sum, sq;
@@ -435,7 +440,6 @@ AMPDIAG_HD void ck_part_init(ck_part *p)
 {
     for (int r = 0; r < CK_NRANKS; r++)
         p->rank[r] = 0;
-    p->neg = p->ninf = 0;
     p->kmin = INT32_MAX;
     p->kmax = INT32_MIN;
     p->amax = 0;
@@ -450,14 +454,11 @@ AMPDIAG_HD float ck_key_value(int32_t key)
     return ampdiag_f32_from_bits((uint32_t)(key ^ ((key >> 31) & 0x7fffffff)));
 }
 
-/* What one value adds besides its rank: the sign counts, the extremes and the sums. */
+/* What one value adds besides its rank: the extremes and the sums. */
 AMPDIAG_HD void ck_part_add_rest(ck_part *p, uint32_t u)
 {
     uint32_t a = u & 0x7fffffffu;
-    unsigned fin = a < AMPDIAG_F32_INF;
-    p->neg += fin & (a != 0) & (u >> 31);
-    p->ninf += u == 0xff800000u;
-    if (fin) {
+    if (a < AMPDIAG_F32_INF) {
         int32_t sa = (int32_t)a, key = ck_key(u);
         double v = (double)ampdiag_f32_from_bits(u);
         p->kmin = key < p->kmin ? key : p->kmin;
@@ -474,7 +475,7 @@ AMPDIAG_HD void ck_part_add_rest(ck_part *p, uint32_t u)
  * memory). */
 AMPDIAG_HD void ck_part_add(ck_part *p, const ck_binade *tab, uint32_t u)
 {
-    p->rank[ck_rank(tab, u & 0x7fffffffu)]++;
+    p->rank[ck_rank(tab, u)]++;
     ck_part_add_rest(p, u);
 }
 
@@ -483,8 +484,6 @@ AMPDIAG_HD void ck_part_merge(ck_part *d, const ck_part *s)
 {
     for (int r = 0; r < CK_NRANKS; r++)
         d->rank[r] += s->rank[r];
-    d->neg += s->neg;
-    d->ninf += s->ninf;
     d->kmin = s->kmin < d->kmin ? s->kmin : d->kmin;
     d->kmax = s->kmax > d->kmax ? s->kmax : d->kmax;
     d->amax = s->amax > d->amax ? s->amax : d->amax;
@@ -516,9 +515,10 @@ AMPDIAG_HD int ck_hist_bin(uint32_t u)
 
 /* t := the thresholds every count needs, ascending and distinct: 1 (non-zero), +inf and the
  * first NaN pattern, and for each format of AMPDIAG_CLASS_BITS_TABLE its overflow and normal
- * thresholds and the first pattern above its underflow threshold; then the binade table.
- * 0, or -1 when the formats need more thresholds than CK_MAX_THRESH or more than CK_IN_BINADE
- * inside one binade (a format added to the table that this layout cannot hold). Host only. */
+ * thresholds and the first pattern above its underflow threshold; then the binade table of
+ * both signs. 0, or -1 when the formats need more thresholds than CK_MAX_THRESH or more than
+ * CK_IN_BINADE inside one binade (a format added to the table that this layout cannot hold).
+ * Host only. */
 static inline int ck_ranks_build(ck_ranks *t)
 {
     static const uint32_t cls[AMPDIAG_CLASS_NFORMATS][3] = AMPDIAG_CLASS_BITS_TABLE;
@@ -561,18 +561,22 @@ static inline int ck_ranks_build(ck_ranks *t)
                 b->t[in++] = t->th[j];
             }
         }
+        t->bin[256 + e] = *b; /* the negative binade: the same thresholds, ranks after the positive */
+        t->bin[256 + e].r += (uint32_t)t->k + 1u;
     }
     return 0;
 }
 
-/* #(|x| >= th) from the rank counts, for a threshold th of t->th. */
-static inline uint64_t ck_at_least(const ck_ranks *t, const ck_part *p, uint32_t th)
+/* #(|x| >= th) from the rank counts, for a threshold th of t->th: of every value, or (neg) of
+ * the negative ones. */
+static inline uint64_t ck_at_least(const ck_ranks *t, const ck_part *p, uint32_t th, int neg)
 {
     uint64_t c = 0;
+    int off = t->k + 1;
     for (int j = 0; j < t->k; j++)
         if (t->th[j] == th) {
             for (int r = j + 1; r <= t->k; r++)
-                c += p->rank[r];
+                c += p->rank[off + r] + (neg ? 0 : p->rank[r]);
             return c;
         }
     return 0; /* (not a threshold of t: ck_ranks_build puts every one the record needs there) */
@@ -582,19 +586,21 @@ static inline uint64_t ck_at_least(const ck_ranks *t, const ck_part *p, uint32_t
 static inline void ck_part_record(const ck_ranks *t, const ck_part *p, uint64_t n, ampdiag_tstats *s)
 {
     static const uint32_t cls[AMPDIAG_CLASS_NFORMATS][3] = AMPDIAG_CLASS_BITS_TABLE;
-    uint64_t nz = ck_at_least(t, p, 1u), inf_up = ck_at_least(t, p, AMPDIAG_F32_INF),
-             nan = ck_at_least(t, p, AMPDIAG_F32_INF + 1u);
+    uint64_t nz = ck_at_least(t, p, 1u, 0), inf_up = ck_at_least(t, p, AMPDIAG_F32_INF, 0),
+             nan = ck_at_least(t, p, AMPDIAG_F32_INF + 1u, 0);
+    uint64_t neg_nz = ck_at_least(t, p, 1u, 1), neg_inf_up = ck_at_least(t, p, AMPDIAG_F32_INF, 1),
+             neg_nan = ck_at_least(t, p, AMPDIAG_F32_INF + 1u, 1);
     uint64_t nonfinite = inf_up;
     s->count = n;
     s->n_nan = nan;
-    s->n_neginf = p->ninf;
-    s->n_posinf = inf_up - nan - p->ninf;
+    s->n_neginf = neg_inf_up - neg_nan;
+    s->n_posinf = inf_up - nan - s->n_neginf;
     s->n_zero = n - nz;
-    s->n_neg = p->neg;
-    s->n_pos = n - nonfinite - s->n_zero - p->neg;
+    s->n_neg = neg_nz - neg_inf_up;
+    s->n_pos = n - nonfinite - s->n_zero - s->n_neg;
     for (int f = 0; f < AMPDIAG_CLASS_NFORMATS; f++) {
-        uint64_t ovf = ck_at_least(t, p, cls[f][0]), norm = ck_at_least(t, p, cls[f][1]),
-                 above_unf = ck_at_least(t, p, cls[f][2] + 1u);
+        uint64_t ovf = ck_at_least(t, p, cls[f][0], 0), norm = ck_at_least(t, p, cls[f][1], 0),
+                 above_unf = ck_at_least(t, p, cls[f][2] + 1u, 0);
         s->whatif[f][AMPDIAG_WHATIF_OVERFLOW] = ovf - inf_up;      /* finite |x| >= overflow */
         s->whatif[f][AMPDIAG_WHATIF_UNDERFLOW] = nz - above_unf;   /* 0 < |x| <= underflow */
         s->whatif[f][AMPDIAG_WHATIF_SUBNORMAL] = above_unf - norm; /* underflow < |x| < normal */

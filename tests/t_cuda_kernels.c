@@ -539,7 +539,8 @@ static void stats_as_gpu(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hi
 }
 
 /* The rank table: built, ascending, and each rank what comparing with every threshold gives,
- * over the thresholds and their neighbours and a sweep of the patterns. */
+ * over the thresholds and their neighbours and a sweep of the patterns, both signs (a negative
+ * value's rank comes after the positive ranks). */
 static void test_ranks(void)
 {
     ok(ck_ranks_build(&ranks) == 0 && ranks.k >= 3 && ranks.k <= CK_MAX_THRESH,
@@ -559,16 +560,18 @@ static void test_ranks(void)
             for (int i = 0; i < ranks.k; i++)
                 want += a >= ranks.th[i];
             bad += ck_rank(ranks.bin, a) != want;
-            checked++;
+            bad += ck_rank(ranks.bin, a | 0x80000000u) != want + (unsigned)ranks.k + 1u; /* negative: after the positive */
+            checked += 2;
         }
     for (uint64_t a = 0; a <= 0x7fffffffu; a += 997) {
         unsigned want = 0;
         for (int i = 0; i < ranks.k; i++)
             want += (uint32_t)a >= ranks.th[i];
         bad += ck_rank(ranks.bin, (uint32_t)a) != want;
-        checked++;
+        bad += ck_rank(ranks.bin, (uint32_t)a | 0x80000000u) != want + (unsigned)ranks.k + 1u;
+        checked += 2;
     }
-    ok(bad == 0 && checked > 2000000, "ck_rank agrees with comparing every threshold on %llu |x| patterns (%llu differ)",
+    ok(bad == 0 && checked > 4000000, "ck_rank agrees with comparing every threshold on %llu |x| patterns (%llu differ)",
        (unsigned long long)checked, (unsigned long long)bad);
 }
 
@@ -612,7 +615,7 @@ static void test_tstats(const backend *cpu)
        why);
     /* a wrong threshold is caught: the table built without FP16's overflow row moved */
     ck_ranks keep = ranks;
-    for (int e = 0; e < 256; e++)
+    for (int e = 0; e < 512; e++)
         for (int j = 0; j < CK_IN_BINADE; j++)
             if (ranks.bin[e].t[j] == AMPDIAG_FP16_OVF_BITS)
                 ranks.bin[e].t[j] += 1u;

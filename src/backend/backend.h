@@ -93,6 +93,15 @@ typedef struct bk_update_req {
     ampdiag_hist *hu;
 } bk_update_req;
 
+/* A counts-at-least request: counts[j] := #(|x| >= ge[j]) over x[0..n) for j < k <= 8, as
+ * count_at_least (count_at_least_many). */
+typedef struct bk_ge_req {
+    const float *x;
+    size_t n, k;
+    const uint32_t *ge;
+    uint64_t *counts;
+} bk_ge_req;
+
 typedef struct backend backend;
 
 struct backend {
@@ -141,6 +150,10 @@ struct backend {
      * the delayed-scaling FP8 counts then take whatif_scaled's pass for every threshold. */
     int (*count_at_least)(const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
                           uint64_t *counts);
+    /* count_at_least of k requests, waiting once (a device queues them all). 0, or -1 as
+     * count_at_least for any request (counts then undefined). NULL: the FP8 counts take
+     * count_at_least tensor by tensor. */
+    int (*count_at_least_many)(const backend *bk, size_t k, const bk_ge_req *req);
 
     /* ---------------------------------------------------------------- GEMM
      * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when
@@ -278,6 +291,18 @@ static inline void bk_update_stats_many(const backend *bk, const bk_optim *c, si
     }
     for (size_t i = 0; i < k; i++)
         bk->update_stats(bk, c, req[i].w_old, req[i].dw, req[i].n, req[i].st, req[i].hu);
+}
+
+/* count_at_least of k requests through the backend's count_at_least_many where it has one.
+ * 0, or -1 as count_at_least. */
+static inline int bk_count_at_least_many(const backend *bk, size_t k, const bk_ge_req *req)
+{
+    if (bk->count_at_least_many)
+        return bk->count_at_least_many(bk, k, req);
+    for (size_t i = 0; i < k; i++)
+        if (bk->count_at_least(bk, req[i].x, req[i].n, req[i].k, req[i].ge, req[i].counts) != 0)
+            return -1;
+    return 0;
 }
 
 /* The backends this build has, by name ("cpu", "cuda"): NULL with a message in err when the

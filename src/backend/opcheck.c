@@ -895,6 +895,8 @@ static void cases_tstats(tctx *T, bk_rnd r, opstat *st)
     reduce_all(T, st, run_tstats, 1);
 }
 
+enum { MANY_GE = 4 };
+
 /* count_at_least: thresholds at and around the class boundaries of every format (the pass the
  * delayed-scaling FP8 counts take), and the bad arguments it must refuse. */
 static void run_count_at_least(const backend *bk, float *const *d, const prm *p, result *r)
@@ -927,6 +929,43 @@ static void cases_count_at_least(tctx *T, bk_rnd r, opstat *st)
             add(&c, "x", IN, n, x);
             both(T, &c, st);
         }
+}
+
+/* count_at_least_many (or the loop bk_count_at_least_many falls back to): four requests of
+ * other sizes and threshold counts, one empty, in one call; then one with a bad threshold. */
+static void run_count_at_least_many(const backend *bk, float *const *d, const prm *p, result *r)
+{
+    static const size_t ns[MANY_GE] = {1003, 0, 4096 + 33, 7};
+    static const uint32_t ge[8] = {1u, AMPDIAG_FP16_UNF_BITS + 1u, AMPDIAG_E5M2_NORM_BITS, AMPDIAG_E4M3_NORM_BITS,
+                                   AMPDIAG_E4M3_OVF_BITS, AMPDIAG_FP16_OVF_BITS, AMPDIAG_F32_INF, 0x3f800000u};
+    uint64_t c[MANY_GE][8];
+    memset(c, 0, sizeof c);
+    bk_ge_req q[MANY_GE];
+    for (int i = 0; i < MANY_GE; i++)
+        q[i] = (bk_ge_req){d[i], ns[i], (size_t)((i * 3 + p->omit) % 9), ge, c[i]};
+    put(r, "rc", (double)bk_count_at_least_many(bk, MANY_GE, q), 0.0);
+    for (int i = 0; i < MANY_GE; i++)
+        for (int j = 0; j < 8; j++)
+            put(r, "count", (double)c[i][j], 0.0);
+    static const uint32_t bad[1] = {0u};
+    q[2].ge = bad;
+    q[2].k = 1;
+    put(r, "rc (threshold 0)", (double)bk_count_at_least_many(bk, MANY_GE, q), 0.0);
+}
+
+static void cases_count_at_least_many(tctx *T, bk_rnd r, opstat *st)
+{
+    (void)r;
+    static const size_t ns[MANY_GE] = {1003, 0, 4096 + 33, 7};
+    for (int v = 0; v < 4; v++) {
+        prm p = {.omit = v};
+        tcase c = mk(run_count_at_least_many, &p);
+        for (int i = 0; i < MANY_GE; i++) {
+            size_t n = ns[i] ? ns[i] : 1;
+            add(&c, "x", IN, n, (v / 2) ? gen(T, n, 0, -30, 17) : gen_mix(T, n));
+        }
+        both(T, &c, st);
+    }
 }
 
 /* whatif_scaled: both FP8 formats (and FP16) at scales that move the thresholds across the data;
@@ -2012,6 +2051,7 @@ static const op_entry ops[] = {
     OPT(tstats_many, 0),
     OPT(whatif_scaled, 0),
     OPT(count_at_least, 0),
+    OPT(count_at_least_many, 0),
     OP(gemm, 1),
     OP(bias_add, 1),
     OP(bias_grad, 1),
@@ -2077,7 +2117,8 @@ static void all_ops(tctx *T)
     test_memory(T, T->ut);
     test_memory(T, T->ref);
     for (size_t i = 0; i < NELEM(ops); i++) {
-        int many = strcmp(ops[i].op, "tstats_many") == 0 || strcmp(ops[i].op, "update_stats_many") == 0;
+        int many = strcmp(ops[i].op, "tstats_many") == 0 || strcmp(ops[i].op, "update_stats_many") == 0 ||
+                   strcmp(ops[i].op, "count_at_least_many") == 0;
         if (!has_op(T->ut, &ops[i]) && !many) /* (the _many entries fall back to a loop: checked either way) */
             emit(1, NULL, "%s: not provided by %s (optional: its callers do without it)", ops[i].op, T->ut->name);
         else if (!has_op(T->ref, &ops[i]) && !many)

@@ -168,6 +168,7 @@ typedef struct run {
     struct tslot *slots;         /* NSLOTS, used in turn by traced steps */
     bk_stats_req *sreq;          /* [nlayers]: the tracer thread's requests of one job */
     bk_update_req *ureq;
+    fp8_job *f8job;
     long ntraced;
     float *w_old[2], *dw[2];     /* [nparams] each: the weights a traced step's update started
                                   * from and the changes it intended, for traced steps in turn */
@@ -261,11 +262,13 @@ static void stats_of(tslot *S, model_tensor_kind mk)
             R->sreq[k++] = (bk_stats_req){l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL};
     }
     bk_tstats_many(bk, k, R->sreq);
+    size_t m = 0;
     for (int i = 0; i < R->m->nlayers; i++) {
         lslot *l = &S->L[i];
         if (l->have[mk])
-            fp8_delayed_count(R->f8, bk, i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]);
+            R->f8job[m++] = (fp8_job){i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]};
     }
+    fp8_delayed_count_many(R->f8, bk, m, R->f8job);
 }
 
 static void job_activations(void *arg)
@@ -306,12 +309,14 @@ static void job_updates(void *arg)
     }
     bk_tstats_many(bk, k, R->sreq);
     optim_update_stats_many(&R->opt, k, R->ureq);
+    k = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
         if (L->nparams > 0)
-            fp8_delayed_count(R->f8, bk, i, AMPDIAG_KIND_WEIGHT, w_old + (L->p - m->params), L->nparams,
-                              &S->L[i].st[MT_WEIGHT], &S->L[i].f8[MT_WEIGHT]);
+            R->f8job[k++] = (fp8_job){i, AMPDIAG_KIND_WEIGHT, w_old + (L->p - m->params), L->nparams,
+                                      &S->L[i].st[MT_WEIGHT], &S->L[i].f8[MT_WEIGHT]};
     }
+    fp8_delayed_count_many(R->f8, bk, k, R->f8job);
 }
 
 /* The update job of the last traced step: posted after the next step's gradient job, so that
@@ -1106,12 +1111,13 @@ static int tracing_init(run *R, char *err, size_t errlen)
     R->slots = calloc(NSLOTS, sizeof *R->slots);
     R->sreq = calloc((size_t)(nl > 0 ? nl : 1), sizeof *R->sreq);
     R->ureq = calloc((size_t)(nl > 0 ? nl : 1), sizeof *R->ureq);
+    R->f8job = calloc((size_t)(nl > 0 ? nl : 1), sizeof *R->f8job);
     const backend *bk = R->m->bk;
     for (int k = 0; k < 2; k++) {
         R->w_old[k] = bk->alloc(bk, np * sizeof *R->w_old[k]);
         R->dw[k] = bk->alloc(bk, np * sizeof *R->dw[k]);
     }
-    if (!R->tr || !R->slots || !R->sreq || !R->ureq || !R->w_old[0] || !R->dw[0] || !R->w_old[1] || !R->dw[1]) {
+    if (!R->tr || !R->slots || !R->sreq || !R->ureq || !R->f8job || !R->w_old[0] || !R->dw[0] || !R->w_old[1] || !R->dw[1]) {
         say(err, errlen, "out of memory for tracing (%zu parameters)", np);
         return TRAIN_EIO;
     }
@@ -1147,8 +1153,10 @@ static void tracing_free(run *R)
     R->slots = NULL;
     free(R->sreq);
     free(R->ureq);
+    free(R->f8job);
     R->sreq = NULL;
     R->ureq = NULL;
+    R->f8job = NULL;
     for (int k = 0; k < 2; k++) {
         if (R->m) {
             R->m->bk->free(R->m->bk, R->w_old[k]);

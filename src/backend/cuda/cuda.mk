@@ -20,3 +20,10 @@ src_backend_cuda_libampdiag_cuda_a_SOURCES = $(CUDA_SRC) $(CUDA_HDR)
 CUDA_OBJECTS = src/backend/cuda/numfmt_check.$(OBJEXT) src/backend/cuda/backend_cuda.$(OBJEXT) \
 	src/backend/cuda/ops_cuda.$(OBJEXT) src/backend/cuda/stats_cuda.$(OBJEXT)
 $(CUDA_OBJECTS): $(CUDA_HDR) src/backend/backend.h src/numerics/numfmt.h include/ampdiag.h config.h
+
+# The device kernels against a plain read of the same memory (make bench; nvcc links it alone).
+noinst_PROGRAMS += bench/bench_gpu_kernels
+bench_bench_gpu_kernels_SOURCES =
+bench/bench_gpu_kernels$(EXEEXT): bench/bench_gpu_kernels.cu $(CUDA_HDR) src/numerics/numfmt.h include/ampdiag.h config.h
+	@$(MKDIR_P) $(@D)
+	$(AM_V_GEN)$(NVCC) $(NVCCFLAGS) $(srcdir)/bench/bench_gpu_kernels.cu -o $@ $(CUDA_LIBS)

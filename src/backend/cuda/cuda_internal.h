@@ -92,8 +92,8 @@ struct cuda_ctx {
     char err[512];            /* the first failure since the last sync */
     void *scratch;            /* the training thread's scratch (embedding backward) */
     ck_ranks ranks;           /* the statistics' thresholds and binade table (host copy) */
-    ck_binade *rank_tab;      /* the binade table on the device (256 entries) */
-    int nranks;               /* its thresholds + 1 */
+    ck_binade *rank_tab;      /* the binade table on the device (512 entries) */
+    int nranks;               /* ranks: 2 (its thresholds + 1) */
     unsigned stats_grid;      /* blocks of cu_tstats_k that fill the device */
     unsigned stats_grid_hist; /* the same for the kernel with the histogram */
     size_t scratch_bytes;

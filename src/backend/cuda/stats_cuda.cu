@@ -96,12 +96,23 @@ int cu_stats_setup(cuda_ctx *c, const cudaDeviceProp *p, char *err, size_t errle
                  c->dev);
         return -1;
     }
-    c->nranks = c->ranks.k + 1;
+    c->nranks = 2 * (c->ranks.k + 1);
     int per_sm = 0, per_sm_h = 0;
-    size_t smem = cu_stats_smem(c->nranks);
+    size_t smem = cu_stats_smem(c->nranks), smem32 = cu_stats_smem<unsigned>(c->nranks);
     cudaError_t e = cudaMalloc(&c->rank_tab, sizeof c->ranks.bin);
     if (e == cudaSuccess)
         e = cudaMemcpy(c->rank_tab, c->ranks.bin, sizeof c->ranks.bin, cudaMemcpyHostToDevice);
+    /* (static and dynamic shared memory together may pass the default 48 KB) */
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(cu_tstats_k<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(cu_tstats_k<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(cu_tstats_k<false, unsigned>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)smem32);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(cu_tstats_k<true, unsigned>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)smem32);
     if (e == cudaSuccess)
         e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, cu_tstats_k<false>, CU_THREADS, smem);
     if (e == cudaSuccess)
@@ -133,13 +144,20 @@ static void stats_launch(cuda_ctx *c, cu_slot *sl, const float *x, size_t n, boo
     unsigned grid = hist ? c->stats_grid_hist : c->stats_grid;
     if (nchunks < grid)
         grid = (unsigned)nchunks;
-    size_t smem = cu_stats_smem(c->nranks);
-    if (hist) {
+    size_t smem = cu_stats_smem(c->nranks), smem32 = cu_stats_smem<unsigned>(c->nranks);
+    bool wide = chunk / CU_THREADS >= 65535; /* (n >= 2^36: a thread's count may pass 16 bits) */
+    if (hist)
         CU_CK(c, cudaMemsetAsync(h, 0, CU_HIST_BYTES, CU_STREAM));
+    if (hist && wide)
+        cu_tstats_k<true, unsigned><<<grid, CU_THREADS, smem32, CU_STREAM>>>(x, n, chunk, c->rank_tab, c->nranks, part,
+                                                                            h);
+    else if (hist)
         cu_tstats_k<true><<<grid, CU_THREADS, smem, CU_STREAM>>>(x, n, chunk, c->rank_tab, c->nranks, part, h);
-    } else {
+    else if (wide)
+        cu_tstats_k<false, unsigned><<<grid, CU_THREADS, smem32, CU_STREAM>>>(x, n, chunk, c->rank_tab, c->nranks,
+                                                                             part, NULL);
+    else
         cu_tstats_k<false><<<grid, CU_THREADS, smem, CU_STREAM>>>(x, n, chunk, c->rank_tab, c->nranks, part, NULL);
-    }
     cu_launched(c, CU_AT, "tstats");
     cu_parts_merge_k<<<1, CU_MERGE_THREADS, 0, CU_STREAM>>>(nchunks, part, rec);
     cu_launched(c, CU_AT, "tstats (chunks)");
@@ -196,21 +214,38 @@ void cu_op_tstats_many(const backend *bk, size_t k, const bk_stats_req *req) { s
 
 /* ------------------------------------------------------------------------------- counts at least */
 
-/* counts[j] := #(|x| >= ge[j]) for k <= CK_MAX_GE thresholds, in one pass. false after a
- * failure (kept for sync). */
-static bool ge_run(cuda_ctx *c, const float *x, size_t n, size_t k, const uint32_t *ge, uint64_t *counts)
+/* Queue counts[j] := #(|x| >= ge[j]) for k <= CK_MAX_GE thresholds (one pass) into the slot's
+ * results at off (k 64-bit counts). */
+static void ge_launch(cuda_ctx *c, cu_slot *sl, const float *x, size_t n, size_t k, const uint32_t *ge, size_t off)
 {
     cu_ge_set set;
     for (int j = 0; j < CK_MAX_GE; j++)
         set.t[j] = (size_t)j < k ? ge[j] : CK_NO_THRESH;
-    ck_ge v, init;
-    memset(&init, 0, sizeof init);
-    bool ok = cu_reduce(c, n, init,
-                        [=] __device__(ck_ge &acc, size_t i) { ck_ge_add(&acc, set.t, __float_as_uint(x[i])); },
-                        cu_ge_merge(), &v, CU_AT, "count_at_least");
+    unsigned long long *cnt = reinterpret_cast<unsigned long long *>(static_cast<char *>(sl->dev) + CU_SLOT_PARTS + off);
+    CU_CK(c, cudaMemsetAsync(cnt, 0, k * sizeof *cnt, CU_STREAM));
+    size_t want = (n / 4 + CU_THREADS - 1) / CU_THREADS;
+    unsigned grid = want < c->stats_grid ? (unsigned)(want ? want : 1) : c->stats_grid;
+    if (k <= 2)
+        cu_ge_k<2><<<grid, CU_THREADS, 0, CU_STREAM>>>(x, n, set, cnt);
+    else if (k <= 4)
+        cu_ge_k<4><<<grid, CU_THREADS, 0, CU_STREAM>>>(x, n, set, cnt);
+    else
+        cu_ge_k<8><<<grid, CU_THREADS, 0, CU_STREAM>>>(x, n, set, cnt);
+    cu_launched(c, CU_AT, "count_at_least");
+}
+
+/* counts[j] := #(|x| >= ge[j]) for k <= CK_MAX_GE thresholds, in one pass. false after a
+ * failure (kept for sync). */
+static bool ge_run(cuda_ctx *c, const float *x, size_t n, size_t k, const uint32_t *ge, uint64_t *counts)
+{
+    cu_enter(c);
+    cu_slot *sl = cu_slot_take(c);
+    ge_launch(c, sl, x, n, k, ge, 0);
+    const unsigned long long *r = static_cast<const unsigned long long *>(cu_slot_fetch(c, sl, 0, k * sizeof *r));
     for (size_t j = 0; j < k; j++)
-        counts[j] = ok ? v.n[j] : 0;
-    return ok;
+        counts[j] = r ? r[j] : 0;
+    cu_slot_give(c, sl);
+    return r != NULL;
 }
 
 static int cu_op_count_at_least(const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
@@ -224,6 +259,41 @@ static int cu_op_count_at_least(const backend *bk, const float *x, size_t n, siz
     if (k == 0)
         return 0;
     return ge_run(cu_ctx(bk), x, n, k, ge, counts) ? 0 : -1;
+}
+
+/* count_at_least of k requests: as many as fit the results queued, copied back together. */
+static int cu_op_count_at_least_many(const backend *bk, size_t k, const bk_ge_req *req)
+{
+    for (size_t i = 0; i < k; i++) {
+        if (req[i].k > CK_MAX_GE)
+            return -1;
+        for (size_t j = 0; j < req[i].k; j++)
+            if (req[i].ge[j] < 1u || req[i].ge[j] > AMPDIAG_F32_INF)
+                return -1;
+    }
+    cuda_ctx *c = cu_ctx(bk);
+    cu_enter(c);
+    cu_slot *sl = cu_slot_take(c);
+    int rc = 0;
+    size_t i = 0;
+    while (i < k && rc == 0) {
+        size_t j = i, off = 0;
+        for (; j < k && off + req[j].k * sizeof(unsigned long long) <= CU_SLOT_RESULTS; j++) {
+            if (req[j].k > 0)
+                ge_launch(c, sl, req[j].x, req[j].n, req[j].k, req[j].ge, off);
+            off += req[j].k * sizeof(unsigned long long);
+        }
+        const unsigned long long *r = static_cast<const unsigned long long *>(cu_slot_fetch(c, sl, 0, off));
+        if (!r)
+            rc = -1;
+        for (off = 0; r && i < j; i++) {
+            for (size_t q = 0; q < req[i].k; q++)
+                req[i].counts[q] = r[off + q];
+            off += req[i].k;
+        }
+    }
+    cu_slot_give(c, sl);
+    return rc;
 }
 
 /* ampdiag_whatif_scaled_n on the device: the formats' scaled thresholds found on the host
@@ -359,6 +429,7 @@ void cu_fill_table_stats(backend *bk)
     bk->tstats = cu_op_tstats;
     bk->tstats_many = cu_op_tstats_many;
     bk->count_at_least = cu_op_count_at_least;
+    bk->count_at_least_many = cu_op_count_at_least_many;
     bk->whatif_scaled = cu_op_whatif_scaled;
     bk->grad_norm = cu_op_grad_norm;
     bk->optim_step = cu_op_optim_step;
