@@ -402,7 +402,7 @@ AMPDIAG_HD void ck_grad_norm_add(double *ss, unsigned long long *nonfinite, floa
 #define AMPDIAG_ALIGN16 __attribute__((aligned(16)))
 
 enum { CK_MAX_THRESH = 24, CK_NRANKS = 2 * (CK_MAX_THRESH + 1), CK_IN_BINADE = 3 };
-#define CK_NO_THRESH 0xffffffffu /* above every |x| pattern: a compare with it is false */
+#define CK_NO_THRESH 0x80000000u /* above every |x| pattern: a compare with it is false */
 
 /* One binade of float32 with its sign (u >> 23: |x| patterns [e << 23, (e + 1) << 23) of one
  * sign): the rank of its first pattern (negative binades offset by k + 1) and the thresholds
@@ -419,12 +419,17 @@ typedef struct ck_ranks {
     ck_binade bin[512];
 } ck_ranks;
 
+/* The rank of |x| pattern a in its binade's entry b: a < t is the sign of a - t (both below
+ * 2^31 + 1), two instructions a threshold where a compare and a conditional add take three. */
+AMPDIAG_HD unsigned ck_rank_in(ck_binade b, uint32_t a)
+{
+    return b.r + 3u - ((a - b.t[0]) >> 31) - ((a - b.t[1]) >> 31) - ((a - b.t[2]) >> 31);
+}
+
 /* The rank of a bit pattern u: #{j : |u| >= th[j]}, plus k + 1 when u is negative. */
 AMPDIAG_HD unsigned ck_rank(const ck_binade *tab, uint32_t u)
 {
-    ck_binade b = tab[u >> 23];
-    uint32_t a = u & 0x7fffffffu;
-    return b.r + (unsigned)(a >= b.t[0]) + (unsigned)(a >= b.t[1]) + (unsigned)(a >= b.t[2]);
+    return ck_rank_in(tab[u >> 23], u & 0x7fffffffu);
 }
 
 /* The statistics of some values as a block of the kernel keeps them: how many have each rank,

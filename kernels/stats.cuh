@@ -36,6 +36,10 @@ enum { CU_WARPS = CU_THREADS / 32, CU_STATS_MAX_CHUNKS = 4096 };
 #ifndef CU_STATS_COUNTER
 #define CU_STATS_COUNTER unsigned short
 #endif
+/* Whether the element loop loads the next values before it counts those in hand. */
+#ifndef CU_STATS_PREFETCH
+#define CU_STATS_PREFETCH true
+#endif
 
 /* Elements in each chunk for n values: at least 32768 (128 a thread), more where n would make
  * more than CU_STATS_MAX_CHUNKS chunks; a multiple of 1024, so that every chunk starts 16-byte
@@ -103,7 +107,10 @@ __device__ inline void cu_stats_four(cu_thread_stats &t, CT *col, const ck_binad
 {
     uint32_t u0 = __float_as_uint(v.x), u1 = __float_as_uint(v.y), u2 = __float_as_uint(v.z),
              u3 = __float_as_uint(v.w);
-    unsigned r0 = ck_rank(tab, u0), r1 = ck_rank(tab, u1), r2 = ck_rank(tab, u2), r3 = ck_rank(tab, u3);
+    /* the four table reads first, so that their latencies overlap */
+    ck_binade b0 = tab[u0 >> 23], b1 = tab[u1 >> 23], b2 = tab[u2 >> 23], b3 = tab[u3 >> 23];
+    uint32_t a0 = u0 & 0x7fffffffu, a1 = u1 & 0x7fffffffu, a2 = u2 & 0x7fffffffu, a3 = u3 & 0x7fffffffu;
+    unsigned r0 = ck_rank_in(b0, a0), r1 = ck_rank_in(b1, a1), r2 = ck_rank_in(b2, a2), r3 = ck_rank_in(b3, a3);
     if (r0 == r1 && r0 == r2 && r0 == r3) {
         col[r0 * CU_THREADS] += 4;
     } else {
@@ -118,7 +125,6 @@ __device__ inline void cu_stats_four(cu_thread_stats &t, CT *col, const ck_binad
         atomicAdd(&hb[ck_hist_bin(u2)], 1u);
         atomicAdd(&hb[ck_hist_bin(u3)], 1u);
     }
-    uint32_t a0 = u0 & 0x7fffffffu, a1 = u1 & 0x7fffffffu, a2 = u2 & 0x7fffffffu, a3 = u3 & 0x7fffffffu;
     uint32_t amx = max(max(a0, a1), max(a2, a3));
     if (amx >= AMPDIAG_F32_INF) { /* a NaN or inf among them: value by value */
         cu_ts_add(t, u0);
@@ -216,7 +222,7 @@ static inline size_t cu_stats_smem(int nranks) { return (size_t)nranks * CU_THRE
 /* The statistics of x[0..n) in chunks of `chunk` values (cu_stats_chunk), chunk c into part[c];
  * tab_g the binade table (512 entries), nranks = 2 (its thresholds + 1); the histogram added to hist
  * when HIST. Any grid: each block takes chunks blockIdx.x, + gridDim.x, ... */
-template <bool HIST, class CT = CU_STATS_COUNTER>
+template <bool HIST, class CT = CU_STATS_COUNTER, bool PF = CU_STATS_PREFETCH>
 __global__ void __launch_bounds__(CU_THREADS) cu_tstats_k(const float *x, size_t n, size_t chunk, const ck_binade *tab_g,
                                                           int nranks, ck_part *part, unsigned long long *hist)
 {
@@ -249,13 +255,28 @@ __global__ void __launch_bounds__(CU_THREADS) cu_tstats_k(const float *x, size_t
             cu_stats_one(t, col, tab, hb, __float_as_uint(p[threadIdx.x]));
         const float4 *q = reinterpret_cast<const float4 *>(p + head);
         size_t j = threadIdx.x;
-        for (; j + CU_THREADS < nv; j += 2 * CU_THREADS) { /* two loads in flight */
-            float4 a = __ldg(q + j), b = __ldg(q + j + CU_THREADS);
-            cu_stats_four(t, col, tab, hb, a);
-            cu_stats_four(t, col, tab, hb, b);
+        if (PF) { /* the next two loads issued before the values in hand are counted */
+            float4 a = j < nv ? __ldg(q + j) : make_float4(0, 0, 0, 0);
+            float4 b = j + CU_THREADS < nv ? __ldg(q + j + CU_THREADS) : a;
+            for (; j + CU_THREADS < nv; j += 2 * CU_THREADS) {
+                size_t k = j + 2 * CU_THREADS;
+                float4 na = k < nv ? __ldg(q + k) : a, nb = k + CU_THREADS < nv ? __ldg(q + k + CU_THREADS) : a;
+                cu_stats_four(t, col, tab, hb, a);
+                cu_stats_four(t, col, tab, hb, b);
+                a = na;
+                b = nb;
+            }
+            if (j < nv)
+                cu_stats_four(t, col, tab, hb, a);
+        } else {
+            for (; j + CU_THREADS < nv; j += 2 * CU_THREADS) { /* two loads in flight */
+                float4 a = __ldg(q + j), b = __ldg(q + j + CU_THREADS);
+                cu_stats_four(t, col, tab, hb, a);
+                cu_stats_four(t, col, tab, hb, b);
+            }
+            if (j < nv)
+                cu_stats_four(t, col, tab, hb, __ldg(q + j));
         }
-        if (j < nv)
-            cu_stats_four(t, col, tab, hb, __ldg(q + j));
         if (tail0 + threadIdx.x < len)
             cu_stats_one(t, col, tab, hb, __float_as_uint(p[tail0 + threadIdx.x]));
         __syncthreads(); /* every column written */
