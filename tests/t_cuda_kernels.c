@@ -1,15 +1,18 @@
 /*
- * t_cuda_kernels.c - the CUDA backend's kernel bodies (src/backend/cuda/kernels.h), run on the
+ * t_cuda_kernels.c - the CUDA backend's kernel bodies (kernels/bodies.h), run on the
  * host over whole tensors the way the kernels split the work (one call per element, row or
  * column; the attention's products unrounded, in the CPU's order, their rounding where the
  * kernels fuse it), against the CPU backend: every result bit for bit, in every rounding (FP32,
- * FP16, BF16, with and without FTZ). The statistics' counts, extremes and histogram exactly;
- * their sums, which the device adds in another order, to 1e-12. Built and run in every build,
+ * FP16, BF16, with and without FTZ). The statistics as the device computes them (each value's
+ * rank among the format table's thresholds, kernels/bodies.h) against the CPU's record: every
+ * count of every format, the extremes and the histogram exactly, at and around every class
+ * boundary too; their sums, which the device adds in another order, to 1e-12 (or the bound of
+ * another order where they cancel); the scaled FP8 what-if counts as the device derives them. Built and run in every build,
  * with CUDA or without: it checks the arithmetic the GPU would do, not the GPU (the host's logf
- * stands in for CUDA's, which may differ in the last bit: kernels.h).
+ * stands in for CUDA's, which may differ in the last bit: kernels/bodies.h).
  */
 #include "backend/backend.h"
-#include "backend/cuda/kernels.h"
+#include "backend/cuda/optim_setup.h"
 #include "tap.h"
 
 #include <math.h>
@@ -474,31 +477,102 @@ static void test_grad_norm(const backend *cpu)
     free(g);
 }
 
-static int same_stats(const ampdiag_tstats *a, const ampdiag_tstats *b)
+/* Every count of the record (7 counts, then every format's what-if classes: all of them, so
+ * that a format added to the table is compared too), the extremes bit for bit, the sums to
+ * 1e-12 (the device adds in another order). Names the first field that differs into why. */
+static int same_stats(const ampdiag_tstats *a, const ampdiag_tstats *b, char *why, size_t whylen)
 {
-    const uint64_t *ca = &a->count, *cb = &b->count; /* the 13 counts lead the record */
-    for (int i = 0; i < 13; i++)
-        if (ca[i] != cb[i])
+    const uint64_t ca[7] = {a->count, a->n_nan, a->n_posinf, a->n_neginf, a->n_zero, a->n_neg, a->n_pos};
+    const uint64_t cb[7] = {b->count, b->n_nan, b->n_posinf, b->n_neginf, b->n_zero, b->n_neg, b->n_pos};
+    static const char *const names[7] = {"count", "n_nan", "n_posinf", "n_neginf", "n_zero", "n_neg", "n_pos"};
+    static const char *const cls[AMPDIAG_WHATIF_NCLASSES] = {"overflow", "underflow", "subnormal"};
+    for (int i = 0; i < 7; i++)
+        if (ca[i] != cb[i]) {
+            snprintf(why, whylen, "%s %llu vs %llu", names[i], (unsigned long long)ca[i], (unsigned long long)cb[i]);
             return 0;
-    return ampdiag_f32_bits(a->min) == ampdiag_f32_bits(b->min) && ampdiag_f32_bits(a->max) == ampdiag_f32_bits(b->max) &&
-           ampdiag_f32_bits(a->absmax) == ampdiag_f32_bits(b->absmax) &&
-           ampdiag_f32_bits(a->absmin_nz) == ampdiag_f32_bits(b->absmin_nz) && close_rel(a->sum, b->sum, 1e-12) &&
-           close_rel(a->sumsq, b->sumsq, 1e-12);
+        }
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+        for (int k = 0; k < AMPDIAG_WHATIF_NCLASSES; k++)
+            if (a->whatif[f][k] != b->whatif[f][k]) {
+                snprintf(why, whylen, "%s %s %llu vs %llu", ampdiag_format_get((ampdiag_format)f)->name, cls[k],
+                         (unsigned long long)a->whatif[f][k], (unsigned long long)b->whatif[f][k]);
+                return 0;
+            }
+    int ext = ampdiag_f32_bits(a->min) == ampdiag_f32_bits(b->min) && ampdiag_f32_bits(a->max) == ampdiag_f32_bits(b->max) &&
+              ampdiag_f32_bits(a->absmax) == ampdiag_f32_bits(b->absmax) &&
+              ampdiag_f32_bits(a->absmin_nz) == ampdiag_f32_bits(b->absmin_nz);
+    if (!ext) {
+        snprintf(why, whylen, "extremes");
+        return 0;
+    }
+    /* the sum may cancel: then the bound of another order of additions, n 2^-52 sum|x|, with
+     * sum|x| <= sqrt(n sumsq) */
+    double sum_tol = (double)a->count * 0x1p-52 * sqrt((double)a->count * fmax(a->sumsq, b->sumsq));
+    if (!(close_rel(a->sum, b->sum, 1e-12) || fabs(a->sum - b->sum) <= sum_tol) || !close_rel(a->sumsq, b->sumsq, 1e-12)) {
+        snprintf(why, whylen, "sums %.17g / %.17g vs %.17g / %.17g", a->sum, a->sumsq, b->sum, b->sumsq);
+        return 0;
+    }
+    why[0] = 0;
+    return 1;
 }
 
-/* The statistics of x as the kernel computes them: two "blocks" merged, the histogram by bins. */
+static ck_ranks ranks;
+
+/* The statistics of x as the kernel computes them: each value's rank counted, the chunks'
+ * parts merged (here three "chunks", split unevenly, merged in order), the record derived from
+ * the ranks' counts; the histogram by bins. */
 static void stats_as_gpu(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h)
 {
-    ck_stats a, b;
-    ck_stats_init(&a);
-    ck_stats_init(&b);
+    ck_part p[3];
+    size_t cut[4] = {0, n / 3, n / 3 + n / 5, n};
     ampdiag_hist_init(h);
-    for (size_t i = 0; i < n; i++) {
-        ck_stats_add(i % 2 ? &b : &a, ampdiag_f32_bits(x[i]));
-        h->bin[ck_hist_bin(ampdiag_f32_bits(x[i]))]++;
+    for (int c = 0; c < 3; c++) {
+        ck_part_init(&p[c]);
+        for (size_t i = cut[c]; i < cut[c + 1]; i++) {
+            ck_part_add(&p[c], ranks.bin, ampdiag_f32_bits(x[i]));
+            h->bin[ck_hist_bin(ampdiag_f32_bits(x[i]))]++;
+        }
     }
-    ck_stats_merge(&a, &b);
-    ck_stats_record(&a, n, s);
+    ck_part_merge(&p[0], &p[1]);
+    ck_part_merge(&p[0], &p[2]);
+    ck_part_record(&ranks, &p[0], n, s);
+}
+
+/* The rank table: built, ascending, and each rank what comparing with every threshold gives,
+ * over the thresholds and their neighbours and a sweep of the patterns, both signs (a negative
+ * value's rank comes after the positive ranks). */
+static void test_ranks(void)
+{
+    ok(ck_ranks_build(&ranks) == 0 && ranks.k >= 3 && ranks.k <= CK_MAX_THRESH,
+       "the statistics' rank table builds from the format table: %d thresholds, ranks 0..%d", ranks.k, ranks.k);
+    int asc = 1;
+    for (int j = 1; j < ranks.k; j++)
+        asc &= ranks.th[j - 1] < ranks.th[j];
+    ok(asc && ranks.th[0] == 1u && ranks.th[ranks.k - 1] == AMPDIAG_F32_INF + 1u,
+       "the thresholds ascend from 1 (non-zero) to the first NaN pattern");
+    uint64_t checked = 0, bad = 0;
+    for (int j = 0; j < ranks.k; j++)
+        for (int d = -2; d <= 2; d++) {
+            uint32_t a = ranks.th[j] + (uint32_t)d;
+            if (a > 0x7fffffffu)
+                continue;
+            unsigned want = 0;
+            for (int i = 0; i < ranks.k; i++)
+                want += a >= ranks.th[i];
+            bad += ck_rank(ranks.bin, a) != want;
+            bad += ck_rank(ranks.bin, a | 0x80000000u) != want + (unsigned)ranks.k + 1u; /* negative: after the positive */
+            checked += 2;
+        }
+    for (uint64_t a = 0; a <= 0x7fffffffu; a += 997) {
+        unsigned want = 0;
+        for (int i = 0; i < ranks.k; i++)
+            want += (uint32_t)a >= ranks.th[i];
+        bad += ck_rank(ranks.bin, (uint32_t)a) != want;
+        bad += ck_rank(ranks.bin, (uint32_t)a | 0x80000000u) != want + (unsigned)ranks.k + 1u;
+        checked += 2;
+    }
+    ok(bad == 0 && checked > 4000000, "ck_rank agrees with comparing every threshold on %llu |x| patterns (%llu differ)",
+       (unsigned long long)checked, (unsigned long long)bad);
 }
 
 static void test_tstats(const backend *cpu)
@@ -507,6 +581,7 @@ static void test_tstats(const backend *cpu)
     float *x = fbuf(N);
     static const size_t sizes[4] = {0, 1, 9, N};
     ampdiag_tstats sg, sc;
+    char why[160];
     ampdiag_hist *hg = calloc(1, sizeof *hg), *hc = calloc(1, sizeof *hc);
     if (!hg || !hc)
         exit(99);
@@ -515,17 +590,84 @@ static void test_tstats(const backend *cpu)
         for (int k = 0; k < 4; k++) {
             stats_as_gpu(x, sizes[k], &sg, hg);
             cpu->tstats(cpu, x, sizes[k], &sc, hc);
-            ok(same_stats(&sg, &sc) && memcmp(hg, hc, sizeof *hg) == 0,
-               "tstats of %zu values%s: counts, extremes and histogram exact, sums to 1e-12", sizes[k],
-               special ? " with NaN, inf, zeros and subnormals" : "");
+            int same = same_stats(&sg, &sc, why, sizeof why);
+            ok(same && memcmp(hg, hc, sizeof *hg) == 0,
+               "tstats of %zu values%s: every count of every format, extremes and histogram exact, sums to 1e-12%s%s",
+               sizes[k], special ? " with NaN, inf, zeros and subnormals" : "", same ? "" : ": ", why);
         }
     }
+    /* every class boundary of every format, both signs, and its neighbours */
+    static const uint32_t cls[AMPDIAG_CLASS_NFORMATS][3] = AMPDIAG_CLASS_BITS_TABLE;
+    size_t m = 0;
+    for (int f = 0; f < AMPDIAG_CLASS_NFORMATS; f++)
+        for (int j = 0; j < 3; j++)
+            for (int d = -2; d <= 2; d++)
+                for (int sg2 = 0; sg2 < 2; sg2++) {
+                    uint32_t a = cls[f][j] + (uint32_t)d;
+                    if (a <= 0x7fffffffu && m < N)
+                        x[m++] = ampdiag_f32_from_bits(a | (sg2 ? 0x80000000u : 0u));
+                }
+    stats_as_gpu(x, m, &sg, hg);
+    cpu->tstats(cpu, x, m, &sc, hc);
+    int same = same_stats(&sg, &sc, why, sizeof why);
+    ok(same && memcmp(hg, hc, sizeof *hg) == 0 && sc.fp16_overflow > 0 && sc.e4m3_subnormal > 0 && sc.bf16_underflow > 0,
+       "tstats of the %zu values at and around every class boundary of every format: exact%s%s", m, same ? "" : ": ",
+       why);
+    /* a wrong threshold is caught: the table built without FP16's overflow row moved */
+    ck_ranks keep = ranks;
+    for (int e = 0; e < 512; e++)
+        for (int j = 0; j < CK_IN_BINADE; j++)
+            if (ranks.bin[e].t[j] == AMPDIAG_FP16_OVF_BITS)
+                ranks.bin[e].t[j] += 1u;
+    stats_as_gpu(x, m, &sg, hg);
+    ok(!same_stats(&sg, &sc, why, sizeof why), "mutation: a binade table whose FP16 overflow threshold is one pattern "
+       "off gives other counts (%s)", why);
+    ranks = keep;
     float nonfinite[3] = {NAN, INFINITY, -INFINITY};
     stats_as_gpu(nonfinite, 3, &sg, hg);
     cpu->tstats(cpu, nonfinite, 3, &sc, hc);
-    ok(same_stats(&sg, &sc) && sg.absmin_nz == INFINITY && sg.max == -INFINITY,
+    ok(same_stats(&sg, &sc, why, sizeof why) && sg.absmin_nz == INFINITY && sg.max == -INFINITY,
        "tstats of only non-finite values: the empty extremes");
     free(x), free(hg), free(hc);
+}
+
+/* The scaled what-if counts as the device derives them (counts at least the thresholds, then
+ * ck_scaled_classes) against ampdiag_whatif_scaled_n, for both FP8 formats at several scales. */
+static void test_whatif_scaled(void)
+{
+    enum { N = 30011 };
+    float *x = fbuf(N);
+    fill_wide(x, N, 1);
+    static const float scales[] = {1.0f, 0.0078125f, 3.7f, 1024.0f, 1e-3f};
+    const ampdiag_format fmt[2] = {AMPDIAG_E4M3, AMPDIAG_E5M2};
+    for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+        float sc[2] = {scales[si], scales[si] * 2.0f};
+        uint64_t want[2][AMPDIAG_WHATIF_NCLASSES], got[2][AMPDIAG_WHATIF_NCLASSES];
+        int rc = ampdiag_whatif_scaled_n(2, fmt, sc, x, N, want);
+        uint32_t ge[CK_MAX_GE], t[3];
+        size_t k = 0;
+        for (int f = 0; f < 2; f++) {
+            rc |= ampdiag_scaled_thresholds(fmt[f], sc[f], t);
+            ge[k++] = t[0];
+            ge[k++] = t[1];
+            ge[k++] = t[2] + 1u;
+        }
+        ge[k++] = 1u;
+        ge[k++] = AMPDIAG_F32_INF;
+        ck_ge c;
+        memset(&c, 0, sizeof c);
+        for (size_t i = 0; i < N; i++)
+            ck_ge_add(&c, ge, ampdiag_f32_bits(x[i]));
+        uint64_t g[CK_MAX_GE];
+        for (int j = 0; j < CK_MAX_GE; j++)
+            g[j] = c.n[j];
+        for (int f = 0; f < 2; f++)
+            ck_scaled_classes(g + 3 * f, g[k - 2], g[k - 1], got[f]);
+        ok(rc == 0 && memcmp(want, got, sizeof want) == 0 && want[0][AMPDIAG_WHATIF_UNDERFLOW] + want[1][AMPDIAG_WHATIF_OVERFLOW] > 0,
+           "whatif_scaled on the device's path, E4M3 at scale %g and E5M2 at %g: the CPU's counts", (double)sc[0],
+           (double)sc[1]);
+    }
+    free(x);
 }
 
 /* ------------------------------------------------------------------------------- main */
@@ -557,6 +699,8 @@ int main(void)
         test_lost(cpu, &optims[i]);
     }
     test_grad_norm(cpu);
+    test_ranks();
     test_tstats(cpu);
+    test_whatif_scaled();
     return done_testing();
 }

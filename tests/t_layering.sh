@@ -1,8 +1,9 @@
 #!/bin/sh
 # t_layering.sh - the one-way dependencies between the folders of src/ (docs/ARCHITECTURE.md).
 #
-# Every #include "..." in src/**/*.{c,h,cu} is resolved the way the compiler does (the
-# including file's folder, then include/, then src/: the -I order of Makefile.am) and the folder
+# Every #include "..." in src/**/*.{c,h,cu} and kernels/* is resolved the way the compiler does
+# (the including file's folder, then include/, then src/, then the top of the tree: the -I order
+# of Makefile.am) and the folder
 # of the header it names must be one that src/layering.txt lets the including folder use (its
 # own folder, include/ and config.h are always allowed). The installed headers in include/ may
 # include only each other. A header that resolves nowhere (other than config.h) is reported
@@ -25,7 +26,7 @@ diag() { sed '/^$/d; s/^/# /'; }
 layering_check() {
     ( cd "$1" || exit 2
       [ -r "$2" ] || { echo "cannot read the layering table $2" >&2; exit 2; }
-      { find src include -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) 2>/dev/null \
+      { find src include kernels -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) 2>/dev/null \
           | LC_ALL=C sort; } \
       | LC_ALL=C awk -v table="$2" '
         function exists(p,   l, r) { r = (getline l < p); if (r >= 0) close(p); return r >= 0 }
@@ -42,10 +43,12 @@ layering_check() {
             return p
         }
         # the folder a path belongs to: "numerics" for src/numerics/..., "include" for include/...,
-        # "" for a file directly in src/
+        # "kernels" for kernels/... (the device code, a folder of the top of the tree), "" for a
+        # file directly in src/
         function folder(p,   parts, k) {
             k = split(p, parts, "/")
             if (parts[1] == "include") return "include"
+            if (parts[1] == "kernels" && k >= 2) return "kernels"
             if (parts[1] == "src" && k >= 3) return parts[2]
             return ""
         }
@@ -97,7 +100,8 @@ layering_check() {
                 c = normalize(dir "/" q);    if (c != "" && exists(c)) target = c
                 if (target == "") { c = normalize("include/" q); if (c ~ /^include\// && exists(c)) target = c }
                 if (target == "") { c = normalize("src/" q);     if (c ~ /^src\// && exists(c)) target = c }
-                if (target == "") { report(where ": resolves to no header in the tree (searched " dir "/, include/, src/)"); continue }
+                if (target == "") { c = normalize(q);            if (c ~ /^kernels\// && exists(c)) target = c }
+                if (target == "") { report(where ": resolves to no header in the tree (searched " dir "/, include/, src/, kernels/)"); continue }
                 g = folder(target)
                 if (f == "include") {
                     if (g != "include") report(where ": the installed header includes " target ", which is not installed")
@@ -125,9 +129,9 @@ table=src/layering.txt
 # ---------------------------------------------------------------- the tree as it is
 out=$(layering_check "$srcdir" "$table"); rc=$?
 [ -n "$out" ] && echo "$out" | diag
-[ $rc -eq 0 ] && [ -z "$out" ] ; t $? "every #include \"...\" in src/ and include/ keeps to src/layering.txt"
-nfiles=$(cd "$srcdir" && find src include -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | wc -l)
-nincl=$(cd "$srcdir" && find src include -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) \
+[ $rc -eq 0 ] && [ -z "$out" ] ; t $? "every #include \"...\" in src/, kernels/ and include/ keeps to src/layering.txt"
+nfiles=$(cd "$srcdir" && find src include kernels -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | wc -l)
+nincl=$(cd "$srcdir" && find src include kernels -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) \
     -exec grep -h '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' {} + | wc -l)
 [ "$nfiles" -ge 40 ] && [ "$nincl" -ge 60 ] ; t $? "the check saw the tree ($nfiles files, $nincl quoted includes)"
 
@@ -160,7 +164,7 @@ trap 'rm -rf "$tmp"' EXIT
 # when absent); sets $line to the line number TEXT got
 mutate() {
     rm -rf "$tmp/tree" && mkdir -p "$tmp/tree" &&
-    (cd "$srcdir" && find src include -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name layering.txt \) \
+    (cd "$srcdir" && find src include kernels -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name layering.txt \) \
         | while read -r p; do mkdir -p "$tmp/tree/$(dirname "$p")" && cp "$p" "$tmp/tree/$p" || exit 1; done) || return 1
     mkdir -p "$tmp/tree/$(dirname "$1")" && touch "$tmp/tree/$1" &&
     line=$(($(wc -l < "$tmp/tree/$1") + 1)) && printf '%s\n' "$2" >> "$tmp/tree/$1"
@@ -186,6 +190,9 @@ expect_report src/trace/trace.c '#include "../train/tracer.h"' \
 expect_report src/backend/cuda/numfmt_check.cu '#include "model/layers.h"' \
     '#include "model/layers.h": backend may not include src/model/layers.h' \
     'mutation: a .cu file of backend/cuda/ including model/layers.h is reported'
+expect_report kernels/bodies.h '#include "backend/backend.h"' \
+    '#include "backend/backend.h": kernels may not include src/backend/backend.h (folder backend)' \
+    'mutation: the device code (kernels/bodies.h) including backend/backend.h is reported'
 expect_report src/report/report.c '#include "cli/cli.h"' \
     '#include "cli/cli.h": report may not include src/cli/cli.h' \
     'mutation: report including cli/cli.h (upwards) is reported'

@@ -8,7 +8,7 @@
  * every input and parameter gradient with (J(v+h) - J(v-h)) / 2h, J = sum(gy * output), all
  * in double.
  */
-#include "backend/cpu/vmath.h"
+#include "numerics/vmath.h"
 #include "model/layers.h"
 #include "layers_ref.h"
 #include "numerics/numfmt.h"

@@ -75,6 +75,33 @@ typedef struct bk_update_stats {
     uint64_t lost_if_bf16;   /* the same for BF16 weights */
 } bk_update_stats;
 
+/* A statistics request: the record of x[0..n) into *s, its histogram into *h when h is not
+ * NULL (tstats_many). */
+typedef struct bk_stats_req {
+    const float *x;
+    size_t n;
+    ampdiag_tstats *s;
+    ampdiag_hist *h;
+} bk_stats_req;
+
+/* An update's request: what the update dw[0..n) did to weights w_old[0..n), added to *st (and
+ * its histogram to *hu when not NULL), as update_stats (update_stats_many). */
+typedef struct bk_update_req {
+    const float *w_old, *dw;
+    size_t n;
+    bk_update_stats *st;
+    ampdiag_hist *hu;
+} bk_update_req;
+
+/* A counts-at-least request: counts[j] := #(|x| >= ge[j]) over x[0..n) for j < k <= 8, as
+ * count_at_least (count_at_least_many). */
+typedef struct bk_ge_req {
+    const float *x;
+    size_t n, k;
+    const uint32_t *ge;
+    uint64_t *counts;
+} bk_ge_req;
+
 typedef struct backend backend;
 
 struct backend {
@@ -108,6 +135,10 @@ struct backend {
     /* ampdiag_tstats_compute on the buffer; h may be NULL. */
     void (*tstats)(const backend *bk, const float *x, size_t n, ampdiag_tstats *s,
                    ampdiag_hist *h);
+    /* tstats of k buffers: a device queues them all and copies their records back together,
+     * waiting once (the tracer's statistics of one kind of tensor of every layer). NULL: the
+     * backend has no such call, and bk_tstats_many calls tstats k times. */
+    void (*tstats_many)(const backend *bk, size_t k, const bk_stats_req *req);
     /* ampdiag_whatif_scaled_n on the buffer: the what-if counts of nfmt formats, fmt[i] after
      * multiplying by scale[i] (per-tensor scaled FP8), into counts[i]. 0, or -1 for an unknown
      * fmt or a scale not finite and > 0. NULL where a backend has none: the delayed-scaling FP8
@@ -119,6 +150,10 @@ struct backend {
      * the delayed-scaling FP8 counts then take whatif_scaled's pass for every threshold. */
     int (*count_at_least)(const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
                           uint64_t *counts);
+    /* count_at_least of k requests, waiting once (a device queues them all). 0, or -1 as
+     * count_at_least for any request (counts then undefined). NULL: the FP8 counts take
+     * count_at_least tensor by tensor. */
+    int (*count_at_least_many)(const backend *bk, size_t k, const bk_ge_req *req);
 
     /* ---------------------------------------------------------------- GEMM
      * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when
@@ -217,6 +252,9 @@ struct backend {
      * updates as stored and if the weights were FP16 / BF16 to st (st->weight is left alone). */
     void (*update_stats)(const backend *bk, const bk_optim *c, const float *w_old,
                          const float *dw, size_t n, bk_update_stats *st, ampdiag_hist *hu);
+    /* update_stats of k requests, waiting once (as tstats_many). NULL: bk_update_stats_many
+     * calls update_stats k times. */
+    void (*update_stats_many)(const backend *bk, const bk_optim *c, size_t k, const bk_update_req *req);
 
     /* ---------------------------------------------------------------- ordering and errors
      * A fence: returns once every operation issued so far has finished, so that another
@@ -232,6 +270,40 @@ struct backend {
      * with CUDA's own conversions. 0 passed, 1 failed, -1 could not run; msg says what. */
     int (*self_check)(const backend *bk, char *msg, size_t msglen);
 };
+
+/* tstats of k buffers through the backend's tstats_many where it has one. */
+static inline void bk_tstats_many(const backend *bk, size_t k, const bk_stats_req *req)
+{
+    if (bk->tstats_many) {
+        bk->tstats_many(bk, k, req);
+        return;
+    }
+    for (size_t i = 0; i < k; i++)
+        bk->tstats(bk, req[i].x, req[i].n, req[i].s, req[i].h);
+}
+
+/* update_stats of k requests through the backend's update_stats_many where it has one. */
+static inline void bk_update_stats_many(const backend *bk, const bk_optim *c, size_t k, const bk_update_req *req)
+{
+    if (bk->update_stats_many) {
+        bk->update_stats_many(bk, c, k, req);
+        return;
+    }
+    for (size_t i = 0; i < k; i++)
+        bk->update_stats(bk, c, req[i].w_old, req[i].dw, req[i].n, req[i].st, req[i].hu);
+}
+
+/* count_at_least of k requests through the backend's count_at_least_many where it has one.
+ * 0, or -1 as count_at_least. */
+static inline int bk_count_at_least_many(const backend *bk, size_t k, const bk_ge_req *req)
+{
+    if (bk->count_at_least_many)
+        return bk->count_at_least_many(bk, k, req);
+    for (size_t i = 0; i < k; i++)
+        if (bk->count_at_least(bk, req[i].x, req[i].n, req[i].k, req[i].ge, req[i].counts) != 0)
+            return -1;
+    return 0;
+}
 
 /* The backends this build has, by name ("cpu", "cuda"): NULL with a message in err when the
  * name is unknown, the backend was not built, or it cannot run here (no device). */

@@ -26,12 +26,16 @@
  */
 #include "backend/opcheck.h"
 
+#include "backend/opbound.h"
+#include "kernels/bodies.h"
+
 #include "numerics/numfmt.h"
 #include "util/rng.h"
 
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,7 +46,7 @@
 #define SENTINEL 0x7fc0deadu /* what they hold */
 #define POISON 0xffc0beefu   /* what a pure output holds before the op overwrites it */
 #define MAXARG 10
-#define MAXSCAL 320          /* a statistics record (19 fields) and its histogram (281 bins) */
+#define MAXSCAL 1400         /* four statistics records (about 30 fields each) and histograms (281 bins) */
 #define ARENA 32
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -84,22 +88,31 @@ typedef struct tol_rule {
  * their products in other orders, with cancellation (up to millions of ulp near zero) and
  * partial sums that overflow in one order only (NaN/inf positions differ): an ulp bound means
  * nothing there. A GEMM output is held to the bound of any summation order (gemm_allow: twice
- * gamma_(K+2) (sum|alpha a b| + |beta c|), plus one spacing of the output format); the attention
- * kernels' outputs chain several such sums through a softmax and have no bound written yet: TODO.
- * "cpu-reordered" is the CPU backend with a GEMM of its own that adds the products in reverse
- * order (reordered_gemm): it puts the per-output bound to work on a machine without a GPU. */
+ * gamma_(K+2) (sum|alpha a b| + |beta c|), plus one spacing of the output format); the attention's
+ * outputs, which chain such sums through a softmax, to the bound of opbound.h.
+ * "cpu-reordered" is the CPU backend with a GEMM and an attention of its own that add the
+ * products in reverse order (reordered_gemm, reordered_attention_*): it puts the per-output
+ * bounds to work on a machine without a GPU. */
 static const tol_rule tol_rules[] = {
     {"cpu", "tstats", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
     {"cpu", "update_stats", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
+    {"cpu", "tstats_many", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
+    {"cpu", "update_stats_many", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
     {"cuda", "sum", 0, 1, 0, "a tree sum on the device", NULL},
     {"cuda", "sumsq", 0, 1, 0, "a tree sum on the device", NULL},
     {"cuda", "tstats", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
     {"cuda", "grad_norm", 0, 1, 0, "a tree sum on the device", NULL},
     {"cuda", "update_stats", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
+    {"cuda", "tstats_many", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
+    {"cuda", "update_stats_many", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
     {"cuda", "gemm", 0, 0, 1, "cuBLAS: another summation order, within the bound of any order", NULL},
-    {"cuda", "attention_fwd", 0, 0, 0, "device kernel", "sums in another order: no per-output bound yet"},
-    {"cuda", "attention_bwd", 0, 0, 0, "device kernel", "sums in another order: no per-output bound yet"},
+    {"cuda", "attention_fwd", 0, 0, 1, "cuBLAS products and a softmax of their sums, within the bound of any order", NULL},
+    {"cuda", "attention_bwd", 0, 0, 1, "cuBLAS products and a softmax of their sums, within the bound of any order", NULL},
     {"cpu-reordered", "gemm", 0, 0, 1, "products added in reverse order, within the bound of any order",
+     NULL},
+    {"cpu-reordered", "attention_fwd", 0, 0, 1, "products added in reverse order, within the bound of any order",
+     NULL},
+    {"cpu-reordered", "attention_bwd", 0, 0, 1, "products added in reverse order, within the bound of any order",
      NULL},
 };
 
@@ -112,6 +125,10 @@ static const tol_rule any_rules[] = {
     {"*", "grad_norm", 0, 1, 0, "a sum in another order", NULL},
     {"*", "update_stats", 0, 1, 0, "sum, sumsq in another order", NULL},
     {"*", "gemm", 0, 0, 1, "another summation order, within the bound of any order", NULL},
+    {"*", "attention_fwd", 0, 0, 1, "another summation order, within the bound of any order", NULL},
+    {"*", "attention_bwd", 0, 0, 1, "another summation order, within the bound of any order", NULL},
+    {"*", "tstats_many", 0, 1, 0, "sum, sumsq in another order", NULL},
+    {"*", "update_stats_many", 0, 1, 0, "sum, sumsq in another order", NULL},
 };
 
 static const tol_rule *find_tol(const char *name, const char *op)
@@ -425,17 +442,22 @@ static double sum_bound(const float *x, size_t n, int sq, float scale)
     return (double)n * 0x1p-52 * s;
 }
 
+/* Every count of the record: the seven classes, then every format's what-if classes, named by
+ * the format table (so that a format added to it is compared too). */
 static void put_tstats(result *r, const ampdiag_tstats *s, const float *x, size_t n)
 {
-    static const char *const names[] = {"count", "n_nan", "n_posinf", "n_neginf", "n_zero",
-                                        "n_neg", "n_pos", "fp16_overflow", "fp16_underflow",
-                                        "fp16_subnormal", "bf16_overflow", "bf16_underflow",
-                                        "bf16_subnormal"};
-    const uint64_t c[] = {s->count, s->n_nan, s->n_posinf, s->n_neginf, s->n_zero, s->n_neg,
-                          s->n_pos, s->fp16_overflow, s->fp16_underflow, s->fp16_subnormal,
-                          s->bf16_overflow, s->bf16_underflow, s->bf16_subnormal};
+    static const char *const names[] = {"count", "n_nan", "n_posinf", "n_neginf", "n_zero", "n_neg", "n_pos"};
+    static const char *const cls[AMPDIAG_WHATIF_NCLASSES] = {"overflow", "underflow", "subnormal"};
+    static char wname[AMPDIAG_NFORMATS][AMPDIAG_WHATIF_NCLASSES][32];
+    const uint64_t c[] = {s->count, s->n_nan, s->n_posinf, s->n_neginf, s->n_zero, s->n_neg, s->n_pos};
     for (size_t i = 0; i < NELEM(c); i++)
         put(r, names[i], (double)c[i], 0.0);
+    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+        for (int k = 0; k < AMPDIAG_WHATIF_NCLASSES; k++) {
+            if (!wname[f][k][0])
+                snprintf(wname[f][k], sizeof wname[f][k], "%s_%s", ampdiag_format_get((ampdiag_format)f)->name, cls[k]);
+            put(r, wname[f][k], (double)s->whatif[f][k], 0.0);
+        }
     put(r, "min", s->min, 0.0);
     put(r, "max", s->max, 0.0);
     put(r, "absmax", s->absmax, 0.0);
@@ -873,6 +895,195 @@ static void cases_tstats(tctx *T, bk_rnd r, opstat *st)
     reduce_all(T, st, run_tstats, 1);
 }
 
+enum { MANY_GE = 4 };
+
+/* count_at_least: thresholds at and around the class boundaries of every format (the pass the
+ * delayed-scaling FP8 counts take), and the bad arguments it must refuse. */
+static void run_count_at_least(const backend *bk, float *const *d, const prm *p, result *r)
+{
+    static const uint32_t ge[8] = {1u, AMPDIAG_BF16_UNF_BITS + 1u, AMPDIAG_F32_MIN_NORMAL, AMPDIAG_FP16_UNF_BITS + 1u,
+                                   AMPDIAG_E4M3_NORM_BITS, AMPDIAG_E4M3_OVF_BITS, AMPDIAG_FP16_OVF_BITS,
+                                   AMPDIAG_F32_INF};
+    static const uint32_t bad[2] = {0u, AMPDIAG_F32_INF + 1u};
+    uint64_t c[8] = {0}, keep[1] = {7};
+    int k = (int)(p->omit % 9); /* 0..8 thresholds */
+    put(r, "rc", (double)bk->count_at_least(bk, d[0], p->n, (size_t)k, ge, c), 0.0);
+    for (int j = 0; j < 8; j++)
+        put(r, "count", (double)c[j], 0.0);
+    put(r, "rc (9 thresholds)", (double)bk->count_at_least(bk, d[0], p->n, 9, ge, c), 0.0);
+    put(r, "rc (threshold 0)", (double)bk->count_at_least(bk, d[0], p->n, 1, bad, keep), 0.0);
+    put(r, "rc (a NaN threshold)", (double)bk->count_at_least(bk, d[0], p->n, 1, bad + 1, keep), 0.0);
+    put(r, "untouched", (double)keep[0], 0.0);
+}
+
+static void cases_count_at_least(tctx *T, bk_rnd r, opstat *st)
+{
+    (void)r;
+    static const size_t more[] = {4096 + 33, 3 * 4096 + 8};
+    for (int s = 0; s < NSIZES + (int)NELEM(more); s++)
+        for (int v = 0; v < 2; v++) {
+            size_t n = s < NSIZES ? SIZES[s] : more[s - NSIZES];
+            prm p = {.n = n, .omit = (s * 2 + v) % 9};
+            float *x = v ? gen(T, n, 0, -30, 17) : gen_mix(T, n);
+            tcase c = mk(run_count_at_least, &p);
+            add(&c, "x", IN, n, x);
+            both(T, &c, st);
+        }
+}
+
+/* count_at_least_many (or the loop bk_count_at_least_many falls back to): four requests of
+ * other sizes and threshold counts, one empty, in one call; then one with a bad threshold. */
+static void run_count_at_least_many(const backend *bk, float *const *d, const prm *p, result *r)
+{
+    static const size_t ns[MANY_GE] = {1003, 0, 4096 + 33, 7};
+    static const uint32_t ge[8] = {1u, AMPDIAG_FP16_UNF_BITS + 1u, AMPDIAG_E5M2_NORM_BITS, AMPDIAG_E4M3_NORM_BITS,
+                                   AMPDIAG_E4M3_OVF_BITS, AMPDIAG_FP16_OVF_BITS, AMPDIAG_F32_INF, 0x3f800000u};
+    uint64_t c[MANY_GE][8];
+    memset(c, 0, sizeof c);
+    bk_ge_req q[MANY_GE];
+    for (int i = 0; i < MANY_GE; i++)
+        q[i] = (bk_ge_req){d[i], ns[i], (size_t)((i * 3 + p->omit) % 9), ge, c[i]};
+    put(r, "rc", (double)bk_count_at_least_many(bk, MANY_GE, q), 0.0);
+    for (int i = 0; i < MANY_GE; i++)
+        for (int j = 0; j < 8; j++)
+            put(r, "count", (double)c[i][j], 0.0);
+    static const uint32_t bad[1] = {0u};
+    q[2].ge = bad;
+    q[2].k = 1;
+    put(r, "rc (threshold 0)", (double)bk_count_at_least_many(bk, MANY_GE, q), 0.0);
+}
+
+static void cases_count_at_least_many(tctx *T, bk_rnd r, opstat *st)
+{
+    (void)r;
+    static const size_t ns[MANY_GE] = {1003, 0, 4096 + 33, 7};
+    for (int v = 0; v < 4; v++) {
+        prm p = {.omit = v};
+        tcase c = mk(run_count_at_least_many, &p);
+        for (int i = 0; i < MANY_GE; i++) {
+            size_t n = ns[i] ? ns[i] : 1;
+            add(&c, "x", IN, n, (v / 2) ? gen(T, n, 0, -30, 17) : gen_mix(T, n));
+        }
+        both(T, &c, st);
+    }
+}
+
+/* whatif_scaled: both FP8 formats (and FP16) at scales that move the thresholds across the data;
+ * a scale that is not finite and > 0 refused. */
+static void run_whatif_scaled(const backend *bk, float *const *d, const prm *p, result *r)
+{
+    static const float scales[] = {1.0f, 0.0078125f, 3.7f, 1024.0f, 1e-3f, 0x1p-40f};
+    const ampdiag_format fmt[3] = {AMPDIAG_E4M3, AMPDIAG_E5M2, AMPDIAG_FP16};
+    float sc[3] = {scales[p->omit % 6], scales[(p->omit + 1) % 6] * 2.0f, scales[(p->omit + 2) % 6]};
+    uint64_t c[3][AMPDIAG_WHATIF_NCLASSES];
+    memset(c, 0, sizeof c);
+    put(r, "rc", (double)bk->whatif_scaled(bk, 3, fmt, sc, d[0], p->n, c), 0.0);
+    for (int f = 0; f < 3; f++)
+        for (int k = 0; k < AMPDIAG_WHATIF_NCLASSES; k++)
+            put(r, "count", (double)c[f][k], 0.0);
+    float nan_scale = NAN;
+    put(r, "rc (NaN scale)", (double)bk->whatif_scaled(bk, 1, fmt, &nan_scale, d[0], p->n, c), 0.0);
+}
+
+static void cases_whatif_scaled(tctx *T, bk_rnd r, opstat *st)
+{
+    (void)r;
+    for (int s = 0; s < NSIZES; s++)
+        for (int v = 0; v < 2; v++) {
+            prm p = {.n = SIZES[s], .omit = s * 2 + v};
+            tcase c = mk(run_whatif_scaled, &p);
+            add(&c, "x", IN, p.n, v ? gen(T, p.n, 0, -30, 17) : gen_mix(T, p.n));
+            both(T, &c, st);
+        }
+}
+
+/* tstats_many (or, where a backend has none, bk_tstats_many's loop over tstats): four requests
+ * of other sizes, one empty, with and without histograms, in one call. */
+enum { MANY = 4 };
+static void run_tstats_many(const backend *bk, float *const *d, const prm *p, result *r)
+{
+    static const size_t ns[MANY] = {1003, 0, 4096 + 33, 7};
+    ampdiag_tstats s[MANY];
+    ampdiag_hist h[MANY];
+    bk_stats_req q[MANY];
+    for (int i = 0; i < MANY; i++)
+        q[i] = (bk_stats_req){d[i], ns[i], &s[i], (i + p->omit) % 2 ? &h[i] : NULL};
+    bk_tstats_many(bk, MANY, q);
+    for (int i = 0; i < MANY; i++) {
+        put_tstats(r, &s[i], p->hx + (size_t)i * 8192, ns[i]);
+        if (q[i].h)
+            put_hist(r, &h[i]);
+    }
+}
+
+static void cases_tstats_many(tctx *T, bk_rnd r, opstat *st)
+{
+    (void)r;
+    static const size_t ns[MANY] = {1003, 0, 4096 + 33, 7};
+    for (int v = 0; v < 4; v++) {
+        prm p = {.omit = v};
+        float *all = hnew(T, MANY * 8192 * sizeof *all); /* each request's host copy, for its sums' bound */
+        tcase c = mk(run_tstats_many, &p);
+        for (int i = 0; i < MANY; i++) {
+            size_t n = ns[i] ? ns[i] : 1;
+            float *x = (v / 2) ? gen(T, n, 0, -30, 17) : gen_mix(T, n);
+            memcpy(all + (size_t)i * 8192, x, n * sizeof *x);
+            add(&c, "x", IN, n, x);
+        }
+        c.p.hx = all;
+        both(T, &c, st);
+    }
+}
+
+/* update_stats_many likewise: three requests, one empty, in one call. */
+static void run_update_stats_many(const backend *bk, float *const *d, const prm *p, result *r)
+{
+    static const size_t ns[3] = {1033, 0, 9};
+    bk_update_stats s[3];
+    ampdiag_hist h[3];
+    bk_update_req q[3];
+    memset(s, 0, sizeof s);
+    for (int i = 0; i < 3; i++) {
+        ampdiag_tstats_init(&s[i].weight);
+        ampdiag_tstats_init(&s[i].update);
+        ampdiag_hist_init(&h[i]);
+        q[i] = (bk_update_req){d[2 * i], d[2 * i + 1], ns[i], &s[i], (i + p->omit) % 2 ? &h[i] : NULL};
+    }
+    bk_update_stats_many(bk, &p->o, 3, q);
+    for (int i = 0; i < 3; i++) {
+        put(r, "lost_updates", (double)s[i].lost_updates, 0.0);
+        put(r, "lost_if_fp16", (double)s[i].lost_if_fp16, 0.0);
+        put(r, "lost_if_bf16", (double)s[i].lost_if_bf16, 0.0);
+        put_tstats(r, &s[i].update, p->hx + (size_t)i * 2048, ns[i]);
+        if (q[i].hu)
+            put_hist(r, &h[i]);
+    }
+}
+
+static float *gen_updates(tctx *T, const float *w, size_t n);
+
+static void cases_update_stats_many(tctx *T, bk_rnd r, opstat *st)
+{
+    (void)r;
+    static const size_t ns[3] = {1033, 0, 9};
+    for (int f = 0; f < 3; f++) {
+        prm p = {.omit = f};
+        p.o = (bk_optim){BK_ADAMW, 0.9, 0.01, 0.9, 0.999, 1e-8, AMPDIAG_FP32, (ampdiag_format)f, 0, AMPDIAG_FP32};
+        float *all = hnew(T, 3 * 2048 * sizeof *all);
+        tcase c = mk(run_update_stats_many, &p);
+        for (int i = 0; i < 3; i++) {
+            size_t n = ns[i] ? ns[i] : 1;
+            float *w = round_all(zero_every(gen(T, n, 13, -26, 6), n, 4), n, bk_rnd_make(p.o.weight_fmt, 0));
+            float *dw = gen_updates(T, w, n);
+            memcpy(all + (size_t)i * 2048, dw, n * sizeof *dw);
+            add(&c, "w_old", IN, n, w);
+            add(&c, "dw", IN, n, dw);
+        }
+        c.p.hx = all;
+        both(T, &c, st);
+    }
+}
+
 /* C[M,N] with ldc > N: the padding after each row holds sentinels, which must stay. */
 static void run_gemm(const backend *bk, float *const *d, const prm *p, result *r)
 {
@@ -894,27 +1105,6 @@ static float *gemm_c(tctx *T, const prm *p)
             c[i] = fbits(POISON);
     }
     return c;
-}
-
-/* The spacing of format r's values at magnitude x (a float32 output: none, its rounding is in
- * the sum's bound), or with FTZ below twice its min normal, the min normal (what a flush loses). */
-static double out_spacing(bk_rnd r, double x)
-{
-    static const int mant[3] = {23, 10, 7}, emin[3] = {-126, -14, -126};
-    if (r.fmt == AMPDIAG_FP32)
-        return 0.0;
-    int e = x > 0.0 ? ilogb(x) : emin[r.fmt];
-    if ((r.flags & AMPDIAG_ROUND_FTZ) && e <= emin[r.fmt])
-        return ldexp(1.0, emin[r.fmt]);
-    return ldexp(1.0, (e < emin[r.fmt] ? emin[r.fmt] : e) - mant[r.fmt]);
-}
-
-/* The smallest magnitude format r rounds to inf. */
-static double out_max(bk_rnd r)
-{
-    if (r.fmt == AMPDIAG_FP16)
-        return fbits(AMPDIAG_FP16_OVF_BITS);
-    return r.fmt == AMPDIAG_BF16 ? fbits(AMPDIAG_BF16_OVF_BITS) : FLT_MAX;
 }
 
 /* How far two GEMMs that add the same products in any order may differ, per output of C (the
@@ -953,10 +1143,10 @@ static double *gemm_allow(tctx *T, const prm *p, const float *A, const float *B,
             }
             double e = g * sabs + (p->K + 2) * 0x1p-149, hi = fabs(ex) + e;
             double *al = &allow[(size_t)i * p->ldc + j];
-            if (fmax(sprod, sabs) * (1.0 + 2.0 * g) >= FLT_MAX || hi + out_spacing(p->r, hi) >= out_max(p->r))
+            if (fmax(sprod, sabs) * (1.0 + 2.0 * g) >= FLT_MAX || hi + opbound_spacing(p->r, hi) >= opbound_max(p->r))
                 *al = INFINITY;
             else
-                *al = nonfinite ? 0.0 : 2.0 * e + out_spacing(p->r, hi);
+                *al = nonfinite ? 0.0 : 2.0 * e + opbound_spacing(p->r, hi);
         }
     return allow;
 }
@@ -1201,6 +1391,11 @@ static void cases_attention_fwd(tctx *T, bk_rnd r, opstat *st)
             add(&c, "att_r", OUT, na, NULL);
             float *qkv = gen(T, 3 * nx, 97, large ? 2 : -3, large ? 7 : 2);
             add(&c, "qkv", IN, 3 * nx, round_all(qkv, 3 * nx, r));
+            double *ao = hnew(T, nx * sizeof *ao), *aa = hnew(T, na * sizeof *aa), *ar = hnew(T, na * sizeof *ar);
+            opbound_attention_fwd(p.B, p.T, p.C, p.NH, r, c.a[3].init, ao, aa, ar);
+            c.a[0].allow = ao;
+            c.a[1].allow = aa;
+            c.a[2].allow = ar;
             both(T, &c, st);
         }
 }
@@ -1239,6 +1434,9 @@ static void cases_attention_bwd(tctx *T, bk_rnd r, opstat *st)
         add(&c, "qkv", IN, 3 * nx, round_all(gen(T, 3 * nx, 0, -3, 2), 3 * nx, r));
         add(&c, "att", IN, na, att);
         add(&c, "att_r", IN, na, att_r);
+        double *ad = hnew(T, 3 * nx * sizeof *ad);
+        opbound_attention_bwd(p.B, p.T, p.C, p.NH, r, c.a[2].init, c.a[3].init, att, att_r, ad);
+        c.a[0].allow = ad;
         both(T, &c, st);
     }
 }
@@ -1672,6 +1870,12 @@ REF_VOID(optim_step, (const backend *bk, const bk_optim *c, long t, float *w, co
 REF_VOID(update_stats, (const backend *bk, const bk_optim *c, const float *w_old, const float *dw,
                         size_t n, bk_update_stats *st, ampdiag_hist *hu),
          c, w_old, dw, n, st, hu)
+REF_RET(int, count_at_least, (const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
+                              uint64_t *counts),
+        x, n, k, ge, counts)
+REF_RET(int, whatif_scaled, (const backend *bk, size_t nfmt, const ampdiag_format *fmt, const float *scale,
+                             const float *x, size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES]),
+        nfmt, fmt, scale, x, n, counts)
 REF_RET(int, sync, (const backend *bk, char *err, size_t errlen), err, errlen)
 
 const backend *opcheck_reference(void)
@@ -1691,6 +1895,8 @@ const backend *opcheck_reference(void)
         .sumsq = ref_sumsq,
         .count_nonfinite = ref_count_nonfinite,
         .tstats = ref_tstats,
+        .count_at_least = ref_count_at_least,
+        .whatif_scaled = ref_whatif_scaled,
         .gemm = ref_gemm,
         .bias_add = ref_bias_add,
         .bias_grad = ref_bias_grad,
@@ -1721,6 +1927,12 @@ const backend *opcheck_reference(void)
     return &ref;
 }
 
+/* ------------------------------------------------------------------------------- stand-ins */
+
+static double perturb_; /* a relative error added to the stand-ins' outputs (the mutation runs) */
+
+static float bump(float x) { return perturb_ != 0.0 && isfinite(x) ? (float)((double)x * (1.0 + perturb_)) : x; }
+
 /* ------------------------------------------------------------------------------- a reordered GEMM */
 
 /* C = rnd(alpha op(A) op(B) + beta C) with each output's products added in float32 from the last
@@ -1740,7 +1952,77 @@ static void reordered_gemm(const backend *bk, int ta, int tb, int M, int N, int 
             float v = alpha * acc;
             if (beta != 0.0f)
                 v += beta * *c;
-            *c = hround(r, v);
+            *c = bump(hround(r, v));
+        }
+}
+
+/* ------------------------------------------------------------------------------- a reordered attention */
+
+/* sum of x[k sx] y[k sy] over k < n in float32, from the last term to the first. */
+static float rev_dot(const float *x, size_t sx, const float *y, size_t sy, int n)
+{
+    float acc = 0.0f;
+    for (int k = n - 1; k >= 0; k--)
+        acc += x[(size_t)k * sx] * y[(size_t)k * sy];
+    return acc;
+}
+
+/* attention_fwd as backend.h defines it, its products added in reverse order over whole
+ * matrices (the masked scores too, as cuBLAS does), the softmax the kernels' own body. */
+static void reordered_attention_fwd(const backend *bk, float *out, float *att, float *att_r, const float *qkv,
+                                    int B, int T, int C, int NH, bk_rnd r)
+{
+    (void)bk;
+    int hs = C / NH, rk = ck_rnd_kind(r.fmt, r.flags);
+    size_t C3 = 3 * (size_t)C, Tn = (size_t)T;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * Tn * C3 + (size_t)h * (size_t)hs, *k = q + C, *v = q + 2 * (size_t)C;
+            size_t off = ((size_t)b * (size_t)NH + (size_t)h) * Tn * Tn;
+            float *p = att + off, *pr = att_r + off;
+            for (size_t t = 0; t < Tn; t++)
+                for (size_t j = 0; j < Tn; j++)
+                    p[t * Tn + j] = rev_dot(q + t * C3, 1, k + j * C3, 1, hs) * scale;
+            for (size_t t = 0; t < Tn; t++)
+                ck_softmax_row(p, pr, T, t, rk);
+            for (size_t t = 0; t < Tn; t++)
+                for (int d = 0; d < hs; d++)
+                    out[((size_t)b * Tn + t) * (size_t)C + (size_t)h * (size_t)hs + (size_t)d] =
+                        bump(hround(r, rev_dot(pr + t * Tn, 1, v + d, C3, T)));
+        }
+}
+
+/* attention_bwd likewise: dP = dY V^T, dV = P^T dY, dS (the kernels' body), dQ = dS K scaled,
+ * dK = dS^T Q scaled, each product added in reverse order over whole matrices. */
+static void reordered_attention_bwd(const backend *bk, float *dqkv, float *scratch, const float *dout,
+                                    const float *qkv, const float *att, const float *att_r, int B, int T, int C,
+                                    int NH, bk_rnd r)
+{
+    (void)bk;
+    int hs = C / NH, rk = ck_rnd_kind(r.fmt, r.flags);
+    size_t C3 = 3 * (size_t)C, Tn = (size_t)T, Cn = (size_t)C;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t qo = (size_t)b * Tn * C3 + (size_t)h * (size_t)hs, off = ((size_t)b * (size_t)NH + (size_t)h) * Tn * Tn;
+            const float *q = qkv + qo, *k = q + C, *v = q + 2 * Cn;
+            const float *dy = dout + (size_t)b * Tn * Cn + (size_t)h * (size_t)hs, *P = att + off, *Pr = att_r + off;
+            float *dq = dqkv + qo, *dk = dq + C, *dv = dq + 2 * Cn, *ds = scratch + off;
+            for (size_t t = 0; t < Tn; t++)
+                for (size_t j = 0; j < Tn; j++)
+                    ds[t * Tn + j] = rev_dot(dy + t * Cn, 1, v + j * C3, 1, hs);
+            for (size_t j = 0; j < Tn; j++)
+                for (int d = 0; d < hs; d++)
+                    dv[j * C3 + (size_t)d] = bump(hround(r, rev_dot(Pr + j, Tn, dy + d, Cn, T)));
+            for (size_t t = 0; t < Tn; t++)
+                ck_softmax_bwd_row(ds, P, T, t, rk);
+            for (size_t t = 0; t < Tn; t++)
+                for (int d = 0; d < hs; d++)
+                    dq[t * C3 + (size_t)d] = bump(hround(r, rev_dot(ds + t * Tn, 1, k + d, C3, T) * scale));
+            for (size_t j = 0; j < Tn; j++)
+                for (int d = 0; d < hs; d++)
+                    dk[j * C3 + (size_t)d] = bump(hround(r, rev_dot(ds + j, Tn, q + d, C3, T) * scale));
         }
 }
 
@@ -1750,35 +2032,68 @@ typedef struct op_entry {
     const char *op;
     cases_fn fn;
     int formats; /* one line per rounding format (else one line) */
+    size_t slot; /* the entry's offset in the table: an optional one may be NULL */
+    int optional;
 } op_entry;
 
+#define OP(name, fmts) {#name, cases_##name, fmts, offsetof(backend, name), 0}
+#define OPT(name, fmts) {#name, cases_##name, fmts, offsetof(backend, name), 1}
+
 static const op_entry ops[] = {
-    {"fill", cases_fill, 0},
-    {"scale", cases_scale, 0},
-    {"axpy", cases_axpy, 1},
-    {"round", cases_round, 1},
-    {"sum", cases_sum, 0},
-    {"sumsq", cases_sumsq, 0},
-    {"count_nonfinite", cases_count_nonfinite, 0},
-    {"tstats", cases_tstats, 0},
-    {"gemm", cases_gemm, 1},
-    {"bias_add", cases_bias_add, 1},
-    {"bias_grad", cases_bias_grad, 1},
-    {"relu_fwd", cases_relu_fwd, 1},
-    {"relu_bwd", cases_relu_bwd, 1},
-    {"gelu_fwd", cases_gelu_fwd, 1},
-    {"gelu_bwd", cases_gelu_bwd, 1},
-    {"add_fwd", cases_add_fwd, 1},
-    {"layernorm_fwd", cases_layernorm_fwd, 1},
-    {"layernorm_bwd", cases_layernorm_bwd, 1},
-    {"attention_fwd", cases_attention_fwd, 1},
-    {"attention_bwd", cases_attention_bwd, 1},
-    {"embed_fwd", cases_embed_fwd, 1},
-    {"embed_bwd", cases_embed_bwd, 1},
-    {"xent_fwd", cases_xent_fwd, 0},
-    {"xent_bwd", cases_xent_bwd, 1},
-    {"grad_norm", cases_grad_norm, 0},
+    OP(fill, 0),
+    OP(scale, 0),
+    OP(axpy, 1),
+    OP(round, 1),
+    OP(sum, 0),
+    OP(sumsq, 0),
+    OP(count_nonfinite, 0),
+    OP(tstats, 0),
+    OPT(tstats_many, 0),
+    OPT(whatif_scaled, 0),
+    OPT(count_at_least, 0),
+    OPT(count_at_least_many, 0),
+    OP(gemm, 1),
+    OP(bias_add, 1),
+    OP(bias_grad, 1),
+    OP(relu_fwd, 1),
+    OP(relu_bwd, 1),
+    OP(gelu_fwd, 1),
+    OP(gelu_bwd, 1),
+    OP(add_fwd, 1),
+    OP(layernorm_fwd, 1),
+    OP(layernorm_bwd, 1),
+    OP(attention_fwd, 1),
+    OP(attention_bwd, 1),
+    OP(embed_fwd, 1),
+    OP(embed_bwd, 1),
+    OP(xent_fwd, 0),
+    OP(xent_bwd, 1),
+    OP(grad_norm, 0),
+    OPT(update_stats_many, 0),
 };
+
+/* The entries checked by tests of their own in all_ops (memory, the optimizer, the update
+ * statistics, the fence), and the one that is itself a check. */
+static const char *const other_ops[] = {"alloc", "free", "to_device", "to_host", "optim_step", "update_stats",
+                                        "sync", "self_check"};
+
+const char *opcheck_covered(int i)
+{
+    if (i < 0)
+        return NULL;
+    if ((size_t)i < NELEM(ops))
+        return ops[i].op;
+    i -= (int)NELEM(ops);
+    return (size_t)i < NELEM(other_ops) ? other_ops[i] : NULL;
+}
+
+/* Whether bk has entry e (an optional entry may be NULL). */
+static int has_op(const backend *bk, const op_entry *e)
+{
+    void *fn;
+    memcpy(&fn, (const char *)bk + e->slot, sizeof fn);
+    return fn != NULL;
+}
 
 /* Runs fn(T) with its lines to o: the failures counted, or -1 with the reason in err when it had
  * to stop (bail). The host data of the case under way is freed then; its device buffers are not. */
@@ -1801,8 +2116,16 @@ static void all_ops(tctx *T)
          T->ref->desc);
     test_memory(T, T->ut);
     test_memory(T, T->ref);
-    for (size_t i = 0; i < NELEM(ops); i++)
-        (ops[i].formats ? per_format : once)(T, ops[i].op, ops[i].fn);
+    for (size_t i = 0; i < NELEM(ops); i++) {
+        int many = strcmp(ops[i].op, "tstats_many") == 0 || strcmp(ops[i].op, "update_stats_many") == 0 ||
+                   strcmp(ops[i].op, "count_at_least_many") == 0;
+        if (!has_op(T->ut, &ops[i]) && !many) /* (the _many entries fall back to a loop: checked either way) */
+            emit(1, NULL, "%s: not provided by %s (optional: its callers do without it)", ops[i].op, T->ut->name);
+        else if (!has_op(T->ref, &ops[i]) && !many)
+            emit(1, NULL, "%s: the reference has none to compare with", ops[i].op);
+        else
+            (ops[i].formats ? per_format : once)(T, ops[i].op, ops[i].fn);
+    }
     test_optim(T);
     test_update_stats(T);
     test_sync(T->ut);
@@ -1820,24 +2143,32 @@ int opcheck_run(const backend *under_test, const backend *ref, const opcheck_out
     return guarded(&T, all_ops, o, err, errlen);
 }
 
-static void gemm_ops(tctx *T)
+static void reordered_ops(tctx *T)
 {
     diag("under test: %s (%s); reference: %s (%s)", T->ut->name, T->ut->desc, T->ref->name,
          T->ref->desc);
     per_format(T, "gemm", cases_gemm);
+    per_format(T, "attention_fwd", cases_attention_fwd);
+    per_format(T, "attention_bwd", cases_attention_bwd);
 }
 
-int opcheck_reordered_gemm(const backend *ref, const opcheck_out *o, char *err, size_t errlen)
+int opcheck_reordered(const backend *ref, double perturb, const opcheck_out *o, char *err, size_t errlen)
 {
     static backend b;
     b = *backend_cpu();
     b.name = "cpu-reordered";
-    b.desc = "CPU, GEMM products added in reverse order";
+    b.desc = perturb != 0.0 ? "CPU, products added in reverse order, outputs off by a relative error"
+                            : "CPU, GEMM and attention products added in reverse order";
     b.gemm = reordered_gemm;
+    b.attention_fwd = reordered_attention_fwd;
+    b.attention_bwd = reordered_attention_bwd;
     tctx T;
     memset(&T, 0, sizeof T);
     T.ut = &b;
     T.ref = ref;
     T.g = rng_seed(0x72656f72646572ull);
-    return guarded(&T, gemm_ops, o, err, errlen);
+    perturb_ = perturb;
+    int rc = guarded(&T, reordered_ops, o, err, errlen);
+    perturb_ = 0.0;
+    return rc;
 }

@@ -36,9 +36,14 @@ const backend *opcheck_reference(void);
 int opcheck_run(const backend *under_test, const backend *ref, const opcheck_out *o, char *err,
                 size_t errlen);
 
-/* The GEMM checks of a CPU table whose GEMM adds each output's products in reverse order:
- * the per-output bound that other backends' GEMMs are held to, at work without them. Returns
- * as opcheck_run. */
-int opcheck_reordered_gemm(const backend *ref, const opcheck_out *o, char *err, size_t errlen);
+/* The names of the backend table's entries the comparison checks (index 0, 1, ... until
+ * NULL): tests/t_backend_ops fails when backend.h's table has an entry this list lacks. */
+const char *opcheck_covered(int i);
+
+/* The GEMM and attention checks of a CPU table whose GEMM and attention add each output's
+ * products in reverse order: the per-output bounds (opbound.h) that other backends are held to,
+ * at work without them. perturb != 0 multiplies every output of those operations by
+ * 1 + perturb after its rounding (a mutation the bounds must catch). Returns as opcheck_run. */
+int opcheck_reordered(const backend *ref, double perturb, const opcheck_out *o, char *err, size_t errlen);
 
 #endif

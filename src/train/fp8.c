@@ -211,6 +211,94 @@ static int count_formats(const fp8_delayed *d, fp8_ring *r, const backend *bk, c
     return 0;
 }
 
+/* ---------------------------------------------------------------- many tensors at once */
+
+/* One tensor's counts between its plan and its finish: the thresholds a pass must count. */
+typedef struct fp8_plan {
+    fp8_ring *r;
+    uint64_t g[FP8_NFORMATS * 3];
+    int slot[FP8_NFORMATS * 3];
+    uint32_t ge[FP8_NFORMATS * 3];
+    uint64_t cnt[FP8_NFORMATS * 3];
+    size_t k;
+} fp8_plan;
+
+/* The ring of job j, its scales set from its history, and the thresholds its statistics do not
+ * settle into p (p->k of them); NULL r where the job cannot be counted. 0, or -1 for a scale
+ * whose thresholds cannot be found. */
+static int plan_of(fp8_delayed *d, const fp8_job *j, fp8_plan *p)
+{
+    p->r = NULL;
+    p->k = 0;
+    j->out->have = 0;
+    if (j->layer < 0 || j->layer >= d->nlayers || (int)j->kind < 0 || (int)j->kind >= FP8_NKINDS)
+        return 0;
+    fp8_ring *r = &d->rings[(size_t)j->layer * FP8_NKINDS + (size_t)j->kind];
+    size_t len;
+    float hmax = ring_max(r, &len);
+    for (int f = 0; f < FP8_NFORMATS; f++) {
+        j->out->scale[f] = r->scale[f] = ampdiag_delayed_scale(fp8_formats[f], &hmax, len, d->margin, r->scale[f]);
+        uint32_t *t = r->t[f];
+        if (r->tscale[f] != j->out->scale[f]) {
+            if (ampdiag_scaled_thresholds(fp8_formats[f], j->out->scale[f], t) != 0)
+                return -1;
+            r->tscale[f] = j->out->scale[f];
+        }
+        const uint32_t at[3] = {t[0], t[1], t[2] + 1u};
+        for (int q = 0; q < 3; q++) {
+            int64_t v = known_at_least(j->s, at[q]);
+            p->g[3 * f + q] = (uint64_t)v;
+            p->slot[3 * f + q] = v < 0 ? (int)p->k : -1;
+            if (v < 0)
+                p->ge[p->k++] = at[q];
+        }
+    }
+    p->r = r;
+    return 0;
+}
+
+void fp8_delayed_count_many(fp8_delayed *d, const backend *bk, size_t k, const fp8_job *jobs)
+{
+    for (size_t i = 0; i < k; i++)
+        jobs[i].out->have = 0;
+    if (!d || !bk->whatif_scaled)
+        return;
+    if (!bk->count_at_least_many || d->plain) {
+        for (size_t i = 0; i < k; i++)
+            fp8_delayed_count(d, bk, jobs[i].layer, jobs[i].kind, jobs[i].x, jobs[i].n, jobs[i].s, jobs[i].out);
+        return;
+    }
+    fp8_plan *plan = malloc((k ? k : 1) * sizeof *plan);
+    bk_ge_req *req = malloc((k ? k : 1) * sizeof *req);
+    if (!plan || !req) { /* (out of memory: one at a time, which needs none) */
+        free(plan), free(req);
+        for (size_t i = 0; i < k; i++)
+            fp8_delayed_count(d, bk, jobs[i].layer, jobs[i].kind, jobs[i].x, jobs[i].n, jobs[i].s, jobs[i].out);
+        return;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)
+        if (plan_of(d, &jobs[i], &plan[i]) == 0 && plan[i].r && plan[i].k > 0)
+            req[m++] = (bk_ge_req){jobs[i].x, jobs[i].n, plan[i].k, plan[i].ge, plan[i].cnt};
+        else if (plan[i].k > 0) /* (a scale without thresholds: not counted) */
+            plan[i].r = NULL;
+    int rc = m > 0 ? bk->count_at_least_many(bk, m, req) : 0;
+    for (size_t i = 0; i < k; i++) {
+        fp8_plan *p = &plan[i];
+        if (!p->r || rc != 0)
+            continue;
+        for (int q = 0; q < FP8_NFORMATS * 3; q++)
+            if (p->slot[q] >= 0)
+                p->g[q] = p->cnt[p->slot[q]];
+        for (int f = 0; f < FP8_NFORMATS; f++)
+            classes_of(jobs[i].s, p->g + 3 * f, jobs[i].out->c[f]);
+        ring_push(p->r, d->history, amax_of(jobs[i].s));
+        jobs[i].out->have = 1;
+    }
+    free(plan);
+    free(req);
+}
+
 void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_tensor_kind kind,
                        const float *x, size_t n, const ampdiag_tstats *s, fp8_counts *out)
 {

@@ -54,4 +54,20 @@ void fp8_delayed_free(fp8_delayed *d);
 void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_tensor_kind kind,
                        const float *x, size_t n, const ampdiag_tstats *s, fp8_counts *out);
 
+/* One tensor of fp8_delayed_count_many: as fp8_delayed_count's arguments. */
+typedef struct fp8_job {
+    int layer;
+    ampdiag_tensor_kind kind;
+    const float *x;
+    size_t n;
+    const ampdiag_tstats *s;
+    fp8_counts *out;
+} fp8_job;
+
+/* fp8_delayed_count of k tensors (each (layer, kind) at most once): where the backend counts
+ * many tensors at once (count_at_least_many), every threshold their statistics do not settle
+ * is counted in one call, which a device waits for once; else one by one. The counts are the
+ * same either way. */
+void fp8_delayed_count_many(fp8_delayed *d, const backend *bk, size_t k, const fp8_job *jobs);
+
 #endif

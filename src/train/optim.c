@@ -83,6 +83,11 @@ void optim_update_stats(const optim *o, const float *w_old, const float *dw, siz
     o->bk->update_stats(o->bk, &o->cfg, w_old, dw, n, st, hu);
 }
 
+void optim_update_stats_many(const optim *o, size_t k, const bk_update_req *req)
+{
+    bk_update_stats_many(o->bk, &o->cfg, k, req);
+}
+
 float clip_coefficient(double norm, double max_norm)
 {
     if (!(max_norm > 0) || !isfinite(norm))

@@ -71,6 +71,8 @@ void optim_update(optim *o, float *w, const float *g, size_t off, size_t n, doub
  */
 void optim_update_stats(const optim *o, const float *w_old, const float *dw, size_t n, optim_stats *st,
                         ampdiag_hist *hu);
+/* The same for k requests at once (a device waits once: backend.h's update_stats_many). */
+void optim_update_stats_many(const optim *o, size_t k, const bk_update_req *req);
 
 /* PyTorch clip_grad_norm_: coefficient min(1, max_norm / (norm + 1e-6)); 1 when max_norm <= 0
  * (no clipping) or the norm is not finite. */

@@ -166,6 +166,9 @@ typedef struct run {
     tracer *tr;
     fp8_delayed *f8;             /* FP8 delayed-scaling amax histories (NULL: not counted) */
     struct tslot *slots;         /* NSLOTS, used in turn by traced steps */
+    bk_stats_req *sreq;          /* [nlayers]: the tracer thread's requests of one job */
+    bk_update_req *ureq;
+    fp8_job *f8job;
     long ntraced;
     float *w_old[2], *dw[2];     /* [nparams] each: the weights a traced step's update started
                                   * from and the changes it intended, for traced steps in turn */
@@ -246,17 +249,26 @@ static void hand_over(tslot *S, model_tensor_kind mk)
     }
 }
 
-/* Statistics of one kind of model tensor of every layer, into the slot. */
+/* Statistics of one kind of model tensor of every layer, into the slot: asked of the backend
+ * all at once (a device queues them and waits once), then the FP8 counts that need them. */
 static void stats_of(tslot *S, model_tensor_kind mk)
 {
-    const backend *bk = S->R->m->bk;
-    for (int i = 0; i < S->R->m->nlayers; i++) {
+    run *R = S->R;
+    const backend *bk = R->m->bk;
+    size_t k = 0;
+    for (int i = 0; i < R->m->nlayers; i++) {
         lslot *l = &S->L[i];
-        if (l->have[mk]) {
-            bk->tstats(bk, l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL);
-            fp8_delayed_count(S->R->f8, bk, i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]);
-        }
+        if (l->have[mk])
+            R->sreq[k++] = (bk_stats_req){l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL};
     }
+    bk_tstats_many(bk, k, R->sreq);
+    size_t m = 0;
+    for (int i = 0; i < R->m->nlayers; i++) {
+        lslot *l = &S->L[i];
+        if (l->have[mk])
+            R->f8job[m++] = (fp8_job){i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]};
+    }
+    fp8_delayed_count_many(R->f8, bk, m, R->f8job);
 }
 
 static void job_activations(void *arg)
@@ -282,20 +294,29 @@ static void job_updates(void *arg)
     model *m = R->m;
     const backend *bk = m->bk;
     const float *w_old = R->w_old[S->buf], *dw = R->dw[S->buf];
+    size_t k = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
         if (L->nparams == 0)
             continue;
         size_t off = (size_t)(L->p - m->params);
         lslot *l = &S->L[i];
-        bk->tstats(bk, w_old + off, L->nparams, &l->st[MT_WEIGHT], S->hist ? &l->h[MT_WEIGHT] : NULL);
-        fp8_delayed_count(R->f8, bk, i, AMPDIAG_KIND_WEIGHT, w_old + off, L->nparams, &l->st[MT_WEIGHT],
-                          &l->f8[MT_WEIGHT]);
         optim_stats_init(&l->upd);
         if (S->hist)
             ampdiag_hist_init(&l->hu);
-        optim_update_stats(&R->opt, w_old + off, dw + off, L->nparams, &l->upd, S->hist ? &l->hu : NULL);
+        R->sreq[k] = (bk_stats_req){w_old + off, L->nparams, &l->st[MT_WEIGHT], S->hist ? &l->h[MT_WEIGHT] : NULL};
+        R->ureq[k++] = (bk_update_req){w_old + off, dw + off, L->nparams, &l->upd, S->hist ? &l->hu : NULL};
     }
+    bk_tstats_many(bk, k, R->sreq);
+    optim_update_stats_many(&R->opt, k, R->ureq);
+    k = 0;
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer *L = &m->layers[i];
+        if (L->nparams > 0)
+            R->f8job[k++] = (fp8_job){i, AMPDIAG_KIND_WEIGHT, w_old + (L->p - m->params), L->nparams,
+                                      &S->L[i].st[MT_WEIGHT], &S->L[i].f8[MT_WEIGHT]};
+    }
+    fp8_delayed_count_many(R->f8, bk, k, R->f8job);
 }
 
 /* The update job of the last traced step: posted after the next step's gradient job, so that
@@ -1088,12 +1109,15 @@ static int tracing_init(run *R, char *err, size_t errlen)
     size_t np = R->m->nparams ? R->m->nparams : 1;
     R->tr = tracer_create(threads > 0 ? 1 : 0);
     R->slots = calloc(NSLOTS, sizeof *R->slots);
+    R->sreq = calloc((size_t)(nl > 0 ? nl : 1), sizeof *R->sreq);
+    R->ureq = calloc((size_t)(nl > 0 ? nl : 1), sizeof *R->ureq);
+    R->f8job = calloc((size_t)(nl > 0 ? nl : 1), sizeof *R->f8job);
     const backend *bk = R->m->bk;
     for (int k = 0; k < 2; k++) {
         R->w_old[k] = bk->alloc(bk, np * sizeof *R->w_old[k]);
         R->dw[k] = bk->alloc(bk, np * sizeof *R->dw[k]);
     }
-    if (!R->tr || !R->slots || !R->w_old[0] || !R->dw[0] || !R->w_old[1] || !R->dw[1]) {
+    if (!R->tr || !R->slots || !R->sreq || !R->ureq || !R->f8job || !R->w_old[0] || !R->dw[0] || !R->w_old[1] || !R->dw[1]) {
         say(err, errlen, "out of memory for tracing (%zu parameters)", np);
         return TRAIN_EIO;
     }
@@ -1127,6 +1151,12 @@ static void tracing_free(run *R)
             free(R->slots[k].L);
     free(R->slots);
     R->slots = NULL;
+    free(R->sreq);
+    free(R->ureq);
+    free(R->f8job);
+    R->sreq = NULL;
+    R->ureq = NULL;
+    R->f8job = NULL;
     for (int k = 0; k < 2; k++) {
         if (R->m) {
             R->m->bk->free(R->m->bk, R->w_old[k]);

@@ -3,7 +3,7 @@
  * error record and fence, the GEMMs through cuBLAS, and its table. The operations live in
  * ops_cuda.cu (buffers, elementwise, layer norm, attention, embedding, cross-entropy) and
  * stats_cuda.cu (reductions, tensor statistics, optimizer); their per-element arithmetic in
- * kernels.h, shared with the host tests.
+ * kernels/bodies.h, shared with the host tests; the kernels themselves in kernels/ (*.cuh).
  *
  * GEMMs: cublasGemmEx / cublasGemmStridedBatchedEx on FP32 operands (already rounded by the
  * caller, backend.h's rounding contract) with CUBLAS_COMPUTE_32F, reduced-precision
@@ -100,7 +100,7 @@ void cu_slot_give(cuda_ctx *c, cu_slot *s)
 
 const void *cu_slot_fetch(cuda_ctx *c, cu_slot *s, size_t off, size_t bytes)
 {
-    char *dev = static_cast<char *>(s->dev) + off;
+    char *dev = static_cast<char *>(s->dev) + CU_SLOT_PARTS + off;
     cudaError_t e = cudaMemcpyAsync(s->host, dev, bytes, cudaMemcpyDeviceToHost, CU_STREAM);
     if (e == cudaSuccess)
         e = cudaEventRecord(s->ready, CU_STREAM);
@@ -297,6 +297,8 @@ static void destroy(cuda_ctx *c)
         if (c->slots[i].ready)
             (void)cudaEventDestroy(c->slots[i].ready);
     }
+    if (c->rank_tab)
+        (void)cudaFree(c->rank_tab);
     if (c->handle)
         (void)c->blas.destroy(c->handle);
     if (c->blas.lib)
@@ -330,9 +332,9 @@ static int make_slots(cuda_ctx *c, char *err, size_t errlen)
 {
     for (int i = 0; i < CU_NSLOTS; i++) {
         cu_slot *s = &c->slots[i];
-        cudaError_t e = cudaMalloc(&s->dev, CU_SLOT_BYTES);
+        cudaError_t e = cudaMalloc(&s->dev, (size_t)CU_SLOT_PARTS + CU_SLOT_RESULTS);
         if (e == cudaSuccess)
-            e = cudaMallocHost(&s->host, CU_SLOT_BYTES);
+            e = cudaMallocHost(&s->host, CU_SLOT_RESULTS);
         if (e == cudaSuccess)
             e = cudaEventCreateWithFlags(&s->ready, cudaEventDisableTiming);
         if (e != cudaSuccess) {
@@ -395,7 +397,7 @@ static cuda_ctx *make(int dev, char *err, size_t errlen)
         destroy(c);
         return NULL;
     }
-    if (make_handle(c, err, errlen) || make_slots(c, err, errlen)) {
+    if (make_handle(c, err, errlen) || make_slots(c, err, errlen) || cu_stats_setup(c, &p, err, errlen)) {
         (void)cudaGetLastError();
         destroy(c);
         return NULL;

@@ -19,7 +19,9 @@
 #define AMPDIAG_CUDA_INTERNAL_H
 
 #include "backend/backend.h"
-#include "backend/cuda/kernels.h"
+#include "kernels/bodies.h"
+#include "kernels/launch.cuh"
+#include "kernels/stats.cuh"
 
 #include <condition_variable>
 #include <cstddef>
@@ -62,11 +64,18 @@ struct cu_blas_api {
 
 /* ------------------------------------------------------------------------------- context */
 
-/* A small device buffer and its pinned host mirror, for the results of one reduction. */
-enum { CU_NSLOTS = 8, CU_SLOT_BYTES = 64 * 1024 };
+/* A device buffer for the partial results of reductions and statistics (the first
+ * CU_SLOT_PARTS bytes: each kernel's blocks write there, and the next kernel on the stream may
+ * reuse them) and their final results (the next CU_SLOT_RESULTS bytes), which are copied into the
+ * slot's pinned host mirror of CU_SLOT_RESULTS bytes. A thread takes a slot for one operation. */
+enum {
+    CU_NSLOTS = 8,
+    CU_SLOT_PARTS = CU_STATS_MAX_CHUNKS * sizeof(ck_part),
+    CU_SLOT_RESULTS = 256 * 1024,
+};
 struct cu_slot {
-    void *dev;
-    void *host;
+    void *dev;  /* CU_SLOT_PARTS + CU_SLOT_RESULTS bytes */
+    void *host; /* CU_SLOT_RESULTS bytes, pinned */
     cudaEvent_t ready;
     bool busy;
 };
@@ -82,6 +91,11 @@ struct cuda_ctx {
     bool failed;
     char err[512];            /* the first failure since the last sync */
     void *scratch;            /* the training thread's scratch (embedding backward) */
+    ck_ranks ranks;           /* the statistics' thresholds and binade table (host copy) */
+    ck_binade *rank_tab;      /* the binade table on the device (512 entries) */
+    int nranks;               /* ranks: 2 (its thresholds + 1) */
+    unsigned stats_grid;      /* blocks of cu_tstats_k that fill the device */
+    unsigned stats_grid_hist; /* the same for the kernel with the histogram */
     size_t scratch_bytes;
     char desc[512];
     backend bk;
@@ -111,24 +125,6 @@ void cu_launched(cuda_ctx *c, const char *file, int line, const char *kernel);
     } while (0)
 
 #define CU_STREAM cudaStreamPerThread
-#define CU_THREADS 256
-
-/* Blocks for n elements in a grid-stride loop (at most 4096: every thread then takes several). */
-static inline unsigned cu_blocks(size_t n)
-{
-    size_t b = (n + CU_THREADS - 1) / CU_THREADS;
-    return b == 0 ? 1u : b > 4096 ? 4096u : (unsigned)b;
-}
-
-#define CU_FOR(i, n)                                                                             \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n);              \
-         i += (size_t)gridDim.x * blockDim.x)
-
-template <class F> __global__ void cu_each_k(size_t n, F f)
-{
-    CU_FOR(i, n)
-    f(i);
-}
 
 /* The caller's place, for the messages: cu_each(c, n, CU_AT, "relu_fwd", lambda). */
 #define CU_AT __FILE__, __LINE__
@@ -142,57 +138,12 @@ template <class F> static inline void cu_each(cuda_ctx *c, size_t n, const char 
     cu_launched(c, file, line, name);
 }
 
-/* ------------------------------------------------------------------------------- reductions
- * A deterministic reduction: a grid of cu_red_blocks(n) blocks (a function of n only) of
- * CU_THREADS threads, each thread adding its grid-stride share in index order, each block
- * merging its threads in a fixed tree, then one block merging the blocks' partials in a fixed
- * tree. The same input gives the same bits on any GPU. */
-enum { CU_RED_BLOCKS = 128 };
-static inline unsigned cu_red_blocks(size_t n)
-{
-    size_t b = (n + CU_THREADS - 1) / CU_THREADS;
-    return b == 0 ? 1u : b > CU_RED_BLOCKS ? (unsigned)CU_RED_BLOCKS : (unsigned)b;
-}
-
-/* Merge sh[0..CU_THREADS) into sh[0] in a fixed tree (every thread of the block calls it). */
-template <class T, class M> __device__ inline void cu_tree(T *sh, M merge)
-{
-    __syncthreads();
-    for (int s = CU_THREADS / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s)
-            merge(sh[threadIdx.x], sh[threadIdx.x + s]);
-        __syncthreads();
-    }
-}
-
-template <class T, class A, class M> __global__ void cu_reduce_part_k(size_t n, T init, A add, M merge, T *part)
-{
-    __shared__ T sh[CU_THREADS];
-    T acc = init;
-    CU_FOR(i, n)
-    add(acc, i);
-    sh[threadIdx.x] = acc;
-    cu_tree(sh, merge);
-    if (threadIdx.x == 0)
-        part[blockIdx.x] = sh[0];
-}
-
-/* One block: part[0..nb) merged into *out. */
-template <class T, class M> __global__ void cu_reduce_final_k(unsigned nb, T init, M merge, const T *part, T *out)
-{
-    __shared__ T sh[CU_THREADS];
-    sh[threadIdx.x] = threadIdx.x < nb ? part[threadIdx.x] : init;
-    cu_tree(sh, merge);
-    if (threadIdx.x == 0)
-        *out = sh[0];
-}
-
 /* A slot for one reduction's partials and result (waits while all are taken). */
 cu_slot *cu_slot_take(cuda_ctx *c);
 void cu_slot_give(cuda_ctx *c, cu_slot *s);
-/* The result at the slot's device offset `off`, `bytes` long, into its pinned host memory
- * (returned): an asynchronous copy behind the reduction, then a wait for its event. NULL after
- * a failure (kept for sync). */
+/* The results at the slot's results offset `off` (from CU_SLOT_PARTS), `bytes` long (at most
+ * CU_SLOT_RESULTS), into its pinned host memory (returned): an asynchronous copy behind the
+ * kernels that wrote them, then a wait for its event. NULL after a failure (kept for sync). */
 const void *cu_slot_fetch(cuda_ctx *c, cu_slot *s, size_t off, size_t bytes);
 
 /* The reduction of add(acc, i) over [0, n) from init, merged with merge, into *out: true, or
@@ -201,16 +152,16 @@ template <class T, class A, class M>
 static bool cu_reduce(cuda_ctx *c, size_t n, T init, A add, M merge, T *out, const char *file, int line,
                       const char *name)
 {
-    static_assert(CU_RED_BLOCKS * sizeof(T) + sizeof(T) <= CU_SLOT_BYTES, "slot too small");
+    static_assert(CU_RED_BLOCKS * sizeof(T) <= CU_SLOT_PARTS && sizeof(T) <= CU_SLOT_RESULTS, "slot too small");
     cu_enter(c);
     cu_slot *s = cu_slot_take(c);
-    T *part = static_cast<T *>(s->dev), *res = part + CU_RED_BLOCKS;
+    T *part = static_cast<T *>(s->dev), *res = reinterpret_cast<T *>(static_cast<char *>(s->dev) + CU_SLOT_PARTS);
     unsigned nb = cu_red_blocks(n);
     cu_reduce_part_k<<<nb, CU_THREADS, 0, CU_STREAM>>>(n, init, add, merge, part);
     cu_launched(c, file, line, name);
     cu_reduce_final_k<<<1, CU_THREADS, 0, CU_STREAM>>>(nb, init, merge, part, res);
     cu_launched(c, file, line, name);
-    const T *r = static_cast<const T *>(cu_slot_fetch(c, s, CU_RED_BLOCKS * sizeof(T), sizeof(T)));
+    const T *r = static_cast<const T *>(cu_slot_fetch(c, s, 0, sizeof(T)));
     *out = r ? *r : init;
     cu_slot_give(c, s);
     return r != NULL;
@@ -233,5 +184,8 @@ void cu_round_block(cuda_ctx *c, float *C, int rows, int cols, int ld, int rk);
 void cu_fill_table_ops(backend *bk);
 /* stats_cuda.cu: reductions, statistics, optimizer */
 void cu_fill_table_stats(backend *bk);
+/* The statistics kernel's tables on the device and its grid for device p: 0, or -1 with the
+ * message in err. */
+int cu_stats_setup(cuda_ctx *c, const cudaDeviceProp *p, char *err, size_t errlen);
 
 #endif /* AMPDIAG_CUDA_INTERNAL_H */

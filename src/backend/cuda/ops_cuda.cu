@@ -1,7 +1,7 @@
 /*
  * ops_cuda.cu - the CUDA backend's tensor operations: buffers, elementwise, layer norm, causal
  * attention, embedding and cross-entropy. Each is a kernel over elements, rows or columns that
- * calls its body in kernels.h (one thread per element, or per row / column where the CPU sums
+ * calls its body in kernels/bodies.h (one thread per element, or per row / column where the CPU sums
  * a row or a column sequentially: the thread sums it in the same order, so the sums are the
  * CPU's bit for bit), with the output rounded to the run's format as it is written. The
  * attention's GEMMs go through cuBLAS (strided-batched over the heads), with the rounding of

@@ -1,16 +1,16 @@
 /*
- * kernels.h - the CUDA backend's kernel bodies: what one GPU thread computes for one element,
- * one row or one column, written once in plain C with numfmt.h's AMPDIAG_HD, so that the same
- * code compiles for the device (backend_cuda.cu and the files beside it launch it) and for the
- * host, where tests/t_cuda_kernels.c runs every body over whole tensors and compares the
- * results with the CPU backend (backend_cpu.c, optim_cpu.c) bit for bit.
+ * bodies.h - the CUDA kernels' bodies: what one GPU thread computes for one element, one row or
+ * one column, written once in plain C with numfmt.h's AMPDIAG_HD, so that the same code
+ * compiles for the device (the kernels of kernels/, *.cuh, and the launches in src/backend/cuda/)
+ * and for the host, where tests/t_cuda_kernels.c runs every body over whole tensors and compares
+ * the results with the CPU backend (backend_cpu.c, optim_cpu.c) bit for bit.
  *
  * The bodies repeat the CPU backend's arithmetic expression by expression, in its order
  * (FP32, left to right, each FP32 reduction summed sequentially in the CPU's index order; the
  * CUDA files are compiled with -fmad=false so that no multiply-add is contracted, as the CPU
  * build, C11 mode, does not contract either). On the device the same expressions give the
  * same bits, exp included (GELU's tanh and the softmaxes call the CPU's own vexpf,
- * src/backend/cpu/vmath.h: plain float arithmetic), except where they call logf (the
+ * src/numerics/vmath.h: plain float arithmetic), except where they call logf (the
  * cross-entropy's loss): CUDA's is within 2 ulp of the exact value (CUDA C Programming Guide,
  * "Mathematical Functions"), glibc's nearly always correctly rounded, so a loss may differ in
  * its last bit. sqrtf and division are IEEE-exact on both (nvcc's defaults -prec-sqrt=true
@@ -20,16 +20,20 @@
  * sums) are not here: the device adds in a fixed tree order of its own (deterministic, but not
  * the CPU's order), so they agree with the CPU to rounding in double only.
  *
- * None of this has run on a GPU: this machine has none. The host tests check the bodies, not
- * the launches, the indexing of threads or the reductions across threads.
+ * The host tests check the bodies, not the launches, the indexing of threads or the reductions
+ * across threads: those are checked on a GPU by `ampdiag selftest --device cuda` and
+ * tests/t_backend_ops (docs/cuda.md says where and when that last ran).
+ *
+ * This folder (kernels/) holds the device code: these bodies and the kernels that run them
+ * (*.cuh); src/backend/cuda/ holds the backend's table and the host glue that launches them.
+ * It uses numerics/ and the installed headers only (src/layering.txt).
  */
-#ifndef AMPDIAG_CUDA_KERNELS_H
-#define AMPDIAG_CUDA_KERNELS_H
+#ifndef AMPDIAG_KERNELS_BODIES_H
+#define AMPDIAG_KERNELS_BODIES_H
 
 #include "ampdiag.h"
-#include "backend/backend.h"
-#include "backend/cpu/vmath.h"
 #include "numerics/numfmt.h"
+#include "numerics/vmath.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -314,36 +318,6 @@ typedef struct ck_optim {
     float b1, b2, omb1, omb2, bc1, bc2, sqrt_bc2, step, lrwd, eps; /* AdamW */
 } ck_optim;
 
-/* The scalars of step t (including this one) at learning rate lr. Host only: AdamW's bias
- * corrections in double as PyTorch computes them from Python floats, then held as floats. */
-static inline ck_optim ck_optim_setup(const bk_optim *c, long t, double lr)
-{
-    ck_optim k;
-    memset(&k, 0, sizeof k);
-    k.adamw = c->kind == BK_ADAMW;
-    k.srk = ck_rnd_kind(c->state_fmt, c->round_flags);
-    k.wrk = ck_rnd_kind(c->weight_fmt, c->round_flags);
-    k.state_fp32 = c->state_fmt == AMPDIAG_FP32;
-    k.first = t <= 1;
-    k.lr = (float)lr;
-    k.mom = (float)c->momentum;
-    k.wd = (float)c->weight_decay;
-    if (k.adamw) {
-        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-        k.b1 = (float)c->beta1;
-        k.b2 = (float)c->beta2;
-        k.omb1 = (float)(1.0 - c->beta1);
-        k.omb2 = (float)(1.0 - c->beta2);
-        k.bc1 = (float)bc1;
-        k.bc2 = (float)bc2;
-        k.sqrt_bc2 = (float)sqrt(bc2);
-        k.step = (float)(-(double)k.lr / bc1);
-        k.lrwd = (float)(c->weight_decay * (double)k.lr);
-        k.eps = ck_rnd(k.srk, (float)c->eps);
-    }
-    return k;
-}
-
 /* The intended change of parameter i (optim_cpu.c's compute_dw), updating the state m, v. */
 AMPDIAG_HD float ck_optim_dw(const ck_optim *k, float w, float g, float *m, float *v, float ginv, float gscale)
 {
@@ -409,30 +383,73 @@ AMPDIAG_HD void ck_grad_norm_add(double *ss, unsigned long long *nonfinite, floa
     }
 }
 
-/* ------------------------------------------------------------------------------- statistics */
+/* ------------------------------------------------------------------------------- statistics
+ *
+ * Every count of a statistics record (NaN, inf, zeros, negatives and each format's overflow,
+ * underflow and subnormal what-if classes) is a difference of counts #(|x| >= t), of all values
+ * or of the negative ones, over a few |x| bit patterns t: the classes of numfmt.h's
+ * AMPDIAG_CLASS_BITS_TABLE are ranges of |x|. So the kernel counts, for each value, its rank:
+ * how many of the distinct thresholds (sorted, ck_ranks.th) its |x| reaches, offset by the
+ * number of ranks for a negative value, one counter a rank, and every count of the record
+ * follows from the ranks' counts (ck_part_record). The rank is found from the sign and exponent
+ * bits (u >> 23): a table of 512 binades gives the rank at the binade's start and the (at most
+ * CK_IN_BINADE) thresholds inside it, so a value costs one table read and three compares
+ * whatever the number of formats, where comparing it with every threshold would cost two
+ * instructions per threshold.
+ */
 
-/* The statistics of some values, as tstats.c's struct block: exact counts, order-preserving
- * keys of the extremes, sums in double. */
-typedef struct ck_stats {
-    unsigned long long nan, pinf, ninf, zero, neg;
-    unsigned long long hovf, hunf, hsub, bovf, bunf, bsub;
-    unsigned long long e4ovf, e4unf, e4sub, e5ovf, e5unf, e5sub; /* FP8 E4M3 / E5M2, unscaled */
-    unsigned long long fsub; /* float32 subnormals (the FP32 row's what-if) */
+/* 16-byte aligned, so that a device reads a ck_binade with one 16-byte load */
+#define AMPDIAG_ALIGN16 __attribute__((aligned(16)))
+
+enum { CK_MAX_THRESH = 24, CK_NRANKS = 2 * (CK_MAX_THRESH + 1), CK_IN_BINADE = 3 };
+#define CK_NO_THRESH 0x80000000u /* above every |x| pattern: a compare with it is false */
+
+/* One binade of float32 with its sign (u >> 23: |x| patterns [e << 23, (e + 1) << 23) of one
+ * sign): the rank of its first pattern (negative binades offset by k + 1) and the thresholds
+ * inside it (CK_NO_THRESH where fewer). 16 bytes, read as one. */
+typedef struct AMPDIAG_ALIGN16 ck_binade {
+    uint32_t r;
+    uint32_t t[CK_IN_BINADE];
+} ck_binade;
+
+/* The thresholds, ascending, and the binade table. */
+typedef struct ck_ranks {
+    int k;                        /* distinct thresholds: ranks 0..k, negative ones k+1..2k+1 */
+    uint32_t th[CK_MAX_THRESH];
+    ck_binade bin[512];
+} ck_ranks;
+
+/* The rank of |x| pattern a in its binade's entry b: a < t is the sign of a - t (both below
+ * 2^31 + 1), two instructions a threshold where a compare and a conditional add take three. */
+AMPDIAG_HD unsigned ck_rank_in(ck_binade b, uint32_t a)
+{
+    return b.r + 3u - ((a - b.t[0]) >> 31) - ((a - b.t[1]) >> 31) - ((a - b.t[2]) >> 31);
+}
+
+/* The rank of a bit pattern u: #{j : |u| >= th[j]}, plus k + 1 when u is negative. */
+AMPDIAG_HD unsigned ck_rank(const ck_binade *tab, uint32_t u)
+{
+    return ck_rank_in(tab[u >> 23], u & 0x7fffffffu);
+}
+
+/* The statistics of some values as a block of the kernel keeps them: how many have each rank,
+ * the extremes as order-preserving integer keys, sums in double. */
+typedef struct ck_part {
+    unsigned long long rank[CK_NRANKS];
     int32_t kmin, kmax; /* over finite values; INT32_MAX / INT32_MIN when none */
     int32_t amax, amin; /* |x| bits over finite / finite non-zero; 0 / INT32_MAX when none */
     double sum, sq;
-} ck_stats;
+} ck_part;
 
-AMPDIAG_HD void ck_stats_init(ck_stats *b)
+AMPDIAG_HD void ck_part_init(ck_part *p)
 {
-    b->nan = b->pinf = b->ninf = b->zero = b->neg = 0;
-    b->hovf = b->hunf = b->hsub = b->bovf = b->bunf = b->bsub = 0;
-    b->e4ovf = b->e4unf = b->e4sub = b->e5ovf = b->e5unf = b->e5sub = b->fsub = 0;
-    b->kmin = INT32_MAX;
-    b->kmax = INT32_MIN;
-    b->amax = 0;
-    b->amin = INT32_MAX;
-    b->sum = b->sq = 0.0;
+    for (int r = 0; r < CK_NRANKS; r++)
+        p->rank[r] = 0;
+    p->kmin = INT32_MAX;
+    p->kmax = INT32_MIN;
+    p->amax = 0;
+    p->amin = INT32_MAX;
+    p->sum = p->sq = 0.0;
 }
 
 /* float32 bits as a signed key that orders like the values (-0 below +0). */
@@ -442,51 +459,36 @@ AMPDIAG_HD float ck_key_value(int32_t key)
     return ampdiag_f32_from_bits((uint32_t)(key ^ ((key >> 31) & 0x7fffffff)));
 }
 
-/* One value's bit pattern into b (tstats.c's block_add1). */
-AMPDIAG_HD void ck_stats_add(ck_stats *b, uint32_t u)
+/* What one value adds besides its rank: the extremes and the sums. */
+AMPDIAG_HD void ck_part_add_rest(ck_part *p, uint32_t u)
 {
     uint32_t a = u & 0x7fffffffu;
-    unsigned fin = a < AMPDIAG_F32_INF, nz = a != 0;
-    int32_t sa = (int32_t)a, key = ck_key(u);
-    if (fin) {
+    if (a < AMPDIAG_F32_INF) {
+        int32_t sa = (int32_t)a, key = ck_key(u);
         double v = (double)ampdiag_f32_from_bits(u);
-        b->kmin = key < b->kmin ? key : b->kmin;
-        b->kmax = key > b->kmax ? key : b->kmax;
-        b->amax = sa > b->amax ? sa : b->amax;
-        if (nz && sa < b->amin)
-            b->amin = sa;
-        b->sum += v;
-        b->sq += v * v;
+        p->kmin = key < p->kmin ? key : p->kmin;
+        p->kmax = key > p->kmax ? key : p->kmax;
+        p->amax = sa > p->amax ? sa : p->amax;
+        if (a != 0 && sa < p->amin)
+            p->amin = sa;
+        p->sum += v;
+        p->sq += v * v;
     }
-    b->nan += a > AMPDIAG_F32_INF;
-    b->pinf += u == 0x7f800000u;
-    b->ninf += u == 0xff800000u;
-    b->zero += a == 0;
-    b->neg += fin & nz & (u >> 31);
-    b->hovf += fin & (a >= AMPDIAG_FP16_OVF_BITS);
-    b->hunf += nz & (a <= AMPDIAG_FP16_UNF_BITS);
-    b->hsub += (a > AMPDIAG_FP16_UNF_BITS) & (a < AMPDIAG_FP16_NORM_BITS);
-    b->bovf += fin & (a >= AMPDIAG_BF16_OVF_BITS);
-    b->bunf += nz & (a <= AMPDIAG_BF16_UNF_BITS);
-    b->bsub += (a > AMPDIAG_BF16_UNF_BITS) & (a < AMPDIAG_BF16_NORM_BITS);
-    b->e4ovf += fin & (a >= AMPDIAG_E4M3_OVF_BITS);
-    b->e4unf += nz & (a <= AMPDIAG_E4M3_UNF_BITS);
-    b->e4sub += (a > AMPDIAG_E4M3_UNF_BITS) & (a < AMPDIAG_E4M3_NORM_BITS);
-    b->e5ovf += fin & (a >= AMPDIAG_E5M2_OVF_BITS);
-    b->e5unf += nz & (a <= AMPDIAG_E5M2_UNF_BITS);
-    b->e5sub += (a > AMPDIAG_E5M2_UNF_BITS) & (a < AMPDIAG_E5M2_NORM_BITS);
-    b->fsub += nz & (a < AMPDIAG_F32_MIN_NORMAL);
+}
+
+/* One value into p (what the kernel does for each value, with its rank counter in shared
+ * memory). */
+AMPDIAG_HD void ck_part_add(ck_part *p, const ck_binade *tab, uint32_t u)
+{
+    p->rank[ck_rank(tab, u)]++;
+    ck_part_add_rest(p, u);
 }
 
 /* d := d merged with s (counts added, extremes combined, sums added). */
-AMPDIAG_HD void ck_stats_merge(ck_stats *d, const ck_stats *s)
+AMPDIAG_HD void ck_part_merge(ck_part *d, const ck_part *s)
 {
-    d->nan += s->nan; d->pinf += s->pinf; d->ninf += s->ninf; d->zero += s->zero; d->neg += s->neg;
-    d->hovf += s->hovf; d->hunf += s->hunf; d->hsub += s->hsub;
-    d->bovf += s->bovf; d->bunf += s->bunf; d->bsub += s->bsub;
-    d->e4ovf += s->e4ovf; d->e4unf += s->e4unf; d->e4sub += s->e4sub;
-    d->e5ovf += s->e5ovf; d->e5unf += s->e5unf; d->e5sub += s->e5sub;
-    d->fsub += s->fsub;
+    for (int r = 0; r < CK_NRANKS; r++)
+        d->rank[r] += s->rank[r];
     d->kmin = s->kmin < d->kmin ? s->kmin : d->kmin;
     d->kmax = s->kmax > d->kmax ? s->kmax : d->kmax;
     d->amax = s->amax > d->amax ? s->amax : d->amax;
@@ -514,39 +516,135 @@ AMPDIAG_HD int ck_hist_bin(uint32_t u)
     return AMPDIAG_HIST_BIN((int)(a >> 23) - 127);
 }
 
-/* The record of n values whose statistics are b (tstats.c's record_add_block on an empty
- * record). Host only. */
-static inline void ck_stats_record(const ck_stats *b, uint64_t n, ampdiag_tstats *s)
+/* ---------------------------------------------------------------- host side of the ranks */
+
+/* t := the thresholds every count needs, ascending and distinct: 1 (non-zero), +inf and the
+ * first NaN pattern, and for each format of AMPDIAG_CLASS_BITS_TABLE its overflow and normal
+ * thresholds and the first pattern above its underflow threshold; then the binade table of
+ * both signs. 0, or -1 when the formats need more thresholds than CK_MAX_THRESH or more than
+ * CK_IN_BINADE inside one binade (a format added to the table that this layout cannot hold).
+ * Host only. */
+static inline int ck_ranks_build(ck_ranks *t)
 {
-    uint64_t nonfinite = b->nan + b->pinf + b->ninf;
-    s->count = n;
-    s->n_nan = b->nan;
-    s->n_posinf = b->pinf;
-    s->n_neginf = b->ninf;
-    s->n_zero = b->zero;
-    s->n_neg = b->neg;
-    s->n_pos = n - nonfinite - b->zero - b->neg;
-    s->fp16_overflow = b->hovf;
-    s->fp16_underflow = b->hunf;
-    s->fp16_subnormal = b->hsub;
-    s->bf16_overflow = b->bovf;
-    s->bf16_underflow = b->bunf;
-    s->bf16_subnormal = b->bsub;
-    s->e4m3_overflow = b->e4ovf;
-    s->e4m3_underflow = b->e4unf;
-    s->e4m3_subnormal = b->e4sub;
-    s->e5m2_overflow = b->e5ovf;
-    s->e5m2_underflow = b->e5unf;
-    s->e5m2_subnormal = b->e5sub;
-    s->fp32_overflow = s->fp32_underflow = 0;
-    s->fp32_subnormal = b->fsub;
-    s->sum = b->sum;
-    s->sumsq = b->sq;
-    int any = nonfinite < n;
-    s->min = any ? ck_key_value(b->kmin) : INFINITY;
-    s->max = any ? ck_key_value(b->kmax) : -INFINITY;
-    s->absmax = any ? ampdiag_f32_from_bits((uint32_t)b->amax) : -INFINITY;
-    s->absmin_nz = b->amin != INT32_MAX ? ampdiag_f32_from_bits((uint32_t)b->amin) : INFINITY;
+    static const uint32_t cls[AMPDIAG_CLASS_NFORMATS][3] = AMPDIAG_CLASS_BITS_TABLE;
+    uint32_t all[3 + 3 * AMPDIAG_CLASS_NFORMATS];
+    int m = 0;
+    all[m++] = 1u;
+    all[m++] = AMPDIAG_F32_INF;
+    all[m++] = AMPDIAG_F32_INF + 1u;
+    for (int f = 0; f < AMPDIAG_CLASS_NFORMATS; f++) {
+        all[m++] = cls[f][0];
+        all[m++] = cls[f][1];
+        all[m++] = cls[f][2] + 1u;
+    }
+    t->k = 0;
+    for (;;) { /* selection of the next larger distinct value */
+        uint32_t best = CK_NO_THRESH;
+        uint32_t last = t->k ? t->th[t->k - 1] : 0u;
+        for (int i = 0; i < m; i++)
+            if (all[i] > last && all[i] < best)
+                best = all[i];
+        if (best == CK_NO_THRESH)
+            break;
+        if (t->k == CK_MAX_THRESH)
+            return -1;
+        t->th[t->k++] = best;
+    }
+    for (uint32_t e = 0; e < 256; e++) {
+        uint32_t lo = e << 23, hi = lo + (1u << 23); /* (e = 255: hi wraps to 0x80000000) */
+        ck_binade *b = &t->bin[e];
+        b->r = 0;
+        int in = 0;
+        for (int j = 0; j < CK_IN_BINADE; j++)
+            b->t[j] = CK_NO_THRESH;
+        for (int j = 0; j < t->k; j++) {
+            if (t->th[j] <= lo)
+                b->r++;
+            else if (t->th[j] < hi) {
+                if (in == CK_IN_BINADE)
+                    return -1;
+                b->t[in++] = t->th[j];
+            }
+        }
+        t->bin[256 + e] = *b; /* the negative binade: the same thresholds, ranks after the positive */
+        t->bin[256 + e].r += (uint32_t)t->k + 1u;
+    }
+    return 0;
 }
 
-#endif /* AMPDIAG_CUDA_KERNELS_H */
+/* #(|x| >= th) from the rank counts, for a threshold th of t->th: of every value, or (neg) of
+ * the negative ones. */
+static inline uint64_t ck_at_least(const ck_ranks *t, const ck_part *p, uint32_t th, int neg)
+{
+    uint64_t c = 0;
+    int off = t->k + 1;
+    for (int j = 0; j < t->k; j++)
+        if (t->th[j] == th) {
+            for (int r = j + 1; r <= t->k; r++)
+                c += p->rank[off + r] + (neg ? 0 : p->rank[r]);
+            return c;
+        }
+    return 0; /* (not a threshold of t: ck_ranks_build puts every one the record needs there) */
+}
+
+/* The record of n values whose statistics are p. Host only. */
+static inline void ck_part_record(const ck_ranks *t, const ck_part *p, uint64_t n, ampdiag_tstats *s)
+{
+    static const uint32_t cls[AMPDIAG_CLASS_NFORMATS][3] = AMPDIAG_CLASS_BITS_TABLE;
+    uint64_t nz = ck_at_least(t, p, 1u, 0), inf_up = ck_at_least(t, p, AMPDIAG_F32_INF, 0),
+             nan = ck_at_least(t, p, AMPDIAG_F32_INF + 1u, 0);
+    uint64_t neg_nz = ck_at_least(t, p, 1u, 1), neg_inf_up = ck_at_least(t, p, AMPDIAG_F32_INF, 1),
+             neg_nan = ck_at_least(t, p, AMPDIAG_F32_INF + 1u, 1);
+    uint64_t nonfinite = inf_up;
+    s->count = n;
+    s->n_nan = nan;
+    s->n_neginf = neg_inf_up - neg_nan;
+    s->n_posinf = inf_up - nan - s->n_neginf;
+    s->n_zero = n - nz;
+    s->n_neg = neg_nz - neg_inf_up;
+    s->n_pos = n - nonfinite - s->n_zero - s->n_neg;
+    for (int f = 0; f < AMPDIAG_CLASS_NFORMATS; f++) {
+        uint64_t ovf = ck_at_least(t, p, cls[f][0], 0), norm = ck_at_least(t, p, cls[f][1], 0),
+                 above_unf = ck_at_least(t, p, cls[f][2] + 1u, 0);
+        s->whatif[f][AMPDIAG_WHATIF_OVERFLOW] = ovf - inf_up;      /* finite |x| >= overflow */
+        s->whatif[f][AMPDIAG_WHATIF_UNDERFLOW] = nz - above_unf;   /* 0 < |x| <= underflow */
+        s->whatif[f][AMPDIAG_WHATIF_SUBNORMAL] = above_unf - norm; /* underflow < |x| < normal */
+    }
+    s->sum = p->sum;
+    s->sumsq = p->sq;
+    int any = nonfinite < n;
+    s->min = any ? ck_key_value(p->kmin) : INFINITY;
+    s->max = any ? ck_key_value(p->kmax) : -INFINITY;
+    s->absmax = any ? ampdiag_f32_from_bits((uint32_t)p->amax) : -INFINITY;
+    s->absmin_nz = p->amin != INT32_MAX ? ampdiag_f32_from_bits((uint32_t)p->amin) : INFINITY;
+}
+
+/* ---------------------------------------------------------------- counts at least
+ * The pass behind the scaled what-if counts (backend.h's count_at_least and whatif_scaled): how
+ * many |x| patterns reach each of up to CK_MAX_GE thresholds. */
+enum { CK_MAX_GE = 8 };
+typedef struct ck_ge {
+    unsigned long long n[CK_MAX_GE];
+} ck_ge;
+
+AMPDIAG_HD void ck_ge_add(ck_ge *c, const uint32_t *ge, uint32_t u)
+{
+    uint32_t a = u & 0x7fffffffu;
+    for (int j = 0; j < CK_MAX_GE; j++) /* (unused thresholds are CK_NO_THRESH) */
+        c->n[j] += a >= ge[j];
+}
+
+/* The classes of a format under a scale from the counts at least its scaled thresholds
+ * (ampdiag_scaled_thresholds: t0 overflow, t1 normal, t2 underflow; every one in (0, inf]) as
+ * ampdiag_whatif_scaled derives them: g = {#>=t0, #>=t1, #>=t2+1}, nz = #>=1, nonfinite =
+ * #>=inf; overflow = #(t0 <= a < inf), underflow = #(0 < a <= t2), subnormal = #(t2 < a < t1).
+ * Host only. */
+static inline void ck_scaled_classes(const uint64_t g[3], uint64_t nz, uint64_t nonfinite,
+                                     uint64_t c[AMPDIAG_WHATIF_NCLASSES])
+{
+    c[AMPDIAG_WHATIF_OVERFLOW] = g[0] - nonfinite;
+    c[AMPDIAG_WHATIF_UNDERFLOW] = nz - g[2];
+    c[AMPDIAG_WHATIF_SUBNORMAL] = g[2] > g[1] ? g[2] - g[1] : 0;
+}
+
+#endif /* AMPDIAG_KERNELS_BODIES_H */

@@ -4,7 +4,7 @@
  * only on the exponent. The same IEEE operations in the same order whatever the vector width,
  * and no FMA contraction (-std=c11 keeps it off), so a loop gives the same bits scalar, SSE2 or
  * AVX2 (the backend's compiler clones and its portable path agree bit for bit). AMPDIAG_HD
- * (numfmt.h): the CUDA kernel bodies (src/backend/cuda/kernels.h) call the same functions, so
+ * (numfmt.h): the CUDA kernel bodies (kernels/bodies.h) call the same functions, so
  * that the device computes the CPU's bits.
  *
  * vexpf: Cody-Waite reduction x = k ln2 + r (|r| <= ln2/2; ln2 split in two so that k ln2 is
@@ -17,8 +17,8 @@
  * vtanhf: 1 - 2 / (exp(2u) + 1), saturating to +-1 (exp overflow to inf, or 0); absolute error
  * within 1.8e-7 of tanh in double over every float32 in [-20, 20] (tests/t_layers.c); NaN gives NaN.
  */
-#ifndef AMPDIAG_BACKEND_CPU_VMATH_H
-#define AMPDIAG_BACKEND_CPU_VMATH_H
+#ifndef AMPDIAG_NUMERICS_VMATH_H
+#define AMPDIAG_NUMERICS_VMATH_H
 
 #include "numerics/numfmt.h"
 
