@@ -302,6 +302,14 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
 #define AMPDIAG_ATTR_FP8_AMAX_HISTORY "fp8_amax_history"       /* int: steps of amax history */
 #define AMPDIAG_ATTR_FP8_MARGIN "fp8_margin"                   /* int: scale / 2^margin */
 #define AMPDIAG_ATTR_FP8_AMAX_ALGO "fp8_amax_compute_algo"     /* str: "max" (of the history) */
+/* One rank of a distributed run (torch.distributed: DDP, FSDP2), one trace per rank
+ * (traces/FORMAT.md, "Distributed runs"); ampdiag_trace_set_rank writes them together. */
+#define AMPDIAG_ATTR_RANK "rank"                   /* int: 0 .. world_size - 1 */
+#define AMPDIAG_ATTR_WORLD_SIZE "world_size"       /* int: processes of the run */
+#define AMPDIAG_ATTR_DIST_BACKEND "dist_backend"   /* str: gloo | nccl | ... */
+#define AMPDIAG_ATTR_GRAD_REDUCE_DTYPE "grad_reduce_dtype" /* str: fp32 | bf16 | fp16: the format
+                                                              the gradients were reduced in */
+#define AMPDIAG_ATTR_SHARDING "sharding"           /* str: replicated | sharded | hybrid | none */
 /* Managed by the writer (refused by the setters): format, format_version, tool_version,
  * status, end_time. */
 
@@ -353,6 +361,23 @@ int ampdiag_trace_add_layer(ampdiag_trace_writer *w, const char *name, const cha
  * recorded): see ampdiag_trace_layer.compute. */
 int ampdiag_trace_add_layer_compute(ampdiag_trace_writer *w, const char *name, const char *op,
                                     const char *shape, uint64_t params, const char *compute);
+
+/* One rank of a distributed run (the attributes AMPDIAG_ATTR_RANK ... AMPDIAG_ATTR_SHARDING).
+ * sharding: "replicated" (every rank holds every weight, gradients all-reduced: DDP),
+ * "sharded" (every rank holds a shard of each weight, gradient and update: FSDP), "hybrid"
+ * (sharded within a group of ranks, replicated across groups: HSDP) or "none" (each rank its
+ * own model, no wrapper seen). */
+typedef struct ampdiag_trace_rank {
+    int64_t rank;             /* 0 .. world_size - 1 */
+    int64_t world_size;       /* >= 1 */
+    const char *backend;      /* "gloo", "nccl", ...; NULL or "" = not recorded */
+    const char *reduce_dtype; /* "fp32", "bf16", "fp16"; NULL or "" = not recorded */
+    const char *sharding;     /* one of the four names above */
+} ampdiag_trace_rank;
+
+/* Write the five attributes (before the first record, as every attribute), checked: 0 <= rank <
+ * world_size, sharding one of the four names; EINVAL otherwise, nothing written. */
+int ampdiag_trace_set_rank(ampdiag_trace_writer *w, const ampdiag_trace_rank *d);
 
 /* Append records. Appending a step record may flush (see ampdiag_trace_options). */
 int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step *rec);
@@ -458,6 +483,12 @@ const ampdiag_trace_attr *ampdiag_trace_attr_find(const ampdiag_trace_reader *r,
 const char *ampdiag_trace_attr_str(const ampdiag_trace_reader *r, const char *name);
 int64_t ampdiag_trace_attr_int(const ampdiag_trace_reader *r, const char *name, int64_t dflt);
 double ampdiag_trace_attr_double(const ampdiag_trace_reader *r, const char *name, double dflt);
+
+/* The rank attributes of a trace: 1 and *d filled for one rank's trace (strings owned by r;
+ * "" when absent, sharding "none"); 0 and *d zeroed for a trace without them (a single
+ * process); ESCHEMA, with a message naming the file, when rank or world_size is mistyped or out
+ * of range or sharding is not one of its names (a reader that only shows them may ignore it). */
+int ampdiag_trace_get_rank(const ampdiag_trace_reader *r, ampdiag_trace_rank *d);
 
 /* 1 when the file's table ("/tensors" or "tensors") has a field of that name, 0 when it does
  * not (or the table is unknown). Optional fields (lost_if_fp16, lost_if_bf16) that a file lacks

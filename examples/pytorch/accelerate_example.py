@@ -8,7 +8,9 @@
 Accelerate wraps the model and the optimizer and, with --mixed-precision fp16, owns the
 GradScaler. Give the tracer the unwrapped model (the one whose modules are the layers), the
 prepared optimizer (the tracer unwraps AcceleratedOptimizer and hooks the torch optimizer inside,
-whose step GradScaler skips on overflow) and accelerator.scaler (None without fp16).
+whose step GradScaler skips on overflow) and accelerator.scaler (None without fp16). Under
+`accelerate launch` with several processes, pass the prepared model as wrapper: each rank then
+writes its own trace (accel-bf16.rank0.h5, ...; docs/pytorch.md, "Distributed training").
 """
 import argparse
 import os
@@ -36,7 +38,9 @@ def main():
     y = (x[:, :10].argmax(1) + (x[:, 10] > 1).long()) % 10
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=64, shuffle=True)
     model, opt, loader = acc.prepare(model, opt, loader)
-    with ampdiag.torch.trace(args.out, acc.unwrap_model(model), opt, acc.scaler, overwrite=True, trace_every=10,
+    # wrapper: the prepared model (DistributedDataParallel under `accelerate launch`): one trace per rank
+    with ampdiag.torch.trace(args.out, acc.unwrap_model(model), opt, acc.scaler, wrapper=model, overwrite=True,
+                             trace_every=10,
                              steps=args.steps, attrs={"model": "mlp-layernorm", "data": "random"}) as tracer:
         t = 0
         while t < args.steps:

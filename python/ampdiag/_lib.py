@@ -83,6 +83,12 @@ class StepRecord(ctypes.Structure):
                 ("nonfinite_grads", ctypes.c_uint64), ("wall_ms", ctypes.c_double)]
 
 
+class RankInfo(ctypes.Structure):
+    """struct ampdiag_trace_rank: one rank of a distributed run."""
+    _fields_ = [("rank", ctypes.c_int64), ("world_size", ctypes.c_int64), ("backend", ctypes.c_char_p),
+                ("reduce_dtype", ctypes.c_char_p), ("sharding", ctypes.c_char_p)]
+
+
 class _Options(ctypes.Structure):
     """struct ampdiag_trace_options."""
     _fields_ = [("flush_every_steps", ctypes.c_uint), ("flush_seconds", ctypes.c_double),
@@ -154,6 +160,7 @@ def _declare(L):
 
 
 _OPTIONAL = {
+    "ampdiag_trace_set_rank": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(RankInfo)]),
     "ampdiag_update_lost_counts": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                           ctypes.POINTER(ctypes.c_uint64)]),
 }
@@ -253,6 +260,19 @@ class TraceWriter:
             _check(self._L.ampdiag_trace_set_attr_double(self._h(), _b(name), value))
         else:
             _check(self._L.ampdiag_trace_set_attr_str(self._h(), _b(name), _b(str(value))))
+
+    def set_rank(self, rank, world_size, backend="", reduce_dtype="", sharding="none"):
+        """The root attributes of one rank of a distributed run (traces/FORMAT.md, "Distributed
+        runs"), checked by libampdiag: 0 <= rank < world_size, sharding one of replicated,
+        sharded, hybrid, none."""
+        d = RankInfo(int(rank), int(world_size), _b(backend or ""), _b(reduce_dtype or ""), _b(sharding))
+        if has("ampdiag_trace_set_rank"):
+            _check(self._L.ampdiag_trace_set_rank(self._h(), ctypes.byref(d)))
+            return
+        for k, v in (("rank", int(rank)), ("world_size", int(world_size)), ("sharding", sharding),
+                     ("dist_backend", backend), ("grad_reduce_dtype", reduce_dtype)):
+            if v != "":
+                self.set_attr(k, v)
 
     def add_layer(self, name, op="", shape="", params=0, compute=""):
         return _check(self._L.ampdiag_trace_add_layer_compute(self._h(), _b(name), _b(op), _b(shape),

@@ -46,6 +46,7 @@ class AmpdiagTrainerCallback(_Base):
         steps = getattr(state, "max_steps", 0)
         if steps and steps > 0:
             kw.setdefault("steps", steps)
+        kw.setdefault("wrapper", getattr(self.trainer, "model_wrapped", None))  # DDP: per-rank traces
         self.tracer = _at.Tracer(self.path, model, optimizer, _scaler_of(self.trainer), **kw)
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -58,6 +58,7 @@ class AmpdiagCallback(_Base):
         kw = dict(self.kwargs)
         if steps and steps > 0:
             kw.setdefault("steps", steps)
+        kw.setdefault("wrapper", getattr(getattr(trainer, "strategy", None), "model", None))  # DDP: per-rank traces
         self.tracer = _at.Tracer(self.path, pl_module, opts[0], _scaler_of(trainer), **kw)
         self._global_step = trainer.global_step
 
@@ -81,4 +82,4 @@ class AmpdiagCallback(_Base):
 
     def on_exception(self, trainer, pl_module, exception):
         if self.tracer is not None:
-            self.tracer._close_quietly("interrupted")
+            self.tracer._close_quietly("interrupted", exception)

@@ -39,6 +39,7 @@ import weakref
 import torch
 
 from . import _lib, _stats
+from . import dist as _dist
 from ._lib import AmpdiagError, LibraryNotFound
 
 __all__ = ["Tracer", "trace", "AmpdiagError", "LibraryNotFound"]
@@ -181,26 +182,26 @@ class _Flat:
     def __init__(self, layers, device):
         self.params, self.segs, off = [], [], 0  # segs: (layer index, offset, count, parameters)
         for li, L in enumerate(layers):
-            n = sum(p.numel() for p in L.plist)
+            n = sum(_dist.local(p).numel() for p in L.plist)
             if n:
                 self.segs.append((li, off, n, L.plist))
                 self.params += L.plist
                 off += n
-        self.numel = [p.numel() for p in self.params]
+        self.numel = [_dist.local(p).numel() for p in self.params]
         self.old = torch.empty(off, dtype=torch.float32, device=device)
-        self.views = [v.view(p.shape) for v, p in zip(self.old.split(self.numel), self.params)]
+        self.views = [v.view(_dist.local(p).shape) for v, p in zip(self.old.split(self.numel), self.params)]
 
     def valid(self):
-        return [p.numel() for p in self.params] == self.numel
+        return [_dist.local(p).numel() for p in self.params] == self.numel
 
     def save(self):
         """The copy before the step."""
         with torch.no_grad():
             if _foreach_copy is not None:
-                _foreach_copy(self.views, [p.detach() for p in self.params])
+                _foreach_copy(self.views, [_dist.local(p.detach()) for p in self.params])
             else:
                 for v, p in zip(self.views, self.params):
-                    v.copy_(p.detach())
+                    v.copy_(_dist.local(p.detach()))
 
     def _flat(self, ts):
         dev = self.old.device
@@ -212,8 +213,10 @@ class _Flat:
         gradients), flat float32 tensors (gradients 0 where a parameter has none)."""
         for li, o, n, ps in self.segs:
             old = self.old[o:o + n]
-            d = torch.sub(self._flat([p.detach() for p in ps]), old)
-            g = self._flat([p.grad.detach() if p.grad is not None else torch.zeros_like(p) for p in ps])
+            loc = [_dist.local(p.detach()) for p in ps]
+            d = torch.sub(self._flat(loc), old)
+            g = self._flat([_dist.local(p.grad.detach()) if p.grad is not None else torch.zeros_like(x)
+                            for p, x in zip(ps, loc)])
             yield li, old, d, g
 
 
@@ -240,15 +243,21 @@ class Tracer:
     updates    record weights and updates (keeps a float32 copy of the traced layers' parameters,
                taken before the optimizer step of each traced step)
     attrs      more root attributes: {"model": "resnet18", "data": "cifar10", "seed": 1, ...}
+    wrapper    under torch.distributed, the DistributedDataParallel module around ``model`` when
+               ``model`` is the inner module (a DDP given as ``model`` is unwrapped by itself);
+               each rank writes its own trace, the rank in its path (ampdiag.dist)
     overwrite  replace an existing trace; flush_every / flush_seconds: what a killed process can
                lose (the trace holds every record up to the last flush)
     """
 
     def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=10, hist_every=50,
                  clip=None, precision=None, stats="auto", updates=True, steps=None, attrs=None, overwrite=False,
-                 flush_every=100, flush_seconds=2.0, eval_metric="accuracy"):
+                 flush_every=100, flush_seconds=2.0, eval_metric="accuracy", wrapper=None):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("ampdiag.torch.Tracer: model must be a torch.nn.Module, not %s" % type(model).__name__)
+        self.dist = _dist.attach(model, wrapper)  # this rank of a distributed run, or None
+        if self.dist is not None:
+            model, path = self.dist.module, self.dist.path(path)
         if stats not in ("auto", "torch", "lib"):
             raise ValueError("ampdiag.torch.Tracer: stats must be 'auto', 'torch' or 'lib', not %r" % (stats,))
         if int(trace_every) < 0 or int(hist_every) < 0:
@@ -425,7 +434,8 @@ class Tracer:
     def _on_grad_accumulated(self, p):
         if not self._bw_queued:
             self._bw_queued = True
-            torch.autograd.Variable._execution_engine.queue_callback(self._on_backward_end)
+            done = self._on_backward_end if self.dist is None else self.dist.deferred(self._on_backward_end)
+            torch.autograd.Variable._execution_engine.queue_callback(done)
 
     def _scale_now(self):
         if self.scaler is None:
@@ -438,7 +448,7 @@ class Tracer:
         st = self._st
         with torch.no_grad():
             st.scale = self._scale_now()
-            held = [(p, p.grad) for p in self._params if p.grad is not None]
+            held = [(p, _dist.local(p.grad)) for p in self._params if p.grad is not None]
             if not held:
                 return
             st.nonfinite, st.bad = 0, None
@@ -489,8 +499,9 @@ class Tracer:
             self._first_nonfinite(st, held, kinds)
         if st.traced:
             st.wgrad = {}
+            grads = dict((id(p), g) for p, g in held)
             for li, L in enumerate(self.layers):
-                recs = [self._record(p.grad, st.hist) for p in L.plist if p.grad is not None]
+                recs = [self._record(grads[id(p)], st.hist) for p in L.plist if id(p) in grads]
                 recs = [r for r in recs if r is not None]
                 if recs:
                     st.wgrad[li] = recs
@@ -664,6 +675,8 @@ class Tracer:
         for k, v in attrs.items():
             if v is not None:
                 w.set_attr(k, v)
+        if self.dist is not None:
+            self.dist.write(w)
         order = list(self._st.order)
         order += [li for li in range(len(self.layers)) if li not in set(order)]
         self._layer_order = order
@@ -893,7 +906,12 @@ class Tracer:
         finally:
             self.writer.close(status)
 
-    def _close_quietly(self, status):
+    def _close_quietly(self, status, exc=None):
+        if exc is not None and not self._closed:  # what stopped the run, at the step it stopped in
+            try:
+                self.event("stop", ("%s: %s" % (type(exc).__name__, exc)).rstrip(": "))
+            except (AmpdiagError, OSError):
+                pass
         try:
             self.close(status)
         except (AmpdiagError, OSError):
@@ -906,7 +924,7 @@ class Tracer:
         if etype is None:
             self.close("complete")
         else:
-            self._close_quietly("interrupted")
+            self._close_quietly("interrupted", exc)
         return False
 
 

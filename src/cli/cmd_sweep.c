@@ -3,22 +3,21 @@
  * options]`: run `ampdiag run` once per (precision, learning rate) as child processes (this
  * same program, /proc/self/exe, up to N at once), each writing DIR/run-PREC[-lrX].h5 and its
  * log DIR/run-PREC[-lrX].log, then compare the traces: the text report on stdout, Markdown in
- * DIR/report.md, JSON in DIR/report.json.
+ * DIR/report.md, JSON in DIR/report.json. With --launcher slurm the runs are one Slurm job array
+ * (src/cli/launch.c runs them either way; docs/cluster.md).
  */
 #include "cli/cli.h"
 #include "cli/compare.h"
+#include "cli/launch.h"
 #include "util/path.h"
 #include "util/escape.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ampdiag sweep --precisions P,... [--lrs X,...] [-j N] -o DIR [run options]\n"
             "                     [--format text|md|json] [--target T] [--fail-on LIST]\n"
+            "                     [--launcher local|slurm] [--emit DIR]\n"
             "\n"
             "Run `ampdiag run` for every precision (and learning rate) into DIR, then compare the\n"
             "runs (as `ampdiag compare`): the report goes to stdout, DIR/report.md and\n"
@@ -41,6 +41,13 @@ static void usage(FILE *f)
             "  --lrs LIST          learning rates to try, comma-separated (default: the run's --lr)\n"
             "  -j, --jobs N        runs at once (default 1); with N > 1 each run gets\n"
             "                      OPENBLAS_NUM_THREADS=1 and OMP_NUM_THREADS=1 unless they are set\n"
+            "                      (slurm: at most N array tasks at once; default no limit)\n"
+            "  --launcher L        local (default): child processes of this program; slurm: one\n"
+            "                      Slurm job array (sbatch --array), waited for (squeue, sacct);\n"
+            "                      DIR must be on a file system the cluster's nodes share\n"
+            "                      (docs/cluster.md)\n"
+            "  --emit EDIR         with slurm: write the job script EDIR/ampdiag-sweep.sbatch and\n"
+            "                      stop (submit it yourself, then ampdiag compare DIR/run-*.h5)\n"
             "  -o, --out DIR       output directory (created if missing; runs in it are replaced)\n"
             "  --format F          report on stdout: text (default), md or json\n"
             "  --target T          hardware for the recommendation (see ampdiag compare --help)\n"
@@ -56,8 +63,8 @@ static void usage(FILE *f)
             "\n"
             "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or a run refused\n"
             "its options, 3 I/O failure or a run that failed to write its trace, 130 (143)\n"
-            "stopped by SIGINT (SIGTERM): passed on to the runs, whose traces are kept, marked\n"
-            "interrupted; no comparison\n");
+            "stopped by SIGINT (SIGTERM): passed on to the runs (slurm: the job array cancelled),\n"
+            "whose traces are kept, marked interrupted; no comparison\n");
 }
 
 typedef struct job {
@@ -65,17 +72,7 @@ typedef struct job {
     char lr[32];      /* "" = the run options' lr */
     char name[96];    /* run-fp16 or run-fp16-lr0.01 */
     char *trace, *log;
-    pid_t pid;
-    int status;       /* exit status once done; -1 while not */
-    double t0, secs;
 } job;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static char *join(const char *dir, const char *name, const char *ext)
 {
@@ -110,114 +107,18 @@ static void sanitize(char *s)
             *s = '_';
 }
 
-static void print_log_tail(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long size = ftell(f);
-        if (size > (long)sizeof buf - 1 && fseek(f, size - (long)sizeof buf + 1, SEEK_SET) == 0)
-            n = fread(buf, 1, sizeof buf - 1, f);
-    }
-    fclose(f);
-    buf[n] = 0;
-    /* the last 8 lines */
-    char *p = buf + n;
-    int lines = 0;
-    while (p > buf && lines < 9)
-        if (*--p == '\n')
-            lines++;
-    if (*p == '\n')
-        p++;
-    while (*p) { /* line by line, each escaped */
-        size_t len = strcspn(p, "\n");
-        fprintf_text(stderr, "%.*s\n", (int)len, p);
-        p += len + (p[len] == '\n');
-    }
-}
-
-/* SIGINT/SIGTERM: passed on to the running runs (each finishes its step and marks its trace
- * interrupted), no new run is started, and the sweep exits 128 + the signal once they are done.
- * The signals and SIGCHLD stay blocked but while waiting (sigsuspend), so none is missed. */
-static volatile sig_atomic_t stop_signal;
-static struct sigaction old_int, old_term, old_chld;
-static sigset_t old_mask;
-
-static void on_stop(int sig) { stop_signal = sig; }
-static void on_child(int sig) { (void)sig; }
-
-static void signals_catch(void)
-{
-    sigset_t block;
-    sigemptyset(&block);
-    sigaddset(&block, SIGINT);
-    sigaddset(&block, SIGTERM);
-    sigaddset(&block, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &block, &old_mask);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_stop;
-    stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    sa.sa_handler = on_child;
-    sa.sa_flags = SA_NOCLDSTOP;
-    sigaction(SIGCHLD, &sa, &old_chld);
-}
-
-static void signals_restore(void)
-{
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    sigaction(SIGCHLD, &old_chld, NULL);
-    sigprocmask(SIG_SETMASK, &old_mask, NULL);
-}
-
-static pid_t start(job *j, const char *exe, char **argv, int jobs)
-{
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid; /* parent, or -1 */
-    signals_restore();
-    int fd = open(j->log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0) {
-        fprintf_text(stderr, "%s: cannot write '%s': %s\n", PROG, j->log, strerror(errno));
-        _exit(EXIT_IO);
-    }
-    if (dup2(fd, STDOUT_FILENO) < 0 || dup2(fd, STDERR_FILENO) < 0)
-        _exit(EXIT_IO);
-    close(fd);
-    int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) {
-        dup2(devnull, STDIN_FILENO);
-        close(devnull);
-    }
-    if (jobs > 1) {
-        setenv("OPENBLAS_NUM_THREADS", "1", 0);
-        setenv("OMP_NUM_THREADS", "1", 0);
-    }
-    execv(exe, argv);
-    execvp("ampdiag", argv);
-    fprintf_text(stderr, "%s: cannot run '%s' (or ampdiag on PATH): %s\n", PROG, exe, strerror(errno));
-    _exit(EXIT_IO);
-}
-
-
 /* The sweep's own options; every option of `ampdiag run` is accepted too and passed on. */
 enum {
     S_PRECISIONS = 1, S_LRS, S_OUT, S_JOBS, S_FORMAT, S_TARGET, S_FAIL_ON, S_WARMUP, S_PLOTS, S_DRY,
-    S_HELP, S_PRECISION, S_SET, S_PASS
+    S_HELP, S_PRECISION, S_SET, S_PASS, S_LAUNCHER, S_EMIT
 };
 
 static const cli_opt own_options[] = {
     {"--precisions", 0, CLI_ARG, S_PRECISIONS}, {"--lrs", 0, CLI_ARG, S_LRS}, {"--out", 'o', CLI_ARG, S_OUT},
     {"--jobs", 'j', CLI_ARG, S_JOBS}, {"--format", 0, CLI_ARG, S_FORMAT}, {"--target", 0, CLI_ARG, S_TARGET},
     {"--fail-on", 0, CLI_ARG, S_FAIL_ON}, {"--warmup", 0, CLI_ARG, S_WARMUP}, {"--plots", 0, CLI_NOARG, S_PLOTS},
-    {"--dry-run", 0, CLI_NOARG, S_DRY}, {"--help", 'h', CLI_NOARG, S_HELP}, CLI_OPT_END};
+    {"--dry-run", 0, CLI_NOARG, S_DRY}, {"--help", 'h', CLI_NOARG, S_HELP}, {"--launcher", 0, CLI_ARG, S_LAUNCHER},
+    {"--emit", 0, CLI_ARG, S_EMIT}, CLI_OPT_END};
 
 /* run's options: --precision refused, --overwrite and --progress set by the sweep, the others
  * passed on (cli_with_run_options). */
@@ -232,7 +133,9 @@ static int sweep_id_of(const char *name)
 typedef struct sweep {
     const char *precisions, *lrs, *dir;
     long jobs;                   /* runs at once */
-    int dry, plots, lr_given;
+    int dry, plots, lr_given, jobs_given;
+    launch_kind launcher;        /* --launcher */
+    const char *emit;            /* --emit DIR */
     compare_opts co;
     char **pass;                 /* the run options as given ("-s5" becomes "--steps" "5") */
     int npass;
@@ -242,11 +145,9 @@ typedef struct sweep {
     job *js;                     /* [nj]: the FP32 runs first */
     int nj;
     const char **paths;          /* [nj]: their traces, for the comparison */
-    char **cargv;                /* one run's argv */
-    char exe[4096];              /* this program */
-    int next, running, done, failed, worst, passed_on;
-    sigset_t wait_mask;          /* while waiting: the signals and SIGCHLD let through */
-    int caught;                  /* signals_catch was called */
+    char **cargv;                /* [nj][npass + 16]: each run's argv */
+    launch_job *lj;              /* [nj]: the runs as the launcher runs them */
+    int failed, worst;
 } sweep;
 
 /* The defaults, and room for the run options to pass on. 0 or EXIT_IO after a message. */
@@ -276,6 +177,7 @@ static void sweep_free(sweep *sw)
     free(sw->js);
     free(sw->paths);
     free(sw->cargv);
+    free(sw->lj);
     free(sw->pass);
     free(sw->pcopy);
     free(sw->lcopy);
@@ -345,7 +247,14 @@ static int sweep_option(sweep *sw, int id, const cli_opt *opt, const char *v)
     case S_PRECISIONS: sw->precisions = v; return 0;
     case S_LRS: sw->lrs = v; return 0;
     case S_OUT: sw->dir = v; return 0;
-    case S_JOBS: return parse_jobs(sw, v);
+    case S_JOBS: sw->jobs_given = 1; return parse_jobs(sw, v);
+    case S_LAUNCHER:
+        if (launch_kind_parse(v, &sw->launcher)) {
+            fprintf_text(stderr, "%s: unknown --launcher '%s' (expected local or slurm)\n", PROG, v);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case S_EMIT: sw->emit = v; return 0;
     case S_DRY: sw->dry = 1; return 0;
     case S_PLOTS: sw->plots = 1; return 0;
     case S_PRECISION:
@@ -449,6 +358,10 @@ static int check_sweep(sweep *sw)
         fprintf_text(stderr, "%s: no output directory (-o DIR)\n", PROG);
         return EXIT_USAGE;
     }
+    if (sw->emit && sw->launcher != LAUNCH_SLURM) {
+        fprintf_text(stderr, "%s: --emit writes a Slurm job script: give --launcher slurm too\n", PROG);
+        return EXIT_USAGE;
+    }
     if ((rc = split_lists(sw)))
         return rc;
     return check_values(sw);
@@ -467,7 +380,6 @@ static int name_job(sweep *sw, job *j, int p, int l)
     snprintf(j->name, sizeof j->name, "run-%s%s%s", j->prec, sw->nl ? "-lr" : "", sw->nl ? lrname : "");
     j->trace = join(sw->dir, j->name, ".h5");
     j->log = join(sw->dir, j->name, ".log");
-    j->status = -1;
     if (!j->trace || !j->log) {
         fprintf_text(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
@@ -483,8 +395,9 @@ static int make_jobs(sweep *sw)
     sw->nj = sw->np * (sw->nl ? sw->nl : 1);
     sw->js = calloc((size_t)sw->nj, sizeof *sw->js);
     sw->paths = calloc((size_t)sw->nj, sizeof *sw->paths);
-    sw->cargv = malloc((size_t)(sw->npass + 16) * sizeof *sw->cargv);
-    if (!sw->js || !sw->paths || !sw->cargv) {
+    sw->cargv = malloc((size_t)sw->nj * (size_t)(sw->npass + 16) * sizeof *sw->cargv);
+    sw->lj = calloc((size_t)sw->nj, sizeof *sw->lj);
+    if (!sw->js || !sw->paths || !sw->cargv || !sw->lj) {
         fprintf_text(stderr, "%s: out of memory\n", PROG);
         return EXIT_IO;
     }
@@ -500,8 +413,7 @@ static int make_jobs(sweep *sw)
     return 0;
 }
 
-/* The output directory (not for a dry run), and this program's path for the runs. 0 or
- * EXIT_IO after a message. */
+/* The output directory (not for a dry run). 0 or EXIT_IO after a message. */
 static int prepare_runs(sweep *sw)
 {
     char msg[600];
@@ -510,19 +422,13 @@ static int prepare_runs(sweep *sw)
         fprintf_text(stderr, "%s: -o: %s\n", PROG, msg);
         return mrc == 2 ? EXIT_USAGE : EXIT_IO;
     }
-    ssize_t el = readlink("/proc/self/exe", sw->exe, sizeof sw->exe - 1);
-    if (el <= 0)
-        snprintf(sw->exe, sizeof sw->exe, "ampdiag");
-    else
-        sw->exe[el] = 0;
     return 0;
 }
 
-/* Job j's command line into sw->cargv: ampdiag run, the options passed on, then what the sweep
+/* Job j's command line into cargv: ampdiag run, the options passed on, then what the sweep
  * sets. Returns its length. */
-static int run_argv(sweep *sw, job *j)
+static int run_argv(sweep *sw, job *j, char **cargv)
 {
-    char **cargv = sw->cargv;
     int c = 0;
     cargv[c++] = (char *)"ampdiag";
     cargv[c++] = (char *)"run";
@@ -543,105 +449,15 @@ static int run_argv(sweep *sw, job *j)
     return c;
 }
 
-/* Start runs while fewer than -j run and no signal came (a dry run prints each command line
- * instead). A run that cannot be started counts as failed. */
-static void start_runs(sweep *sw)
-{
-    while (!stop_signal && sw->running < sw->jobs && sw->next < sw->nj) {
-        job *j = &sw->js[sw->next++];
-        int c = run_argv(sw, j);
-        if (sw->dry) {
-            for (int q = 0; q < c; q++)
-                fprintf_text(stdout, "%s%s", q ? " " : "", sw->cargv[q]);
-            printf("\n");
-            j->status = 0;
-            sw->done++;
-            continue;
-        }
-        fflush(NULL);
-        j->t0 = now();
-        j->pid = start(j, sw->exe, sw->cargv, (int)sw->jobs);
-        if (j->pid < 0) {
-            fprintf_text(stderr, "%s: cannot start a run: %s\n", PROG, strerror(errno));
-            j->status = EXIT_IO;
-            sw->done++;
-            sw->failed++;
-            sw->worst = EXIT_IO;
-            continue;
-        }
-        sw->running++;
-        fprintf_text(stderr, "%s: started %s -> %s\n", PROG, j->name, j->trace);
-    }
-}
-
-/* The signal the sweep caught, passed on to the runs still running (once). */
-static void pass_on_signal(sweep *sw)
-{
-    fprintf_text(stderr, "%s: signal %d: stopping the runs (each finishes its step and marks its trace "
-                 "interrupted)\n", PROG, (int)stop_signal);
-    for (int q = 0; q < sw->next; q++)
-        if (sw->js[q].pid > 0 && sw->js[q].status < 0)
-            kill(sw->js[q].pid, (int)stop_signal);
-    sw->passed_on = 1;
-}
-
-/* Process pid ended with wait status st: its job's exit status and time, and a line saying so
- * (for a failure, the end of its log; the worst failure's exit status kept). */
-static void run_ended(sweep *sw, pid_t pid, int st)
+/* The round for the launcher: each job's command line, trace, log and name. */
+static void launch_jobs(sweep *sw)
 {
     for (int q = 0; q < sw->nj; q++) {
         job *j = &sw->js[q];
-        if (j->pid != pid || j->status >= 0)
-            continue;
-        j->secs = now() - j->t0;
-        j->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-        sw->running--;
-        sw->done++;
-        if (j->status == 0) {
-            fprintf_text(stderr, "%s: [%d/%d] %s done in %.1f s\n", PROG, sw->done, sw->nj, j->name, j->secs);
-        } else if (stop_signal) {
-            fprintf_text(stderr, "%s: %s stopped (exit %d); its log is %s\n", PROG, j->name, j->status, j->log);
-        } else {
-            sw->failed++;
-            int code = j->status == EXIT_USAGE ? EXIT_USAGE : EXIT_IO;
-            if (code > sw->worst)
-                sw->worst = code;
-            if (WIFSIGNALED(st))
-                fprintf_text(stderr, "%s: %s was killed by signal %d; its log %s ends:\n", PROG, j->name,
-                             WTERMSIG(st), j->log);
-            else
-                fprintf_text(stderr, "%s: %s failed (exit %d); its log %s ends:\n", PROG, j->name,
-                             j->status, j->log);
-            print_log_tail(j->log);
-        }
+        char **argv = sw->cargv + (size_t)q * (size_t)(sw->npass + 16);
+        run_argv(sw, j, argv);
+        sw->lj[q] = (launch_job){.argv = argv, .name = j->name, .trace = j->trace, .log = j->log, .status = -1};
     }
-}
-
-/* Run the jobs, -j at a time, until all are done or a signal stopped them (passed on to the
- * runs). 0 or EXIT_IO after a message (waiting failed). */
-static int run_all(sweep *sw)
-{
-    while (sw->done < sw->nj) {
-        if (stop_signal && !sw->passed_on)
-            pass_on_signal(sw);
-        start_runs(sw);
-        if (sw->running == 0)
-            break;
-        int st;
-        pid_t pid = waitpid(-1, &st, WNOHANG);
-        if (pid == 0) {
-            sigsuspend(&sw->wait_mask); /* a run ended, or a signal came */
-            continue;
-        }
-        if (pid < 0) {
-            if (errno == EINTR)
-                continue;
-            fprintf_text(stderr, "%s: waiting for the runs: %s\n", PROG, strerror(errno));
-            return EXIT_IO;
-        }
-        run_ended(sw, pid, st);
-    }
-    return 0;
 }
 
 /* Compare the traces: the report on stdout, DIR/report.md and DIR/report.json, the charts in
@@ -672,31 +488,33 @@ static int compare_runs(sweep *sw)
     return rc;
 }
 
-/* Run the jobs (signals caught meanwhile, unless a dry run), then compare them: not after a
- * signal (EXIT_SIGNAL + it) or a failed run (the worst failure's exit status). Returns the
- * exit status. */
+/* Run the jobs through the launcher (src/cli/launch.c), then compare them: not after a signal
+ * (EXIT_SIGNAL + it), a failed run (the worst failure's exit status), a dry run or --emit.
+ * Returns the exit status. */
 static int run_and_compare(sweep *sw)
 {
-    double t_all = now();
-    if (!sw->dry) {
-        signals_catch();
-        sw->caught = 1;
-        sw->wait_mask = old_mask;
-        sigdelset(&sw->wait_mask, SIGINT);
-        sigdelset(&sw->wait_mask, SIGTERM);
-        sigdelset(&sw->wait_mask, SIGCHLD);
-    }
-    int rc = run_all(sw);
-    if (sw->caught)
-        signals_restore();
-    if (rc || sw->dry)
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    launch_jobs(sw);
+    launch_opts lo = {.kind = sw->launcher, .jobs = sw->launcher == LAUNCH_SLURM && !sw->jobs_given ? 0 : sw->jobs,
+                      .dir = sw->dir, .emit_dir = sw->emit, .prog = PROG, .dry = sw->dry};
+    int rc = launch_round(sw->lj, sw->nj, &lo);
+    if (rc > EXIT_SIGNAL) {
+        fprintf_text(stderr, "%s: interrupted by signal %d: no comparison\n", PROG, rc - EXIT_SIGNAL);
         return rc;
-    if (stop_signal) {
-        fprintf_text(stderr, "%s: interrupted by signal %d: %d of %d runs started, no comparison\n", PROG,
-                     (int)stop_signal, sw->next, sw->nj);
-        return EXIT_SIGNAL + stop_signal;
     }
-    fprintf_text(stderr, "%s: %d runs in %.1f s\n", PROG, sw->nj, now() - t_all);
+    if (rc || sw->dry || sw->emit)
+        return rc;
+    for (int q = 0; q < sw->nj; q++)
+        if (sw->lj[q].status != 0) {
+            sw->failed++;
+            int code = sw->lj[q].status == EXIT_USAGE ? EXIT_USAGE : EXIT_IO;
+            if (code > sw->worst)
+                sw->worst = code;
+        }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf_text(stderr, "%s: %d runs in %.1f s\n", PROG, sw->nj,
+                 (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     if (sw->failed) {
         fprintf_text(stderr, "%s: %d of %d runs failed: no comparison\n", PROG, sw->failed, sw->nj);
         return sw->worst ? sw->worst : EXIT_IO;

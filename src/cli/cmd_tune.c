@@ -15,6 +15,7 @@
 #include "analysis/analyze.h"
 #include "analysis/recommend.h"
 #include "cli/cli.h"
+#include "cli/launch.h"
 #include "util/escape.h"
 #include "util/json.h"
 #include "util/path.h"
@@ -37,7 +38,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ampdiag tune -o DIR [--precisions P,...] [--lr X] [--rounds N] [-j N]\n"
-            "                    [--target T] [run options]\n"
+            "                    [--target T] [--launcher local|slurm] [run options]\n"
             "\n"
             "The closed loop: run the precisions at the lr (ampdiag sweep into DIR/round-1),\n"
             "compare them, and while the advice changes the lr or names an option for every run\n"
@@ -57,7 +58,10 @@ static void usage(FILE *f)
             "  --lr X              the first round's learning rate (default: the runs' own, from\n"
             "                      --scenario or ampdiag run's default 1e-3)\n"
             "  --rounds N          at most N rounds (default 3, at most 10)\n"
-            "  -j, --jobs N        runs at once in a round (default 1)\n"
+            "  -j, --jobs N        runs at once in a round (default 1; slurm: no limit)\n"
+            "  --launcher L        local (default) or slurm: each round's runs as one Slurm job\n"
+            "                      array, DIR on a file system the nodes share (ampdiag sweep\n"
+            "                      --help, docs/cluster.md)\n"
             "  --target T          hardware the advice is for (as ampdiag compare; default any)\n"
             "  -h, --help\n"
             "Every option of `ampdiag run` goes to each run (--model, --data, -s/--steps,\n"
@@ -68,12 +72,13 @@ static void usage(FILE *f)
             "(SIGTERM)\n");
 }
 
-enum { T_OUT = 1, T_PRECISIONS, T_LR, T_ROUNDS, T_JOBS, T_TARGET, T_HELP, T_REFUSE, T_PASS };
+enum { T_OUT = 1, T_PRECISIONS, T_LR, T_ROUNDS, T_JOBS, T_TARGET, T_HELP, T_REFUSE, T_PASS, T_LAUNCHER };
 
 static const cli_opt own_options[] = {
     {"--out", 'o', CLI_ARG, T_OUT}, {"--precisions", 0, CLI_ARG, T_PRECISIONS},
     {"--lr", 0, CLI_ARG, T_LR}, {"--rounds", 0, CLI_ARG, T_ROUNDS}, {"--jobs", 'j', CLI_ARG, T_JOBS},
-    {"--target", 0, CLI_ARG, T_TARGET}, {"--help", 'h', CLI_NOARG, T_HELP}, CLI_OPT_END};
+    {"--target", 0, CLI_ARG, T_TARGET}, {"--help", 'h', CLI_NOARG, T_HELP}, {"--launcher", 0, CLI_ARG, T_LAUNCHER},
+    CLI_OPT_END};
 
 /* run's options: --precision refused, the rest passed on to the sweeps. */
 static int tune_id_of(const char *name) { return strcmp(name, "--precision") == 0 ? T_REFUSE : T_PASS; }
@@ -124,7 +129,8 @@ static void set_text(char *buf, size_t n, const remedy_set *a, const remedy_set 
 
 /* What every round shares: the output directory, -j, the target, the run options passed on. */
 typedef struct tune_cfg {
-    const char *out, *precisions, *jobs;
+    const char *out, *precisions, *jobs; /* jobs: NULL = the sweep's default */
+    const char *launcher;                /* --launcher, passed to the sweeps (NULL: local) */
     rec_target target;
     char **pass;
     int npass;
@@ -182,8 +188,14 @@ static int run_sweep(const tune_cfg *t, const tune_round *r, const char *tag, co
     }
     argv[k++] = "-o";
     argv[k++] = (char *)r->dir;
-    argv[k++] = "-j";
-    argv[k++] = (char *)t->jobs;
+    if (t->jobs) {
+        argv[k++] = "-j";
+        argv[k++] = (char *)t->jobs;
+    }
+    if (t->launcher) {
+        argv[k++] = "--launcher";
+        argv[k++] = (char *)t->launcher;
+    }
     for (int i = 0; i < t->npass; i++)
         argv[k++] = t->pass[i];
     const remedy_set *sets[2] = {a, b};
@@ -573,7 +585,7 @@ int cmd_tune(int argc, char **argv)
     cli_opt table[CLI_MAX_OPTS + 1];
     if (cli_with_run_options(table, own_options, tune_id_of))
         return EXIT_USAGE;
-    tune_cfg t = {.out = NULL, .precisions = "fp32,fp16,bf16", .jobs = "1", .target = TGT_ANY};
+    tune_cfg t = {.out = NULL, .precisions = "fp32,fp16,bf16", .jobs = NULL, .target = TGT_ANY};
     double lr = NAN, rounds = 3, jv;
     t.pass = calloc((size_t)argc * 2 + 1, sizeof *t.pass);
     if (!t.pass)
@@ -595,6 +607,15 @@ int cmd_tune(int argc, char **argv)
             }
             break;
         case T_HELP: usage(stdout); free(t.pass); return 0;
+        case T_LAUNCHER: {
+            launch_kind k;
+            if (launch_kind_parse(p.arg, &k) != 0) {
+                fprintf_text(stderr, "%s: unknown --launcher '%s' (expected local or slurm)\n", PROG, p.arg);
+                rc = EXIT_USAGE;
+            }
+            t.launcher = p.arg;
+            break;
+        }
         case T_REFUSE:
             fprintf_text(stderr, "%s: --precision is set by tune (use --precisions)\n", PROG);
             rc = EXIT_USAGE;

@@ -7,7 +7,7 @@ libampdiag_base_la_SOURCES += \
 	include/ampdiag_trace.h src/trace/trace_internal.h \
 	src/trace/trace_common.c src/trace/trace.c src/trace/trace_read.c src/trace/trace_sandbox.c \
 	src/trace/h5safe.c src/trace/h5safe.h src/trace/trace_chunks.c src/trace/trace_chunks.h \
-	src/trace/trace_notes.h
+	src/trace/trace_notes.h src/trace/trace_rank.c
 
 ampdiag_SOURCES += src/cli/cmd_info.c
 
@@ -16,7 +16,7 @@ ampdiag_SOURCES += src/cli/cmd_info.c
 # trace (it builds bad files with the HDF5 API); t_trace_crash: SIGKILLed writers and a write
 # failure (file size limit); t_trace_ref: the reference traces in traces/; t_info.sh: the CLI.
 check_PROGRAMS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref \
-	tests/t_public_writer
+	tests/t_public_writer tests/t_trace_rank
 tests_t_trace_SOURCES = tests/t_trace.c tests/trace_synth.h
 tests_t_trace_LDADD = libampdiag.la -lm
 tests_t_trace_validate_SOURCES = tests/t_trace_validate.c tests/trace_synth.h
@@ -29,8 +29,11 @@ tests_t_trace_ref_LDADD = libampdiag.la -lm
 # t_public_writer: a trace copied through the public API alone (t_public_writer.sh runs it)
 tests_t_public_writer_SOURCES = tests/t_public_writer.c
 tests_t_public_writer_LDADD = libampdiag.la
+# t_trace_rank: one rank's trace of a distributed run (ampdiag_trace_set_rank / _get_rank)
+tests_t_trace_rank_SOURCES = tests/t_trace_rank.c
+tests_t_trace_rank_LDADD = libampdiag.la
 TESTS += tests/t_trace tests/t_trace_validate tests/t_trace_crash tests/t_trace_ref tests/t_info.sh \
-	tests/t_public_writer.sh
+	tests/t_public_writer.sh tests/t_trace_rank
 
 TRACE_REFERENCE = traces/v1-fp32-complete.h5 traces/v1-fp16-diverged.h5 traces/v1-cutoff.h5 \
 	traces/v2-fp32-delayed.h5
