@@ -5,14 +5,19 @@ this module only declares its functions and structures and turns its error codes
 exceptions. The library is found, in this order, at:
 
 1. ``$AMPDIAG_LIB`` (a path to ``libampdiag.so``);
-2. the build tree this package sits in (``<source tree>/.libs/libampdiag.so`` after ``make``);
-3. the system's (``ctypes.util.find_library("ampdiag")``, then ``libampdiag.so.0`` in the
-   dynamic linker's path and in ``/usr/local/lib``).
+2. the one built into the package (``ampdiag/libampdiag.so``: ``pip install ./python`` compiles it,
+   python/setup.py);
+3. the build tree this package sits in, or was installed from (``<source tree>/.libs/libampdiag.so``
+   after ``make``);
+4. the installed one the package was built against (``pkg-config ampdiag`` at install time), then
+   the system's (``ctypes.util.find_library("ampdiag")``, ``libampdiag.so.0`` in the dynamic
+   linker's path and in ``/usr/local/lib``).
 """
 import ctypes
 import ctypes.util
 import math
 import os
+import sys
 
 __all__ = [
     "AmpdiagError", "LibraryNotFound", "Tstats", "Hist", "StepRecord", "TraceWriter", "lib",
@@ -90,20 +95,43 @@ class _Options(ctypes.Structure):
                 ("background", ctypes.c_int)]
 
 
+def _build_info():
+    """What setup.py recorded at install time (an empty dict in the source tree)."""
+    try:
+        from . import _build_info as b
+    except ImportError:
+        return {}
+    return {k: getattr(b, k, None) for k in ("BUILD", "SYSTEM_LIB", "SOURCE_TREE")}
+
+
 def _candidates():
     env = os.environ.get("AMPDIAG_LIB")
     if env:
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))
+    info = _build_info()
+    out = [os.path.join(here, "libampdiag.dylib" if sys.platform == "darwin" else "libampdiag.so")]
     root = os.path.dirname(os.path.dirname(here))  # <source tree>/python/ampdiag -> <source tree>
-    out = []
-    if os.path.exists(os.path.join(root, "include", "ampdiag_trace.h")):  # used from the source tree
-        out.append(os.path.join(root, ".libs", "libampdiag.so"))
+    trees = [root] if os.path.exists(os.path.join(root, "include", "ampdiag_trace.h")) else []
+    if info.get("SOURCE_TREE") and info["SOURCE_TREE"] not in trees:
+        trees.append(info["SOURCE_TREE"])
+    out += [os.path.join(t, ".libs", "libampdiag.so") for t in trees]
+    if info.get("SYSTEM_LIB"):
+        out.append(info["SYSTEM_LIB"])
     found = ctypes.util.find_library("ampdiag")
     if found:
         out.append(found)
     out += ["libampdiag.so.0", "/usr/local/lib/libampdiag.so.0", "/usr/local/lib64/libampdiag.so.0"]
-    return out, False
+    seen = set()
+    return [p for p in out if not (p in seen or seen.add(p))], False
+
+
+WAYS_OUT = (
+    "ways out: (1) from the ampdiag source tree, 'pip install ./python' builds libampdiag into the package "
+    "(it needs a C compiler, pkg-config and HDF5's development files: apt-get install gcc pkg-config "
+    "libhdf5-dev zlib1g-dev); (2) or './configure && make && make install' installs libampdiag where the "
+    "dynamic linker finds it (or where 'pkg-config ampdiag' names it when pip installs the package); "
+    "(3) or set AMPDIAG_LIB to the path of a libampdiag.so (a build tree's is .libs/libampdiag.so after make)")
 
 
 _lib = None
@@ -187,9 +215,10 @@ def lib():
             continue
         _lib, _lib_path = L, p
         return L
-    hint = ("AMPDIAG_LIB=%s cannot be loaded" % paths[0]) if from_env else \
-        "set AMPDIAG_LIB to the path of libampdiag.so, or build ampdiag (make) or install it (make install)"
-    raise LibraryNotFound("libampdiag not found: %s; tried: %s" % (hint, "; ".join(tried)))
+    if from_env:
+        raise LibraryNotFound("libampdiag not found: AMPDIAG_LIB=%s cannot be loaded (%s); unset AMPDIAG_LIB to "
+                              "search the usual places.\n%s" % (paths[0], "; ".join(tried), WAYS_OUT))
+    raise LibraryNotFound("libampdiag not found; tried: %s.\n%s" % ("; ".join(tried), WAYS_OUT))
 
 
 def library_path():
