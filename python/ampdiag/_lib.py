@@ -28,7 +28,7 @@ HIST_BINS = 281
 KINDS = {"activation": 0, "activation_grad": 1, "weight": 2, "weight_grad": 3, "update": 4}
 EVENTS = {"nan_forward": 0, "inf_forward": 1, "nan_backward": 2, "inf_backward": 3, "overflow": 4,
           "scale_backoff": 5, "scale_growth": 6, "skipped_step": 7, "clipped": 8, "loss_spike": 9,
-          "divergence": 10, "stop": 11, "note": 12}
+          "divergence": 10, "stop": 11, "note": 12, "no_loss_scaling": 13, "hidden_scaler": 14}
 STATUSES = {"running": 0, "complete": 1, "diverged": 2, "interrupted": 3}
 _KEEP_STATUS = -1  # AMPDIAG_STATUS_UNKNOWN: close keeps the status last set
 
@@ -182,9 +182,16 @@ def _declare(L):
 
 
 _OPTIONAL = {
+    "ampdiag_event_name": (ctypes.c_char_p, [ctypes.c_int]),
     "ampdiag_update_lost_counts": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                           ctypes.POINTER(ctypes.c_uint64)]),
 }
+
+
+def event_known(code):
+    """Whether the loaded libampdiag writes this event code."""
+    f = getattr(lib(), "ampdiag_event_name", None)
+    return f is not None and f(int(code)) is not None
 
 
 def has(name):
@@ -305,8 +312,13 @@ class TraceWriter:
                                                  else kind, ctypes.byref(hist)))
 
     def append_event(self, step, layer, code, value=math.nan, message=None):
-        _check(self._L.ampdiag_trace_append_event(self._h(), step, -1 if layer is None else layer,
-                                                  EVENTS[code] if isinstance(code, str) else code,
+        """An /events row; a code this libampdiag does not know (older than the package) is
+        written as a note whose message starts with the code's name."""
+        c = EVENTS[code] if isinstance(code, str) else code
+        if not event_known(c):
+            name = code if isinstance(code, str) else str(code)
+            c, message = EVENTS["note"], "%s: %s" % (name, message or "")
+        _check(self._L.ampdiag_trace_append_event(self._h(), step, -1 if layer is None else layer, c,
                                                   float(value), _b(message)))
 
     def append_step(self, rec):
