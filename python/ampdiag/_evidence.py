@@ -197,9 +197,10 @@ def _scores(q, k, scale):
 
 
 def attention_scores_sdpa(query, key, args, kwargs):
-    """The logits of an F.scaled_dot_product_attention call, in chunks (float32)."""
-    scale = kwargs.get("scale", args[4] if len(args) > 4 else None)
-    gqa = kwargs.get("enable_gqa", args[5] if len(args) > 5 else False)
+    """The logits of an F.scaled_dot_product_attention call, in chunks (float32); args are the
+    call's positional arguments after value (attn_mask, dropout_p, is_causal, scale, enable_gqa)."""
+    scale = kwargs.get("scale", args[3] if len(args) > 3 else None)
+    gqa = kwargs.get("enable_gqa", args[4] if len(args) > 4 else False)
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     if query.dim() >= 3 and key.shape[-3] != query.shape[-3]:

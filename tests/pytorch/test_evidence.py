@@ -366,6 +366,17 @@ def test_attention_scores():
           r2["absmax"] if r2 is not None else None, float(s2.abs().max())))
     t0, _ = run("attn-off.h5", False)
     ok(not any(n.endswith(".scores") for n in t0["names"]), "... and without the option, no scores layers")
+    from ampdiag import _evidence
+    g = torch.Generator().manual_seed(9)
+    q, k = torch.randn(2, 4, 5, 8, generator=g), torch.randn(2, 2, 7, 8, generator=g)
+    want = q @ k.repeat_interleave(2, dim=1).transpose(-2, -1) * 0.25
+    got = torch.cat([c.reshape(-1) for c in _evidence.attention_scores_sdpa(q, k, (None, 0.0, False, 0.25, True), {})])
+    got2 = torch.cat([c.reshape(-1) for c in _evidence.attention_scores_sdpa(q[:, :2], k, (), {})])
+    want2 = q[:, :2] @ k.transpose(-2, -1) / math.sqrt(8)
+    ok(torch.allclose(got, want.reshape(-1), rtol=1e-6, atol=1e-6) and
+       torch.allclose(got2, want2.reshape(-1), rtol=1e-6, atol=1e-6),
+       "SDPA's logits as its arguments say: scale and enable_gqa given by position (2 key heads for 4 query heads), "
+       "and the default scale 1/sqrt(E)")
 
 
 # ---------------------------------------------------------------------- pass-through leaves
