@@ -25,6 +25,13 @@ the lost-update counts; the histograms every ``hist_every``-th step; events (non
 values, loss-scale backoffs and growths, skipped steps, clipping); evaluations from ``eval()``.
 Each layer's compute format under autocast (the dtype of its output) goes to the /layers
 ``compute`` column.
+
+Beyond the hooks (_evidence.py; docs/pytorch.md, "What the tracer catches"): FP16 without a loss
+scaler is warned and recorded (no_loss_scaling), a scaler it was not given is found from the
+gradients (hidden_scaler), a step the optimizer did not take is a skipped step, the configured lr
+is the root attribute, clip_grad_norm_'s calls, the loss functions and (attention_scores=True)
+SDPA's logits are seen through wrappers of those torch functions while a tracer is open, the
+parameterless pass-through leaves are left out, and every hook is kept out of torch.compile graphs.
 """
 import atexit
 import fnmatch
