@@ -107,7 +107,12 @@ typedef enum ampdiag_event_code {
     AMPDIAG_EV_DIVERGENCE = 10,  /* "divergence": value = the loss */
     AMPDIAG_EV_STOP = 11,        /* "stop": the run stopped early (signal, divergence, limit) */
     AMPDIAG_EV_NOTE = 12,        /* "note": anything else worth a line */
-    AMPDIAG_NEVENT_CODES = 13
+    AMPDIAG_EV_NO_LOSS_SCALING = 13, /* "no_loss_scaling": FP16 autocast (or FP16 weights) ran
+                                        without a loss scaler; value = the share of the traced
+                                        gradient values that were zero, NaN if none traced */
+    AMPDIAG_EV_HIDDEN_SCALER = 14,   /* "hidden_scaler": the gradients were scaled by a loss scaler
+                                        the writer was not told of; value = the scale found */
+    AMPDIAG_NEVENT_CODES = 15
 } ampdiag_event_code;
 
 typedef enum ampdiag_trace_status {

@@ -5,14 +5,19 @@ this module only declares its functions and structures and turns its error codes
 exceptions. The library is found, in this order, at:
 
 1. ``$AMPDIAG_LIB`` (a path to ``libampdiag.so``);
-2. the build tree this package sits in (``<source tree>/.libs/libampdiag.so`` after ``make``);
-3. the system's (``ctypes.util.find_library("ampdiag")``, then ``libampdiag.so.0`` in the
-   dynamic linker's path and in ``/usr/local/lib``).
+2. the one built into the package (``ampdiag/libampdiag.so``: ``pip install ./python`` compiles it,
+   python/setup.py);
+3. the build tree this package sits in, or was installed from (``<source tree>/.libs/libampdiag.so``
+   after ``make``);
+4. the installed one the package was built against (``pkg-config ampdiag`` at install time), then
+   the system's (``ctypes.util.find_library("ampdiag")``, ``libampdiag.so.0`` in the dynamic
+   linker's path and in ``/usr/local/lib``).
 """
 import ctypes
 import ctypes.util
 import math
 import os
+import sys
 
 __all__ = [
     "AmpdiagError", "LibraryNotFound", "Tstats", "Hist", "StepRecord", "TraceWriter", "lib",
@@ -23,7 +28,7 @@ HIST_BINS = 281
 KINDS = {"activation": 0, "activation_grad": 1, "weight": 2, "weight_grad": 3, "update": 4}
 EVENTS = {"nan_forward": 0, "inf_forward": 1, "nan_backward": 2, "inf_backward": 3, "overflow": 4,
           "scale_backoff": 5, "scale_growth": 6, "skipped_step": 7, "clipped": 8, "loss_spike": 9,
-          "divergence": 10, "stop": 11, "note": 12}
+          "divergence": 10, "stop": 11, "note": 12, "no_loss_scaling": 13, "hidden_scaler": 14}
 STATUSES = {"running": 0, "complete": 1, "diverged": 2, "interrupted": 3}
 _KEEP_STATUS = -1  # AMPDIAG_STATUS_UNKNOWN: close keeps the status last set
 
@@ -96,20 +101,43 @@ class _Options(ctypes.Structure):
                 ("background", ctypes.c_int)]
 
 
+def _build_info():
+    """What setup.py recorded at install time (an empty dict in the source tree)."""
+    try:
+        from . import _build_info as b
+    except ImportError:
+        return {}
+    return {k: getattr(b, k, None) for k in ("BUILD", "SYSTEM_LIB", "SOURCE_TREE")}
+
+
 def _candidates():
     env = os.environ.get("AMPDIAG_LIB")
     if env:
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))
+    info = _build_info()
+    out = [os.path.join(here, "libampdiag.dylib" if sys.platform == "darwin" else "libampdiag.so")]
     root = os.path.dirname(os.path.dirname(here))  # <source tree>/python/ampdiag -> <source tree>
-    out = []
-    if os.path.exists(os.path.join(root, "include", "ampdiag_trace.h")):  # used from the source tree
-        out.append(os.path.join(root, ".libs", "libampdiag.so"))
+    trees = [root] if os.path.exists(os.path.join(root, "include", "ampdiag_trace.h")) else []
+    if info.get("SOURCE_TREE") and info["SOURCE_TREE"] not in trees:
+        trees.append(info["SOURCE_TREE"])
+    out += [os.path.join(t, ".libs", "libampdiag.so") for t in trees]
+    if info.get("SYSTEM_LIB"):
+        out.append(info["SYSTEM_LIB"])
     found = ctypes.util.find_library("ampdiag")
     if found:
         out.append(found)
     out += ["libampdiag.so.0", "/usr/local/lib/libampdiag.so.0", "/usr/local/lib64/libampdiag.so.0"]
-    return out, False
+    seen = set()
+    return [p for p in out if not (p in seen or seen.add(p))], False
+
+
+WAYS_OUT = (
+    "ways out: (1) from the ampdiag source tree, 'pip install ./python' builds libampdiag into the package "
+    "(it needs a C compiler, pkg-config and HDF5's development files: apt-get install gcc pkg-config "
+    "libhdf5-dev zlib1g-dev); (2) or './configure && make && make install' installs libampdiag where the "
+    "dynamic linker finds it (or where 'pkg-config ampdiag' names it when pip installs the package); "
+    "(3) or set AMPDIAG_LIB to the path of a libampdiag.so (a build tree's is .libs/libampdiag.so after make)")
 
 
 _lib = None
@@ -161,9 +189,16 @@ def _declare(L):
 
 _OPTIONAL = {
     "ampdiag_trace_set_rank": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(RankInfo)]),
+    "ampdiag_event_name": (ctypes.c_char_p, [ctypes.c_int]),
     "ampdiag_update_lost_counts": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                           ctypes.POINTER(ctypes.c_uint64)]),
 }
+
+
+def event_known(code):
+    """Whether the loaded libampdiag writes this event code."""
+    f = getattr(lib(), "ampdiag_event_name", None)
+    return f is not None and f(int(code)) is not None
 
 
 def has(name):
@@ -194,9 +229,10 @@ def lib():
             continue
         _lib, _lib_path = L, p
         return L
-    hint = ("AMPDIAG_LIB=%s cannot be loaded" % paths[0]) if from_env else \
-        "set AMPDIAG_LIB to the path of libampdiag.so, or build ampdiag (make) or install it (make install)"
-    raise LibraryNotFound("libampdiag not found: %s; tried: %s" % (hint, "; ".join(tried)))
+    if from_env:
+        raise LibraryNotFound("libampdiag not found: AMPDIAG_LIB=%s cannot be loaded (%s); unset AMPDIAG_LIB to "
+                              "search the usual places.\n%s" % (paths[0], "; ".join(tried), WAYS_OUT))
+    raise LibraryNotFound("libampdiag not found; tried: %s.\n%s" % ("; ".join(tried), WAYS_OUT))
 
 
 def library_path():
@@ -296,8 +332,13 @@ class TraceWriter:
                                                  else kind, ctypes.byref(hist)))
 
     def append_event(self, step, layer, code, value=math.nan, message=None):
-        _check(self._L.ampdiag_trace_append_event(self._h(), step, -1 if layer is None else layer,
-                                                  EVENTS[code] if isinstance(code, str) else code,
+        """An /events row; a code this libampdiag does not know (older than the package) is
+        written as a note whose message starts with the code's name."""
+        c = EVENTS[code] if isinstance(code, str) else code
+        if not event_known(c):
+            name = code if isinstance(code, str) else str(code)
+            c, message = EVENTS["note"], "%s: %s" % (name, message or "")
+        _check(self._L.ampdiag_trace_append_event(self._h(), step, -1 if layer is None else layer, c,
                                                   float(value), _b(message)))
 
     def append_step(self, rec):

@@ -8,7 +8,7 @@ LightningModule, the trainer's first optimizer and the GradScaler of the precisi
 "16-mixed"); a step is recorded at every optimizer step (on_train_batch_end when the trainer's
 global_step advanced), with the loss the training_step returned; evaluations come from the
 trainer's callback_metrics at the end of each validation epoch (``eval_loss`` / ``eval_metric``
-name the metrics, default "val_loss" and "val_acc"); the trace is closed at on_train_end, and as
+name the metrics, default "val_loss" and "val_acc", else another val*acc* key); the trace is closed at on_train_end, and as
 interrupted at on_exception. Other keyword arguments go to the Tracer (trace_every, layers, ...).
 
 Without Lightning installed the class derives from ``object`` (so that it can be driven by hand).
@@ -74,7 +74,10 @@ class AmpdiagCallback(_Base):
             return
         m = getattr(trainer, "callback_metrics", {}) or {}
         if self.eval_loss in m:
-            self.tracer.eval(_value(m[self.eval_loss]), _value(m.get(self.eval_metric)))
+            key = self.eval_metric
+            if key not in m:  # another name for the validation accuracy: val_accuracy, val/acc, ...
+                key = next((k for k in sorted(m) if k.startswith("val") and "acc" in k), key)
+            self.tracer.eval(_value(m[self.eval_loss]), _value(m.get(key)))
 
     def on_train_end(self, trainer, pl_module):
         if self.tracer is not None:

@@ -25,6 +25,13 @@ the lost-update counts; the histograms every ``hist_every``-th step; events (non
 values, loss-scale backoffs and growths, skipped steps, clipping); evaluations from ``eval()``.
 Each layer's compute format under autocast (the dtype of its output) goes to the /layers
 ``compute`` column.
+
+Beyond the hooks (_evidence.py; docs/pytorch.md, "What the tracer catches"): FP16 without a loss
+scaler is warned and recorded (no_loss_scaling), a scaler it was not given is found from the
+gradients (hidden_scaler), a step the optimizer did not take is a skipped step, the configured lr
+is the root attribute, clip_grad_norm_'s calls, the loss functions and (attention_scores=True)
+SDPA's logits are seen through wrappers of those torch functions while a tracer is open, the
+parameterless pass-through leaves are left out, and every hook is kept out of torch.compile graphs.
 """
 import atexit
 import fnmatch
@@ -34,15 +41,22 @@ import platform
 import re
 import sys
 import time
+import warnings
 import weakref
 
 import torch
 
+from . import _evidence as _ev
 from . import _lib, _stats
 from . import dist as _dist
 from ._lib import AmpdiagError, LibraryNotFound
 
-__all__ = ["Tracer", "trace", "AmpdiagError", "LibraryNotFound"]
+__all__ = ["Tracer", "trace", "AmpdiagError", "AmpdiagWarning", "LibraryNotFound"]
+
+
+class AmpdiagWarning(UserWarning):
+    """What the tracer found wrong with the training it traces (FP16 without a loss scaler, a
+    scaler it was not given); the same goes into the trace as an event."""
 
 A, AG, W, WG, U = "activation", "activation_grad", "weight", "weight_grad", "update"
 _KIND = _lib.KINDS
@@ -94,6 +108,21 @@ def _unwrap_optimizer(opt):
     return opt
 
 
+def _wrapped_scaler(opt):
+    """A GradScaler held by an optimizer wrapper (Accelerate's AcceleratedOptimizer keeps the
+    Accelerator's as ``scaler``), or None."""
+    seen = 0
+    while opt is not None and seen < 8:
+        s = getattr(opt, "scaler", None)
+        if s is not None and hasattr(s, "get_scale") and hasattr(s, "scale"):
+            return s
+        inner = getattr(opt, "optimizer", None) or getattr(opt, "_optimizer", None)
+        if inner is None or inner is opt:
+            break
+        opt, seen = inner, seen + 1
+    return None
+
+
 def _short_name(name, used):
     """A layer name that fits the trace (63 bytes): long names keep their head and tail."""
     if not name:
@@ -137,6 +166,14 @@ class _Layer:
         self.compute = ""
         self.index = -1  # row in /layers, set when the header is written
 
+    @classmethod
+    def pseudo(cls, name, op, compute=""):
+        """A layer that is no module of the model: the loss, a module's attention scores."""
+        L = cls.__new__(cls)
+        L.name, L.module, L.op, L.plist, L.params, L.shape = name, None, op, [], 0, ""
+        L.compute, L.index = compute, -1
+        return L
+
 
 class _Step:
     """What one step has gathered so far."""
@@ -161,6 +198,10 @@ class _Step:
         self.saved = False   # the traced parameters were copied before the update (_Flat)
         self.lost = None     # ([layer], counts per layer: host lists, or a device tensor [layers, 3])
         self.batch = None
+        self.noted = []      # losses handed over by an integration (Tracer.note_loss)
+        self.clip_max = None  # clip_grad_norm_'s max norm and the total norm it measured this step
+        self.clip_total = None
+        self.hidden = None   # (scale or nan, how): a loss scaler the tracer was not given, seen this step
 
 
 class _Rec:
@@ -229,19 +270,31 @@ class Tracer:
     model      the torch.nn.Module whose forward is called for training
     optimizer  its torch.optim optimizer (wrappers with an ``optimizer`` attribute are unwrapped);
                None: no weight and update records, no learning rate
-    scaler     a torch.amp.GradScaler, or None (a disabled one counts as None)
-    layers     which modules are layers: None = the leaves of model.named_modules(); or a list
-               of names / fnmatch patterns ("encoder.*.attn") and module classes; or a function
-               (name, module) -> bool
+    scaler     a torch.amp.GradScaler, or None (a disabled one counts as None); an Accelerate
+               Accelerator stands for its scaler, and without one the scaler an optimizer wrapper
+               holds (AcceleratedOptimizer) is taken. A scaler in use that the tracer was not
+               given is found from the gradients (warned, a hidden_scaler event)
+    layers     which modules are layers: None = the leaves of model.named_modules() but the
+               parameterless pass-through ones (Identity, Dropout, elementwise activations,
+               Flatten: named in the layers_left_out attribute and a note); "leaves" = every leaf;
+               or a list of names / fnmatch patterns ("encoder.*.attn") and module classes; or a
+               function (name, module) -> bool. torch.compile's "_orig_mod." is left out of names
     trace_every  tensor records every N-th step (default 10; 1: every step; 0: step records only); the last step too when
                ``steps`` is given
     hist_every   histograms every N-th step (0: none)
     clip       the max gradient norm the loop clips to (clip_grad_norm_), for clip_coef and the
-               clipped events; None/0: no clipping
+               clipped events; None/0: the max norm of the loop's torch.nn.utils.clip_grad_norm_
+               calls, where it makes any
     precision  fp32, fp16, bf16 or bf16-pure; None: seen from autocast and the parameters' dtype
     stats      "auto" (libampdiag's kernel for CPU tensors, torch elsewhere), "torch" or "lib"
     updates    record weights and updates (keeps a float32 copy of the traced layers' parameters,
                taken before the optimizer step of each traced step)
+    attention_scores  record the range of the attention logits (q k^T * scale, what overflows
+               FP16) of every F.scaled_dot_product_attention call and nn.MultiheadAttention, as
+               layers "<module>.scores" on traced steps (computed again: it costs a matmul each)
+    patch      wrap torch.nn.utils.clip_grad_norm_, the loss functions of torch.nn.functional and
+               F.scaled_dot_product_attention while the tracer is open (the clip's max norm, the
+               loss as a layer, the attention scores); False leaves torch alone
     attrs      more root attributes: {"model": "resnet18", "data": "cifar10", "seed": 1, ...}
     wrapper    under torch.distributed, the DistributedDataParallel module around ``model`` when
                ``model`` is the inner module (a DDP given as ``model`` is unwrapped by itself);
@@ -252,7 +305,8 @@ class Tracer:
 
     def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=10, hist_every=50,
                  clip=None, precision=None, stats="auto", updates=True, steps=None, attrs=None, overwrite=False,
-                 flush_every=100, flush_seconds=2.0, eval_metric="accuracy", wrapper=None):
+                 flush_every=100, flush_seconds=2.0, eval_metric="accuracy", attention_scores=False, patch=True,
+                 wrapper=None):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("ampdiag.torch.Tracer: model must be a torch.nn.Module, not %s" % type(model).__name__)
         self.dist = _dist.attach(model, wrapper)  # this rank of a distributed run, or None
@@ -264,17 +318,20 @@ class Tracer:
             raise ValueError("ampdiag.torch.Tracer: trace_every and hist_every must be >= 0")
         self.model = model
         self.optimizer = _unwrap_optimizer(optimizer)
-        enabled = getattr(scaler, "is_enabled", None)
-        self.scaler = scaler if scaler is not None and (enabled is None or enabled()) else None
+        self.scaler = self._given_scaler(scaler, optimizer)
         self.trace_every = int(trace_every)
         self.hist_every = int(hist_every)
         self.clip = float(clip) if clip else 0.0
+        self._clip_given = self.clip > 0
+        self.attention_scores = bool(attention_scores)
+        self._lr_configured = self._configured_lr()
         self.precision = precision
         self.stats_mode = stats
         self.updates = bool(updates)
         self.steps_planned = int(steps) if steps else None
         self.attrs = dict(attrs or {})
         self.eval_metric = eval_metric
+        self.left_out = []
         self.layers = self._select(layers)
         self._owner = {}
         for li, L in enumerate(self.layers):
@@ -297,6 +354,7 @@ class Tracer:
         self._leaf_handles = []
         self._handles = []
         self._closed = False
+        self._evidence_init(patch)
         self._install()
         ref = weakref.ref(self)
         self._atexit = lambda: ref() is not None and ref()._close_quietly("interrupted")
@@ -305,9 +363,13 @@ class Tracer:
     # ------------------------------------------------------------------ setup
 
     def _select(self, spec):
-        named = list(self.model.named_modules())
-        if spec is None:
+        named = [(_ev.clean_name(n), m) for n, m in self.model.named_modules()]
+        if spec is None or (isinstance(spec, str) and spec == "leaves"):
             chosen = [(n, m) for n, m in named if not any(True for _ in m.children())]
+            kept = [(n, m) for n, m in chosen if not _ev.is_pass_through(m)]
+            if spec is None and kept:  # (a model of nothing but pass-through leaves keeps them)
+                self.left_out = [(n, type(m).__name__) for n, m in chosen if _ev.is_pass_through(m)]
+                chosen = kept
         elif callable(spec) and not isinstance(spec, type):
             chosen = [(n, m) for n, m in named if spec(n, m)]
         else:
@@ -326,21 +388,26 @@ class Tracer:
         return out
 
     def _install(self):
-        self._handles.append(self.model.register_forward_pre_hook(self._on_forward_start))
-        self._handles.append(self.model.register_forward_hook(self._on_forward_end))
+        # every hook is kept out of torch.compile graphs (_ev.nocompile): dynamo would trace it,
+        # guard on the tracer's state and compile again at every step
+        nc = _ev.nocompile
+        self._handles.append(self.model.register_forward_pre_hook(nc(self._on_forward_start)))
+        self._handles.append(self.model.register_forward_hook(nc(self._on_forward_end)))
         if self.optimizer is not None:
-            self._handles.append(self.optimizer.register_step_pre_hook(self._on_opt_pre))
-            self._handles.append(self.optimizer.register_step_post_hook(self._on_opt_post))
+            self._handles.append(self.optimizer.register_step_pre_hook(nc(self._on_opt_pre)))
+            self._handles.append(self.optimizer.register_step_post_hook(nc(self._on_opt_post)))
         # the end of each backward pass: a hook on a parameter's gradient queues a callback that
         # autograd runs when the pass is over. The first and last parameters suffice (one that
         # takes no part in a step leaves it to the others; with none, _on_opt_pre stands in)
         for p in self._params[:2] + self._params[2:][-2:]:
-            self._handles.append(p.register_post_accumulate_grad_hook(self._on_grad_accumulated))
+            self._handles.append(p.register_post_accumulate_grad_hook(nc(self._on_grad_accumulated)))
 
     def _arm(self):
         if not self._leaf_handles:
             for li, L in enumerate(self.layers):
-                self._leaf_handles.append(L.module.register_forward_hook(self._leaf_hook(li)))
+                if L.module is not None:
+                    self._leaf_handles.append(L.module.register_forward_hook(_ev.nocompile(self._leaf_hook(li))))
+            self._arm_attention()
 
     def _disarm(self):
         for h in self._leaf_handles:
@@ -420,7 +487,7 @@ class Tracer:
             if r is not None:
                 st.recs.setdefault((li, A), []).append(r)
             if x.requires_grad:
-                x.register_hook(self._grad_hook(li, st))
+                x.register_hook(_ev.nocompile(self._grad_hook(li, st)))
         return hook
 
     def _grad_hook(self, li, st):
@@ -447,7 +514,7 @@ class Tracer:
         self._bw_queued = False
         st = self._st
         with torch.no_grad():
-            st.scale = self._scale_now()
+            st.scale = self._scale_now() if self.scaler is not None or self._hidden_scale is None else self._hidden_scale
             held = [(p, _dist.local(p.grad)) for p in self._params if p.grad is not None]
             if not held:
                 return
@@ -538,6 +605,7 @@ class Tracer:
         st.lr = self._lr()
         if st.gnorm is None:  # no end of a backward pass was seen: the gradients as they are now
             self._on_backward_end()
+        self._check_unscaled(st)
         if not (st.traced and self.updates):
             return
         if self._flat is None or not self._flat.valid():
@@ -549,6 +617,7 @@ class Tracer:
     def _on_opt_post(self, opt, args, kwargs):
         st = self._st
         st.stepped = True
+        self._opt_steps += 1
         if not st.saved:
             return
         st.saved = False
@@ -577,6 +646,273 @@ class Tracer:
             return math.nan
         lr = self.optimizer.param_groups[0].get("lr", math.nan)
         return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
+
+    # ------------------------------------------------------------------ evidence beyond the hooks
+    # (_evidence.py): the scaler from wrappers or found from the gradients, FP16 without one, the
+    # configured lr, skipped steps, clip_grad_norm_'s max norm, the loss and attention scores as
+    # layers, the parameterless leaves left out
+
+    def _given_scaler(self, scaler, optimizer):
+        """The scaler to use: the one given (an Accelerator stands for its own), else the one an
+        optimizer wrapper holds; None for a disabled one."""
+        src = "given"
+        if scaler is not None and hasattr(scaler, "unwrap_model") and hasattr(scaler, "scaler"):
+            scaler, src = scaler.scaler, "accelerator"
+        if scaler is None:
+            scaler, src = _wrapped_scaler(optimizer), "optimizer wrapper"
+        enabled = getattr(scaler, "is_enabled", None)
+        if scaler is None or (enabled is not None and not enabled()):
+            self._scaler_source = None
+            return None
+        self._scaler_source = src
+        return scaler
+
+    def _configured_lr(self):
+        """The lr the optimizer was configured with: a scheduler's initial_lr, else the lr now
+        (before any step; a scheduler may have changed it by the first step's end)."""
+        o = self.optimizer
+        if o is None or not o.param_groups:
+            return math.nan
+        g = o.param_groups[0]
+        lr = g.get("initial_lr", g.get("lr", math.nan))
+        return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
+
+    def _evidence_init(self, patch):
+        self._hidden_scale = None   # the scale of a scaler the tracer was not given, measured
+        self._opt_steps = 0
+        self._warned = set()
+        self._pseudo = {}
+        named = [(_ev.clean_name(n), m) for n, m in self.model.named_modules()]
+        self._modnames = {id(m): n for n, m in named}
+        self._layer_mods = {id(L.module): L.name for L in self.layers if L.module is not None}
+        self._mha = [(n, m) for n, m in named if isinstance(m, torch.nn.MultiheadAttention)]
+        self._param_ids = {id(p) for p in self.model.parameters()}
+        if patch:
+            _ev.register(self)
+
+    def note_loss(self, loss):
+        """A loss of the current step, from a forward pass whose output does not hold it (for
+        integrations: step() without a loss averages those noted)."""
+        self._st.noted.append(loss.detach() if isinstance(loss, torch.Tensor) else torch.tensor(float(loss)))
+
+    def _found_loss(self, st):
+        src = st.noted or st.losses
+        if not src:
+            raise ValueError("ampdiag.torch: step() was given no loss and the model's output has none (no `loss` "
+                             "attribute or key): pass the step's loss, tracer.step(loss)")
+        return torch.stack([x.detach().float().reshape(()) for x in src]).mean()
+
+    def _warn(self, key, message):
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(message, AmpdiagWarning, stacklevel=4)
+
+    def _skipped(self, st):
+        """A step whose gradients were computed but the optimizer did not step: with a scaler
+        (GradScaler skips on inf/NaN), with non-finite gradients, or after the optimizer's step
+        hooks have been seen to work."""
+        if self.optimizer is None or st.gnorm is None or st.stepped:
+            return False
+        return self.scaler is not None or self._hidden_scale is not None or st.nonfinite > 0 or self._opt_steps > 0
+
+    def _clip_coef(self, st, norm, skipped):
+        """clip_grad_norm_'s factor: from the call seen this step (its max norm and the total norm
+        it measured), else from the clip option and the unscaled norm."""
+        if skipped:
+            return 1.0
+        if st.clip_max is not None and st.clip_total is not None:
+            tot = float(st.clip_total)
+            return min(1.0, st.clip_max / (tot + 1e-6)) if math.isfinite(tot) and st.clip_max > 0 else 1.0
+        if self.clip > 0 and math.isfinite(norm):
+            return min(1.0, self.clip / (norm + 1e-6))
+        return 1.0
+
+    def _grad_norm_now(self):
+        gs = [p.grad for p in self._params if p.grad is not None]
+        if not gs:
+            return math.nan
+        with torch.no_grad():
+            norms = torch._foreach_norm(gs)
+            if self._device.type == "cpu":
+                return math.sqrt(sum(float(n) ** 2 for n in norms))
+            return float(torch.linalg.vector_norm(torch.stack([n.float() for n in norms]).double()))
+
+    def _check_unscaled(self, st):
+        """Before the optimizer steps, without a scaler: the gradients' norm now against the one
+        at the end of the backward pass. A factor 2^k >= 2 between them is a loss scaler's
+        unscale_ (the tracer was not given the scaler). Checked on the first steps, traced steps
+        and steps that called clip_grad_norm_ (its total norm is the norm now), and every step
+        once such a scaler was found without its object."""
+        if self.scaler is not None or st.gnorm is None:
+            return
+        if not (self._hidden_scale is not None or self._opt_steps < 3 or st.traced or st.clip_total is not None):
+            return
+        now = float(st.clip_total) if st.clip_total is not None else self._grad_norm_now()
+        held = float(st.gnorm)
+        if not (math.isfinite(now) and math.isfinite(held) and now > 0 and held > 0):
+            return
+        e = math.log2(held / now)
+        k = round(e)
+        if abs(e - k) > 1e-5 or (k < 1 and self._hidden_scale is None):
+            return
+        scale = 2.0 ** k
+        st.scale = scale
+        if self._hidden_scale is None:
+            st.hidden = (scale, "the gradient norm %.4g at the end of the backward pass is %g times the %.4g the "
+                                "optimizer stepped with" % (held, scale, now))
+            found = [x for x in _ev.live_scalers() if float(x.get_scale()) == scale]
+            if len(found) == 1:
+                self.scaler, self._scaler_source = found[0], "found"
+        self._hidden_scale = scale
+
+    def _evidence_events(self, st, t, merged):
+        """The step's events of what the tracer found: a scaler it was not given, FP16 without one."""
+        w = self.writer
+        if (self.scaler is None and self._hidden_scale is None and st.hidden is None and self.optimizer is not None
+                and st.nonfinite and not st.stepped):
+            scale = math.nan
+            found = _ev.live_scalers()
+            if len(found) == 1:
+                self.scaler, self._scaler_source = found[0], "found"
+                try:
+                    scale = float(found[0].get_scale()) / float(found[0].get_backoff_factor())
+                except (AttributeError, TypeError, ZeroDivisionError):
+                    pass
+            st.hidden = (scale, "the gradients held inf or NaN and the optimizer did not step, as a GradScaler skips")
+        if st.hidden is not None and "hidden" not in self._warned:
+            scale, how = st.hidden
+            self._warn("hidden", "ampdiag.torch: the gradients are scaled by a loss scaler (GradScaler) the tracer was not given "
+                                 "(%s); the trace uses the scale found, %g. Pass it: Tracer(path, model, optimizer, "
+                                 "scaler)" % (how, scale))
+            w.append_event(t, None, "hidden_scaler", scale,
+                           "loss scaler not given to the tracer, found (scale %g): pass Tracer(..., scaler=)" % scale)
+        if ("fp16" not in self._warned and self.scaler is None and self._hidden_scale is None and st.hidden is None
+                and self._infer_precision() in ("fp16", "fp16-pure")):
+            zero = count = 0
+            for (li, kind), (s, _) in merged.items():
+                if kind == WG:
+                    zero, count = zero + s.n_zero, count + s.count
+            share = zero / count if count else math.nan
+            self._warn("fp16", "ampdiag.torch: FP16 without a loss scaler: gradients below 2^-24 flush to zero "
+                               "(%s of the traced weight gradients are zero). Use torch.amp.GradScaler, or BF16"
+                               % ("%.1f%%" % (100 * share) if count else "untraced"))
+            w.append_event(t, None, "no_loss_scaling", share,
+                           "FP16 without a GradScaler: gradients below 2^-24 flush to zero (use torch.amp.GradScaler)")
+
+    def _evidence_attrs(self):
+        a = {}
+        if self.left_out:
+            a["layers_left_out"] = self._left_out_line(short=False)
+        if self._scaler_source not in (None, "given"):
+            a["scaler_source"] = {"accelerator": "the Accelerator's", "optimizer wrapper": "the optimizer wrapper's",
+                                  "found": "found: not given to the tracer"}.get(self._scaler_source, "")
+        if self.scaler is None and self._hidden_scale is not None:
+            a["loss_scale"] = "dynamic"
+            a["scaler"] = "init=%g" % self._hidden_scale
+            a["scaler_source"] = "measured from the gradients: a scaler not given to the tracer"
+        if self.attention_scores:
+            a["attention_scores"] = "the logits q k^T * scale (before mask and softmax) as layers <module>.scores"
+        return a
+
+    def _left_out_line(self, short):
+        counts = {}
+        for _, cls in self.left_out:
+            counts[cls] = counts.get(cls, 0) + 1
+        kinds = ", ".join("%d %s" % (n, c) for c, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        head = "%d parameterless pass-through modules left out (%s)" % (len(self.left_out), kinds)
+        if short:
+            return head + "; layers='leaves' keeps them"
+        names = ", ".join(n for n, _ in self.left_out)
+        return (head + ": " + names)[:16000]
+
+    def _pseudo_layer(self, name, op, compute=""):
+        """The row of a layer that is no module (the loss, attention scores), made at first use."""
+        li = self._pseudo.get(name)
+        if li is not None:
+            return li
+        L = _Layer.pseudo(_short_name(name, {x.name for x in self.layers}), op, compute)
+        self.layers.append(L)
+        li = len(self.layers) - 1
+        self._pseudo[name] = li
+        if self._header:
+            L.index = self.writer.add_layer(L.name, L.op, L.shape, L.params, L.compute)
+            self._layer_order.append(li)
+        return li
+
+    def _add_record(self, st, li, kind, x):
+        r = self._record(x, st.hist)
+        if r is not None:
+            st.recs.setdefault((li, kind), []).append(r)
+        if li not in st.seen:
+            st.seen.add(li)
+            st.order.append(li)
+
+    def _on_clip(self, params, max_norm, norm_type, total):
+        """torch.nn.utils.clip_grad_norm_ was called (the wrapper): its max norm and the total norm
+        it measured, for this model's parameters."""
+        if self._closed or not any(id(p) in self._param_ids for p in params[:4]):
+            return
+        st = self._st
+        st.clip_max = float(max_norm)
+        st.clip_total = total.detach() if isinstance(total, torch.Tensor) else float(total)
+        if not self._clip_given and not self._header:
+            self.clip = float(max_norm)
+
+    def _on_loss(self, name, orig, input, target, args, kwargs, out):
+        """A loss function of torch.nn.functional ran (the wrapper): on traced steps of training,
+        the per-element losses and the loss's gradient as the layer "loss" (unless a traced layer
+        of the model called it: that layer has the records)."""
+        st = self._st
+        if self._closed or not (st.traced and st.started) or not (torch.is_grad_enabled() and self.model.training):
+            return
+        if not (isinstance(out, torch.Tensor) and out.requires_grad and out.is_floating_point()):
+            return
+        if _ev.module_calling(self._layer_mods)[0] is not None:
+            return
+        li = self._pseudo_layer("loss", name, _FMT.get(out.dtype, ""))
+        per = out
+        if kwargs.get("reduction", "mean") != "none":
+            per = out.detach()
+            if not args and "size_average" not in kwargs and "reduce" not in kwargs and isinstance(input, torch.Tensor):
+                with torch.no_grad():
+                    tgt = target.detach() if isinstance(target, torch.Tensor) else target
+                    per = orig(input.detach(), tgt, **dict(kwargs, reduction="none"))
+        self._add_record(st, li, A, per.detach())
+        out.register_hook(_ev.nocompile(self._grad_hook(li, st)))
+
+    def _on_sdpa(self, query, key, args, kwargs):
+        """F.scaled_dot_product_attention ran (the wrapper): with attention_scores, on traced steps
+        of training, its logits as the layer "<calling module>.scores"."""
+        st = self._st
+        if not self.attention_scores or self._closed or not (st.traced and self._fwd):
+            return
+        m, name = _ev.module_calling(self._modnames)
+        if m is None or isinstance(m, torch.nn.MultiheadAttention):  # the module's own hook has it
+            return
+        li = self._pseudo_layer(name + ".scores" if name else "scores", "attention_scores", _FMT.get(query.dtype, ""))
+        for s in _ev.attention_scores_sdpa(query, key, args, kwargs):
+            self._add_record(st, li, A, s)
+
+    def _arm_attention(self):
+        if not self.attention_scores:
+            return
+        for name, m in self._mha:
+            self._leaf_handles.append(m.register_forward_pre_hook(_ev.nocompile(self._mha_hook(name)),
+                                                                  with_kwargs=True))
+
+    def _mha_hook(self, name):
+        def hook(module, args, kwargs):
+            st = self._st
+            if not (st.traced and self._fwd):
+                return
+            q = args[0] if args else kwargs.get("query")
+            dt = q.dtype if isinstance(q, torch.Tensor) else None
+            on, adt = _autocast_state(q.device.type) if isinstance(q, torch.Tensor) else (False, None)
+            li = self._pseudo_layer(name + ".scores" if name else "scores", "attention_scores",
+                                    _FMT.get(adt if on else dt, ""))
+            for s in _ev.attention_scores_mha(module, args, kwargs):
+                self._add_record(st, li, A, s)
+        return hook
 
     # ------------------------------------------------------------------ the trace
 
@@ -651,7 +987,7 @@ class Tracer:
             "model": type(self.model).__name__,
             "optimizer": opt_name,
             "hyperparameters": hyper,
-            "lr": self._lr(),
+            "lr": self._lr_configured,
             "clip": self.clip,
             "loss_scale": loss_scale,
             "scaler": scaler,
@@ -669,6 +1005,7 @@ class Tracer:
         }
         if self.steps_planned:
             attrs["steps_planned"] = self.steps_planned
+        attrs.update(self._evidence_attrs())
         if self._st.batch:
             attrs["batch"] = self._st.batch
         attrs.update(self.attrs)
@@ -683,6 +1020,8 @@ class Tracer:
         for li in order:
             L = self.layers[li]
             L.index = w.add_layer(L.name, L.op, L.shape, L.params, L.compute)
+        if self.left_out:
+            w.append_event(0, None, "note", len(self.left_out), self._left_out_line(short=True))
 
     def _host(self, r):
         """A record's Tstats (copying a device vector to the host: only in rare paths)."""
@@ -783,20 +1122,18 @@ class Tracer:
             raise AmpdiagError("ampdiag.torch: step() after close() (trace '%s')" % self.path, -1)
         st = self._st
         now = time.perf_counter()
-        if loss is None and st.losses:
-            loss = torch.stack([x.float() for x in st.losses]).mean()
+        if loss is None:
+            loss = self._found_loss(st)
         loss_v = self._loss_value(loss)
+        skipped = self._skipped(st)
         self._ensure_header()
         lost = self._fetch(st) if st.traced else {}
         w, t = self.writer, st.t
         scale = float(st.scale) if st.scale is not None else (self._scale_f() if self.scaler else 1.0)
-        skipped = self.scaler is not None and st.gnorm is not None and not st.stepped
         norm = float(st.gnorm) / scale if st.gnorm is not None else math.nan
         if st.nonfinite:
             norm = math.inf  # as ampdiag run: the norm of gradients that hold inf or NaN
-        coef = 1.0
-        if self.clip > 0 and math.isfinite(norm) and not skipped:
-            coef = min(1.0, self.clip / (norm + 1e-6))
+        coef = self._clip_coef(st, norm, skipped)
         rec = _lib.StepRecord()
         rec.step, rec.loss, rec.loss_scale, rec.grad_norm, rec.clip_coef = t, loss_v, scale, norm, coef
         rec.skipped = 1 if skipped else 0
@@ -807,6 +1144,7 @@ class Tracer:
         if st.traced:
             merged, ratio = self._write_tensors(st, lost)
             rec.update_ratio = ratio if st.stepped else math.nan
+        self._evidence_events(st, t, merged)
         reason = self._events(st, t, loss_v, merged, scale, norm, coef, skipped)
         if skipped:
             rec.skip_reason = reason.encode("utf-8")[:95]
@@ -860,7 +1198,8 @@ class Tracer:
         if skipped:
             w.append_event(t, None, "skipped_step", scale, reason or "optimizer step not taken")
         if coef < 1.0:
-            w.append_event(t, None, "clipped", norm, "gradient norm %.4g clipped to %g" % (norm, self.clip))
+            clip = st.clip_max if st.clip_max is not None else self.clip
+            w.append_event(t, None, "clipped", norm, "gradient norm %.4g clipped to %g" % (norm, clip))
         return reason
 
     def eval(self, loss, metric=math.nan, loss_se=math.nan, step=None):
@@ -889,6 +1228,7 @@ class Tracer:
 
     def remove_hooks(self):
         self._disarm()
+        _ev.unregister(self)
         for h in self._handles:
             h.remove()
         self._handles = []
@@ -901,6 +1241,7 @@ class Tracer:
         self._closed = True
         atexit.unregister(self._atexit)
         self.remove_hooks()
+        _ev.unregister(self)
         try:
             self._ensure_header()
         finally:

@@ -22,7 +22,7 @@ static const char *const kind_names[AMPDIAG_NKINDS] = {
 static const char *const event_names[AMPDIAG_NEVENT_CODES] = {
     "nan_forward", "inf_forward", "nan_backward", "inf_backward", "overflow",
     "scale_backoff", "scale_growth", "skipped_step", "clipped", "loss_spike",
-    "divergence", "stop", "note",
+    "divergence", "stop", "note", "no_loss_scaling", "hidden_scaler",
 };
 
 static const char *const status_names[] = {"running", "complete", "diverged", "interrupted"};

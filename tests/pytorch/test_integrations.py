@@ -147,32 +147,44 @@ def test_lightning_real():
         warnings.simplefilter("ignore")
         trainer.fit(Lit(), data, torch.utils.data.DataLoader(ds, batch_size=16))
     s = summary(path("lightning.h5"))
-    ok(len(s["steps"]) == 6 and s["attrs"]["precision"] == "bf16" and s["names"] == ["net.0", "net.1", "net.2"]
+    ok(len(s["steps"]) == 6 and s["attrs"]["precision"] == "bf16" and s["names"] == ["net.0", "net.2", "loss"]
        and s["compute"][0] == "bf16" and len(s["evals"]) >= 1 and all(math.isfinite(v) for v in s["steps"]["loss"])
        and info_ok(path("lightning.h5")),
-       "Lightning %s Trainer (bf16-mixed, 6 steps): 6 step records, layers net.0..2 computing in bf16, %d evals, "
-       "ampdiag info reads it" % (lightning.__version__, len(s["evals"])))
+       "Lightning %s Trainer (bf16-mixed, 6 steps): 6 step records, layers net.0 and net.2 computing in bf16 (the "
+       "ReLU left out) and the loss, %d evals, ampdiag info reads it" % (lightning.__version__, len(s["evals"])))
 
 
 # ---------------------------------------------------------------------- Hugging Face
 
 
 def test_hf_fake():
-    model = tiny()
+    """The callback driven by hand: a model that returns its loss as Hugging Face models do (a
+    dict with "loss"), the metric found without being named; then one whose output has no loss,
+    where step() raises instead of recording NaN."""
+
+    class WithLoss(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = tiny()
+
+        def forward(self, x, labels=None):
+            logits = self.net(x)
+            out = {"logits": logits}
+            if labels is not None:
+                out["loss"] = torch.nn.functional.cross_entropy(logits, labels)
+            return out
+
+    model = WithLoss()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    cb = ampdiag.hf.AmpdiagTrainerCallback(path("hf-fake.h5"), metric="eval_accuracy", overwrite=True)
+    cb = ampdiag.hf.AmpdiagTrainerCallback(path("hf-fake.h5"), overwrite=True)
     args, control = types.SimpleNamespace(), types.SimpleNamespace()
     state = types.SimpleNamespace(max_steps=4)
     cb.on_train_begin(args, state, control, model=model, optimizer=opt)
-
-    class Out(dict):
-        pass
-
     losses = []
     for i in range(4):
         x, y = batch(i)
-        loss = torch.nn.functional.cross_entropy(model(x), y)  # the model's own output has no loss:
-        loss.backward()                                         # the tracer is given none either
+        loss = model(x, labels=y)["loss"]
+        loss.backward()
         opt.step()
         opt.zero_grad()
         losses.append(loss.item())
@@ -180,10 +192,26 @@ def test_hf_fake():
     cb.on_evaluate(args, state, control, metrics={"eval_loss": 0.25, "eval_accuracy": 0.5})
     cb.on_train_end(args, state, control)
     s = summary(path("hf-fake.h5"))
-    ok(len(s["steps"]) == 4 and all(math.isnan(v) for v in s["steps"]["loss"]) and len(s["evals"]) == 1 and
-       s["evals"][0]["metric"] == 0.5 and s["attrs"]["steps_planned"] == 4 and s["attrs"]["status"] == "complete",
-       "HF callback (stand-in trainer): a step per on_step_end, eval_loss and eval_accuracy from on_evaluate, "
-       "steps_planned from the state")
+    ok(len(s["steps"]) == 4 and all(abs(a - b) <= 1e-6 * b for a, b in zip(s["steps"]["loss"], losses)) and
+       len(s["evals"]) == 1 and s["evals"][0]["metric"] == 0.5 and s["attrs"]["steps_planned"] == 4 and
+       s["attrs"]["status"] == "complete",
+       "HF callback (stand-in trainer): a step per on_step_end with the loss of the model's output, eval_loss and "
+       "eval_accuracy (found without metric=) from on_evaluate, steps_planned from the state")
+    model2 = tiny()
+    opt2 = torch.optim.AdamW(model2.parameters(), lr=1e-2)
+    cb2 = ampdiag.hf.AmpdiagTrainerCallback(path("hf-fake-noloss.h5"), overwrite=True)
+    cb2.on_train_begin(args, state, control, model=model2, optimizer=opt2)
+    x, y = batch(0)
+    torch.nn.functional.cross_entropy(model2(x), y).backward()
+    opt2.step()
+    err = None
+    try:
+        cb2.on_step_end(args, state, control)
+    except ValueError as e:
+        err = str(e)
+    cb2.on_train_end(args, state, control)
+    ok(err is not None and "tracer.step(loss)" in err,
+       "HF callback: a model whose output holds no loss: step() raises (%r), no step recorded with a NaN loss" % err)
 
 
 def test_hf_real():

@@ -173,7 +173,8 @@ def test_records(stats):
     lr = 1e-13  # too small to change a weight of about 0.1: the updates of the others are lost
     opt = torch.optim.SGD(net.parameters(), lr=lr)
     p = path("records-%s.h5" % stats)
-    tr = ampdiag.torch.Tracer(p, net, opt, trace_every=1, hist_every=1, overwrite=True, stats=stats)
+    tr = ampdiag.torch.Tracer(p, net, opt, trace_every=1, hist_every=1, overwrite=True, stats=stats,
+                              layers="leaves", patch=False)  # the model's layers alone (no loss layer)
     loss = torch.nn.functional.cross_entropy(net(x), y)
     loss.backward()
     opt.step()

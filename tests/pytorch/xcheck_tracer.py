@@ -46,7 +46,8 @@ def torch_run(model, x, y, path, steps, precision, every=10):
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD)
     fp16 = precision == "fp16"
     scaler = torch.amp.GradScaler("cpu", init_scale=FP16_INIT) if fp16 else None
-    with ampdiag.torch.trace(path, model, opt, scaler, overwrite=True, trace_every=every, steps=steps) as tr:
+    with ampdiag.torch.trace(path, model, opt, scaler, overwrite=True, trace_every=every, steps=steps,
+                             layers="leaves") as tr:
         for xb, yb in batches(x, y, steps, BATCH):
             opt.zero_grad()
             with torch.autocast("cpu", dtype=torch.float16, enabled=fp16):

@@ -55,7 +55,8 @@ def layer_names(path):
 
 def torch_run(model, tok, path):
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WD)
-    with ampdiag.torch.trace(path, model, opt, overwrite=True, trace_every=10, steps=STEPS) as tr:
+    with ampdiag.torch.trace(path, model, opt, overwrite=True, trace_every=10, steps=STEPS,
+                             layers="leaves") as tr:
         for xb, yb in batches(tok[:, :CTX], tok[:, 1:], STEPS, BATCH):
             opt.zero_grad()
             loss = model(xb.long(), yb).mean()
