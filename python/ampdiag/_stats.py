@@ -3,13 +3,16 @@
 Two ways, with the same definitions as libampdiag's ampdiag_tstats (include/ampdiag.h,
 traces/FORMAT.md) and so the same counts:
 
-* ``torch``: on the tensor's device with torch operations. Every count of a record is a count of
-  float32 bit patterns between thresholds (zero, the FP16/BF16 underflow, subnormal and overflow
-  limits, inf, NaN; both signs), so one ``torch.bucketize`` of the bits and one ``bincount`` give
-  all twenty classes; the thresholds are found, when this module is first used, by bisection with
-  torch's own round-to-nearest-even casts (``x.to(torch.float16)``, ``x.to(torch.bfloat16)``), so
-  a count says what that cast does. Extremes, the smallest non-zero magnitude and the float64 sums
-  take a few more reductions. Only the record (RECORD_LEN numbers) leaves the device.
+* ``torch``: on the tensor's device with torch operations. Every count of a record is a
+  difference of counts of |x| at least a few float32 bit patterns (zero, inf, NaN, the
+  underflow, subnormal and overflow limits of FP16, BF16, E4M3, E5M2 and float32's smallest
+  normal), so one ``torch.bucketize`` of the signed bits gives each value's rank among them (its
+  sign included) and one ``index_add_`` counts the ranks; the FP16/BF16 thresholds are found,
+  when this module is first used, by bisection with torch's own round-to-nearest-even casts
+  (``x.to(torch.float16)``, ``x.to(torch.bfloat16)``), so a count says what that cast does.
+  Extremes, the smallest non-zero magnitude and the float64 sums take a few more reductions.
+  Nothing waits for the device (``torch.bincount`` would, once per call): the records of a step
+  leave the device together (record_len() numbers each).
 * ``lib``: for float32 tensors in CPU memory, libampdiag's fused one-pass kernel
   (``ampdiag_tstats_compute``) on the tensor's own memory; faster on the CPU.
 
@@ -26,8 +29,6 @@ from . import _lib
 __all__ = ["thresholds", "record_torch", "unpack", "tstats", "hist", "merge", "lost_masks", "lost_counts_lib"]
 
 FLT_INF_BITS = 0x7F800000
-NCLASS = 10  # per sign: zero, bf16 underflow, bf16 subnormal, fp16 underflow, fp16 subnormal,
-#              normal, fp16 overflow, fp16+bf16 overflow, inf, NaN
 
 _thr = None
 _bounds = {}
@@ -75,53 +76,75 @@ def thresholds():
     return _thr
 
 
-def _class_starts():
-    """Sorted int32 starts of the 20 classes over the signed bit pattern (negative numbers first:
-    as int32, -|x| has the pattern |x| - 2^31)."""
-    t = thresholds()
-    h_unf, h_norm, h_ovf = t["fp16"]
-    b_unf, b_norm, b_ovf = t["bf16"]
-    pos = [0, 1, b_unf + 1, b_norm, h_unf + 1, h_norm, h_ovf, b_ovf, FLT_INF_BITS, FLT_INF_BITS + 1]
-    if pos != sorted(pos) or len(set(pos)) != len(pos):
-        raise RuntimeError("ampdiag: unexpected FP16/BF16 thresholds from torch's casts: %r" % (t,))
-    return [p - 2 ** 31 for p in pos] + pos
-
-
 # The OCP FP8 classes by |x|'s float32 bit pattern (the constants of numfmt.h, from the OFP8
 # definition: torch's float8_e4m3fn cast saturates where OCP's E4M3 overflows, so they are not
 # taken from torch's casts): 0 < |x| <= UNF flushes, < NORM is subnormal, >= OVF overflows.
-# Boundaries for bucketize: 1 (non-zero), UNF + 1, NORM, OVF, inf.
-_FP8_BOUNDS = {
-    "e4m3": [1, 0x3A800000 + 1, 0x3C700000, 0x43E80001, FLT_INF_BITS],
-    "e5m2": [1, 0x37000000 + 1, 0x38600000, 0x47700000, FLT_INF_BITS],
+# As thresholds "at least": UNF + 1, NORM, OVF.
+_FP8_AT_LEAST = {
+    "e4m3": (0x3A800000 + 1, 0x3C700000, 0x43E80001),
+    "e5m2": (0x37000000 + 1, 0x38600000, 0x47700000),
 }
-_fp8_on = {}
 FLT_MIN_NORMAL_BITS = 0x00800000
-RECORD_LEN = 2 * 10 + 5 + 7  # record_torch(): class counts, extremes and sums, FP8 counts
+_T = None
 
 
-def _fp8_counts(u):
-    """[e4m3 overflow, underflow, subnormal, e5m2 overflow, underflow, subnormal, float32
-    subnormals] of the bit patterns u (int32), as a float64 vector on u's device."""
-    a = u & 0x7FFFFFFF
-    out = []
-    for fmt in ("e4m3", "e5m2"):
-        b = _fp8_on.get((u.device, fmt))
-        if b is None:
-            b = torch.tensor(_FP8_BOUNDS[fmt], dtype=torch.int32, device=u.device)
-            _fp8_on[(u.device, fmt)] = b
-        c = torch.bincount(torch.bucketize(a, b, right=True), minlength=6)
-        out += [c[4], c[1], c[2]]  # overflow (finite), underflow, subnormal
-    out.append(((a > 0) & (a < FLT_MIN_NORMAL_BITS)).sum())
-    return torch.stack(out).to(torch.float64)
+def _at_least():
+    """Every |x| bit pattern t a count of the record is #(|x| >= t) of, sorted and distinct: 1
+    (non-zero), inf, the first NaN, float32's smallest normal, and each format's underflow + 1,
+    normal and overflow thresholds (FP16 and BF16 from torch's casts, FP8 from the OFP8 spec)."""
+    global _T
+    if _T is None:
+        t = thresholds()
+        T = {1, FLT_INF_BITS, FLT_INF_BITS + 1, FLT_MIN_NORMAL_BITS}
+        for name in ("fp16", "bf16"):
+            unf, norm, ovf = t[name]
+            T |= {unf + 1, norm, ovf}
+        for v in _FP8_AT_LEAST.values():
+            T |= set(v)
+        _T = sorted(T)
+    return _T
 
 
-def _starts_on(device):
+def nbins():
+    """Bins of a record's rank counts: the ranks 0..len(T) of a negative value, then of a
+    positive one."""
+    return 2 * len(_at_least()) + 2
+
+
+def record_len():
+    """Numbers in a record_torch() vector: the rank counts, then min, max, the smallest non-zero
+    |x| bits minus one, the sum and the sum of squares."""
+    return nbins() + 5
+
+
+def _edges_on(device):
+    """The bucketize boundaries over the signed int32 bit pattern, on device: as int32 a negative
+    float is |x| - 2^31, so the ranks of negative values come first, then 0 (+0), then the ranks
+    of positive values; a value's bin is how many boundaries are at most its pattern."""
     b = _bounds.get(device)
     if b is None:
-        b = torch.tensor(_class_starts(), dtype=torch.int32, device=device)
+        T = _at_least()
+        b = torch.tensor([t - 2 ** 31 for t in T] + [0] + T, dtype=torch.int32, device=device)
         _bounds[device] = b
     return b
+
+
+_ones = {}
+
+
+def _one(device):
+    o = _ones.get(device)
+    if o is None:
+        o = _ones[device] = torch.ones((), dtype=torch.float64, device=device)
+    return o
+
+
+def _count(idx, nb):
+    """How many of idx fall in each of nb bins, as float64 (exact below 2^53), without
+    torch.bincount: on a GPU bincount waits for the device (it reads the largest index back to
+    size its output), once per call; index_add_ does not."""
+    idx = idx.reshape(-1)
+    return torch.zeros(nb, dtype=torch.float64, device=idx.device).index_add_(0, idx, _one(idx.device).expand(idx.numel()))
 
 
 def _as_f32(x):
@@ -132,67 +155,79 @@ def _as_f32(x):
 
 
 def record_torch(x, with_hist=False):
-    """The record of tensor x as a float64 vector on x's device (unpack() reads it): 20 class
-    counts, the finite min and max, the smallest non-zero |x| bits minus one, the sum and the sum
-    of squares of the finite values. With with_hist, also its 281-bin histogram (int64)."""
+    """The record of tensor x as a float64 vector on x's device (unpack() reads it): how many
+    values have each rank among the thresholds of _at_least() (both signs), the finite min and
+    max, the smallest non-zero |x| bits minus one, the sum and the sum of squares of the finite
+    values. With with_hist, also its 281-bin histogram (float64 counts). Nothing here waits for
+    the device: the record stays there until the tracer copies a step's records back at once."""
     xf = _as_f32(x)
     u = xf.view(torch.int32)
-    idx = torch.bucketize(u, _starts_on(xf.device), right=True)  # 1..20
-    counts = torch.bincount(idx, minlength=2 * NCLASS + 1)[1:]
+    idx = torch.bucketize(u, _edges_on(xf.device), right=True)
+    counts = _count(idx, nbins())
     inf = math.inf
-    lo = torch.nan_to_num(xf, nan=inf, posinf=inf, neginf=inf).min()
-    hi = torch.nan_to_num(xf, nan=-inf, posinf=-inf, neginf=-inf).max()
-    z = torch.nan_to_num(xf, nan=0.0, posinf=0.0, neginf=0.0)
+    fin = torch.isfinite(xf)
+    lo = torch.where(fin, xf, inf).min()
+    hi = torch.where(fin, xf, -inf).max()
+    z = torch.where(fin, xf, 0.0)
     s = z.sum(dtype=torch.float64)
     ss = torch.linalg.vector_norm(z, dtype=torch.float64)
     amin = (((u & 0x7FFFFFFF) - 1) & 0x7FFFFFFF).min()
-    vec = torch.cat([counts.to(torch.float64),
-                     torch.stack([lo.double(), hi.double(), amin.double(), s, ss * ss]),
-                     _fp8_counts(u)])
+    vec = torch.cat([counts, torch.stack([lo.double(), hi.double(), amin.double(), s, ss * ss])])
     if not with_hist:
         return vec, None
     return vec, _hist_torch(xf, idx)
 
 
 def _hist_torch(xf, idx):
+    """The 281-bin exponent histogram (libampdiag's bins) from the values and their rank bins:
+    zeros, infinities and NaNs by their rank, the others by their binary exponent."""
     lut = _lut.get(xf.device)
     if lut is None:
-        v = [0] * (2 * NCLASS + 1)
-        for sign, base in ((1, 1), (0, 1 + NCLASS)):  # idx 1..10 negative, 11..20 positive
-            v[base + 0] = 277                      # zero
-            v[base + 8] = 279 if sign else 278     # -inf / +inf
-            v[base + 9] = 280                      # NaN
+        T = _at_least()
+        nt, j_inf = len(T), T.index(FLT_INF_BITS) + 1  # the rank of inf; NaN's is nt
+        v = [0] * nbins()
+        for neg, base in ((1, 0), (0, nt + 1)):
+            v[base + 0] = 277                       # zero
+            v[base + j_inf] = 279 if neg else 278   # -inf / +inf
+            v[base + nt] = 280                      # NaN
         lut = torch.tensor(v, dtype=torch.int64, device=xf.device)
         _lut[xf.device] = lut
     _, e = torch.frexp(xf)  # x = m 2^e, 0.5 <= |m| < 1: floor(log2|x|) = e - 1
     special = lut[idx]
     b = torch.where(special > 0, special, e.to(torch.int64) + 148)
-    return torch.bincount(b, minlength=_lib.HIST_BINS)
+    return _count(b, _lib.HIST_BINS)
 
 
 def unpack(row):
-    """A Tstats from one record_torch() vector (a sequence of 32 floats on the host)."""
-    c = [int(v) for v in row[:2 * NCLASS]]
-    neg, pos = c[:NCLASS], c[NCLASS:]
-    both = [a + b for a, b in zip(neg, pos)]
+    """A Tstats from one record_torch() vector (a sequence of record_len() floats on the host):
+    every count is a difference of counts of |x| at least one of the thresholds."""
+    T = _at_least()
+    nt = len(T)
+    c = [int(v) for v in row[:nbins()]]
+    neg, pos = c[:nt + 1], c[nt + 1:]
+
+    def at_least(t, only_neg=False):
+        j = T.index(t)
+        return sum(neg[j + 1:]) + (0 if only_neg else sum(pos[j + 1:]))
+
+    n = sum(c)
+    nz, inf_up, nan = at_least(1), at_least(FLT_INF_BITS), at_least(FLT_INF_BITS + 1)
     s = _lib.Tstats()
-    s.count = sum(c)
-    s.n_nan = both[9]
-    s.n_posinf = pos[8]
-    s.n_neginf = neg[8]
-    s.n_zero = both[0]
-    s.n_neg = sum(neg[1:8])
-    s.n_pos = sum(pos[1:8])
-    s.fp16_overflow = both[6] + both[7]
-    s.fp16_underflow = both[1] + both[2] + both[3]
-    s.fp16_subnormal = both[4]
-    s.bf16_overflow = both[7]
-    s.bf16_underflow = both[1]
-    s.bf16_subnormal = both[2]
-    f8 = [int(v) for v in row[2 * NCLASS + 5:2 * NCLASS + 12]]
-    (s.e4m3_overflow, s.e4m3_underflow, s.e4m3_subnormal,
-     s.e5m2_overflow, s.e5m2_underflow, s.e5m2_subnormal, s.fp32_subnormal) = f8
-    lo, hi, amin, sm, ss = (float(v) for v in row[2 * NCLASS:2 * NCLASS + 5])
+    s.count = n
+    s.n_nan = nan
+    s.n_neginf = at_least(FLT_INF_BITS, True) - at_least(FLT_INF_BITS + 1, True)
+    s.n_posinf = inf_up - nan - s.n_neginf
+    s.n_zero = n - nz
+    s.n_neg = at_least(1, True) - at_least(FLT_INF_BITS, True)
+    s.n_pos = n - inf_up - s.n_zero - s.n_neg
+    fmts = [(name, (t[0] + 1, t[1], t[2])) for name, t in thresholds().items()] + list(_FP8_AT_LEAST.items())
+    for name, (unf1, norm, ovf) in fmts:
+        above = at_least(unf1)
+        setattr(s, name + "_overflow", at_least(ovf) - inf_up)    # finite |x| >= overflow
+        setattr(s, name + "_underflow", nz - above)                # 0 < |x| <= underflow
+        setattr(s, name + "_subnormal", above - at_least(norm))    # underflow < |x| < normal
+    s.fp32_subnormal = nz - at_least(FLT_MIN_NORMAL_BITS)
+    lo, hi, amin, sm, ss = (float(v) for v in row[nbins():nbins() + 5])
     if math.isinf(lo):  # no finite value: the identities of merging (ampdiag.h)
         s.min, s.max, s.absmax = math.inf, -math.inf, -math.inf
     else:

@@ -1046,8 +1046,8 @@ class Tracer:
         flat = torch.cat([p.reshape(-1).to(self._device) for p in parts]).cpu().tolist()
         k = 0
         for r in pend:
-            r.st = _stats.unpack(flat[k:k + _stats.RECORD_LEN])
-            k += _stats.RECORD_LEN
+            r.st = _stats.unpack(flat[k:k + _stats.record_len()])
+            k += _stats.record_len()
         for r in pend:
             if r.hvec is not None:
                 r.h = _stats.hist_from(flat[k:k + _lib.HIST_BINS])
