@@ -34,7 +34,9 @@ static const char *p(const char *name)
     return buf[k];
 }
 
-/* Run ./ampdiag with arguments (under timeout 60); its exit status, 124 on a timeout. */
+/* Run ./ampdiag with arguments, limited to 60 s of CPU time (a loop that spins is killed: exit
+ * 128 + SIGKILL or SIGXCPU) and to 20 minutes of wall time (one that waits forever: 124), so
+ * that a loaded machine does not fail it; its exit status. */
 __attribute__((format(printf, 1, 2)))
 static int run(const char *fmt, ...)
 {
@@ -43,7 +45,7 @@ static int run(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "timeout 60 ./ampdiag %s > %s 2> %s", args, p("out.txt"), p("err.txt"));
+    snprintf(cmd, sizeof cmd, "ulimit -t 60 && timeout -s KILL 1200 ./ampdiag %s > %s 2> %s", args, p("out.txt"), p("err.txt"));
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
