@@ -99,3 +99,7 @@ check-kill: ampdiag$(EXEEXT)
 # point to other files: refused before any work with the right exit status
 TESTS += tests/t_inputs.sh
 EXTRA_DIST += tests/t_inputs.sh
+# t_outputs.sh: outputs checked before any work, only regular files ever replaced (--overwrite
+# included), every exit 2 saying why
+TESTS += tests/t_outputs.sh
+EXTRA_DIST += tests/t_outputs.sh
