@@ -16,7 +16,7 @@ srcdir ?= .
 top_builddir ?= .
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= trace model_spec data weights cli
+FUZZ_TARGETS ?= trace trace_h5 model_spec data weights cli
 FUZZ_FLAGS ?=
 
 B := fuzz/build
@@ -41,6 +41,7 @@ BINS := $(patsubst %,$(B)/fuzz_%,$(FUZZ_TARGETS))
 # with a malloc limit libFuzzer never reaches (the RSS limit still applies to the fuzzer itself).
 OPTS_file := -timeout=10 -malloc_limit_mb=1048576
 OPTS_trace := $(OPTS_file)
+OPTS_trace_h5 := $(OPTS_file)
 OPTS_model_spec := -timeout=10 -max_len=4096
 OPTS_data := $(OPTS_file)
 OPTS_weights := $(OPTS_file)
@@ -64,19 +65,20 @@ $(B)/libampdiag_fuzz.a: $(OBJS)
 
 $(B)/fuzz_%: $(srcdir)/fuzz/fuzz_%.c $(srcdir)/fuzz/fuzz_file.h $(B)/libampdiag_fuzz.a
 	$(FUZZ_CC) $(CFLAGS_F) -fsanitize=fuzzer $< $(B)/libampdiag_fuzz.a $(LIBS_F) -o $@
+$(B)/fuzz_trace_h5: $(srcdir)/fuzz/fuzz_trace.c
 
 # Each target in turn; the status is that of the worst run.
 run: build
 	@status=0; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(B)/corpus/$$t $(B)/artifacts; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s (log: $(B)/fuzz_$$t.log)"; \
-	  case $$t in trace) o='$(OPTS_trace)';; model_spec) o='$(OPTS_model_spec)';; \
+	  case $$t in trace) o='$(OPTS_trace)';; trace_h5) o='$(OPTS_trace_h5)';; model_spec) o='$(OPTS_model_spec)';; \
 	    data) o='$(OPTS_data)';; weights) o='$(OPTS_weights)';; cli) o='$(OPTS_cli)';; esac; \
 	  if ASAN_OPTIONS=$${ASAN_OPTIONS:-$(ASAN_RUN)} \
 	     LSAN_OPTIONS=$${LSAN_OPTIONS:-suppressions=$(abspath $(srcdir))/fuzz/lsan.supp} \
 	     $(B)/fuzz_$$t $$o -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -close_fd_mask=3 \
 	       -print_final_stats=1 -artifact_prefix=$(B)/artifacts/$$t- $(FUZZ_FLAGS) \
-	       $(B)/corpus/$$t $(srcdir)/fuzz/corpus/$$t >$(B)/fuzz_$$t.log 2>&1; then \
+	       $(B)/corpus/$$t $(srcdir)/fuzz/corpus/$${t%_h5} >$(B)/fuzz_$$t.log 2>&1; then \
 	    tail -n 14 $(B)/fuzz_$$t.log | grep -E '^(stat::|Done|#)' | tr '\n' ' '; echo; \
 	  else \
 	    status=1; echo "fuzz: $$t FOUND A FAILURE:"; tail -n 40 $(B)/fuzz_$$t.log; \

@@ -5,16 +5,18 @@ From the reference traces (traces/*.h5) and the scenario traces of the fuzz corp
 (fuzz/corpus/trace/*.h5), make N mutated traces: byte flips, truncations, and edits through
 h5py (wrong dtypes, ranks and extents, NaN / negative / huge counts and steps, unterminated,
 overlong and control-byte strings, enum values out of range, attributes of the wrong type or
-size, missing datasets, rows naming layers that do not exist). Run `info`, `compare` (against
-a good trace) and `plot` (data and scripts only: gnuplot is kept off PATH) on each, with a time
-limit, and count: exit codes, deaths by a signal, sanitizer reports (in ampdiag's code or in
+size, missing datasets, rows naming layers that do not exist, strings filling their field with
+no NUL, tables stored contiguous, deflated twice or checksummed (read by HDF5, not the chunk
+reader), chunks that inflate far beyond their size). Run `info` (also with every table read
+through HDF5: AMPDIAG_NO_CHUNK_READER), `compare` (against a good trace) and `plot` (data and
+scripts only: gnuplot is kept off PATH) on each, with a limit of CPU time, and count: exit codes, deaths by a signal, sanitizer reports (in ampdiag's code or in
 HDF5's), runs over the time limit, and stderr holding anything from HDF5. The program under
 test is AMPDIAG (an ASan/UBSan build for the real campaign).
 
 Passes (exit 0) when every run exits 0, 1, 2 or 3 within the limit, with no sanitizer report
 and nothing from HDF5 on stderr; otherwise exit 1, with the offending files kept in --keep.
 
-usage: hostile_campaign.py --ampdiag PATH [-n 3000] [--seed 1] [--jobs 1] [--timeout 10]
+usage: hostile_campaign.py --ampdiag PATH [-n 3000] [--seed 1] [--jobs 1] [--timeout 10 (CPU s)]
                            [--keep DIR] [--srcdir .]
 """
 
@@ -24,11 +26,14 @@ import json
 import os
 import random
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import warnings
+import zlib
 
 import h5py
 import numpy as np
@@ -210,8 +215,61 @@ def enum_out_of_range(f, rng):
     return "enum: %s.%s out of range" % (name, col)
 
 
+def full_strings(f, rng):
+    """Strings that fill their field with no NUL, in the table's own string type (NUL-terminated
+    UTF-8, which HDF5 copies without converting)."""
+    name = rng.choice(["layers", "steps", "events"])
+    rows = f[name][...]
+    cols = [n for n in rows.dtype.names if rows.dtype[n].kind == "S"]
+    if not len(rows) or not cols:
+        return "full strings: none in " + name
+    for n in cols:
+        rows[n][rng.randrange(len(rows))] = b"x" * rows.dtype[n].itemsize
+    f[name].write_direct(rows)
+    return "full strings: " + name
+
+
+def restore_layout(f, rng):
+    """A table stored so that HDF5 itself reads it, not the chunk reader: contiguous, deflated
+    twice, or deflated with a Fletcher-32 checksum; same record type and rows."""
+    name = rng.choice(TABLES)
+    d = f[name]
+    rows, tid = d[...], d.id.get_type()
+    del f[name]
+    how = rng.randrange(3)
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    n = len(rows)
+    if how == 0:
+        space = h5py.h5s.create_simple((n,))
+    else:
+        space = h5py.h5s.create_simple((n,), (h5py.h5s.UNLIMITED,))
+        dcpl.set_chunk((rng.choice([1, 7, 64, 1024]),))
+        dcpl.set_shuffle()
+        dcpl.set_deflate(4)
+        if how == 1:
+            dcpl.set_deflate(1)
+        else:
+            dcpl.set_fletcher32()
+    ds = h5py.h5d.create(f.id, name.encode(), tid, space, dcpl=dcpl)
+    if n:
+        ds.write(h5py.h5s.ALL, h5py.h5s.ALL, rows, mtype=tid)
+    return "layout %s: %s" % (name, ["contiguous", "deflated twice", "deflate + fletcher32"][how])
+
+
+def deflate_bomb(f, rng):
+    """A chunk replaced by a small stream that inflates far beyond the chunk's size."""
+    name = rng.choice(["tensors", "steps", "histograms", "layers"])
+    d = f[name]
+    if d.chunks is None or d.compression != "gzip" or d.shape[0] == 0:
+        return "bomb: %s not deflated" % name
+    size = rng.choice([1, 16]) << 20
+    d.id.write_direct_chunk((0,), zlib.compress(b"\0" * size, 9), 0)
+    return "bomb: %s chunk 0 inflates to %d MiB" % (name, size >> 20)
+
+
 H5PY_EDITS = [edit_values, edit_values, retype_table, resize_table, drop_table, edit_attr,
-              edit_attr, many_attrs, bad_rows, enum_out_of_range]
+              edit_attr, many_attrs, bad_rows, enum_out_of_range, full_strings, restore_layout,
+              deflate_bomb]
 
 
 def h5py_edit(path, rng):
@@ -266,10 +324,17 @@ def san_origin(err):
 
 
 def run_one(ampdiag, args, timeout, env):
+    """Run with a limit of timeout seconds of CPU time (a loaded machine is no failure), and of
+    20 times that of wall time (for a run that waits)."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_CPU, (int(timeout + 0.999), int(timeout + 0.999) + 1))
     try:
         p = subprocess.run([ampdiag] + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           timeout=timeout, env=env)
-        return p.returncode, p.stderr.decode("utf-8", "replace"), False
+                           timeout=20 * timeout, env=env, preexec_fn=limit)
+        err = p.stderr.decode("utf-8", "replace")
+        if p.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+            return None, err, True
+        return p.returncode, err, False
     except subprocess.TimeoutExpired as e:
         return None, (e.stderr or b"").decode("utf-8", "replace"), True
 
@@ -281,7 +346,10 @@ def check_file(i, path, what, a):
     # HDF5 loses memory of its own on every failed checksum (fuzz/lsan.supp says which)
     env.setdefault("LSAN_OPTIONS", "suppressions=%s:print_suppressions=0" % a.lsan_supp)
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+    # info-h5: every table through HDF5's own path (AMPDIAG_NO_CHUNK_READER), as the chunk
+    # reader leaves contiguous tables, other filters and odd chunks to it
     cmds = {"info": ["info", path],
+            "info-h5": ["info", path],
             "info-json": ["info", "--format", "json", path],
             "compare": ["compare", a.good, path, "--fail-on", "nan,divergence"],
             "plot": ["plot", path, "-o", os.path.join(work, "plots")]}
@@ -289,7 +357,8 @@ def check_file(i, path, what, a):
         del cmds["info-json"]
     results = []
     for name, args in cmds.items():
-        rc, err, timed_out = run_one(a.ampdiag, args, a.timeout, env)
+        run_env = dict(env, AMPDIAG_NO_CHUNK_READER="1") if name == "info-h5" else env
+        rc, err, timed_out = run_one(a.ampdiag, args, a.timeout, run_env)
         results.append({"file": i, "what": what, "cmd": name, "rc": rc, "timeout": timed_out,
                         "signal": rc is not None and rc < 0,
                         "sanitizer": san_origin(err) if SAN_RE.search(err) else None,

@@ -84,6 +84,19 @@ static void test_text(void)
     check(SINK_TEXT, "a\xff" "b\x80\xe2\x82", "a\\xffb\\x80\\xe2\\x82", "text: invalid UTF-8 bytes as \\xNN");
     check(SINK_TEXT, "\xed\xa0\x80\xc0\xaf", "\\xed\\xa0\\x80\\xc0\\xaf",
           "text: surrogate and overlong bytes as \\xNN");
+    check(SINK_TEXT, "fc1\xe2\x80\xae" "txt.exe",
+          "fc1\\xe2\\x80\\xaetxt.exe", "text: U+202E (right-to-left override) as \\xNN per byte");
+    check(SINK_TEXT, "\xd8\x9c\xe2\x80\x8e\xe2\x80\x8f\xe2\x80\xaa\xe2\x80\xab\xe2\x80\xac"
+          "\xe2\x80\xad\xe2\x81\xa6\xe2\x81\xa7\xe2\x81\xa8\xe2\x81\xa9\xe2\x80\xa8\xe2\x80\xa9",
+          "\\xd8\\x9c\\xe2\\x80\\x8e\\xe2\\x80\\x8f\\xe2\\x80\\xaa\\xe2\\x80\\xab\\xe2\\x80\\xac"
+          "\\xe2\\x80\\xad\\xe2\\x81\\xa6\\xe2\\x81\\xa7\\xe2\\x81\\xa8\\xe2\\x81\\xa9"
+          "\\xe2\\x80\\xa8\\xe2\\x80\\xa9",
+          "text: every bidirectional mark, embedding, override and isolate, and the line and "
+          "paragraph separators, as \\xNN");
+    check(SINK_TEXT, "\xe2\x80\x8d\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa",
+          "\xe2\x80\x8d\xe2\x80\xaf\xe2\x81\xa5\xe2\x81\xaa",
+          "text: their neighbours U+200D, U+202F, U+2065, U+206A kept");
+    check(SINK_MD, "a\xe2\x80\xae" "b", "a\\xe2\\x80\\xaeb", "Markdown: U+202E as \\xNN");
     ok(strcmp(str_escape_ctl(out, sizeof out, "a\x1b"), "a\\x1b") == 0 &&
            str_escape_ctl(out, sizeof out, NULL) == out && out[0] == 0,
        "str_escape_ctl is the text sink; NULL is \"\"");
@@ -147,6 +160,16 @@ static void test_gnuplot(void)
     check(SINK_GP_ENH, "x\x1b\xc2\x9b", "x\\\\x1b\\\\xc2\\\\x9b",
           "gnuplot enhanced: the backslash of \\xNN escaped too");
     check(SINK_GP_ENH, "fc1, fc2 and fc3", "fc1, fc2 and fc3", "gnuplot enhanced: ordinary labels unchanged");
+    check(SINK_GP_ENH, "fc%d", "fc%d", "gnuplot enhanced: % kept in a title");
+    check(SINK_GP_TIC, "fc%d%s%n'_1 100%", "fc%%d%%s%%n''\\_1 100%%",
+          "gnuplot tic label: % doubled (a format), markup escaped, ' doubled");
+    check(SINK_GP_TIC, "fc1\xe2\x80\xae", "fc1\\\\xe2\\\\x80\\\\xae", "gnuplot tic label: U+202E escaped");
+    check(SINK_GP_PATH, "plots/run 1", "plots/run 1", "gnuplot file name: ordinary names unchanged");
+    check(SINK_GP_PATH, "a''b\nc\"d\\e`f@g$h'i",
+          "a''b\\012c\\042d\\134e\\140f\\100g\\044h'i",
+          "gnuplot file name: newline, \" \\ ` @ $ as octal escapes, quotes kept");
+    check(SINK_GP_PATH, "\xc3\xa9\xff\x01", "\\303\\251\\377\\001",
+          "gnuplot file name: every other byte as octal, exactly (UTF-8 and invalid bytes alike)");
 }
 
 static void test_file_part(void)
@@ -202,6 +225,7 @@ static void test_json(void)
         {"\xc2\x9b\xc2\x80", "\"\\u009b\\u0080\""},
         {"\xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80", "\"\xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80\""},
         {"a\xff" "b\xed\xa0\x80\xe2\x82", "\"a\\ufffdb\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\""},
+        {"fc1\xe2\x80\xae" "x\xe2\x81\xa6\xd8\x9c\xe2\x80\xa8", "\"fc1\\u202ex\\u2066\\u061c\\u2028\""},
     };
     int pass = 1;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -213,7 +237,8 @@ static void test_json(void)
             pass &= mem_is(f, cases[i][1]);
         }
     }
-    ok(pass, "json_write_string: escapes, C0/DEL/C1 as \\u00XX, valid UTF-8 kept, each invalid byte U+FFFD");
+    ok(pass, "json_write_string: escapes, C0/DEL/C1 as \\u00XX, layout controls (U+202E, ...) as \\uXXXX, "
+             "other valid UTF-8 kept, each invalid byte U+FFFD");
     FILE *f = mem_open();
     if (f)
         json_write_string(f, NULL);

@@ -11,6 +11,7 @@
 #include "ampdiag_trace.h"
 #include "tap.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <hdf5.h>
 #include <stdarg.h>
@@ -34,7 +35,9 @@ static const char *p(const char *name)
     return buf[k];
 }
 
-/* Run ./ampdiag with arguments (under timeout 60); its exit status, 124 on a timeout. */
+/* Run ./ampdiag with arguments, limited to 60 s of CPU time (a loop that spins is killed: exit
+ * 128 + SIGKILL or SIGXCPU) and to 20 minutes of wall time (one that waits forever: 124), so
+ * that a loaded machine does not fail it; its exit status. */
 __attribute__((format(printf, 1, 2)))
 static int run(const char *fmt, ...)
 {
@@ -43,7 +46,7 @@ static int run(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "timeout 60 ./ampdiag %s > %s 2> %s", args, p("out.txt"), p("err.txt"));
+    snprintf(cmd, sizeof cmd, "ulimit -t 60 && timeout -s KILL 1200 ./ampdiag %s > %s 2> %s", args, p("out.txt"), p("err.txt"));
     int st = system(cmd);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
@@ -487,6 +490,24 @@ static int exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+/* The first file of dir whose name starts with prefix and ends with suffix, or "" (static). */
+static const char *first_named(const char *d, const char *prefix, const char *suffix)
+{
+    static char name[256];
+    name[0] = 0;
+    DIR *dh = opendir(d);
+    for (struct dirent *e; dh && (e = readdir(dh));) {
+        size_t n = strlen(e->d_name), k = strlen(suffix);
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && n > k && !strcmp(e->d_name + n - k, suffix)) {
+            snprintf(name, sizeof name, "%s", e->d_name);
+            break;
+        }
+    }
+    if (dh)
+        closedir(dh);
+    return name;
+}
+
 static void test_escapes(void)
 {
     ok(write_trace(p("esc.h5"), "fc1\x1b]0;pwned\x07", "boom \x1b[2J cleared", NULL, 3, 1, 1e-3f) == 0,
@@ -589,6 +610,44 @@ static void test_escapes(void)
     char pwned[4300];
     snprintf(pwned, sizeof pwned, "%s/PWNED", plots);
     ok(!exists(pwned) && !exists(p("PWNED")) && !exists("PWNED"), "no file PWNED was made");
+
+    /* a layer name gnuplot would read as a format in a tic label (the heatmap's rows), drawn
+     * into a directory whose name holds two quotes in a row and a newline */
+    ok(write_trace(p("pct.h5"), "fc%d%s%n1", "ok", NULL, 4, 1, 1e-3f) == 0,
+       "write a trace whose layer name is 'fc%%d%%s%%n1'");
+    snprintf(plots, sizeof plots, "%s", p("q''q\nnl"));
+    setenv("ODD_PLOTS", plots, 1);
+    rc = run("plot %s -o \"$ODD_PLOTS\"%s", p("pct.h5"), have_gnuplot ? "" : " --no-draw");
+    char heat[4400];
+    snprintf(heat, sizeof heat, "%s/%s", plots, first_named(plots, "fp16-heatmap-", ".gp"));
+    size_t hn = 0;
+    const char *hs = slurp(heat, &hn);
+    ok(rc == 0 && !has("FAILED") && hs && strstr(hs, "'fc%%d%%s%%n1'"),
+       "plot: the name is a literal tic label ('fc%%%%d...'), every chart %s into a directory named "
+       "q''q<newline>nl (exit %d)", have_gnuplot ? "drawn" : "written", rc);
+    if (rc)
+        diag("%s", output());
+    if (have_gnuplot) {
+        char png[4400];
+        snprintf(png, sizeof png, "%s/%s", plots, first_named(plots, "fp16-heatmap-", ".png"));
+        struct stat pst;
+        ok(stat(png, &pst) == 0 && pst.st_size > 1000, "... the heatmap was drawn there");
+    } else {
+        skip("gnuplot is not installed");
+    }
+
+    /* a right-to-left override (U+202E) in a layer name and a message */
+    ok(write_trace(p("bidi.h5"), "fc1\xe2\x80\xae" "gpj.exe", "x\xe2\x81\xa7y", NULL, 3, 1, 1e-3f) == 0,
+       "write a trace whose layer name and message hold bidirectional controls");
+    rc = run("info %s", p("bidi.h5"));
+    ok(rc == 0 && has("fc1\\xe2\\x80\\xaegpj.exe") && !strstr(output(), "\xe2\x80\xae") &&
+           !strstr(output(), "\xe2\x81\xa7"),
+       "info: U+202E and U+2067 shown as \\xNN, never raw (exit %d)", rc);
+    rc = run("info --format json %s", p("bidi.h5"));
+    ok(rc == 0 && has("fc1\\u202egpj.exe") && !strstr(output(), "\xe2\x80\xae"),
+       "info --format json: U+202E as \\u202e (exit %d)", rc);
+    rc = run("compare %s %s", p("bidi.h5"), p("base.h5"));
+    ok(rc <= 1 && !strstr(output(), "\xe2\x80\xae"), "compare: never raw (exit %d)", rc);
 
     /* two layer names that reduce to the same file name part each get their own charts */
     const char *twins[] = {"a|b", "a b"};

@@ -8,6 +8,9 @@
 #   fuzz/regress/cli/*         ampdiag with the file's lines as arguments
 # Each run must end by itself within the time limit with exit 0, 1, 2 or 3 (no signal), and
 # print nothing from HDF5 on stderr (no error stack, no "HDF5: infinite loop closing library").
+# The limit is CPU time (AMPDIAG_REGRESS_SECONDS, default 30 s: a hang that spins), so that a
+# loaded machine does not fail the test; a wall-clock limit 20 times as long catches a run that
+# waits forever.
 AMPDIAG=${AMPDIAG:-./ampdiag}
 S=${srcdir:-.}
 R=$(cd "$S/fuzz/regress" && pwd) || { echo "Bail out! no $S/fuzz/regress"; exit 1; }
@@ -17,7 +20,7 @@ t() { n=$((n+1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/t_regress.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
 trap 'rm -rf "$tmp"' EXIT
 case $AMPDIAG in /*) ;; *) AMPDIAG=$(pwd)/$AMPDIAG ;; esac
-TIMEOUT=$(command -v timeout) && TIMEOUT="$TIMEOUT -s KILL $LIMIT"
+TIMEOUT=$(command -v timeout) && TIMEOUT="$TIMEOUT -s KILL $((20 * LIMIT))"
 GOOD=$(cd "$S/traces" && pwd)/v1-fp32-complete.h5
 # the model fuzz/fuzz_weights.c reads weights into (FUZZ_WEIGHTS_SPEC there)
 printf 'input 32\nlinear fc1 3\nrelu\nlayernorm\nlinear fc2 10\nloss softmax_ce\n' > "$tmp/wmodel.txt"
@@ -30,11 +33,11 @@ HDF5_NOISE='HDF5-DIAG|^HDF5:|^ *#[0-9]{3}: |^ *(major|minor): |infinite loop clo
 check() {
     what=$1; shift
     rm -rf "$tmp/work"; mkdir "$tmp/work"
-    (cd "$tmp/work" && PATH=/nonexistent exec $TIMEOUT "$AMPDIAG" "$@") \
+    (cd "$tmp/work" && ulimit -t "$LIMIT" && PATH=/nonexistent exec $TIMEOUT "$AMPDIAG" "$@") \
         >/dev/null 2>"$tmp/err"
     rc=$?
     why=""
-    [ $rc -le 3 ] || why="exit $rc (signal or time limit)"
+    [ $rc -le 3 ] || why="exit $rc (signal, or the CPU or wall time limit)"
     if grep -Eq "$HDF5_NOISE" "$tmp/err"; then why="$why HDF5 on stderr"; fi
     if grep -Eq 'Sanitizer|runtime error:' "$tmp/err"; then why="$why sanitizer report"; fi
     [ -z "$why" ] ; t $? "$what: exit $rc${why:+ -- $why}"

@@ -463,8 +463,8 @@ static void test_refusals(void)
     ok(run("run --steps 2 --progress none -o %s", p("a.h5")) == 2 && file_has("err.txt", "a.h5"),
        "an existing trace is not overwritten without --overwrite");
     /* a path under a regular file: unwritable even as root, whatever exists outside the test's folder */
-    ok(run("run --steps 2 --progress none -o %s/x.h5", p("a.h5")) == 3 && file_has("err.txt", "cannot create trace"),
-       "an unwritable trace path: exit 3");
+    ok(run("run --steps 2 --progress none -o %s/x.h5", p("a.h5")) == 2 && file_has("err.txt", "cannot create files in"),
+       "a trace path under a file: exit 2 before any work, naming the path");
     ok(run("run --fp32-layers nosuch --steps 2 --progress none -o %s", p("r2.h5")) == 2 && file_has("err.txt", "nosuch"),
        "an unknown --fp32-layers name: exit 2 naming it");
     ok(run("run --help") == 0 && file_has("out.txt", "--scenario NAME") && file_has("out.txt", "synthetic:blobs-tiny"),

@@ -72,9 +72,9 @@ int main(void)
     free(b.data);
     rc = trace_sandbox_run(say_hello, NULL, 4, 1000, &b);
     ok(rc == TRACE_SANDBOX_TOO_BIG && b.data == NULL, "more bytes than allowed: refused (rc %d)", rc);
-    long ms = 1500;
-    rc = trace_sandbox_run(sleep_ms, &ms, 100, 500, &b);
-    ok(rc == 0 && b.len == 5, "a child that waits 1.5 s with a 0.5 s CPU limit finishes (rc %d)", rc);
+    long ms = 1500; /* (its wall-time stop at 12 s leaves a loaded machine 10 s to spare) */
+    rc = trace_sandbox_run(sleep_ms, &ms, 100, 1000, &b);
+    ok(rc == 0 && b.len == 5, "a child that waits 1.5 s with a 1 s CPU limit finishes (rc %d)", rc);
     free(b.data);
     ms = 8000; /* 12 x 0.5 s of wall time without CPU: stopped */
     rc = trace_sandbox_run(sleep_ms, &ms, 100, 500, &b);

@@ -66,8 +66,9 @@ ok $? "no output directory: exit 2"
 ok $? "--precision is refused (the sweep sets it)"
 "$AMPDIAG" sweep --precisions fp32 -o "$T/bad2" --model nosuchmodel --steps 5 >/dev/null 2>"$T/err.txt"
 st=$?
-[ $st -eq 2 ] && grep -q "run-fp32 failed" "$T/err.txt" && grep -q "nosuchmodel" "$T/err.txt"
-ok $? "a run that refuses its options: exit 2, its log shown (exit $st)"
+[ $st -eq 2 ] && grep -q "the run-fp32 run would be refused (exit 2): no run started" "$T/err.txt" &&
+    grep -q "nosuchmodel" "$T/err.txt" && [ ! -e "$T/bad2/run-fp32.h5" ]
+ok $? "a run that refuses its options: exit 2 before any run starts, the run's message shown (exit $st)"
 [ $st -eq 2 ] || diag "$T/err.txt"
 "$AMPDIAG" sweep --precisions fp32,bf16 --lrs 0.01 -o "$T/dry" --dry-run --steps 5 >"$T/dry.txt" 2>&1
 [ $? -eq 0 ] && grep -q -- "--precision bf16 --lr 0.01 -o $T/dry/run-bf16-lr0.01.h5" "$T/dry.txt" && [ ! -d "$T/dry" ]

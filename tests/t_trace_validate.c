@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <stdlib.h>
+#include <zlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -86,6 +87,11 @@ struct foreign {
                                chunks, not through HDF5's conversion) */
     int rows;               /* rows per table (0: 2), all in one chunk */
     int narrow;             /* /tensors' float64 fields (mean, rms) stored as float32 */
+    int nullterm;           /* strings NUL-terminated UTF-8, as ampdiag's writer stores them
+                               (then HDF5 copies them without converting) ... */
+    int full_strings;       /* ... and every string of row 1 fills its width, with no NUL */
+    int deflate2;           /* chunked tables deflated twice: a pipeline the chunk reader does
+                               not take, so HDF5 reads them */
 };
 
 static const struct col layer_cols[] = {
@@ -167,7 +173,9 @@ static hid_t col_type(const struct foreign *o, const char *table, const struct c
     case C_STR: {
         hid_t s = H5Tcopy(H5T_C_S1);
         H5Tset_size(s, c->size);
-        H5Tset_strpad(s, H5T_STR_NULLPAD); /* as numpy 'S' strings */
+        H5Tset_strpad(s, o->nullterm ? H5T_STR_NULLTERM : H5T_STR_NULLPAD); /* NULLPAD: as numpy 'S' */
+        if (o->nullterm)
+            H5Tset_cset(s, H5T_CSET_UTF8);
         return s;
     }
     case C_VSTR: {
@@ -211,7 +219,7 @@ static void put_cell(unsigned char *p, enum ctype t, const struct col *c, int r,
         else snprintf(s, sizeof s, "%s %d", c->name, r);
         if (!strcmp(c->name, "op"))
             memcpy(s + strlen(s) + 1, "junk", 4); /* bytes after the NUL are not read */
-        if (!strcmp(c->name, "shape") && r == 1)
+        if ((!strcmp(c->name, "shape") || o->full_strings) && r == 1)
             memset(s, 'x', c->size); /* no NUL: the last byte is cut */
         memcpy(p, s, c->size);
         break;
@@ -294,7 +302,7 @@ static int write_table(hid_t f, const struct foreign *o, int ti)
     hsize_t chunk = (hsize_t)ROWS; /* one chunk: the shuffle interleaves the rows' bytes */
     int plist_ok = !o->chunked || rank != 1 ||
                    (H5Pset_chunk(dcpl, 1, &chunk) >= 0 && H5Pset_shuffle(dcpl) >= 0 &&
-                    H5Pset_deflate(dcpl, 4) >= 0);
+                    H5Pset_deflate(dcpl, 4) >= 0 && (!o->deflate2 || H5Pset_deflate(dcpl, 1) >= 0));
     hid_t ds = plist_ok ? H5Dcreate2(f, tn, ct, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT) : -1;
     int rc = ds >= 0 && H5Dwrite(ds, ct, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0 ? 0 : -1;
     if (ds >= 0)
@@ -708,6 +716,117 @@ static void test_truncated(const char *src, int complete)
     unlink(tpath("cut.h5"));
 }
 
+
+/* Strings that fill their width with no NUL, stored NUL-terminated UTF-8 as ampdiag's own
+ * writer stores them: HDF5 then copies them as they are, without converting (and so without
+ * terminating them). Read through HDF5 (a contiguous table; chunks deflated twice, a pipeline
+ * the chunk reader leaves to HDF5) and from the stored chunks, every string of every record
+ * ends within its field, cut to its width less one as a converted one is. */
+static void test_full_strings(void)
+{
+    static const char *const how[] = {"contiguous tables (read through HDF5)",
+                                      "chunked tables deflated twice (read through HDF5)",
+                                      "chunked tables (read from the stored chunks)"};
+    for (int v = 0; v < 3; v++) {
+        struct foreign o = base();
+        o.nullterm = 1;
+        o.full_strings = 1;
+        o.chunked = v > 0;
+        o.deflate2 = v == 1;
+        ampdiag_trace_reader *r = NULL;
+        ampdiag_trace_layer *L = NULL;
+        ampdiag_trace_step *S = NULL;
+        ampdiag_trace_event *E = NULL;
+        size_t nl = 0, ns = 0, ne = 0;
+        int rc = make_foreign("fullstr.h5", &o);
+        if (!rc)
+            rc = ampdiag_trace_open(tpath("fullstr.h5"), AMPDIAG_TRACE_READ_QUIET, &r);
+        if (!rc)
+            rc = ampdiag_trace_read_layers(r, &L, &nl) | ampdiag_trace_read_steps(r, &S, &ns) |
+                 ampdiag_trace_read_events(r, &E, &ne);
+        int ended = !rc && nl == 2 && ns == 2 && ne == 2;
+        for (size_t i = 0; ended && i < 2; i++)
+            ended = memchr(L[i].name, 0, sizeof L[i].name) && memchr(L[i].op, 0, sizeof L[i].op) &&
+                    memchr(L[i].shape, 0, sizeof L[i].shape) &&
+                    memchr(L[i].compute, 0, sizeof L[i].compute) &&
+                    memchr(S[i].skip_reason, 0, sizeof S[i].skip_reason) &&
+                    memchr(E[i].message, 0, sizeof E[i].message);
+        ok(ended && strspn(L[1].name, "x") == 63 && strspn(L[1].op, "x") == 31 &&
+               strspn(S[1].skip_reason, "x") == 95 && strspn(E[1].message, "x") == 127 &&
+               !strcmp(L[0].name, "L0") && L[1].params == 100 + 6,
+           "full-width strings without NUL, %s: every string ends in its field (rc %d: %s)",
+           how[v], rc, rc ? ampdiag_trace_errmsg() : "read");
+        free(L);
+        free(S);
+        free(E);
+        ampdiag_trace_reader_close(r);
+        unlink(tpath("fullstr.h5"));
+    }
+}
+
+/* n zero bytes deflated as a zlib stream, times times (malloc'd; its length in *len). */
+static unsigned char *zeros_deflated(size_t n, int times, size_t *len)
+{
+    unsigned char *in = calloc(n, 1);
+    for (int k = 0; in && k < times; k++) {
+        uLongf cap = compressBound((uLong)n);
+        unsigned char *out = malloc(cap);
+        if (!out || compress2(out, &cap, in, (uLong)n, 9) != Z_OK) {
+            free(out);
+            free(in);
+            return NULL;
+        }
+        free(in);
+        in = out;
+        n = cap;
+    }
+    *len = n;
+    return in;
+}
+
+/* A deflate bomb: chunk 0 of /tensors replaced by a few kilobytes that inflate to 64 MiB, far
+ * beyond the chunk's declared size (37 rows). Read from the stored chunks, and through HDF5
+ * (the table deflated twice: a pipeline only HDF5 reads), the table is refused as corrupt,
+ * naming the table; neither way inflates more than the table's extent needs. */
+static void test_deflate_bomb(void)
+{
+    static const char *const how[] = {"read from the stored chunks", "read through HDF5"};
+    for (int v = 0; v < 2; v++) {
+        struct foreign o = base();
+        o.chunked = 1;
+        o.rows = 37;
+        o.deflate2 = v == 1;
+        size_t zlen = 0;
+        unsigned char *z = zeros_deflated((size_t)64 << 20, v + 1, &zlen);
+        int made = z && make_foreign("bomb.h5", &o) == 0;
+        if (made) {
+            hid_t f = H5Fopen(tpath("bomb.h5"), H5F_ACC_RDWR, H5P_DEFAULT);
+            hid_t d = f >= 0 ? H5Dopen2(f, "tensors", H5P_DEFAULT) : -1;
+            hsize_t off = 0;
+            made = d >= 0 && H5Dwrite_chunk(d, H5P_DEFAULT, 0, &off, zlen, z) >= 0;
+            if (d >= 0)
+                H5Dclose(d);
+            if (f >= 0)
+                H5Fclose(f);
+        }
+        free(z);
+        if (!ok(made, "a trace whose /tensors chunk (%zu bytes) inflates to 64 MiB (%s)", zlen, how[v]))
+            continue;
+        ampdiag_trace_reader *r = NULL;
+        ampdiag_trace_tensor *T = NULL;
+        size_t nt = 0;
+        int rc = ampdiag_trace_open(tpath("bomb.h5"), AMPDIAG_TRACE_READ_QUIET, &r);
+        if (!rc)
+            rc = ampdiag_trace_read_tensors(r, 0, SIZE_MAX, &T, &nt);
+        const char *msg = rc ? ampdiag_trace_errmsg() : "";
+        ok(rc == AMPDIAG_TRACE_ETRUNCATED && strstr(msg, "/tensors") && strstr(msg, "inflates"),
+           "the deflate bomb, %s: refused, naming the table (%d: %s)", how[v], rc, msg);
+        free(T);
+        ampdiag_trace_reader_close(r);
+        unlink(tpath("bomb.h5"));
+    }
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -721,6 +840,8 @@ int main(void)
     test_foreign_ok(0);
     test_foreign_ok(1);
     test_chunk_blocks();
+    test_full_strings();
+    test_deflate_bomb();
     test_foreign_bad();
     /* a complete trace (its superblock records the end of file: every cut is caught at open) */
     if (ok(synth_write(&synth_specs[0], tpath("full.h5"), NULL) == 0, "write a complete trace"))

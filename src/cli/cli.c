@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "backend/backend.h"
 #include "util/escape.h"
+#include "util/path.h"
 
 #include <getopt.h>
 #include <stdarg.h>
@@ -297,6 +298,25 @@ int cli_check_passed_option(const char *prog, const cli_opt *opt, const char *va
     return EXIT_USAGE;
 }
 
+int cli_check_output(const char *prog, const char *opt, const char *path, int overwrite)
+{
+    char msg[700];
+    int rc = path_check_output(path, overwrite, msg, sizeof msg);
+    if (!rc)
+        return 0;
+    fprintf_text(stderr, "%s: %s%s%s\n", prog, opt ? opt : "", opt ? " " : "", msg);
+    return rc == 2 ? EXIT_USAGE : EXIT_IO;
+}
+
+void cli_say_lines(const char *prog, const char *msg)
+{
+    for (int first = 1; *msg; first = 0) {
+        size_t len = strcspn(msg, "\n");
+        fprintf_text(stderr, "%s%s%.*s\n", first ? prog : "", first ? ": " : "", (int)len, msg);
+        msg += len + (msg[len] == '\n');
+    }
+}
+
 int cli_run_self(char **argv, const char *stdout_path, const char *prog)
 {
     char exe[4096];
@@ -309,7 +329,7 @@ int cli_run_self(char **argv, const char *stdout_path, const char *prog)
     posix_spawn_file_actions_t fa;
     pid_t pid;
     int rc = posix_spawn_file_actions_init(&fa);
-    if (!rc)
+    if (!rc && stdout_path)
         rc = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, stdout_path,
                                               O_WRONLY | O_CREAT | O_TRUNC, 0666);
     if (!rc)

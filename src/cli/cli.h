@@ -110,9 +110,19 @@ int cli_with_run_options(cli_opt *t, const cli_opt *own, int (*id_of)(const char
  * message "PROG: --device D: why". */
 int cli_check_passed_option(const char *prog, const cli_opt *opt, const char *value);
 
+/* An output file of prog ("ampdiag run"), checked before any work (path_check_output: named,
+ * not too long, nothing there or a regular file with overwrite, its directory writable; never
+ * a directory, device, FIFO, socket or link). opt names it in the message ("--save-weights";
+ * NULL: the path alone). 0, or EXIT_USAGE or EXIT_IO after a message. */
+int cli_check_output(const char *prog, const char *opt, const char *path, int overwrite);
+
+/* A message of several lines on stderr: "prog: " and its first line, then the others as they
+ * are (a list of choices), each escaped as text. */
+void cli_say_lines(const char *prog, const char *msg);
+
 /* Run this program (/proc/self/exe, else ampdiag on PATH) with argv[1..] (argv[0] is set here),
- * its stdout to the file stdout_path (created or truncated; "/dev/null" to drop it), its stderr
- * shared; wait for it. Returns its exit status, 128 + the signal that ended it, or EXIT_IO
+ * its stdout to the file stdout_path (created or truncated; "/dev/null" to drop it; NULL: this
+ * program's stdout), its stderr shared; wait for it. Returns its exit status, 128 + the signal that ended it, or EXIT_IO
  * (with a message naming prog) when it could not start. */
 int cli_run_self(char **argv, const char *stdout_path, const char *prog);
 

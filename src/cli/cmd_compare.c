@@ -100,9 +100,10 @@ static int render(FILE *f, compare_format fmt, const an_run *runs, size_t n, con
 static int write_file(const char *prog, const char *path, compare_format fmt, const an_run *runs,
                       size_t n, const an_comparison *c, const recommendation *R, const report_opts *ro)
 {
-    FILE *f = fopen(path, "w");
+    char why[160];
+    FILE *f = path_fopen_output(path, why, sizeof why);
     if (!f) {
-        fprintf_text(stderr, "%s: cannot write '%s': %s\n", prog, path, strerror(errno));
+        fprintf_text(stderr, "%s: cannot write '%s': %s\n", prog, path, why);
         return EXIT_IO;
     }
     int rc = render(f, fmt, runs, n, c, R, ro);

@@ -48,7 +48,8 @@ static void usage(FILE *f)
             "  --format F          text (default) or json\n"
             "  -h, --help\n"
             "Every other option of `ampdiag run` goes to the run (--model, --data, --precision,\n"
-            "--optimizer, --batch, ...); --lr and --schedule are set by lrfind.\n"
+            "--optimizer, --batch, ...); --lr and --schedule are set by lrfind. With --dry-run,\n"
+            "lrfind prints the run's command and the run checks it, running nothing.\n"
             "\n"
             "exit status: 0 suggestions made, 1 the loss never fell (no suggestion), 2 bad usage or\n"
             "input, 3 I/O failure\n");
@@ -79,6 +80,31 @@ static int parse_pos(const char *what, const char *s, double *v)
     }
     *v = x;
     return 0;
+}
+
+/* -s/--steps N: an integer of at least 10 (the smoothing needs some points). 0 or EXIT_USAGE
+ * after a message. */
+static int parse_steps(const char *s)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < 10 || v > 100000000) {
+        fprintf_text(stderr, "%s: --steps '%s': expected an integer in [10, 100000000] (the test "
+                     "needs at least 10 steps)\n", PROG, s);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* What the run passed on would write, checked here (so that the messages name lrfind): the trace
+ * and --save-weights. 0, or the exit status after a message. */
+static int check_outputs(const char *out, const char *save, int overwrite)
+{
+    int rc = cli_check_output(PROG, "-o", out, overwrite);
+    if (!rc && save)
+        rc = cli_check_output(PROG, "--save-weights", save, overwrite);
+    return rc;
 }
 
 static void print_text(const char *path, const an_run *r, const lr_suggest *s, double lo, double hi)
@@ -125,8 +151,9 @@ int cmd_lrfind(int argc, char **argv)
     cli_opt table[CLI_MAX_OPTS + 1];
     if (cli_with_run_options(table, own_options, lrfind_id_of))
         return EXIT_USAGE;
-    const char *out = "lrfind.h5", *steps = "100", *format = "text";
-    double lo = 1e-7, hi = 10, sv;
+    const char *out = "lrfind.h5", *steps = "100", *format = "text", *save = NULL;
+    double lo = 1e-7, hi = 10;
+    int overwrite = 0, dry = 0;
     char **rargv = calloc((size_t)argc * 2 + 16, sizeof *rargv);
     if (!rargv)
         return EXIT_IO;
@@ -140,7 +167,7 @@ int cmd_lrfind(int argc, char **argv)
         case L_OUT: out = p.arg; break;
         case L_MIN: rc = parse_pos("--lr-min", p.arg, &lo) ? EXIT_USAGE : 0; break;
         case L_MAX: rc = parse_pos("--lr-max", p.arg, &hi) ? EXIT_USAGE : 0; break;
-        case L_STEPS: rc = parse_pos("--steps", p.arg, &sv) || sv < 10 ? EXIT_USAGE : 0; steps = p.arg; break;
+        case L_STEPS: rc = parse_steps(p.arg); steps = p.arg; break;
         case L_FORMAT:
             format = p.arg;
             if (strcmp(format, "text") && strcmp(format, "json")) {
@@ -155,6 +182,10 @@ int cmd_lrfind(int argc, char **argv)
             break;
         case L_PASS:
             rc = cli_check_passed_option(PROG, p.opt, p.arg);
+            overwrite |= strcmp(p.opt->name, "--overwrite") == 0;
+            dry |= strcmp(p.opt->name, "--dry-run") == 0;
+            if (strcmp(p.opt->name, "--save-weights") == 0)
+                save = p.arg;
             rargv[k++] = (char *)p.opt->name;
             if (p.arg)
                 rargv[k++] = (char *)p.arg;
@@ -178,6 +209,18 @@ int cmd_lrfind(int argc, char **argv)
     for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++)
         rargv[k++] = (char *)extra[i];
     rargv[k] = NULL;
+    if (!rc)
+        rc = check_outputs(out, save, overwrite);
+    if (!rc && dry) { /* the run checks itself and says what it would do */
+        rargv[0] = (char *)"ampdiag";
+        for (int q = 0; q < k; q++)
+            fprintf_text(stdout, "%s%s", q ? " " : "", rargv[q]);
+        printf("\n");
+        fflush(stdout);
+        rc = cli_run_self(rargv, NULL, PROG);
+        free(rargv);
+        return rc;
+    }
     if (!rc)
         rc = cli_run_self(rargv, "/dev/null", PROG); /* its summary dropped, its stderr kept */
     free(rargv);

@@ -111,6 +111,8 @@ static void usage(FILE *f)
             "  --save-weights W.h5  write the final weights\n"
             "  --progress MODE      auto (default: a bar on a terminal, lines otherwise) | bar | lines | none\n"
             "  --scenario NAME      start from a named failure-mode preset (below); later options override it\n"
+            "  --dry-run            check the options, the model, data and weights files and the outputs,\n"
+            "                       say what would run, and stop: no step, nothing written\n"
             "  -h, --help\n"
             "\n"
             "Synthetic data sets:\n%s"
@@ -128,7 +130,7 @@ enum {
     O_WD, O_BETA1, O_BETA2, O_EPS, O_OSTATE, O_CLIP, O_LOSS_SCALE, O_SINIT, O_SGROWTH, O_SBACKOFF,
     O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY, O_TRACE_THREADS,
     O_HIST_EVERY, O_EVAL_EVERY, O_PATIENCE, O_FLUSH_EVERY, O_FLUSH_SECONDS, O_INIT, O_SAVE,
-    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN
+    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN, O_DRY_RUN
 };
 
 /* Every option of `ampdiag run` (the sweep passes them on: see cmd_sweep.c). */
@@ -154,7 +156,8 @@ const cli_opt run_options[] = {
     {"--flush-every", 0, CLI_ARG, O_FLUSH_EVERY}, {"--flush-seconds", 0, CLI_ARG, O_FLUSH_SECONDS},
     {"--init-from", 0, CLI_ARG, O_INIT}, {"--save-weights", 0, CLI_ARG, O_SAVE},
     {"--progress", 0, CLI_ARG, O_PROGRESS}, {"--overwrite", 0, CLI_NOARG, O_OVERWRITE},
-    {"--scenario", 0, CLI_ARG, O_SCENARIO}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+    {"--scenario", 0, CLI_ARG, O_SCENARIO}, {"--dry-run", 0, CLI_NOARG, O_DRY_RUN},
+    {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
 
 static const char *optname(int code) { return cli_opt_name(run_options, code); }
 
@@ -461,6 +464,7 @@ static int output_option(run_args *a, int ch, const char *arg)
     case O_INIT: c->init_from = arg; return 0;
     case O_SAVE: c->save_weights = arg; return 0;
     case O_OVERWRITE: c->overwrite = 1; return 0;
+    case O_DRY_RUN: c->dry_run = 1; return 0;
     case O_PROGRESS: return progress_option(a, arg);
     default: return NOT_MINE;
     }
@@ -578,23 +582,17 @@ static int refuse_clobber(const train_config *c)
     return 0;
 }
 
-/* Files the run would replace, refused before training without --overwrite, naming the option.
- * 0 or EXIT_USAGE after a message. */
+/* The files the run writes, checked before training (cli_check_output): refused when they
+ * exist without --overwrite, and always when they are not regular files or cannot be written.
+ * 0, or EXIT_USAGE or EXIT_IO after a message. */
 static int refuse_existing(const train_config *c)
 {
     int rc = refuse_clobber(c);
-    if (rc)
-        return rc;
-    if (!c->overwrite && access(c->out, F_OK) == 0) {
-        fprintf_text(stderr, "ampdiag run: '%s' exists (use --overwrite to replace it)\n", c->out);
-        return EXIT_USAGE;
-    }
-    if (!c->overwrite && c->save_weights && access(c->save_weights, F_OK) == 0) {
-        fprintf_text(stderr, "ampdiag run: --save-weights '%s' exists (use --overwrite to replace it)\n",
-                     c->save_weights);
-        return EXIT_USAGE;
-    }
-    return 0;
+    if (!rc)
+        rc = cli_check_output("ampdiag run", NULL, c->out, c->overwrite);
+    if (!rc && c->save_weights)
+        rc = cli_check_output("ampdiag run", "--save-weights", c->save_weights, c->overwrite);
+    return rc;
 }
 
 /* With progress shown: one line on stderr saying what is trained. */
@@ -612,11 +610,19 @@ static void announce(const train_config *c)
 static int train_and_report(const train_config *c)
 {
     train_result r;
-    char err[1024] = "";
+    char err[4096] = "";
     int rc = train_run(c, &r, err, sizeof err);
     if (rc != TRAIN_OK) {
-        fprintf_text(stderr, "ampdiag run: %s\n", err);
+        cli_say_lines("ampdiag run", err); /* a list of choices keeps its lines */
         return rc == TRAIN_EIO ? EXIT_IO : EXIT_USAGE;
+    }
+    if (c->dry_run) {
+        fprintf_text(stdout, "dry run: model %s (%s), data %s, %s, %ld steps of %d -> %s%s%s "
+                     "(checked; nothing run or written)\n", c->mo.spec ? c->mo.spec : "mlp",
+                     r.model_desc, c->data ? c->data : "(the model's default)",
+                     precision_name(c->mo.precision), c->steps, c->batch, c->out,
+                     c->save_weights ? ", weights -> " : "", c->save_weights ? c->save_weights : "");
+        return fflush(stdout) == 0 ? 0 : EXIT_IO;
     }
     int st = print_summary(c, &r);
     /* stopped by SIGINT/SIGTERM: the trace is closed and marked interrupted; exit as a shell
@@ -641,6 +647,7 @@ static int run_main(int argc, char **argv, const char *scenario, char *cmdline)
     a.c.progress = a.progress_mode >= 0 ? a.progress_mode : (isatty(2) ? 2 : 1);
     a.c.command_line = cmdline;
     a.c.scenario = scenario;
-    announce(&a.c);
+    if (!a.c.dry_run)
+        announce(&a.c);
     return train_and_report(&a.c);
 }

@@ -54,12 +54,14 @@ static void usage(FILE *f)
             "  --fail-on LIST      as ampdiag compare: exit 1 when a condition holds\n"
             "  --warmup N          as ampdiag compare\n"
             "  --plots             draw the charts into DIR/charts and link them from report.md\n"
-            "  --dry-run           print the run commands and stop\n"
+            "  --dry-run           check every run as ampdiag run --dry-run does, print the run\n"
+            "                      commands and stop\n"
             "  -h, --help\n"
             "Every option of `ampdiag run` goes to each run unchanged (--model, --data, -s/--steps,\n"
             "--scenario, --seed, --optimizer, --loss-scale, ...; see ampdiag run --help), except\n"
-            "--precision, --out/-o and (with --lrs) --lr, which the sweep sets; an option that\n"
-            "ampdiag run does not know is refused before any run starts.\n"
+            "--precision, --out/-o and (with --lrs) --lr, which the sweep sets, and --save-weights\n"
+            "(every run would write the same file). Every run is checked before any starts (an\n"
+            "option, a model, data or weights file a run would refuse stops the sweep there).\n"
             "\n"
             "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or a run refused\n"
             "its options, 3 I/O failure or a run that failed to write its trace, 130 (143)\n"
@@ -262,6 +264,11 @@ static int sweep_option(sweep *sw, int id, const cli_opt *opt, const char *v)
         return EXIT_USAGE;
     case S_SET: return 0; /* the sweep sets these */
     case S_PASS:
+        if (strcmp(opt->name, "--save-weights") == 0) {
+            fprintf_text(stderr, "%s: --save-weights: every run of the sweep would write the same file "
+                         "(save weights with ampdiag run)\n", PROG);
+            return EXIT_USAGE;
+        }
         sw->lr_given |= strcmp(opt->name, "--lr") == 0;
         sw->pass[sw->npass++] = (char *)opt->name;
         if (v)
@@ -425,6 +432,72 @@ static int prepare_runs(sweep *sw)
     return 0;
 }
 
+static int run_argv(sweep *sw, job *j, char **cargv);
+
+/* The sweep's own files in DIR (when it exists): each run's log, the reports, the charts'
+ * directory; replaced only where they are regular files. 0, or the exit status after a
+ * message. */
+static int check_own_files(sweep *sw)
+{
+    int rc = 0;
+    for (int q = 0; !rc && q < sw->nj; q++)
+        rc = cli_check_output(PROG, NULL, sw->js[q].log, 1);
+    const char *names[] = {"report.md", "report.json"};
+    for (size_t k = 0; !rc && k < 2; k++) {
+        char *p = join(sw->dir, names[k], "");
+        rc = p ? cli_check_output(PROG, NULL, p, 1) : EXIT_IO;
+        free(p);
+    }
+    struct stat st;
+    char *charts = sw->plots ? join(sw->dir, "charts", "") : NULL;
+    if (!rc && charts && lstat(charts, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        fprintf_text(stderr, "%s: '%s' exists and is not a directory (--plots draws into it)\n", PROG, charts);
+        rc = EXIT_USAGE;
+    }
+    free(charts);
+    return rc;
+}
+
+/* Every run checked before any starts, as `ampdiag run ... --dry-run` checks it (its options,
+ * model, data and weights files, its trace), and the sweep's own files. Where DIR does not
+ * exist yet (a dry run), the runs' traces are checked in a temporary directory instead. 0, or
+ * the exit status of the first refusal (the run's message names the option). */
+static int check_runs(sweep *sw)
+{
+    struct stat st;
+    int have_dir = stat(sw->dir, &st) == 0 && S_ISDIR(st.st_mode);
+    const char *tmp = getenv("TMPDIR");
+    char tdir[4096];
+    snprintf(tdir, sizeof tdir, "%s/ampdiag-sweep-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!have_dir && !mkdtemp(tdir)) {
+        fprintf_text(stderr, "%s: cannot make a temporary directory '%s': %s\n", PROG, tdir, strerror(errno));
+        return EXIT_IO;
+    }
+    int rc = have_dir ? check_own_files(sw) : 0;
+    for (int q = 0; !rc && q < sw->nj; q++) {
+        job *j = &sw->js[q];
+        char *trace = j->trace, *alt = have_dir ? NULL : join(tdir, j->name, ".h5");
+        if (!have_dir && !alt)
+            rc = EXIT_IO;
+        j->trace = alt ? alt : trace;
+        char **argv = sw->cargv + (size_t)q * (size_t)(sw->npass + 16);
+        int c = rc ? 0 : run_argv(sw, j, argv);
+        if (!rc) {
+            argv[c++] = (char *)"--dry-run";
+            argv[c] = NULL;
+            rc = cli_run_self(argv, "/dev/null", PROG);
+        }
+        j->trace = trace;
+        free(alt);
+        if (rc)
+            fprintf_text(stderr, "%s: the %s run would be refused (exit %d): no run started\n", PROG,
+                         j->name, rc);
+    }
+    if (!have_dir)
+        rmdir(tdir);
+    return rc;
+}
+
 /* Job j's command line into cargv: ampdiag run, the options passed on, then what the sweep
  * sets. Returns its length. */
 static int run_argv(sweep *sw, job *j, char **cargv)
@@ -529,7 +602,8 @@ int cmd_sweep(int argc, char **argv)
     if ((rc = sweep_init(&sw, argc)))
         return rc;
     if (!(rc = parse_sweep_args(&sw, argc, argv, &help)) && !help &&
-        !(rc = check_sweep(&sw)) && !(rc = make_jobs(&sw)) && !(rc = prepare_runs(&sw)))
+        !(rc = check_sweep(&sw)) && !(rc = make_jobs(&sw)) && !(rc = prepare_runs(&sw)) &&
+        !(rc = check_runs(&sw)))
         rc = run_and_compare(&sw);
     sweep_free(&sw);
     return rc;

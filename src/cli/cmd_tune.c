@@ -81,7 +81,10 @@ static const cli_opt own_options[] = {
     CLI_OPT_END};
 
 /* run's options: --precision refused, the rest passed on to the sweeps. */
-static int tune_id_of(const char *name) { return strcmp(name, "--precision") == 0 ? T_REFUSE : T_PASS; }
+static int tune_id_of(const char *name)
+{
+    return strcmp(name, "--precision") == 0 || strcmp(name, "--dry-run") == 0 ? T_REFUSE : T_PASS;
+}
 
 /* Remedies (recommend.h) as tune applies them: those for every run stay in force from the round
  * whose advice named them on; those for the recommended precision's run go to its run in the
@@ -462,6 +465,20 @@ static void report_json(FILE *f, const tune_round *rs, int nr, const verdict *v)
     jw_end(&w);
 }
 
+/* The reports tune will write into dir, checked before any run (replaced only where they are
+ * regular files). 0, or the exit status after a message. */
+static int check_reports(const char *dir)
+{
+    static const char *const names[2] = {"tune.md", "tune.json"};
+    int rc = 0;
+    for (int k = 0; !rc && k < 2; k++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/%s", dir, names[k]);
+        rc = cli_check_output(PROG, NULL, p, 1);
+    }
+    return rc;
+}
+
 /* Write the Markdown and JSON reports into dir. 0 or EXIT_IO. */
 static int write_reports(const char *dir, const tune_round *rs, int nr, const verdict *v)
 {
@@ -469,9 +486,10 @@ static int write_reports(const char *dir, const tune_round *rs, int nr, const ve
     for (int k = 0; k < 2; k++) {
         char p[4200];
         snprintf(p, sizeof p, "%s/%s", dir, names[k]);
-        FILE *f = fopen(p, "w");
+        char why[160];
+        FILE *f = path_fopen_output(p, why, sizeof why);
         if (!f) {
-            fprintf_text(stderr, "%s: cannot write '%s': %s\n", PROG, p, strerror(errno));
+            fprintf_text(stderr, "%s: cannot write '%s': %s\n", PROG, p, why);
             return EXIT_IO;
         }
         if (k)
@@ -617,7 +635,10 @@ int cmd_tune(int argc, char **argv)
             break;
         }
         case T_REFUSE:
-            fprintf_text(stderr, "%s: --precision is set by tune (use --precisions)\n", PROG);
+            fprintf_text(stderr, "%s: %s\n", PROG, strcmp(p.opt->name, "--dry-run") == 0
+                         ? "--dry-run: tune decides its later runs from the earlier ones (ampdiag sweep "
+                           "--dry-run checks the first round's runs)"
+                         : "--precision is set by tune (use --precisions)");
             rc = EXIT_USAGE;
             break;
         case T_PASS:
@@ -643,6 +664,8 @@ int cmd_tune(int argc, char **argv)
         fprintf_text(stderr, "%s: -o: %s\n", PROG, msg);
         rc = mrc == 2 ? EXIT_USAGE : EXIT_IO;
     }
+    if (!rc)
+        rc = check_reports(t.out);
     tune_round *rs = calloc(TUNE_MAX_ROUNDS, sizeof *rs);
     int nr = 0;
     if (!rs && !rc)

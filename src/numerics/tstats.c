@@ -424,7 +424,7 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
  * block of 4096 normal values spans about 15 fields); the top 64 fields of that window are then
  * counted from the bytes, 8 fields per pass, by bit-sliced carry-save adders (count8_*), and the
  * values below them by one more compare, one at a time. The loop prefetches 4 KiB ahead
- * (README: the speeds bench_tstats measured).
+ * (docs/benchmarks.md: the speeds bench_tstats measured).
  */
 
 /* The clean window of |x| bits: [CLEAN_LO, CLEAN_HI). CLEAN_HI is 61440, E5M2's overflow

@@ -14,6 +14,7 @@
 #include "plot/plot.h"
 #include "analysis/analyze.h"
 #include "util/escape.h"
+#include "util/path.h"
 
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
@@ -186,9 +187,11 @@ static int out_open(struct ctx *c, struct out *o, const char *name, const char *
 {
     if (snprintf(o->path, sizeof o->path, "%s/%s", c->outdir, name) >= (int)sizeof o->path)
         return fail(c, PLOT_EINPUT, "output path too long: '%s/%s'", c->outdir, name);
-    o->f = fopen(o->path, mode);
+    char why[160];
+    (void)mode; /* every output is written, binary or not: replaced only where a regular file */
+    o->f = path_fopen_output(o->path, why, sizeof why);
     if (!o->f)
-        return fail(c, PLOT_EIO, "cannot create '%s': %s", o->path, strerror(errno));
+        return fail(c, PLOT_EIO, "cannot create '%s': %s", o->path, why);
     return 0;
 }
 
@@ -269,6 +272,8 @@ static void gp_var_num(FILE *f, const char *name, double v)
     fputc('\n', f);
 }
 
+enum { GP_TIC_LABEL = 2 }; /* gp_array_str's text: strings shown as tic labels */
+
 /* array NAME[n] = [...]. gnuplot needs at least one element, and parses the options of a
  * `plot for [i=1:0]` element even though it draws none: an empty array gets one valid
  * placeholder (a colour for a colour array, 1 for numbers). */
@@ -278,7 +283,11 @@ static void gp_array_str(FILE *f, const char *name, const char *const *v, size_t
     for (size_t i = 0; i < n; i++) {
         if (i)
             fputs(", ", f);
-        if (text)
+        if (text == GP_TIC_LABEL) { /* a tic label is also a format: escape.h, SINK_GP_TIC */
+            fputc('\'', f);
+            str_fputs(v[i], SINK_GP_TIC, f);
+            fputc('\'', f);
+        } else if (text)
             gp_text(f, v[i]);
         else
             gp_quote(f, v[i]);
@@ -565,11 +574,18 @@ static void run_list(const struct ctx *c, const int *idx, size_t n, char *dst, s
     }
 }
 
-/* "mlp on synthetic:blobs", from the first run. */
-static void run_context(const struct ctx *c, char *dst, size_t len)
+/* "mlp on synthetic:blobs": of run r (a chart of one run), else of every run when they share
+ * them, else "different models or data". */
+static void run_context(const struct ctx *c, const struct run *r, char *dst, size_t len)
 {
-    const char *model = c->runs[0].a->model;
-    const char *data = c->runs[0].a->data;
+    const struct run *from = r ? r : &c->runs[0];
+    const char *model = from->a->model;
+    const char *data = from->a->data;
+    for (int i = 1; !r && i < c->nruns; i++)
+        if (strcmp(c->runs[i].a->model, model) != 0 || strcmp(c->runs[i].a->data, data) != 0) {
+            snprintf(dst, len, "different models or data");
+            return;
+        }
     snprintf(dst, len, "%.100s%s%.120s", model, *model && *data ? " on " : "", data);
 }
 
@@ -880,7 +896,7 @@ static int chart_loss(struct ctx *c)
     const int *idx = c->all;
     char runs[200], ctxs[256], title[800], sub[512], desc[512];
     run_list(c, idx, (size_t)c->nruns, runs, sizeof runs);
-    run_context(c, ctxs, sizeof ctxs);
+    run_context(c, NULL, ctxs, sizeof ctxs);
     snprintf(title, sizeof title, "Training loss: %s%s%s", runs, *ctxs ? " - " : "", ctxs);
     if (w > 1)
         snprintf(sub, sizeof sub, "thin: every step; thick: centred mean over %zu steps; "
@@ -1048,7 +1064,7 @@ static int chart_loss_scale(struct ctx *c)
     ehi = ceil(ehi / k) * k;
     char runs[200], ctxs[256], title[800], sub[512], desc[512];
     run_list(c, idx, n, runs, sizeof runs);
-    run_context(c, ctxs, sizeof ctxs);
+    run_context(c, NULL, ctxs, sizeof ctxs);
     snprintf(title, sizeof title, "Loss scale: %s%s%s", runs, *ctxs ? " - " : "", ctxs);
     char unscaled[200] = "";
     if (n < (size_t)c->nruns) {
@@ -1181,7 +1197,7 @@ static int chart_grad_norm(struct ctx *c)
     const int *idx = c->all;
     char runs[200], ctxs[256], title[800], sub[256], desc[512];
     run_list(c, idx, (size_t)c->nruns, runs, sizeof runs);
-    run_context(c, ctxs, sizeof ctxs);
+    run_context(c, NULL, ctxs, sizeof ctxs);
     snprintf(title, sizeof title, "Gradient norm: %s%s%s", runs, *ctxs ? " - " : "", ctxs);
     if (w > 1)
         snprintf(sub, sizeof sub, "global L2 norm of the unscaled gradients before clipping; "
@@ -1352,7 +1368,7 @@ static int chart_layer_ranges(struct ctx *c, int si)
     const int *idx = c->all;
     char runs[200], ctxs[256], title[800], sub[512], desc[512];
     run_list(c, idx, (size_t)c->nruns, runs, sizeof runs);
-    run_context(c, ctxs, sizeof ctxs);
+    run_context(c, NULL, ctxs, sizeof ctxs);
     snprintf(title, sizeof title, "Range of %s per layer: %s%s%s", ser_words[si], runs,
              *ctxs ? " - " : "", ctxs);
     char shown[160] = "";
@@ -1519,7 +1535,7 @@ static int chart_heatmap(struct ctx *c, const struct run *r)
     }
     char name[128], ctxs[256], title[800], sub[512], desc[512];
     snprintf(name, sizeof name, "fp16-heatmap-%s", r->tag);
-    run_context(c, ctxs, sizeof ctxs);
+    run_context(c, r, ctxs, sizeof ctxs);
     snprintf(title, sizeof title, "FP16 underflow and overflow per layer: %s run (%s)%s%s",
              r->label, r->path, *ctxs ? " - " : "", ctxs);
     int is16 = strcmp(r->precision, "fp16") == 0;
@@ -1542,7 +1558,7 @@ static int chart_heatmap(struct ctx *c, const struct run *r)
     gp_array_num(s.f, "panel_first", pfirst, npanel);
     gp_array_num(s.f, "panel_rows", pnrows, npanel);
     gp_array_num(s.f, "panel_overflow", pover, npanel);
-    gp_array_str(s.f, "row_name", rname, total, 1);
+    gp_array_str(s.f, "row_name", rname, total, GP_TIC_LABEL);
     fprintf(s.f, "row_font = %d\nrow_every = %zu\n", maxrows > 16 ? 7 : 9,
             maxrows > 30 ? (maxrows + 29) / 30 : 1);
     rc = script_end(c, &s, "fp16-heatmap");
@@ -1738,7 +1754,7 @@ static int chart_hist(struct ctx *c, const struct run *r, int u)
             stitle[nt++] = stt[pi * MAX_HIST_STEPS + k];
 
     char ctxs[256], title[800], sub[512], desc[512];
-    run_context(c, ctxs, sizeof ctxs);
+    run_context(c, r, ctxs, sizeof ctxs);
     snprintf(title, sizeof title, "Exponent histograms of %s's gradients: %s run (%s)%s%s",
              c->lname[u], r->label, r->path, *ctxs ? " - " : "", ctxs);
     int same_shift = 1;
@@ -1964,15 +1980,15 @@ static int job_start(struct ctx *c, struct job *j, size_t chart, int *missing)
     if (dot)
         *dot = 0;
     snprintf(j->log, sizeof j->log, "%s/%s.log", c->outdir, stem);
-    /* gnuplot runs `cd` first so that the script's relative file names work (a directory whose
-     * name holds a control character is not found: escaped, it cannot end the command) */
+    /* gnuplot runs `cd` first so that the script's relative file names work (the directory's
+     * name in a double-quoted string, any byte as an octal escape: nothing can end the command) */
     size_t cl = STR_ESCAPED_SIZE(strlen(c->outdir)) + 8;
     char *cdcmd = malloc(cl);
     if (!cdcmd)
         return fail(c, PLOT_ENOMEM, "out of memory");
-    memcpy(cdcmd, "cd '", 4);
-    str_escape(cdcmd + 4, cl - 5, c->outdir, SINK_GP);
-    strcat(cdcmd, "'");
+    memcpy(cdcmd, "cd \"", 4);
+    str_escape(cdcmd + 4, cl - 5, c->outdir, SINK_GP_PATH); /* every byte given back exactly */
+    strcat(cdcmd, "\"");
     char *argv[] = {(char *)prog, (char *)"-d", (char *)"-e", cdcmd, ch->script, NULL};
     posix_spawn_file_actions_t fa;
     int e = posix_spawn_file_actions_init(&fa);

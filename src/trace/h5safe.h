@@ -49,6 +49,21 @@ int h5safe_open_failed_io(char *detail, size_t n);
  * real work in its own process: the same HDF5 calls the child survived. fn must not touch a
  * device (a forked child may not use the parent's CUDA context).
  */
+/*
+ * Chunks that inflate beyond their size. HDF5's deflate filter inflates a chunk to whatever
+ * size its stream makes (a few kilobytes can make gigabytes) and then keeps the part the chunk
+ * needs. h5safe_check_chunks undoes the filters of each stored chunk of dataset d that rows
+ * [first, first + count) touch (deflate, shuffle and Fletcher-32, in HDF5's order, each stage's
+ * output bounded) before HDF5 reads them: a chunk must decode to at most its declared size (its
+ * rows times the size of a stored row), and that size must be at most what the table's `rows`
+ * rows need, or 64 MiB. Returns 0 (also for a dataset that is not chunked or not deflated, and
+ * for a chunk that cannot be read: HDF5 then reports it), or H5SAFE_OVERSIZE with why (n bytes)
+ * a phrase that follows the dataset's name: "has a chunk (rows 0 to 36) that inflates beyond
+ * its 10360 bytes", "is deflated together with filter 307, which is not read".
+ */
+#define H5SAFE_OVERSIZE (-4)
+int h5safe_check_chunks(hid_t d, size_t first, size_t count, size_t rows, char *why, size_t n);
+
 #define H5SAFE_PROBE_FAILED (-1000)
 int h5safe_probe(int (*fn)(void *arg, char *msg, size_t msglen), void *arg, const char *what,
                  char *msg, size_t msglen);

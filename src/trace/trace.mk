@@ -21,7 +21,7 @@ tests_t_trace_SOURCES = tests/t_trace.c tests/trace_synth.h
 tests_t_trace_LDADD = libampdiag.la -lm
 tests_t_trace_validate_SOURCES = tests/t_trace_validate.c tests/trace_synth.h
 tests_t_trace_validate_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
-tests_t_trace_validate_LDADD = libampdiag.la $(HDF5_LIBS) -lm
+tests_t_trace_validate_LDADD = libampdiag.la $(HDF5_LIBS) -lz -lm
 tests_t_trace_crash_SOURCES = tests/t_trace_crash.c tests/trace_synth.h
 tests_t_trace_crash_LDADD = libampdiag.la -lm
 tests_t_trace_ref_SOURCES = tests/t_trace_ref.c tests/trace_synth.h
@@ -102,3 +102,7 @@ check-kill: ampdiag$(EXEEXT)
 # point to other files: refused before any work with the right exit status
 TESTS += tests/t_inputs.sh
 EXTRA_DIST += tests/t_inputs.sh
+# t_outputs.sh: outputs checked before any work, only regular files ever replaced (--overwrite
+# included), every exit 2 saying why
+TESTS += tests/t_outputs.sh
+EXTRA_DIST += tests/t_outputs.sh

@@ -19,6 +19,9 @@
  * Chunks are inflated with libdeflate where the system has libdeflate.so.0 (loaded at run time;
  * it checks the Adler-32 sum as zlib does, in about half the time), else with zlib; setting
  * AMPDIAG_NO_LIBDEFLATE in the environment uses zlib (tests/t_long_trace.sh checks both).
+ * Setting AMPDIAG_NO_CHUNK_READER reads every table through HDF5 (fuzz/fuzz_trace_h5.c fuzzes
+ * that path; before HDF5 reads a deflated chunk, h5safe_check_chunks checks that it does not
+ * inflate beyond its size).
  */
 #ifndef AMPDIAG_TRACE_CHUNKS_H
 #define AMPDIAG_TRACE_CHUNKS_H

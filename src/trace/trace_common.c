@@ -669,8 +669,24 @@ static void clear_absent(const trace_table *tb, uint64_t absent, void *rows, siz
     }
 }
 
+/* Every fixed-length string ends within its field. HDF5 terminates a string it converts, but a
+ * string stored as the memory type is (NUL-terminated UTF-8 of the same size, as this writer
+ * stores it) is copied as it is: a file whose string fills its width has no NUL there. Its
+ * last byte becomes one, as HDF5's conversion would make it. */
+static void terminate_strings(const trace_table *tb, void *rows, size_t n)
+{
+    for (size_t f = 0; f < tb->nfields; f++) {
+        if (tb->fields[f].type != FT_STR || tb->fields[f].size == 0)
+            continue;
+        char *p = (char *)rows + tb->fields[f].offset + tb->fields[f].size - 1;
+        for (size_t i = 0; i < n; i++)
+            p[i * tb->rec_size] = 0;
+    }
+}
+
 void trace_rows_fix(const trace_table *tb, uint64_t absent, void *rows, size_t n)
 {
+    terminate_strings(tb, rows, n);
     fix_unknown_enums(tb, rows, n);
     if (absent)
         clear_absent(tb, absent, rows, n);

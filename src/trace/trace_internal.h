@@ -73,9 +73,10 @@ void trace_fill_record(const trace_table *tb, void *rec);
 #define AMPDIAG_TRACE_MAX_STEP (INT64_C(1) << 53)
 /* Bytes a field takes in the public record (see trace_ftype). */
 size_t trace_field_msize(const trace_field *f);
-/* Rows as read, made what the public records promise: enum values this version does not know
- * (negative) read as -1; optional fields the file lacks (bit i of absent: field i) as 0, a float
- * one as NaN (not recorded: 0 would be a value). */
+/* Rows as read, made what the public records promise: every fixed-length string ends within
+ * its field (its last byte NUL); enum values this version does not know (negative) read as -1;
+ * optional fields the file lacks (bit i of absent: field i) as 0, a float one as NaN (not
+ * recorded: 0 would be a value). */
 void trace_rows_fix(const trace_table *tb, uint64_t absent, void *rows, size_t n);
 /* 1 when a row's step lies outside [-AMPDIAG_TRACE_MAX_STEP, AMPDIAG_TRACE_MAX_STEP] (tables
  * keyed by step), else 0. */

@@ -790,6 +790,18 @@ static int check_extent(ampdiag_trace_reader *r, int t, hsize_t dim)
     return 0;
 }
 
+/* Before HDF5 reads rows [first, first + count) of table t (of rows rows): none of their
+ * stored chunks inflates beyond its size (h5safe_check_chunks). 0 or AMPDIAG_TRACE_ETRUNCATED
+ * after a message. */
+static int check_chunks(ampdiag_trace_reader *r, int t, size_t first, size_t count, size_t rows)
+{
+    char why[160];
+    if (h5safe_check_chunks(r->dset[t], first, count, rows, why, sizeof why) == 0)
+        return 0;
+    return trace_fail(AMPDIAG_TRACE_ETRUNCATED, "trace '%s': %s %s (a deflate bomb, or a corrupt "
+                      "file): refused", r->path, trace_tables[t].path, why);
+}
+
 /* Number of rows of table t, without trailing fill rows (key -1). */
 static int count_rows(ampdiag_trace_reader *r, int t)
 {
@@ -820,6 +832,8 @@ static int count_rows(ampdiag_trace_reader *r, int t)
     unsigned char buf[WINDOW * sizeof(int64_t)];
     while (dim > 0) {
         hsize_t n = dim < WINDOW ? dim : WINDOW, start = dim - n;
+        if ((rc = check_chunks(r, t, (size_t)start, (size_t)n, (size_t)dim)))
+            break;
         hid_t fs = H5Dget_space(r->dset[t]), ms = H5Screate_simple(1, &n, NULL);
         int ok = fs >= 0 && ms >= 0 &&
                  H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &n, NULL) >= 0 &&
@@ -1182,8 +1196,9 @@ static int check_steps(const ampdiag_trace_reader *r, int t, const void *rows, s
 }
 
 /* Rows [first, first + count) of table t into buf, fixed up (trace_rows_fix): from the stored
- * chunks where that works, else through HDF5 (which converts). 1 when read; *bad_step is set
- * when a step lies outside the limit. */
+ * chunks where that works, else through HDF5 (which converts) once no chunk they touch inflates
+ * beyond its size. 1 when read, 0 when HDF5 failed, -1 when refused (the message set); *bad_step
+ * is set when a step lies outside the limit. */
 static int read_rows(ampdiag_trace_reader *r, int t, size_t first, size_t count, void *buf,
                      int *bad_step)
 {
@@ -1192,6 +1207,8 @@ static int read_rows(ampdiag_trace_reader *r, int t, size_t first, size_t count,
         return 1;
     if (r->chunks[t])
         H5Eclear2(H5E_DEFAULT);
+    if (check_chunks(r, t, first, count, r->rows[t]))
+        return -1; /* refused: the message is set */
     hsize_t start = first, cnt = count;
     hid_t fs = H5Dget_space(r->dset[t]), ms = H5Screate_simple(1, &cnt, NULL);
     int ok = fs >= 0 && ms >= 0 &&
@@ -1242,10 +1259,14 @@ static int read_table(ampdiag_trace_reader *r, int t, size_t first, size_t max, 
     trace_quiet_begin(&q);
     if (!ok)
         ok = read_rows(r, t, first, count, buf, &bad_step);
-    if (ok && r->chunks[t] && first + count < rows)
+    if (ok > 0 && r->chunks[t] && first + count < rows)
         prefetch_next(r, t, first + count, count);
     int rc = 0;
-    if (!ok) {
+    if (ok < 0) {
+        rc = AMPDIAG_TRACE_ETRUNCATED; /* refused by read_rows, which said why */
+        free(buf);
+        buf = NULL;
+    } else if (!ok) {
         trace_h5err e;
         trace_h5err_take(&e);
         if (e.os_errno && e.os_errno != ENOENT)

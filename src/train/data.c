@@ -26,14 +26,16 @@ void data_free(dataset *ds)
 
 const char *data_synthetic_help(void)
 {
-    return "  synthetic:blobs      10 Gaussian classes in 32 features, 4096 + 512 rows (mlp default)\n"
-           "  synthetic:blobs-raw  the same features in raw units (x 1e5): unnormalised inputs\n"
-           "  synthetic:blobs-tiny the same features x 1e-6: tiny activations and gradients\n"
-           "  synthetic:blobs-valraw  blobs whose first validation row is its class's centre in raw\n"
-           "                       units (x 1e5, preprocessing skipped): only the evaluation's forward\n"
-           "                       pass sees values beyond FP16's range\n"
-           "  synthetic:tokens     sequences of 33 tokens over 64 symbols from a sparse Markov chain,\n"
-           "                       2048 + 256 rows (transformer default)\n";
+    return "  synthetic:blobs         10 Gaussian classes in 32 features, 4096 + 512 rows\n"
+           "                          (mlp default)\n"
+           "  synthetic:blobs-raw     the same features in raw units (x 1e5): unnormalised\n"
+           "                          inputs\n"
+           "  synthetic:blobs-tiny    the same features x 1e-6: tiny activations and gradients\n"
+           "  synthetic:blobs-valraw  blobs whose first validation row is its class's centre in\n"
+           "                          raw units (x 1e5, preprocessing skipped): only the\n"
+           "                          evaluation's forward pass sees values beyond FP16's range\n"
+           "  synthetic:tokens        sequences of 33 tokens over 64 symbols from a sparse Markov\n"
+           "                          chain, 2048 + 256 rows (transformer default)\n";
 }
 
 /* --------------------------------------------------------------------------- synthetic */

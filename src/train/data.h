@@ -4,7 +4,7 @@
  * Classification data is x [N, D] float32 with labels y [N]; sequence data is tokens [N, L]
  * (the model reads positions 0..L-2 and predicts 1..L-1). Files: /x and /y, or /tokens, with
  * optional /x_val + /y_val or /tokens_val; without them the last 10% of rows (at least one) are
- * held out for validation. See README "Data files".
+ * held out for validation. See docs/usage.md, "Data files".
  */
 #ifndef AMPDIAG_DATA_H
 #define AMPDIAG_DATA_H

@@ -1186,7 +1186,7 @@ static void result_init(train_result *r)
 static int load_data(run *R, char *err, size_t errlen)
 {
     const train_config *c = R->c;
-    char merr[512];
+    char merr[2048]; /* room for the list of synthetic sets */
     model_spec spec;
     if (model_spec_load(&spec, c->mo.spec ? c->mo.spec : "mlp", merr, sizeof merr) != 0) {
         say(err, errlen, "--model: %s", merr);
@@ -1196,8 +1196,14 @@ static int load_data(run *R, char *err, size_t errlen)
     model_spec_free(&spec);
     int drc = data_load(&R->ds, c->data, want_tokens, c->seed, merr, sizeof merr);
     if (drc) {
-        say(err, errlen, "--data: %s", merr);
+        say(err, errlen, "%s%s", strncmp(merr, "--data", 6) == 0 ? "" : "--data: ", merr);
         return drc == DATA_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
+    }
+    if (c->batch > R->ds.n) { /* said before the first step, not after minutes of it */
+        size_t k = strlen(R->ds.warnings);
+        snprintf(R->ds.warnings + k, sizeof R->ds.warnings - k, "--batch %d is larger than the %d "
+                 "training rows of %s: every step repeats rows (a step is %.3g passes over them)\n",
+                 c->batch, R->ds.n, R->ds.name, (double)c->batch / R->ds.n);
     }
     /* what the checks at load found: on stderr now, as note events in the trace (open_trace) */
     for (const char *w = R->ds.warnings; *w;) {
@@ -1229,8 +1235,12 @@ static int build_model(run *R, char *err, size_t errlen)
         return TRAIN_EBADINPUT;
     }
     R->m = model_create(&mo, bk, merr, sizeof merr);
-    if (!R->m) {
-        say(err, errlen, "%s", merr);
+    if (!R->m) { /* named by its file (or preset), unless the message names it or an option */
+        const char *spec = c->mo.spec ? c->mo.spec : "mlp";
+        if (strncmp(merr, "--", 2) == 0 || strncmp(merr, spec, strlen(spec)) == 0)
+            say(err, errlen, "%s", merr);
+        else
+            say(err, errlen, "--model %s: %s", spec, merr);
         return TRAIN_EBADINPUT;
     }
     describe_model(R);
@@ -1462,8 +1472,13 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
         return rc;
     if ((rc = build_model(&R, err, errlen)) ||
         (rc = setup_optimizer(&R, err, errlen)) ||
-        (rc = alloc_batches(&R, err, errlen)) ||
-        (rc = tracing_init(&R, err, errlen)) ||
+        (rc = alloc_batches(&R, err, errlen)))
+        return close_run(&R, rc, &sg, err, errlen);
+    if (c->dry_run) { /* all checked: no step, no trace, no weights written */
+        free_run(&R);
+        return TRAIN_OK;
+    }
+    if ((rc = tracing_init(&R, err, errlen)) ||
         (rc = open_trace(&R, err, errlen)))
         return close_run(&R, rc, &sg, err, errlen);
     catch_signals(&sg);

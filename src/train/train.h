@@ -56,6 +56,8 @@ typedef struct train_config {
     const char *command_line;
     const char *scenario;      /* the --scenario preset, or NULL */
     int progress;              /* 0 none, 1 plain lines, 2 a bar (terminal) */
+    int dry_run;               /* check the data, model, weights and optimizer, then stop: no
+                                  step, no trace, no weights written (run --dry-run) */
 } train_config;
 
 void train_config_default(train_config *c);
@@ -88,7 +90,10 @@ typedef struct train_result {
 #define TRAIN_EIO 3
 
 /* Run the configured training. Returns TRAIN_OK (also for a run that diverged: that is data),
- * TRAIN_EBADINPUT or TRAIN_EIO with a message in err. */
+ * TRAIN_EBADINPUT or TRAIN_EIO with a message in err. A batch larger than the data's training
+ * rows is said before any step, with the data's warnings (stderr, and note events in the
+ * trace). With c->dry_run, everything is set up
+ * and checked as for the run (r->nparams, r->nlayers, r->model_desc filled), then freed. */
 int train_run(const train_config *c, train_result *r, char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * weights.h - model parameters to and from HDF5: one float32 dataset per parameter tensor at
  * /<layer name>/<parameter> (e.g. /fc1/weight, /fc1/bias) with PyTorch's shapes, so that a
- * PyTorch state_dict maps onto it with h5py in a few lines (README "Weights files").
+ * PyTorch state_dict maps onto it with h5py in a few lines (docs/usage.md, "Weights files").
  */
 #ifndef AMPDIAG_WEIGHTS_H
 #define AMPDIAG_WEIGHTS_H

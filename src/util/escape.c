@@ -32,6 +32,21 @@ size_t str_utf8_len(const char *str)
     return len;
 }
 
+unsigned str_layout_control(const char *str, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    unsigned cp;
+    if (len == 2 && s[0] == 0xd8 && s[1] == 0x9c)
+        return 0x061c;
+    if (len != 3 || s[0] != 0xe2)
+        return 0;
+    cp = ((unsigned)(s[0] & 0x0f) << 12) | ((unsigned)(s[1] & 0x3f) << 6) | (s[2] & 0x3fu);
+    return cp == 0x200e || cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) ||
+                   (cp >= 0x2066 && cp <= 0x2069)
+               ? cp
+               : 0;
+}
+
 /* One character's escaped form (the longest: a C1 control in enhanced gnuplot text, 10 bytes). */
 typedef struct piece {
     char s[24];
@@ -48,7 +63,8 @@ static void put(piece *p, const char *s, size_t n)
 static size_t text_piece(const unsigned char *s, piece *p)
 {
     size_t n = str_utf8_len((const char *)s);
-    int plain = n == 1 ? s[0] >= 0x20 && s[0] != 0x7f : n > 1 && !(s[0] == 0xc2 && s[1] < 0xa0);
+    int plain = n == 1 ? s[0] >= 0x20 && s[0] != 0x7f
+                       : n > 1 && !(s[0] == 0xc2 && s[1] < 0xa0) && !str_layout_control((const char *)s, n);
     size_t used = n ? n : 1;
     p->len = 0;
     if (plain) {
@@ -121,8 +137,9 @@ static size_t html_piece(const unsigned char *s, piece *p)
     return 1;
 }
 
-/* The text rule's piece t inside a gnuplot single-quoted string, enhanced text or not. */
-static void gp_piece(const piece *t, int enhanced, piece *p)
+/* The text rule's piece t inside a gnuplot single-quoted string, enhanced text or not, a tic
+ * label (a format too) or not. */
+static void gp_piece(const piece *t, int enhanced, int tic, piece *p)
 {
     p->len = 0;
     for (size_t i = 0; i < t->len; i++) {
@@ -130,8 +147,23 @@ static void gp_piece(const piece *t, int enhanced, piece *p)
             put(p, "'", 1);
         else if (enhanced && strchr("^_@&~{}\\", t->s[i]))
             put(p, "\\", 1);
+        else if (tic && t->s[i] == '%')
+            put(p, "%", 1);
         put(p, &t->s[i], 1);
     }
+}
+
+/* One byte of a file name inside a gnuplot double-quoted string: kept, or \ooo. */
+static size_t gp_path_piece(const unsigned char *s, piece *p)
+{
+    p->len = 0;
+    if (*s >= 0x20 && *s < 0x7f && !strchr("\"\\`@$", *s)) {
+        put(p, (const char *)s, 1);
+        return 1;
+    }
+    char e[4] = {'\\', (char)('0' + (*s >> 6)), (char)('0' + ((*s >> 3) & 7)), (char)('0' + (*s & 7))};
+    put(p, e, 4);
+    return 1;
 }
 
 /* The piece for the character at s (not the string's end) in sink; bytes of s used. */
@@ -145,10 +177,12 @@ static size_t next_piece(const unsigned char *s, int at_start, str_sink sink, pi
         put(p, "\\|", 2);
         return 1;
     }
+    if (sink == SINK_GP_PATH) /* exact bytes, not the text rule */
+        return gp_path_piece(s, p);
     piece t;
     used = text_piece(s, &t);
-    if (sink == SINK_GP || sink == SINK_GP_ENH)
-        gp_piece(&t, sink == SINK_GP_ENH, p);
+    if (sink == SINK_GP || sink == SINK_GP_ENH || sink == SINK_GP_TIC)
+        gp_piece(&t, sink != SINK_GP, sink == SINK_GP_TIC, p);
     else
         *p = t;
     return used;

@@ -29,8 +29,9 @@ static void jw_sep(jw *w)
     }
 }
 
-/* JSON string: escapes, control characters (C0, DEL, C1) as \u00XX, and bytes that are not
- * valid UTF-8 as U+FFFD (util/escape.h). */
+/* JSON string: escapes, control characters (C0, DEL, C1) as \u00XX, the layout controls
+ * (str_layout_control) as \uXXXX, and bytes that are not valid UTF-8 as U+FFFD
+ * (util/escape.h). */
 void json_write_string(FILE *f, const char *s)
 {
     if (!s) {
@@ -48,6 +49,9 @@ void json_write_string(FILE *f, const char *s)
         } else if (len == 2 && ch == 0xc2 && p[1] < 0xa0) {
             fprintf(f, "\\u%04x", p[1]); /* a C1 control, U+0080..U+009F */
             p += 2;
+        } else if (len > 1 && str_layout_control((const char *)p, len)) {
+            fprintf(f, "\\u%04x", str_layout_control((const char *)p, len)); /* U+202E, ... */
+            p += len;
         } else if (len > 1) {
             fwrite(p, 1, len, f);
             p += len;

@@ -3,6 +3,7 @@
 #define AMPDIAG_UTIL_PATH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* 1 when path is longer than this system takes (the whole path, or one of its names): the
  * caller refuses it as bad input (exit 2). msg (n bytes) then says so, with the path shortened
@@ -12,6 +13,23 @@ int path_too_long(const char *path, char *msg, size_t n);
 /* The path as it may appear in a message: itself when short, else its first 60 and last 40
  * characters around "...". Returns buf. */
 const char *path_short(const char *path, char *buf, size_t n);
+
+/* An output file a command will write (a trace, weights, a report), checked before any work:
+ * 0 when the command can write it, that is when path is a non-empty name that is not too long,
+ * names nothing or (with overwrite) a regular file, and a file can be created in its directory
+ * (tried: a temporary file made and removed there). Nothing but a regular file is ever
+ * replaced: a directory, a device, a FIFO, a socket or a symbolic link is refused with or
+ * without overwrite. Otherwise msg (n bytes) says what is wrong, naming the path ("'x' is a
+ * directory, not a file", "'x' exists (use --overwrite to replace it)", "cannot create files in
+ * '/proc': Permission denied"), and the result is 2 (bad usage) or 3 (the system failed: no
+ * space, an I/O error, no file descriptors). */
+int path_check_output(const char *path, int overwrite, char *msg, size_t n);
+
+/* Open an output file for writing ("w"), replacing only a regular file: it is created when
+ * missing, truncated when it is a regular file, and refused otherwise (a directory, a device, a
+ * FIFO, a socket, a symbolic link), without blocking on a FIFO. NULL on failure, with why (n
+ * bytes) saying what is wrong ("is a FIFO, not a regular file", or strerror's text). */
+FILE *path_fopen_output(const char *path, char *why, size_t n);
 
 /* Make directory path and its missing parents (an existing directory is fine). 0 on success;
  * otherwise msg (n bytes) names the directory and what went wrong, and the result is 2 for a
