@@ -10,13 +10,15 @@
 #                                           that check ampdiag against PyTorch (tests/t_pytorch.sh)
 #                                           and the PyTorch tracer (tests/t_pytorch_tracer.sh), with
 #                                           lightning, transformers and accelerate (about 250 MB
-#                                           more on disk) for the tests of its integrations
+#                                           more on disk) for the tests of its integrations, and
+#                                           ml_dtypes (the OCP FP8/FP6/FP4/E8M0 element types of the
+#                                           block-format oracle, tests/t_quant_oracle.sh)
 set -eu
 with_torch=0
 for a in "$@"; do
     case $a in
     --with-torch) with_torch=1 ;;
-    -h | --help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -39,14 +41,14 @@ else
 fi
 if [ $with_torch -eq 1 ]; then
     venv=${VENV:-.venv}
-    mods="torch, numpy, h5py, lightning, transformers, accelerate"
+    mods="torch, numpy, h5py, lightning, transformers, accelerate, ml_dtypes"
     if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import $mods" 2>/dev/null; then
         echo "install-deps: $venv has $mods"
     else
         echo "install-deps: installing $mods into $venv (several GB)"
         [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
         "$venv/bin/python" -m pip install -q --upgrade pip
-        "$venv/bin/python" -m pip install -q torch numpy h5py lightning transformers accelerate
+        "$venv/bin/python" -m pip install -q torch numpy h5py lightning transformers accelerate ml_dtypes
         "$venv/bin/python" -c "import $mods; print('install-deps: torch', torch.__version__)"
     fi
 fi
