@@ -361,6 +361,15 @@ typedef struct ampdiag_qstats {
  */
 int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, float amax, size_t nspec,
                          const ampdiag_qspec *spec, ampdiag_qstats *out);
+/* What one scheme does to each value: values[i] := x[i] quantised and decoded (exactly, in double),
+ * NaN for NaN and inf inputs, poisoned values and every value of a scheme not applicable to the
+ * tensor; stats (may be NULL) := its ampdiag_qstats (no disagreement is counted). The blocks are
+ * ampdiag_quant_whatif's. Returns 0, or -1 as ampdiag_quant_whatif. */
+int ampdiag_quant_values(const float *x, size_t n, size_t rows, size_t cols, float amax, const ampdiag_qspec *spec,
+                         double *values, ampdiag_qstats *stats);
+/* Which kernel the block what-if runs on this CPU: "avx512f" or "generic" (AMPDIAG_QUANT_IMPL=generic
+ * in the environment asks for the portable one). Both give the same counts and decoded values. */
+const char *ampdiag_quant_impl(void);
 /* The amax a statistics record implies: +inf if it holds an inf, else its absmax (0 when it has
  * no finite value). */
 float ampdiag_quant_amax(const ampdiag_tstats *s);

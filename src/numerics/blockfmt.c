@@ -22,6 +22,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,13 +125,16 @@ static void hist_add(qwork *w, int e)
     if (e > w->hmax) w->hmax = e;
 }
 
-/* floor(log2 |v|) of a finite non-zero double. */
-static int ilog2d(double v)
+/* floor(log2 |v|) of a finite non-zero float (subnormals included). */
+static int ilog2f(float v)
 {
-    int e;
-    frexp(v, &e);
-    return e - 1;
+    uint32_t a = fbits(v) & 0x7fffffffu;
+    if (a >= AMPDIAG_F32_MIN_NORMAL)
+        return (int)(a >> 23) - 127;
+    return -118 - __builtin_clz(a); /* a = m 2^-149: floor(log2 m) - 149, floor(log2 m) = 31 - clz */
 }
+
+static inline float minf(float a, float b) { return b < a ? b : a; } /* (neither is NaN here) */
 
 /* The scale of one block from its amax: m_all the largest |x| bit pattern (NaN beats inf beats
  * every finite value), m_nn the largest that is not NaN. *mul := the factor values are
@@ -173,7 +177,8 @@ static void block_scale(const qgroup *g, uint32_t m_all, uint32_t m_nn, qwork *w
         if (m_all != 0)
             hist_add(w, E);
         *mul = E == 127 ? bitsf(AMPDIAG_E8M0_MIN_BITS) : bitsf((uint32_t)(127 - E) << 23); /* 2^-E */
-        *dec = ldexp(1.0, E);
+        uint64_t db2 = (uint64_t)(E + 1023) << 52; /* 2^E as a double */
+        memcpy(dec, &db2, sizeof db2);
         return;
     }
     case AMPDIAG_QS_NVFP4: {
@@ -184,7 +189,7 @@ static void block_scale(const qgroup *g, uint32_t m_all, uint32_t m_nn, qwork *w
             return;
         }
         float a = bitsf(m_nn);
-        float sdb = fminf(a / 6.0f * g->s_enc, FLT_MAX); /* (amax_b / 6) x S_enc */
+        float sdb = minf(a / 6.0f * g->s_enc, FLT_MAX); /* (amax_b / 6) x S_enc */
         float sb;
         if (fbits(sdb) >= AMPDIAG_E4M3_OVF_BITS) {
             sb = 448.0f; /* E4M3 with saturation */
@@ -201,8 +206,8 @@ static void block_scale(const qgroup *g, uint32_t m_all, uint32_t m_nn, qwork *w
         if (sb < 0x1p-6f)
             w->subnormal_scales++;
         if (m_nn < AMPDIAG_F32_INF)
-            hist_add(w, ilog2d(sb));
-        *mul = fminf(1.0f / (sb * g->s_dec), FLT_MAX); /* 1 / (s_b x S_dec) */
+            hist_add(w, ilog2f(sb));
+        *mul = minf(1.0f / (sb * g->s_dec), FLT_MAX); /* 1 / (s_b x S_dec) */
         *dec = (double)sb * (double)g->s_dec;
         return;
     }
@@ -215,7 +220,7 @@ static void block_scale(const qgroup *g, uint32_t m_all, uint32_t m_nn, qwork *w
             } else if (m_nn < AMPDIAG_F32_INF) {
                 if (isinf(g->e.max / bitsf(m_nn)))
                     w->clamped++;
-                hist_add(w, ilog2d((double)(1.0f / s)));
+                hist_add(w, ilog2f(1.0f / s));
             }
         } else if (m_nn == 0) {
             w->zero_blocks++;
@@ -227,7 +232,7 @@ static void block_scale(const qgroup *g, uint32_t m_all, uint32_t m_nn, qwork *w
             }
             if (g->rule == AMPDIAG_QR_POW2)
                 s = bitsf(fbits(s) & 0xff800000u);
-            hist_add(w, ilog2d((double)(1.0f / s)));
+            hist_add(w, ilog2f(1.0f / s));
         }
         *mul = s;
         *dec = (double)(1.0f / s);
@@ -257,15 +262,16 @@ static void tensor_scales(qgroup *g, float amax)
     }
 }
 
-/* Values x[0..w) with per-value factors: quantise, decode, count into a; deq (may be NULL) :=
- * the decoded values (NaN where not counted); cmp (may be NULL): the reference's decoded
- * values, to count the disagreement. */
-static void qrow(const float *x, size_t w, const float *mul, const double *dec, const elemfmt *f, qacc *a,
+/* Values x[0..w) whose factors are mul[j / L] and dec[j / L] (L = 1: one per value, L a block
+ * length: one per block): quantise, decode, count into a; deq (may be NULL) := the decoded
+ * values (NaN where not counted); cmp (may be NULL): the reference's decoded values, to count
+ * the disagreement. */
+static void qrow(const float *x, size_t w, const float *mul, const double *dec, size_t L, const elemfmt *f, qacc *a,
                  double *deq, const double *cmp)
 {
     for (size_t j = 0; j < w; j++) {
         float xv = x[j];
-        double d = dec[j];
+        double d = dec[j / L];
         if ((fbits(xv) & 0x7f800000u) == 0x7f800000u || d != d) {
             if ((fbits(xv) & 0x7f800000u) == 0x7f800000u)
                 a->nonfinite++;
@@ -275,7 +281,7 @@ static void qrow(const float *x, size_t w, const float *mul, const double *dec, 
             continue;
         }
         int sat;
-        float q = q_elem(xv * mul[j], f, &sat);
+        float q = q_elem(xv * mul[j / L], f, &sat);
         double dq = (double)q * d;
         double xd = (double)xv, e = xd - dq;
         a->sig += xd * xd;
@@ -295,127 +301,397 @@ static void qrow(const float *x, size_t w, const float *mul, const double *dec, 
     }
 }
 
-/* The largest |x| bit patterns of x[0..n): all (NaN the largest) and not NaN. */
-static void amax_bits(const float *x, size_t n, uint32_t *m_all, uint32_t *m_nn)
+/* The largest |x| bit patterns of the blocks of b values of x[0..w) (the last one ragged): all
+ * (NaN beats inf beats every finite value) into ma[k], those that are not NaN into mn[k]. */
+static void row_amax(const float *x, size_t w, size_t b, uint32_t *ma, uint32_t *mn)
 {
-    uint32_t ma = 0, mn = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t a = fbits(x[i]) & 0x7fffffffu;
-        ma = a > ma ? a : ma;
-        mn = a <= AMPDIAG_F32_INF && a > mn ? a : mn;
+    for (size_t k = 0, blk = 0; k < w; k += b, blk++) {
+        size_t len = w - k < b ? w - k : b;
+        uint32_t a0 = 0, n0 = 0;
+        for (size_t i = 0; i < len; i++) {
+            uint32_t v = fbits(x[k + i]) & 0x7fffffffu;
+            a0 = v > a0 ? v : a0;
+            n0 = v <= AMPDIAG_F32_INF && v > n0 ? v : n0;
+        }
+        ma[blk] = a0;
+        mn[blk] = n0;
     }
-    *m_all = ma;
-    *m_nn = mn;
+}
+
+/* The same over the rows i of X (leading dimension ld), one maximum per column j < wd. */
+static void col_amax(const float *X, size_t ld, size_t rows, size_t wd, uint32_t *ca, uint32_t *cn)
+{
+    for (size_t j = 0; j < wd; j++)
+        ca[j] = cn[j] = 0;
+    for (size_t i = 0; i < rows; i++) {
+        const float *row = X + i * ld;
+        for (size_t j = 0; j < wd; j++) {
+            uint32_t v = fbits(row[j]) & 0x7fffffffu;
+            ca[j] = v > ca[j] ? v : ca[j];
+            cn[j] = v <= AMPDIAG_F32_INF && v > cn[j] ? v : cn[j];
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QROW_AVX512 1
+
+/* qrow with AVX-512F, 16 values at a time (the last ones under a mask), L = 1 or a multiple of
+ * 16: the same operations on every lane, the counts from mask registers, the sums in 8-lane
+ * double accumulators, the largest relative error compared against the one so far and divided
+ * out only for the lanes above it. Gives the counts, decoded values and max_rel_err of qrow
+ * exactly; the sums differ only by the order of the additions. */
+__attribute__((target("avx512f,popcnt"))) static void qrow_avx512(const float *x, size_t w, const float *mul,
+                                                                   const double *dec, size_t L, const elemfmt *f,
+                                                                   qacc *a, double *deq, const double *cmp)
+{
+    const __m512i expmask = _mm512_set1_epi32(0x7f800000), absmask = _mm512_set1_epi32(0x7fffffff);
+    const __m512i sign = _mm512_set1_epi32((int)0x80000000u), emin = _mm512_set1_epi32(f->emin);
+    const __m512i upb = _mm512_set1_epi32(127 + f->m), downb = _mm512_set1_epi32(127 - f->m);
+    const __m512i satb = _mm512_set1_epi32((int)f->sat_bits), b127 = _mm512_set1_epi32(127);
+    const __m512 magic = _mm512_set1_ps(0x1.8p23f), maxv = _mm512_set1_ps(f->max), mn = _mm512_set1_ps(f->min_normal);
+    const __m512 zf = _mm512_setzero_ps();
+    const __m512d zd = _mm512_setzero_pd(), nand = _mm512_set1_pd(NAN);
+    __m512d sig0 = zd, sig1 = zd, err0 = zd, err1 = zd, dsq0 = zd, dsq1 = zd;
+    __m512d rmax = _mm512_set1_pd(a->rmax);
+    uint64_t nonfin = 0, pois = 0, sat = 0, flush = 0, sub = 0, dis = 0;
+    for (size_t j = 0; j < w; j += 16) {
+        __mmask16 lanes = w - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (w - j)) - 1u);
+        __m512 xv = _mm512_maskz_loadu_ps(lanes, x + j);
+        __m512 mv;
+        __m512d d0, d1;
+        if (L == 1) {
+            mv = _mm512_maskz_loadu_ps(lanes, mul + j);
+            d0 = _mm512_maskz_loadu_pd((__mmask8)lanes, dec + j);
+            d1 = _mm512_maskz_loadu_pd((__mmask8)(lanes >> 8), dec + j + 8);
+        } else {
+            mv = _mm512_set1_ps(mul[j / L]);
+            d0 = d1 = _mm512_set1_pd(dec[j / L]);
+        }
+        __m512i xb = _mm512_castps_si512(xv);
+        __mmask16 fin = _mm512_mask_cmpneq_epi32_mask(lanes, _mm512_and_si512(xb, expmask), expmask);
+        __mmask16 nd = (__mmask16)(_mm512_cmp_pd_mask(d0, d0, _CMP_UNORD_Q) |
+                                   ((unsigned)_mm512_cmp_pd_mask(d1, d1, _CMP_UNORD_Q) << 8));
+        __mmask16 use = fin & (__mmask16)~nd;
+        nonfin += (uint64_t)__builtin_popcount((unsigned)(lanes & (__mmask16)~fin));
+        pois += (uint64_t)__builtin_popcount((unsigned)(fin & nd));
+        /* the element rounding (q_elem) */
+        __m512 v = _mm512_mul_ps(xv, mv);
+        __m512i u = _mm512_castps_si512(v), av = _mm512_and_si512(u, absmask);
+        __m512i e = _mm512_max_epi32(_mm512_sub_epi32(_mm512_srli_epi32(av, 23), b127), emin);
+        __m512 up = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(upb, e), 23));
+        __m512 down = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(downb, e), 23));
+        __m512 t = _mm512_mul_ps(_mm512_castsi512_ps(av), up);
+        __m512 r = _mm512_mul_ps(_mm512_sub_ps(_mm512_add_ps(t, magic), magic), down);
+        __mmask16 sm = _mm512_cmpge_epi32_mask(av, satb);
+        r = _mm512_mask_blend_ps(sm, r, maxv);
+        __m512 q = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(r), _mm512_and_si512(u, sign)));
+        sat += (uint64_t)__builtin_popcount((unsigned)(sm & use));
+        __mmask16 qnz = _mm512_cmp_ps_mask(r, zf, _CMP_NEQ_OQ);
+        sub += (uint64_t)__builtin_popcount((unsigned)(use & qnz & _mm512_cmp_ps_mask(r, mn, _CMP_LT_OQ)));
+        __mmask16 xnz = _mm512_mask_cmp_ps_mask(use, xv, zf, _CMP_NEQ_OQ);
+        /* decode and the error, in double */
+        __m512d q0 = _mm512_cvtps_pd(_mm512_castps512_ps256(q));
+        __m512d q1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(q), 1)));
+        __m512d x0 = _mm512_cvtps_pd(_mm512_castps512_ps256(xv));
+        __m512d x1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(xv), 1)));
+        __m512d dq0 = _mm512_mul_pd(q0, d0), dq1 = _mm512_mul_pd(q1, d1);
+        __m512d e0 = _mm512_sub_pd(x0, dq0), e1 = _mm512_sub_pd(x1, dq1);
+        __mmask8 u0 = (__mmask8)use, u1 = (__mmask8)(use >> 8);
+        sig0 = _mm512_mask3_fmadd_pd(x0, x0, sig0, u0);
+        sig1 = _mm512_mask3_fmadd_pd(x1, x1, sig1, u1);
+        err0 = _mm512_mask3_fmadd_pd(e0, e0, err0, u0);
+        err1 = _mm512_mask3_fmadd_pd(e1, e1, err1, u1);
+        __mmask16 dz = (__mmask16)(_mm512_cmp_pd_mask(dq0, zd, _CMP_EQ_OQ) |
+                                   ((unsigned)_mm512_cmp_pd_mask(dq1, zd, _CMP_EQ_OQ) << 8));
+        flush += (uint64_t)__builtin_popcount((unsigned)(xnz & dz));
+        /* lanes whose relative error may exceed the largest so far: divide them out */
+        __m512d ae0 = _mm512_abs_pd(e0), ae1 = _mm512_abs_pd(e1);
+        __mmask8 c0 = _mm512_mask_cmp_pd_mask((__mmask8)xnz, ae0, _mm512_mul_pd(rmax, _mm512_abs_pd(x0)), _CMP_GT_OQ);
+        __mmask8 c1 = _mm512_mask_cmp_pd_mask((__mmask8)(xnz >> 8), ae1, _mm512_mul_pd(rmax, _mm512_abs_pd(x1)), _CMP_GT_OQ);
+        if (c0 | c1) {
+            double ea[16], xa[16];
+            _mm512_storeu_pd(ea, ae0);
+            _mm512_storeu_pd(ea + 8, ae1);
+            _mm512_storeu_pd(xa, _mm512_abs_pd(x0));
+            _mm512_storeu_pd(xa + 8, _mm512_abs_pd(x1));
+            double best = a->rmax;
+            for (unsigned m = (unsigned)c0 | ((unsigned)c1 << 8); m; m &= m - 1) {
+                int l = __builtin_ctz(m);
+                double rr = ea[l] / xa[l];
+                if (rr > best) best = rr;
+            }
+            a->rmax = best;
+            rmax = _mm512_set1_pd(best);
+        }
+        if (deq) {
+            _mm512_mask_storeu_pd(deq + j, (__mmask8)lanes, _mm512_mask_blend_pd(u0, nand, dq0));
+            _mm512_mask_storeu_pd(deq + j + 8, (__mmask8)(lanes >> 8), _mm512_mask_blend_pd(u1, nand, dq1));
+        }
+        if (cmp) {
+            __m512d r0 = _mm512_maskz_loadu_pd((__mmask8)lanes, cmp + j);
+            __m512d r1 = _mm512_maskz_loadu_pd((__mmask8)(lanes >> 8), cmp + j + 8);
+            __mmask8 k0 = _mm512_mask_cmp_pd_mask(u0, r0, dq0, _CMP_NEQ_OQ);
+            __mmask8 k1 = _mm512_mask_cmp_pd_mask(u1, r1, dq1, _CMP_NEQ_OQ);
+            dis += (uint64_t)__builtin_popcount((unsigned)k0 | ((unsigned)k1 << 8));
+            __m512d g0 = _mm512_sub_pd(dq0, r0), g1 = _mm512_sub_pd(dq1, r1);
+            dsq0 = _mm512_mask3_fmadd_pd(g0, g0, dsq0, k0);
+            dsq1 = _mm512_mask3_fmadd_pd(g1, g1, dsq1, k1);
+        }
+    }
+    a->nonfinite += nonfin;
+    a->poisoned += pois;
+    a->saturated += sat;
+    a->flushed += flush;
+    a->subnormal += sub;
+    a->disagree += dis;
+    a->sig += _mm512_reduce_add_pd(_mm512_add_pd(sig0, sig1));
+    a->err += _mm512_reduce_add_pd(_mm512_add_pd(err0, err1));
+    a->dsq += _mm512_reduce_add_pd(_mm512_add_pd(dsq0, dsq1));
+}
+
+/* The maxima of four vectors at once: lane group j (ints 4j .. 4j+3) of the result holds the
+ * largest of v_j's 16 values. */
+__attribute__((target("avx512f"))) static inline __m512i max4_epu32(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
+{
+    __m512i a = _mm512_max_epu32(_mm512_shuffle_i32x4(v0, v1, 0x44), _mm512_shuffle_i32x4(v0, v1, 0xee));
+    __m512i b = _mm512_max_epu32(_mm512_shuffle_i32x4(v2, v3, 0x44), _mm512_shuffle_i32x4(v2, v3, 0xee));
+    __m512i c = _mm512_max_epu32(_mm512_shuffle_i32x4(a, b, 0x88), _mm512_shuffle_i32x4(a, b, 0xdd));
+    c = _mm512_max_epu32(c, _mm512_shuffle_epi32(c, (_MM_PERM_ENUM)0x4e));
+    return _mm512_max_epu32(c, _mm512_shuffle_epi32(c, (_MM_PERM_ENUM)0xb1));
+}
+
+/* row_amax for b a multiple of 16: the non-NaN maxima of the blocks, four blocks reduced at a
+ * time; a row holding a NaN (rare) is left to row_amax for the NaN-propagating ones. */
+__attribute__((target("avx512f"))) static void row_amax_avx512(const float *x, size_t w, size_t b, uint32_t *ma,
+                                                               uint32_t *mn)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)AMPDIAG_F32_INF);
+    __m512i part[QT / 16];
+    __mmask16 nan = 0;
+    size_t nb = 0;
+    for (size_t k = 0; k < w; k += b, nb++) {
+        size_t len = w - k < b ? w - k : b;
+        __m512i n0 = _mm512_setzero_si512();
+        for (size_t i = 0; i < len; i += 16) {
+            __mmask16 lanes = len - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - i)) - 1u);
+            __m512i v = _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(lanes, x + k + i)), absmask);
+            __mmask16 ok = _mm512_cmple_epu32_mask(v, inf);
+            nan |= (__mmask16)~ok;
+            n0 = _mm512_mask_max_epu32(n0, ok, n0, v);
+        }
+        part[nb] = n0;
+    }
+    const __m512i z = _mm512_setzero_si512();
+    for (size_t k = 0; k < nb; k += 4) {
+        __m512i m = max4_epu32(part[k], k + 1 < nb ? part[k + 1] : z, k + 2 < nb ? part[k + 2] : z,
+                               k + 3 < nb ? part[k + 3] : z);
+        uint32_t r[16];
+        _mm512_storeu_si512((void *)r, m);
+        for (size_t t = 0; t < 4 && k + t < nb; t++)
+            mn[k + t] = ma[k + t] = r[4 * t];
+    }
+    if (nan)
+        row_amax(x, w, b, ma, mn);
+}
+
+__attribute__((target("avx512f"))) static void col_amax_avx512(const float *X, size_t ld, size_t rows, size_t wd,
+                                                               uint32_t *ca, uint32_t *cn)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32((int)AMPDIAG_F32_INF);
+    for (size_t j = 0; j < wd; j += 16) {
+        __mmask16 lanes = wd - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (wd - j)) - 1u);
+        __m512i a0 = _mm512_setzero_si512(), n0 = _mm512_setzero_si512();
+        for (size_t i = 0; i < rows; i++) {
+            __m512i v = _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(lanes, X + i * ld + j)), absmask);
+            a0 = _mm512_max_epu32(a0, v);
+            n0 = _mm512_mask_max_epu32(n0, _mm512_cmple_epu32_mask(v, inf), n0, v);
+        }
+        _mm512_mask_storeu_epi32(ca + j, lanes, a0);
+        _mm512_mask_storeu_epi32(cn + j, lanes, n0);
+    }
+}
+#endif
+
+/* Which kernels this CPU runs: 1 AVX-512F, 0 the portable ones (AMPDIAG_QUANT_IMPL=generic asks
+ * for them). Read once. */
+static int qkernel(void)
+{
+    static atomic_int kind = -1;
+    int k = atomic_load_explicit(&kind, memory_order_relaxed);
+    if (k < 0) {
+        k = 0;
+#ifdef QROW_AVX512
+        const char *want = getenv("AMPDIAG_QUANT_IMPL");
+        if (!(want && strcmp(want, "generic") == 0) && __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("popcnt"))
+            k = 1;
+#endif
+        atomic_store_explicit(&kind, k, memory_order_relaxed); /* every thread finds the same */
+    }
+    return k;
+}
+
+const char *ampdiag_quant_impl(void) { return qkernel() ? "avx512f" : "generic"; }
+
+static void qrow_any(const float *x, size_t w, const float *mul, const double *dec, size_t L, const elemfmt *f,
+                     qacc *a, double *deq, const double *cmp)
+{
+#ifdef QROW_AVX512
+    if ((L == 1 || L % 16 == 0) && qkernel()) {
+        qrow_avx512(x, w, mul, dec, L, f, a, deq, cmp);
+        return;
+    }
+#endif
+    qrow(x, w, mul, dec, L, f, a, deq, cmp);
+}
+
+static void row_amax_any(const float *x, size_t w, size_t b, uint32_t *ma, uint32_t *mn)
+{
+#ifdef QROW_AVX512
+    if (b % 16 == 0 && qkernel()) {
+        row_amax_avx512(x, w, b, ma, mn);
+        return;
+    }
+#endif
+    row_amax(x, w, b, ma, mn);
+}
+
+static void col_amax_any(const float *X, size_t ld, size_t rows, size_t wd, uint32_t *ca, uint32_t *cn)
+{
+#ifdef QROW_AVX512
+    if (qkernel()) {
+        col_amax_avx512(X, ld, rows, wd, ca, cn);
+        return;
+    }
+#endif
+    col_amax(X, ld, rows, wd, ca, cn);
 }
 
 /* Scratch of a call. */
 typedef struct qscratch {
     float mul[QT];
     double dec[QT];
-    uint32_t ca[QT], cn[QT]; /* column maxima */
+    uint32_t ca[QT], cn[QT]; /* block or column maxima */
+    uint32_t ta[QT], tn[QT]; /* a row's block maxima, for tiles */
     double ref[QT * QT];     /* the rowwise pass's decoded values of the tile */
 } qscratch;
 
-/* A 1-D run x[0..n) in blocks of b (b = 0: one block with the tensor's scale). */
-static void pass_vec(const qgroup *g, qwork *w, const float *x, size_t n, size_t b, qscratch *s)
+/* Where the decoded values of a pass go: the reference buffer of its group (ref, stride QT)
+ * and/or the caller's array (out, stride ld). */
+typedef struct qdest {
+    double *ref;
+    double *out;
+    size_t ld;
+    const float *pf;   /* the first pass over a tile: the next tile, whose row i it asks the cache
+                          for as it works on its own row i (the rows lie a matrix row apart: more
+                          streams than the hardware prefetchers follow); NULL otherwise */
+    size_t pf_rows, pf_bytes;
+} qdest;
+
+static void pf_row(const qdest *d, size_t i, size_t ld)
 {
-    for (size_t k = 0; k < n; k += b) { /* b <= QT */
-        size_t len = n - k < b ? n - k : b;
-        uint32_t ma, mn;
-        amax_bits(x + k, len, &ma, &mn);
-        float mul;
-        double dec;
-        block_scale(g, ma, mn, w, &mul, &dec);
-        for (size_t j = 0; j < len; j++) {
-            s->mul[j] = mul;
-            s->dec[j] = dec;
-        }
-        qrow(x + k, len, s->mul, s->dec, &g->e, &w->acc, NULL, NULL);
+    if (d->pf && i < d->pf_rows) {
+        const char *p = (const char *)(d->pf + i * ld);
+        for (size_t b = 0; b < d->pf_bytes; b += 64)
+            __builtin_prefetch(p + b, 0, 3);
     }
 }
 
-/* The tile X (h x wd, leading dimension ld) of a matrix. */
-static void pass_tile_tensor(const qgroup *g, qwork *w, const float *X, size_t ld, size_t h, size_t wd, qscratch *s,
-                             float mul, double dec)
+/* One row of w values blocked by b (the factors of its blocks into s->mul, s->dec), counted. */
+static void row_blocks(const qgroup *g, qwork *w, const float *row, size_t wd, size_t b, qscratch *s, double *deq)
 {
-    for (size_t j = 0; j < wd; j++) {
-        s->mul[j] = mul;
-        s->dec[j] = dec;
+    row_amax_any(row, wd, b, s->ca, s->cn);
+    for (size_t k = 0, blk = 0; k < wd; k += b, blk++)
+        block_scale(g, s->ca[blk], s->cn[blk], w, &s->mul[blk], &s->dec[blk]);
+    qrow_any(row, wd, s->mul, s->dec, b, &g->e, &w->acc, deq, NULL);
+}
+
+/* A 1-D run x[0..n) in blocks of b, or (tensor) with the tensor's scale; out (may be NULL) :=
+ * its decoded values. */
+static void pass_vec(const qgroup *g, qwork *w, int tensor, const float *x, size_t n, size_t b, qscratch *s, double *out)
+{
+    for (size_t c = 0; c < n; c += QT) { /* b divides QT */
+        size_t seg = n - c < QT ? n - c : QT;
+        if (tensor) {
+            s->mul[0] = g->s_tensor;
+            s->dec[0] = (double)(1.0f / g->s_tensor);
+            qrow_any(x + c, seg, s->mul, s->dec, QT, &g->e, &w->acc, out ? out + c : NULL, NULL);
+        } else {
+            row_blocks(g, w, x + c, seg, b, s, out ? out + c : NULL);
+        }
     }
-    for (size_t i = 0; i < h; i++)
-        qrow(X + i * ld, wd, s->mul, s->dec, &g->e, &w->acc, NULL, NULL);
+}
+
+static void put_rows(const qdest *d, size_t i, size_t wd, const double *src)
+{
+    if (d->out)
+        memcpy(d->out + i * d->ld, src, wd * sizeof *src);
+}
+
+/* The tile X (h x wd, leading dimension ld) of a matrix, in each direction. */
+static void pass_tile_tensor(const qgroup *g, qwork *w, const float *X, size_t ld, size_t h, size_t wd, qscratch *s,
+                             const qdest *d)
+{
+    s->mul[0] = g->s_tensor;
+    s->dec[0] = (double)(1.0f / g->s_tensor);
+    for (size_t i = 0; i < h; i++) {
+        pf_row(d, i, ld);
+        qrow_any(X + i * ld, wd, s->mul, s->dec, QT, &g->e, &w->acc, d->out ? d->out + i * d->ld : NULL, NULL);
+    }
 }
 
 static void pass_tile_rows(const qgroup *g, qwork *w, const float *X, size_t ld, size_t h, size_t wd, qscratch *s,
-                           int keep)
+                           const qdest *d)
 {
-    size_t b = (size_t)g->block;
     for (size_t i = 0; i < h; i++) {
-        const float *row = X + i * ld;
-        for (size_t k = 0; k < wd; k += b) {
-            size_t len = wd - k < b ? wd - k : b;
-            uint32_t ma, mn;
-            amax_bits(row + k, len, &ma, &mn);
-            float mul;
-            double dec;
-            block_scale(g, ma, mn, w, &mul, &dec);
-            for (size_t j = k; j < k + len; j++) {
-                s->mul[j] = mul;
-                s->dec[j] = dec;
-            }
-        }
-        qrow(row, wd, s->mul, s->dec, &g->e, &w->acc, keep ? s->ref + i * QT : NULL, NULL);
+        pf_row(d, i, ld);
+        double *dst = d->ref ? s->ref + i * QT : d->out ? d->out + i * d->ld : NULL;
+        row_blocks(g, w, X + i * ld, wd, (size_t)g->block, s, dst);
+        if (d->ref)
+            put_rows(d, i, wd, s->ref + i * QT);
     }
 }
 
 static void pass_tile_cols(const qgroup *g, qwork *w, const float *X, size_t ld, size_t h, size_t wd, qscratch *s,
-                           int cmp)
+                           int cmp, const qdest *d)
 {
     size_t b = (size_t)g->block;
     for (size_t i0 = 0; i0 < h; i0 += b) {
         size_t i1 = h - i0 < b ? h : i0 + b;
-        for (size_t j = 0; j < wd; j++)
-            s->ca[j] = s->cn[j] = 0;
-        for (size_t i = i0; i < i1; i++) {
-            const float *row = X + i * ld;
-            for (size_t j = 0; j < wd; j++) {
-                uint32_t a = fbits(row[j]) & 0x7fffffffu;
-                s->ca[j] = a > s->ca[j] ? a : s->ca[j];
-                s->cn[j] = a <= AMPDIAG_F32_INF && a > s->cn[j] ? a : s->cn[j];
-            }
-        }
+        for (size_t i = i0; i < i1; i++)
+            pf_row(d, i, ld);
+        col_amax_any(X + i0 * ld, ld, i1 - i0, wd, s->ca, s->cn);
         for (size_t j = 0; j < wd; j++)
             block_scale(g, s->ca[j], s->cn[j], w, &s->mul[j], &s->dec[j]);
         for (size_t i = i0; i < i1; i++)
-            qrow(X + i * ld, wd, s->mul, s->dec, &g->e, &w->acc, NULL, cmp ? s->ref + i * QT : NULL);
+            qrow_any(X + i * ld, wd, s->mul, s->dec, 1, &g->e, &w->acc, d->out ? d->out + i * d->ld : NULL,
+                     cmp ? s->ref + i * QT : NULL);
     }
 }
 
 static void pass_tile_tiles(const qgroup *g, qwork *w, const float *X, size_t ld, size_t h, size_t wd, qscratch *s,
-                            int cmp)
+                            int cmp, const qdest *d)
 {
-    size_t b = (size_t)g->block;
+    size_t b = (size_t)g->block, nb = (wd + b - 1) / b;
     for (size_t i0 = 0; i0 < h; i0 += b) {
         size_t i1 = h - i0 < b ? h : i0 + b;
-        for (size_t k = 0; k < wd; k += b) {
-            size_t len = wd - k < b ? wd - k : b;
-            uint32_t ma = 0, mn = 0;
-            for (size_t i = i0; i < i1; i++) {
-                uint32_t a, n;
-                amax_bits(X + i * ld + k, len, &a, &n);
-                ma = a > ma ? a : ma;
-                mn = n > mn ? n : mn;
-            }
-            float mul;
-            double dec;
-            block_scale(g, ma, mn, w, &mul, &dec);
-            for (size_t j = k; j < k + len; j++) {
-                s->mul[j] = mul;
-                s->dec[j] = dec;
+        for (size_t k = 0; k < nb; k++)
+            s->ca[k] = s->cn[k] = 0;
+        for (size_t i = i0; i < i1; i++) {
+            pf_row(d, i, ld);
+            row_amax_any(X + i * ld, wd, b, s->ta, s->tn);
+            for (size_t k = 0; k < nb; k++) {
+                s->ca[k] = s->ta[k] > s->ca[k] ? s->ta[k] : s->ca[k];
+                s->cn[k] = s->tn[k] > s->cn[k] ? s->tn[k] : s->cn[k];
             }
         }
+        for (size_t k = 0; k < nb; k++)
+            block_scale(g, s->ca[k], s->cn[k], w, &s->mul[k], &s->dec[k]);
         for (size_t i = i0; i < i1; i++)
-            qrow(X + i * ld, wd, s->mul, s->dec, &g->e, &w->acc, NULL, cmp ? s->ref + i * QT : NULL);
+            qrow_any(X + i * ld, wd, s->mul, s->dec, b, &g->e, &w->acc, d->out ? d->out + i * d->ld : NULL,
+                     cmp ? s->ref + i * QT : NULL);
     }
 }
 
@@ -557,8 +833,10 @@ static void finish(const qwork *w, ampdiag_qstats *o, const qgroup *g)
     }
 }
 
-int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, float amax, size_t nspec,
-                         const ampdiag_qspec *spec, ampdiag_qstats *out)
+/* The pass behind ampdiag_quant_whatif and ampdiag_quant_values: values (may be NULL; then
+ * nspec == 1) := the decoded values of the one spec. */
+static int quant_run(const float *x, size_t n, size_t rows, size_t cols, float amax, size_t nspec,
+                     const ampdiag_qspec *spec, ampdiag_qstats *out, double *values)
 {
     if (rows > 0 && cols > SIZE_MAX / rows)
         return -1;
@@ -572,7 +850,6 @@ int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, flo
     int matrix = rows >= 2 && cols >= 1;
     size_t mrows = matrix ? rows : 0, mcols = matrix ? cols : 0, tail = n - mrows * mcols;
 
-    /* groups and their works */
     qgroup *gs = calloc(nspec ? nspec : 1, sizeof *gs);
     qwork *ws = calloc(nspec ? 2 * nspec : 1, sizeof *ws);
     qscratch *s = malloc(sizeof *s);
@@ -582,6 +859,7 @@ int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, flo
         free(s);
         return -1;
     }
+    /* groups: one per element format, scheme, rule and block length, a work per direction */
     size_t ng = 0, nw = 0;
     for (size_t i = 0; i < nspec; i++) {
         ampdiag_qspec c = spec[i];
@@ -603,9 +881,8 @@ int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, flo
             gs[k].block = c.block;
             ng++;
         }
-        if (gs[k].w[c.dir]) { /* listed twice: counted once, copied at the end */
-            continue;
-        }
+        if (gs[k].w[c.dir])
+            continue; /* listed twice: counted once, copied at the end */
         qwork *w = &ws[nw++];
         w->out = &out[i];
         w->dir = (int)c.dir;
@@ -614,8 +891,9 @@ int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, flo
         w->hmax = INT32_MIN;
         gs[k].w[c.dir] = w;
     }
-    /* a reference rowwise work where a group counts columnwise or tiles without it */
-    for (size_t k = 0; k < ng; k++)
+    /* a reference rowwise work where a group counts columnwise or tiles without it (not for
+     * the decoded values of one spec: no disagreement is counted then) */
+    for (size_t k = 0; k < ng && !values; k++)
         if (!gs[k].w[AMPDIAG_QD_ROWWISE] && (gs[k].w[AMPDIAG_QD_COLWISE] || gs[k].w[AMPDIAG_QD_TILE])) {
             qwork *w = &ws[nw++];
             w->dir = AMPDIAG_QD_ROWWISE;
@@ -629,73 +907,67 @@ int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, flo
     for (size_t k = 0; k < ng; k++)
         need_amax |= gs[k].scheme == AMPDIAG_QS_CURRENT || gs[k].scheme == AMPDIAG_QS_NVFP4;
     if (need_amax && !(amax >= 0.0f)) {
-        uint32_t ma, mn;
-        amax_bits(x, n, &ma, &mn);
+        uint32_t ma = 0, mn = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t v = fbits(x[i]) & 0x7fffffffu;
+            mn = v <= AMPDIAG_F32_INF && v > mn ? v : mn;
+            ma = v > ma ? v : ma;
+        }
         amax = bitsf(mn);
     }
-    for (size_t k = 0; k < ng; k++)
+    for (size_t k = 0; k < ng; k++) {
         tensor_scales(&gs[k], amax);
+        if (gs[k].w[AMPDIAG_QD_TENSOR]) { /* the one scale, counted once */
+            float mul;
+            double dec;
+            uint32_t ab = fbits(amax) & 0x7fffffffu;
+            block_scale(&gs[k], ab, ab, gs[k].w[AMPDIAG_QD_TENSOR], &mul, &dec);
+        }
+    }
 
-    /* the matrix, tile by tile */
+    /* the matrix, tile by tile: every group works on a tile while it is in the cache */
     for (size_t r0 = 0; r0 < mrows; r0 += QT) {
         size_t h = mrows - r0 < QT ? mrows - r0 : QT;
         for (size_t c0 = 0; c0 < mcols; c0 += QT) {
             size_t wd = mcols - c0 < QT ? mcols - c0 : QT;
             const float *X = x + r0 * mcols + c0;
+            qdest none = {NULL, values ? values + r0 * mcols + c0 : NULL, mcols, NULL, 0, 0}, first = none;
+            size_t nr = c0 + QT < mcols ? r0 : r0 + QT, nc = c0 + QT < mcols ? c0 + QT : 0; /* the next tile */
+            if (nr < mrows) {
+                first.pf = x + nr * mcols + nc;
+                first.pf_rows = mrows - nr < QT ? mrows - nr : QT;
+                first.pf_bytes = (mcols - nc < QT ? mcols - nc : QT) * sizeof(float);
+            }
+            int pf = 1;
             for (size_t k = 0; k < ng; k++) {
                 qgroup *g = &gs[k];
-                if (g->w[AMPDIAG_QD_TENSOR]) {
-                    float mul;
-                    double dec;
-                    /* the one scale, counted as one block at the first tile */
-                    qwork *w = g->w[AMPDIAG_QD_TENSOR];
-                    if (r0 == 0 && c0 == 0) {
-                        uint32_t ab = fbits(amax) & 0x7fffffffu;
-                        block_scale(g, ab, ab, w, &mul, &dec);
-                    }
-                    mul = g->s_tensor;
-                    dec = (double)(1.0f / g->s_tensor);
-                    pass_tile_tensor(g, w, X, mcols, h, wd, s, mul, dec);
-                }
                 int cmp = g->w[AMPDIAG_QD_COLWISE] || g->w[AMPDIAG_QD_TILE];
-                if (g->w[AMPDIAG_QD_ROWWISE])
-                    pass_tile_rows(g, g->w[AMPDIAG_QD_ROWWISE], X, mcols, h, wd, s, cmp);
-                if (g->w[AMPDIAG_QD_COLWISE])
-                    pass_tile_cols(g, g->w[AMPDIAG_QD_COLWISE], X, mcols, h, wd, s, 1);
-                if (g->w[AMPDIAG_QD_TILE])
-                    pass_tile_tiles(g, g->w[AMPDIAG_QD_TILE], X, mcols, h, wd, s, 1);
+                for (int dd = 0; dd < AMPDIAG_NQDIRS; dd++) {
+                    if (!g->w[dd])
+                        continue;
+                    qdest d = pf ? first : none;
+                    pf = 0;
+                    if (dd == AMPDIAG_QD_ROWWISE && cmp && !values)
+                        d.ref = s->ref;
+                    if (dd == AMPDIAG_QD_TENSOR)
+                        pass_tile_tensor(g, g->w[dd], X, mcols, h, wd, s, &d);
+                    else if (dd == AMPDIAG_QD_ROWWISE)
+                        pass_tile_rows(g, g->w[dd], X, mcols, h, wd, s, &d);
+                    else if (dd == AMPDIAG_QD_COLWISE)
+                        pass_tile_cols(g, g->w[dd], X, mcols, h, wd, s, !values, &d);
+                    else
+                        pass_tile_tiles(g, g->w[dd], X, mcols, h, wd, s, !values, &d);
+                }
             }
         }
     }
-    /* the 1-D tail (or the whole of a 1-D tensor) */
+    /* the 1-D tail (or the whole of a 1-D tensor), blocked as a vector in every direction */
     if (tail > 0)
-        for (size_t k = 0; k < ng; k++) {
-            qgroup *g = &gs[k];
-            const float *t = x + mrows * mcols;
-            for (int d = 0; d < AMPDIAG_NQDIRS; d++) {
-                qwork *w = g->w[d];
-                if (!w)
-                    continue;
-                if (d == AMPDIAG_QD_TENSOR) {
-                    if (mrows * mcols == 0) {
-                        float mul;
-                        double dec;
-                        uint32_t ab = fbits(amax) & 0x7fffffffu;
-                        block_scale(g, ab, ab, w, &mul, &dec);
-                    }
-                    float ml = g->s_tensor;
-                    double dc = (double)(1.0f / g->s_tensor);
-                    for (size_t j = 0; j < QT; j++) {
-                        s->mul[j] = ml;
-                        s->dec[j] = dc;
-                    }
-                    for (size_t c = 0; c < tail; c += QT)
-                        qrow(t + c, tail - c < QT ? tail - c : QT, s->mul, s->dec, &g->e, &w->acc, NULL, NULL);
-                } else {
-                    pass_vec(g, w, t, tail, (size_t)g->block, s);
-                }
-            }
-        }
+        for (size_t k = 0; k < ng; k++)
+            for (int d = 0; d < AMPDIAG_NQDIRS; d++)
+                if (gs[k].w[d])
+                    pass_vec(&gs[k], gs[k].w[d], d == AMPDIAG_QD_TENSOR, x + mrows * mcols, tail, (size_t)gs[k].block, s,
+                             values ? values + mrows * mcols : NULL);
     /* results */
     for (size_t k = 0; k < ng; k++)
         for (int d = 0; d < AMPDIAG_NQDIRS; d++)
@@ -715,6 +987,25 @@ int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, flo
     free(ws);
     free(s);
     return 0;
+}
+
+int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, float amax, size_t nspec,
+                         const ampdiag_qspec *spec, ampdiag_qstats *out)
+{
+    return quant_run(x, n, rows, cols, amax, nspec, spec, out, NULL);
+}
+
+int ampdiag_quant_values(const float *x, size_t n, size_t rows, size_t cols, float amax, const ampdiag_qspec *spec,
+                         double *values, ampdiag_qstats *stats)
+{
+    ampdiag_qstats tmp;
+    if (!values && n > 0)
+        return -1;
+    int rc = quant_run(x, n, rows, cols, amax, 1, spec, stats ? stats : &tmp, values);
+    if (rc == 0 && !(stats ? stats : &tmp)->computed)
+        for (size_t i = 0; i < n; i++)
+            values[i] = NAN;
+    return rc;
 }
 
 double ampdiag_qstats_sqnr_db(const ampdiag_qstats *q)
