@@ -119,6 +119,13 @@ struct backend {
      * the delayed-scaling FP8 counts then take whatif_scaled's pass for every threshold. */
     int (*count_at_least)(const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
                           uint64_t *counts);
+    /* ampdiag_quant_whatif on the buffer: the block-scaled what-if (MX, NVFP4, FP8 blockwise,
+     * FP8 current scaling) of nspec schemes (host memory) into out (host memory); x [n] is a
+     * rows x cols matrix then a 1-D tail, amax its largest |x| as that takes it. 0, or -1 as
+     * that. NULL where a backend has none (the CUDA one, for now): the /quant rows are then not
+     * recorded. */
+    int (*quant_whatif)(const backend *bk, const float *x, size_t n, size_t rows, size_t cols, float amax,
+                        size_t nspec, const ampdiag_qspec *spec, ampdiag_qstats *out);
 
     /* ---------------------------------------------------------------- GEMM
      * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when

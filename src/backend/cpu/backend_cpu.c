@@ -414,6 +414,13 @@ static int cpu_count_at_least(const backend *bk, const float *x, size_t n, size_
     return ampdiag_count_at_least(x, n, k, ge, counts);
 }
 
+static int cpu_quant_whatif(const backend *bk, const float *x, size_t n, size_t rows, size_t cols, float amax,
+                            size_t nspec, const ampdiag_qspec *spec, ampdiag_qstats *out)
+{
+    (void)bk;
+    return ampdiag_quant_whatif(x, n, rows, cols, amax, nspec, spec, out);
+}
+
 /* ------------------------------------------------------------------------------- GEMM */
 
 /* Rows of C per sgemm call for a large output: about GEMM_CHUNK values (1 MiB), so that
@@ -1049,6 +1056,7 @@ static const backend cpu_backend = {
     .tstats = cpu_tstats,
     .whatif_scaled = cpu_whatif_scaled,
     .count_at_least = cpu_count_at_least,
+    .quant_whatif = cpu_quant_whatif,
     .gemm = cpu_gemm,
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
