@@ -137,3 +137,37 @@ def whatif(values, rows, cols, specs, amax=-1.0):
     if rc != 0:
         raise ValueError("ampdiag_quant_whatif refused the tensor (%d values, %d x %d) or a spec" % (x.size, rows, cols))
     return [out[i] for i in range(len(specs))]
+
+
+def append(writer, step, layer, kind, q):
+    """A /quant row through a _lib.TraceWriter (kind: a name of _lib.KINDS or its number)."""
+    L = _L()
+    f = getattr(L, "ampdiag_trace_append_quant")
+    if f.argtypes is None:
+        f.restype = ctypes.c_int
+        f.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.POINTER(QStats)]
+    k = _lib.KINDS[kind] if isinstance(kind, str) else int(kind)
+    _lib._check(f(writer._h(), step, layer, k, ctypes.byref(q)))
+
+
+def matrix_shape(shape, first_param_shape=None):
+    """(rows, cols) of a tensor for the block directions: an activation or its gradient [..., F]
+    is rows = prod(...) x cols = F; a layer's parameters (first_param_shape given) are its first
+    parameter as a [out, prod(rest)] matrix when it has 2 or more dimensions, then a 1-D tail.
+    (0, 0): a 1-D tensor."""
+    if first_param_shape is not None:
+        s = tuple(first_param_shape)
+        if len(s) >= 2 and s[0] > 1:
+            cols = 1
+            for d in s[1:]:
+                cols *= int(d)
+            return int(s[0]), cols
+        return 0, 0
+    s = tuple(shape)
+    if len(s) >= 2 and s[-1] > 1:
+        rows = 1
+        for d in s[:-1]:
+            rows *= int(d)
+        if rows > 1:
+            return rows, int(s[-1])
+    return 0, 0
