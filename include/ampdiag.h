@@ -1,8 +1,10 @@
 /*
  * ampdiag.h - the public C API of libampdiag.
  *
- * Number formats (a table of FP32, FP16, BF16 and the OCP FP8 formats E4M3 and E5M2: exact
- * rounding, limits, classes) and fused per-tensor statistics, so that
+ * Number formats (a table of FP32, FP16, BF16, the OCP FP8 formats E4M3 and E5M2 and the OCP
+ * Microscaling formats E2M1, E2M3, E3M2 and E8M0: exact rounding, limits, classes), fused
+ * per-tensor statistics and the block-scaled quantisation what-if (MX, NVFP4, FP8 blockwise and
+ * current scaling: counts, scale statistics, quantisation error), so that
  * any C, C++ or CUDA training loop can compute the same numbers ampdiag records.
  * All functions are thread-safe: they keep no global state.
  */
@@ -29,7 +31,16 @@ typedef enum ampdiag_format {
     AMPDIAG_BF16 = 2, /* bfloat16: 1/8/7 */
     AMPDIAG_E4M3 = 3, /* OCP FP8 E4M3 ("E4M3FN"): 1/4/3, bias 7, max 448, no inf, NaN = S.1111.111 */
     AMPDIAG_E5M2 = 4, /* OCP FP8 E5M2: 1/5/2, bias 15, max 57344, inf and NaN as in IEEE */
-    AMPDIAG_NFORMATS = 5
+    /* The rows before this one are the formats whose what-if classes the per-tensor statistics
+     * count for every value (ampdiag_tstats.whatif). */
+    AMPDIAG_NFORMATS = 5,
+    /* The OCP Microscaling element and scale formats (MX v1.0), for the block-scaled what-if
+     * (ampdiag_quant_whatif): no infinities; the elements have no NaN either and saturate. */
+    AMPDIAG_E2M1 = 5, /* FP4 E2M1: 1/2/1, bias 1, values +-{0, 0.5, 1, 1.5, 2, 3, 4, 6} */
+    AMPDIAG_E2M3 = 6, /* FP6 E2M3: 1/2/3, bias 1, max 7.5 */
+    AMPDIAG_E3M2 = 7, /* FP6 E3M2: 1/3/2, bias 3, max 28 */
+    AMPDIAG_E8M0 = 8, /* the MX scale: unsigned 2^(c - 127), c = 0..254, 255 = NaN; no zero */
+    AMPDIAG_NFORMATS_ALL = 9 /* every row of the format table */
 } ampdiag_format;
 
 /* Rounding flags. */
@@ -38,12 +49,16 @@ typedef enum ampdiag_format {
 
 /*
  * One row of the format table: everything ampdiag knows about a format. The code loops over
- * the rows (ampdiag_format_get(0 .. AMPDIAG_NFORMATS - 1)) instead of naming formats.
+ * the rows (ampdiag_format_get(0 .. AMPDIAG_NFORMATS_ALL - 1)) instead of naming formats.
  * Rounding is to nearest, ties to even, subnormals kept; an overflow becomes +-inf, or NaN in
- * E4M3, which has no infinities (OCP's non-saturating conversion; docs/numerics.md).
+ * E4M3, which has no infinities (OCP's non-saturating conversion; docs/numerics.md). The MX
+ * element formats E2M1, E2M3 and E3M2 have no infinity or NaN to overflow to: what rounds
+ * beyond their largest value saturates to it (and a NaN stays NaN in the float32 result but has
+ * no pattern: encode gives a zero). E8M0 is the unsigned power-of-two scale of MX: it rounds to
+ * the nearest power of two with ties upward, and zero, negative and overflowing values are NaN.
  */
 typedef struct ampdiag_format_info {
-    const char *name;       /* "fp32", "fp16", "bf16", "e4m3", "e5m2" */
+    const char *name;       /* "fp32", "fp16", "bf16", "e4m3", "e5m2", "e2m1", "e2m3", "e3m2", "e8m0" */
     int bits;               /* storage width */
     int exp_bits, mant_bits;/* stored exponent and mantissa bits */
     int bias;
@@ -53,7 +68,8 @@ typedef struct ampdiag_format_info {
     float min_subnormal;    /* 2^-24 for FP16 */
     float epsilon;          /* 1 to the next value: 2^-10 for FP16 */
     float unit_roundoff;    /* epsilon / 2 */
-    float overflow_at;      /* smallest |x| that overflows (to inf; NaN in E4M3): 65520 for FP16 */
+    float overflow_at;      /* smallest |x| that overflows (to inf; NaN in E4M3 and E8M0; the MX
+                               elements saturate): 65520 for FP16 */
     float underflow_at;     /* largest |x| that rounds to zero: 2^-25 for FP16 */
     float normal_at;        /* smallest |x| that rounds to a normal number: 2^-14 - 2^-25 for FP16 */
     int has_inf;            /* 0 for E4M3: overflow and +-inf become NaN */
@@ -75,7 +91,7 @@ const ampdiag_format_info *ampdiag_format_get(ampdiag_format fmt);
 /* "fp32" / "fp16" / "bf16" (case-insensitive) -> format; returns 0 on success, -1 otherwise.
  * Only the formats ampdiag's training loop can hold tensors in: it refuses "e4m3" and "e5m2". */
 int ampdiag_format_parse(const char *name, ampdiag_format *fmt);
-/* The name of any row of the table, FP8 included (case-insensitive); 0 on success, -1 if unknown. */
+/* The name of any row of the table, FP8 and MX included (case-insensitive); 0 on success, -1 if unknown. */
 int ampdiag_format_lookup(const char *name, ampdiag_format *fmt);
 
 /* What rounding a float32 value to a format does. */
@@ -235,6 +251,157 @@ int ampdiag_scaled_thresholds(ampdiag_format fmt, float scale, uint32_t bits[3])
  * scaled what-if counts, for a caller that needs only some of their thresholds. One pass over
  * x (none for k = 0). Returns -1 (counts untouched) for k > 8 or a threshold out of range. */
 int ampdiag_count_at_least(const float *x, size_t n, size_t k, const uint32_t *ge, uint64_t *counts);
+
+/* ------------------------------------------------------------------------------------------
+ * Block-scaled and per-tensor-scaled quantisation what-if (docs/numerics.md, "Block formats")
+ *
+ * What casting a float32 tensor to a low-precision recipe would do: OCP MX (MXFP8, MXFP6, MXFP4),
+ * NVIDIA's NVFP4, FP8 blockwise (DeepSeek-V3, Transformer Engine's Float8BlockScaling) and FP8
+ * current scaling (Transformer Engine's Float8CurrentScaling), each value scaled by its block's
+ * scale, rounded to the element format (nearest even, saturating) and decoded again, exactly as
+ * the recipe's reference code does it. For each scheme: the values flushed to zero, saturated
+ * and held as subnormals, the block scales (how many clamped or underflowed their own format,
+ * the histogram and spread of their exponents) and the quantisation error (signal and error
+ * energy: SQNR, MSE relative to the mean square, the largest relative error), and for 2-D
+ * tensors the disagreement between a columnwise or 2-D blocking and the rowwise one.
+ * ------------------------------------------------------------------------------------------ */
+
+/* How the scales are found. */
+typedef enum ampdiag_qscheme {
+    AMPDIAG_QS_CURRENT = 0,   /* one FP32 scale for the tensor from its own amax (FP8 current scaling) */
+    AMPDIAG_QS_MX = 1,        /* OCP MX: blocks of 32 along one dimension, a power-of-two E8M0 scale each */
+    AMPDIAG_QS_NVFP4 = 2,     /* E2M1 in blocks of 16 (or 16x16 tiles), an E4M3 scale each, an FP32 tensor scale */
+    AMPDIAG_QS_BLOCKWISE = 3, /* FP8 blockwise: 1x128 blocks or 128x128 tiles, an FP32 scale each */
+    AMPDIAG_NQSCHEMES = 4
+} ampdiag_qscheme;
+
+/* How a scale is rounded to its own format. */
+typedef enum ampdiag_qrule {
+    AMPDIAG_QR_FLOOR = 0, /* MX, the OCP rule: X = 2^(floor(log2 amax) - emax_elem) (values may saturate) */
+    AMPDIAG_QR_RCEIL = 1, /* MX, NVIDIA's rule: X = amax / max_elem rounded up to a power of two */
+    AMPDIAG_QR_E4M3 = 2,  /* NVFP4: the block scale rounded to E4M3 (nearest even, saturating at 448) */
+    AMPDIAG_QR_FP32 = 3,  /* current, blockwise: scale = max_elem / amax in FP32 */
+    AMPDIAG_QR_POW2 = 4,  /* the same rounded down to a power of two (blockwise's default) */
+    AMPDIAG_NQRULES = 5
+} ampdiag_qrule;
+
+/* Which values share a scale. A tensor is a matrix rows x cols (row-major) and a 1-D tail. */
+typedef enum ampdiag_qdir {
+    AMPDIAG_QD_TENSOR = 0,  /* all of them (current scaling) */
+    AMPDIAG_QD_ROWWISE = 1, /* `block` consecutive values of a row (a GEMM operand blocked along K = cols) */
+    AMPDIAG_QD_COLWISE = 2, /* `block` consecutive values of a column (the transposed operand) */
+    AMPDIAG_QD_TILE = 3,    /* a `block` x `block` tile (2-D blocks: a weight quantised once for both GEMMs) */
+    AMPDIAG_NQDIRS = 4
+} ampdiag_qdir;
+
+/* One scheme to count. */
+typedef struct ampdiag_qspec {
+    ampdiag_format elem;    /* element format: E4M3 or E5M2 (current, MX, blockwise), E2M3, E3M2 or E2M1 (MX),
+                               E2M1 (NVFP4) */
+    ampdiag_qscheme scheme;
+    ampdiag_qrule rule;     /* MX: FLOOR or RCEIL; NVFP4: E4M3; current and blockwise: FP32 or POW2 */
+    ampdiag_qdir dir;       /* current: TENSOR; the others ROWWISE, COLWISE or TILE (MX: not TILE) */
+    int block;              /* values per block along dir, or the side of a tile; 0: the scheme's own
+                               (MX 32, NVFP4 16, blockwise 128); current: 0 */
+    unsigned kinds;         /* for callers (ampdiag_qspec_parse fills it): the tensor kinds a recipe
+                               applies it to, bit k for kind k (activation 0, activation_grad 1,
+                               weight 2, weight_grad 3, update 4); ampdiag_quant_whatif ignores it */
+} ampdiag_qspec;
+
+#define AMPDIAG_QHIST_BINS 32
+/* What one scheme does to one tensor. Counts are exact. Values are the finite ones; NaN and inf
+ * inputs are counted in nonfinite only (a recipe cannot represent them either). */
+typedef struct ampdiag_qstats {
+    ampdiag_qspec spec;     /* as counted (block filled in) */
+    int computed;           /* 0: not applicable to this tensor (COLWISE or TILE of a 1-D tensor) */
+    float scale;            /* the per-tensor factor: current, the FP32 scale (max_elem / amax);
+                               NVFP4, the global encode scale 448 x 6 / amax; 1 for MX and blockwise */
+    uint64_t count;         /* values, nonfinite included */
+    uint64_t nonfinite;     /* NaN and +-inf values */
+    uint64_t saturated;     /* finite values whose scaled value rounded beyond the element's largest
+                               value and were clamped to it */
+    uint64_t flushed;       /* finite non-zero values that decode as zero */
+    uint64_t subnormal;     /* values held as a (non-zero) subnormal element */
+    uint64_t poisoned;      /* finite values that decode as NaN because their block's scale is NaN
+                               (MX: a NaN or inf in the block); outside the error sums */
+    uint64_t blocks;        /* blocks (or tiles, or 1 for the tensor) */
+    uint64_t zero_blocks;   /* blocks whose amax is 0 (no scale to speak of) */
+    uint64_t nonfinite_blocks; /* blocks holding a NaN or an inf */
+    uint64_t scale_clamped; /* scales clamped at the top of their format (NVFP4: E4M3 above 448;
+                               current, blockwise: max / amax beyond FLT_MAX) */
+    uint64_t scale_underflow; /* blocks with a non-zero amax whose scale fell below its format (MX:
+                               exponent below -127; NVFP4: E4M3 scale rounded to 0): their values flush */
+    uint64_t scale_subnormal; /* NVFP4: block scales that are E4M3 subnormals (fewer than 4 bits) */
+    int32_t scale_emin, scale_emax; /* smallest and largest exponent of the block scales (the decode
+                               scale: MX E, NVFP4 the E4M3 block scale's, blockwise and current
+                               floor(log2(1 / scale))) over the blocks with a finite non-zero amax;
+                               0 and 0 when there is none. Their spread is emax - emin */
+    uint64_t scale_hist[AMPDIAG_QHIST_BINS]; /* bin i < 31: blocks whose scale exponent is
+                               scale_emax - i; bin 31: those at scale_emax - 31 or below */
+    double sig_sq;          /* sum of x^2 over the finite values not poisoned */
+    double err_sq;          /* sum of (x - q(x))^2 over them, q(x) the decoded value */
+    double max_rel_err;     /* max |x - q(x)| / |x| over them that are non-zero (1 for a flushed value) */
+    uint64_t disagree;      /* COLWISE, TILE: values (finite, not poisoned in either) whose decoded
+                               value differs from the ROWWISE blocking's; 0 otherwise */
+    double disagree_sq;     /* sum of (q(x) - q_rowwise(x))^2 over the values */
+} ampdiag_qstats;
+
+/*
+ * Count nspec schemes on x[0..n): a matrix of rows x cols values (row-major; rows * cols <= n)
+ * followed by n - rows * cols values of a 1-D tail (the bias after a weight), which every
+ * direction blocks as a vector. A 1-D tensor is rows = 0 (or 1) and cols = 0 (or n): ROWWISE
+ * blocks it, COLWISE and TILE are not applicable (computed = 0). amax is the largest |x| over the
+ * values that are not NaN, inf included (ampdiag_quant_amax gives it from the statistics), used
+ * by current scaling and NVFP4's tensor scale; a negative amax asks the function to find it (a
+ * read pass more). One pass over x for every scheme: the matrix is taken in 128 x 128 tiles,
+ * each read from memory once. COLWISE and TILE schemes compute the ROWWISE one of the same
+ * format, scheme and rule as well (to count the disagreement); listing it costs nothing more.
+ * Returns 0, or -1 (nothing written, the reason from ampdiag_qspec_check) for an invalid spec,
+ * rows * cols > n, or no memory for the scratch (a few hundred KB).
+ */
+int ampdiag_quant_whatif(const float *x, size_t n, size_t rows, size_t cols, float amax, size_t nspec,
+                         const ampdiag_qspec *spec, ampdiag_qstats *out);
+/* What one scheme does to each value: values[i] := x[i] quantised and decoded (exactly, in double),
+ * NaN for NaN and inf inputs, poisoned values and every value of a scheme not applicable to the
+ * tensor; stats (may be NULL) := its ampdiag_qstats (no disagreement is counted). The blocks are
+ * ampdiag_quant_whatif's. Returns 0, or -1 as ampdiag_quant_whatif. */
+int ampdiag_quant_values(const float *x, size_t n, size_t rows, size_t cols, float amax, const ampdiag_qspec *spec,
+                         double *values, ampdiag_qstats *stats);
+/* Which kernel the block what-if runs on this CPU: "avx512f" or "generic" (AMPDIAG_QUANT_IMPL=generic
+ * in the environment asks for the portable one). Both give the same counts and decoded values. */
+const char *ampdiag_quant_impl(void);
+/* The amax a statistics record implies: +inf if it holds an inf, else its absmax (0 when it has
+ * no finite value). */
+float ampdiag_quant_amax(const ampdiag_tstats *s);
+/* 0 if the spec is valid (block 0 filled in where *s is writable: use a copy), else -1 and a
+ * message naming what is wrong in err (may be NULL). */
+int ampdiag_qspec_check(ampdiag_qspec *s, char *err, size_t errlen);
+/* The --whatif list syntax (docs/numerics.md, "Choosing what to count"): comma-separated items
+ * "none", "default", "all", or SCHEME[:RULE][@DIR[+DIR...]] with SCHEME one of fp8-current
+ * (E4M3 and E5M2), fp8-current-e4m3, fp8-current-e5m2, mxfp8 (= mxfp8-e4m3), mxfp8-e5m2,
+ * mxfp6 (= mxfp6-e2m3), mxfp6-e3m2, mxfp4, nvfp4, fp8-block (= fp8-block-e4m3),
+ * fp8-block-e5m2; RULE floor or rceil (MX), fp32 or pow2 (current, blockwise); DIR row, col,
+ * 2d. Without @, a scheme's recipe directions: MX row and col; NVFP4 and fp8-block row and col,
+ * and 2d (16x16, 128x128) for weights only. Expands into out[0..*n) (at most max; a
+ * duplicate is kept once). 0, or -1 with a message naming the item in err. */
+int ampdiag_qspec_parse(const char *list, ampdiag_qspec *out, size_t max, size_t *n, char *err, size_t errlen);
+/* The list "default" stands for (what ampdiag run counts unless told otherwise). */
+const char *ampdiag_qspec_default(void);
+/* "mxfp8-e4m3:floor@row" (the parse syntax, the block when it is not the scheme's own:
+ * "nvfp4:e4m3@2d/16"); writes at most len bytes, NUL included; returns the length it needs. */
+int ampdiag_qspec_name(const ampdiag_qspec *s, char *buf, size_t len);
+/* Names: "current", "mx", "nvfp4", "blockwise"; "floor", "rceil", "e4m3", "fp32", "pow2";
+ * "tensor", "rowwise", "columnwise", "tile". NULL when out of range; parse gives -1 for unknown. */
+const char *ampdiag_qscheme_name(int scheme);
+const char *ampdiag_qrule_name(int rule);
+const char *ampdiag_qdir_name(int dir);
+int ampdiag_qscheme_parse(const char *name);
+int ampdiag_qrule_parse(const char *name);
+int ampdiag_qdir_parse(const char *name);
+/* 10 log10(sig_sq / err_sq) in dB (+inf without error, NaN without signal), and err_sq / sig_sq
+ * (the MSE relative to the mean square). */
+double ampdiag_qstats_sqnr_db(const ampdiag_qstats *q);
+double ampdiag_qstats_rel_mse(const ampdiag_qstats *q);
 
 /* Which SIMD path ampdiag_tstats uses on this CPU: "avx2+avx512vl", "avx2" or "generic"
  * (AMPDIAG_TSTATS_IMPL=avx2 or =generic in the environment forces a lesser one). */

@@ -2,8 +2,8 @@
  * ampdiag_trace.h - the public C API of ampdiag's HDF5 trace format, version 2.
  *
  * A trace is one HDF5 file per training run: root attributes describing the run and eight
- * tables (/layers, /steps, /tensors, /histograms, /events, /eval, and since version 2 /formats
- * and /whatif). traces/FORMAT.md is the specification; this header is the C view of it. The
+ * tables (/layers, /steps, /tensors, /histograms, /events, /eval, and since version 2 /formats,
+ * /whatif and, added later, /quant). traces/FORMAT.md is the specification; this header is the C view of it. The
  * reader reads version 1 traces too (they have no /formats and /whatif: read as empty).
  *
  * Writing:
@@ -235,6 +235,33 @@ typedef struct ampdiag_trace_whatif {
     uint64_t overflow, underflow, subnormal;
 } ampdiag_trace_whatif;
 
+/* One row of /quant (version 2, added after its first traces: older ones read none): what a
+ * block-scaled or per-tensor-scaled recipe would do to one tensor (step, layer, kind), in one
+ * element format, scheme, scale rule and direction: the ampdiag_qstats of ampdiag_quant_whatif
+ * (include/ampdiag.h; traces/FORMAT.md, "/quant"). */
+typedef struct ampdiag_trace_quant {
+    int64_t step;
+    int32_t layer;           /* index into /layers */
+    int32_t kind;            /* ampdiag_tensor_kind; -1 if the file holds an unknown name */
+    int32_t format;          /* /formats index of the element format (readers match formats by name) */
+    int32_t scheme;          /* ampdiag_qscheme ("quant_scheme"); -1 if unknown */
+    int32_t rule;            /* ampdiag_qrule ("quant_rule"); -1 if unknown */
+    int32_t direction;       /* ampdiag_qdir ("quant_direction"); -1 if unknown */
+    int32_t block;           /* values per block along the direction, or a tile's side; 0 per tensor */
+    float scale;             /* the per-tensor factor (current: the FP32 scale; NVFP4: 2688 / amax; else 1) */
+    uint64_t count, nonfinite, saturated, flushed, subnormal, poisoned;
+    uint64_t blocks, zero_blocks, nonfinite_blocks, scale_clamped, scale_underflow, scale_subnormal;
+    int32_t scale_emin, scale_emax;
+    uint64_t scale_hist[AMPDIAG_QHIST_BINS];
+    double sig_sq, err_sq, max_rel_err;
+    uint64_t disagree;
+    double disagree_sq;
+} ampdiag_trace_quant;
+
+/* A row from the in-memory form and back (the spec's kinds bits are not stored: 0). */
+void ampdiag_trace_quant_from_qstats(ampdiag_trace_quant *t, const ampdiag_qstats *q);
+void ampdiag_trace_quant_to_qstats(const ampdiag_trace_quant *t, ampdiag_qstats *q);
+
 typedef struct ampdiag_trace_hist {
     int64_t step;
     int32_t layer;
@@ -406,6 +433,11 @@ int ampdiag_trace_append_whatif(ampdiag_trace_writer *w, int64_t step, int layer
                                 ampdiag_tensor_kind kind, ampdiag_format fmt,
                                 ampdiag_whatif_scaling scaling, float scale, uint64_t count,
                                 const uint64_t counts[AMPDIAG_WHATIF_NCLASSES]);
+/* A /quant row: what ampdiag_quant_whatif counted for (step, layer, kind). A stats record that
+ * is not computed (q->computed 0: a direction that does not apply to the tensor) writes nothing
+ * and returns 0. */
+int ampdiag_trace_append_quant(ampdiag_trace_writer *w, int64_t step, int layer, ampdiag_tensor_kind kind,
+                               const ampdiag_qstats *q);
 /* layer -1 for a global event; msg may be NULL. */
 int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
                                ampdiag_event_code code, double value, const char *msg);
@@ -432,6 +464,7 @@ typedef struct ampdiag_trace_writer_info {
     uint64_t flushes;              /* completed flushes */
     uint64_t steps_flushed;        /* step records safe on disk after the last flush */
     uint64_t whatifs;              /* /whatif rows appended */
+    uint64_t quants;               /* /quant rows appended */
 } ampdiag_trace_writer_info;
 void ampdiag_trace_writer_get_info(const ampdiag_trace_writer *w, ampdiag_trace_writer_info *info);
 
@@ -503,6 +536,7 @@ int ampdiag_trace_has_field(const ampdiag_trace_reader *r, const char *table, co
 typedef struct ampdiag_trace_counts {
     size_t layers, steps, tensors, hists, events, evals;
     size_t formats, whatifs; /* 0 in a version 1 trace */
+    size_t quants;           /* /quant rows: 0 in a trace written before the table */
 } ampdiag_trace_counts;
 void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_counts *c);
 
@@ -523,6 +557,9 @@ int ampdiag_trace_read_steps_range(ampdiag_trace_reader *r, size_t first, size_t
 int ampdiag_trace_read_formats(ampdiag_trace_reader *r, ampdiag_trace_format **out, size_t *n);
 int ampdiag_trace_read_whatif(ampdiag_trace_reader *r, size_t first, size_t max,
                               ampdiag_trace_whatif **out, size_t *n);
+/* /quant (a trace written before the table reads none: *n = 0). */
+int ampdiag_trace_read_quant(ampdiag_trace_reader *r, size_t first, size_t max, ampdiag_trace_quant **out,
+                             size_t *n);
 
 #ifdef __cplusplus
 }

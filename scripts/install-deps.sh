@@ -11,8 +11,10 @@
 #                                           and the PyTorch tracer (tests/t_pytorch_tracer.sh), with
 #                                           lightning, transformers, accelerate and torchvision
 #                                           (about 300 MB more on disk) for the tests of its
-#                                           integrations and real models, and setuptools (the
-#                                           offline test of pip install ./python builds with it)
+#                                           integrations and real models, setuptools (the
+#                                           offline test of pip install ./python builds with it),
+#                                           and ml_dtypes (the OCP FP8/FP6/FP4/E8M0 element types
+#                                           of the block-format oracle, tests/t_quant_oracle.sh)
 #   scripts/install-deps.sh --with-slurm    also Slurm and munge (slurm-wlm, munge) for
 #                                           make check-slurm, which starts a one-node cluster of
 #                                           its own (tests/t_slurm.sh; docs/cluster.md)
@@ -23,7 +25,7 @@ for a in "$@"; do
     case $a in
     --with-torch) with_torch=1 ;;
     --with-slurm) with_slurm=1 ;;
-    -h | --help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -47,14 +49,14 @@ else
 fi
 if [ $with_torch -eq 1 ]; then
     venv=${VENV:-.venv}
-    mods="torch, numpy, h5py, lightning, transformers, accelerate, torchvision, setuptools"
+    mods="torch, numpy, h5py, lightning, transformers, accelerate, torchvision, setuptools, ml_dtypes"
     if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import $mods" 2>/dev/null; then
         echo "install-deps: $venv has $mods"
     else
         echo "install-deps: installing $mods into $venv (several GB)"
         [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
         "$venv/bin/python" -m pip install -q --upgrade pip
-        "$venv/bin/python" -m pip install -q torch numpy h5py lightning transformers accelerate torchvision "setuptools>=70.1"
+        "$venv/bin/python" -m pip install -q torch numpy h5py lightning transformers accelerate torchvision "setuptools>=70.1" ml_dtypes
         "$venv/bin/python" -c "import $mods; print('install-deps: torch', torch.__version__)"
     fi
 fi

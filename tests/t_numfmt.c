@@ -173,6 +173,76 @@ static struct fp8_oracle oracles[2] = {
     {"e5m2", AMPDIAG_E5M2, 5, 2, 15, 1, 0, {0}, {0}, 0, 0x7f, 0x7c},
 };
 
+/* ---- the OCP MX element formats (MX v1.0 section 5.3) from the definition: every code is a
+ * number (no inf, no NaN), the finite values sorted, the nearest one picked with ties to the
+ * even code, and what lies beyond the largest value plus half an ulp saturates to it. ---- */
+static struct fp8_oracle mx_oracles[3] = {
+    {"e2m1", AMPDIAG_E2M1, 2, 1, 1, 0, 0, {0}, {0}, 0, 0, 0},
+    {"e2m3", AMPDIAG_E2M3, 2, 3, 1, 0, 0, {0}, {0}, 0, 0, 0},
+    {"e3m2", AMPDIAG_E3M2, 3, 2, 3, 0, 0, {0}, {0}, 0, 0, 0},
+};
+
+static void mx_oracle_init(struct fp8_oracle *o)
+{
+    o->n = 0;
+    for (unsigned c = 0; c < (1u << (o->ebits + o->mbits)); c++) {
+        o->val[o->n] = minifloat_value(o, c);
+        o->code[o->n++] = (uint8_t)c;
+    }
+    int e;
+    frexp(o->val[o->n - 1], &e);
+    o->virt = o->val[o->n - 1] + ldexp(1.0, e - 1 - o->mbits);
+}
+
+/* The code of x (sign bit 1 << (ebits + mbits)); *sat := whether it saturated (rounding without
+ * an upper bound would have gone beyond the largest value). NaN: a zero of its sign. */
+static uint8_t mx_oracle_encode(const struct fp8_oracle *o, float x, int *sat)
+{
+    uint8_t sign = signbit(x) ? (uint8_t)(1u << (o->ebits + o->mbits)) : 0;
+    *sat = 0;
+    if (isnan(x))
+        return sign;
+    double ax = fabs((double)x);
+    const double *v = o->val;
+    int top = o->n - 1;
+    if (ax >= v[top]) {
+        double d1 = ax - v[top], d2 = o->virt - ax;
+        *sat = isinf(x) || d2 < d1 || (d2 == d1 && (o->code[top] & 1u));
+        return (uint8_t)(o->code[top] | sign);
+    }
+    int lo = 0, hi = top;
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (v[mid] <= ax) lo = mid; else hi = mid;
+    }
+    double d1 = ax - v[lo], d2 = v[hi] - ax;
+    int up = d2 < d1 || (d2 == d1 && (o->code[lo] & 1u));
+    return (uint8_t)(o->code[up ? hi : lo] | sign);
+}
+
+/* E8M0 by the definition: 2^(c - 127); x rounds to the nearest power of two with ties (1.5 x
+ * 2^k) upward, as ml_dtypes does; zero, negative, NaN, inf and what rounds past 2^127 are NaN
+ * (255); a float32 subnormal rounds to 2^-127 up to it and to 2^-126 above it. */
+static uint8_t e8m0_oracle_encode(float x)
+{
+    if (!(x > 0) || isinf(x))
+        return 0xff;
+    double ax = (double)x;
+    if (ax <= ldexp(1.0, -127))
+        return 0;
+    if (ax < ldexp(1.0, -126))
+        return 1;
+    int e;
+    frexp(ax, &e); /* ax in [2^(e-1), 2^e) */
+    int c = (ax >= 1.5 * ldexp(1.0, e - 1) ? e : e - 1) + 127;
+    return c > 254 ? 0xff : (uint8_t)c;
+}
+
+static uint8_t mx_encode(ampdiag_format f, float x)
+{
+    return (uint8_t)ampdiag_format_get(f)->encode(x);
+}
+
 static uint8_t fp8_encode(ampdiag_format f, float x)
 {
     return f == AMPDIAG_E4M3 ? ampdiag_e4m3_encode(x) : ampdiag_e5m2_encode(x);
@@ -222,7 +292,8 @@ static void test_fp8_codes(void)
 
 struct sweep {
     uint64_t checked, bad_f16c, bad_ref16, bad_ref_b16, bad_ftz;
-    uint64_t checked8, bad_fp8[2], bad_fp8_ftz, bad_class;
+    uint64_t checked8, bad_fp8[2], bad_fp8_ftz, bad_class, bad_mx[3], bad_mx_round, bad_mx_ftz, bad_e8m0;
+    uint32_t first_bad_mx[3];
     uint32_t first_bad, first_bad_fp8[2];
 };
 
@@ -233,6 +304,14 @@ static ampdiag_class class_from_rounding(ampdiag_format f, float x)
     if (isinf(x)) return AMPDIAG_CLASS_INF;
     if (x == 0) return AMPDIAG_CLASS_ZERO;
     float r = ampdiag_round(f, x);
+    if (f == AMPDIAG_E8M0) /* unsigned: the class of |x| */
+        return isnan(ampdiag_round(f, fabsf(x))) ? AMPDIAG_CLASS_OVERFLOW : AMPDIAG_CLASS_NORMAL;
+    for (int k = 0; k < 3; k++) /* the MX elements saturate: overflow is what would round beyond the max */
+        if (mx_oracles[k].fmt == f) {
+            int sat;
+            mx_oracle_encode(&mx_oracles[k], x, &sat);
+            if (sat) return AMPDIAG_CLASS_OVERFLOW;
+        }
     if (!isfinite(r)) return AMPDIAG_CLASS_OVERFLOW;
     if (r == 0) return AMPDIAG_CLASS_UNDERFLOW;
     return fabsf(r) < ampdiag_format_get(f)->min_normal ? AMPDIAG_CLASS_SUBNORMAL : AMPDIAG_CLASS_NORMAL;
@@ -258,7 +337,26 @@ static void check_fp8_one(struct sweep *sw, uint32_t u)
         if (!same_bits(got, wf) && !(isnan(got) && isnan(wf)))
             sw->bad_fp8_ftz++;
     }
-    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+    for (int k = 0; k < 3; k++) {
+        const struct fp8_oracle *o = &mx_oracles[k];
+        int sat;
+        uint8_t want = mx_oracle_encode(o, x, &sat);
+        if (mx_encode(o->fmt, x) != want) {
+            if (!sw->bad_mx[k]) sw->first_bad_mx[k] = u;
+            sw->bad_mx[k]++;
+        }
+        const ampdiag_format_info *fi = ampdiag_format_get(o->fmt);
+        float r = isnan(x) ? x : fi->decode(want), got = ampdiag_round(o->fmt, x);
+        if (!same_bits(got, r) && !(isnan(got) && isnan(r) && signbit(got) == signbit(r)))
+            sw->bad_mx_round++;
+        int sub = fabsf(x) < FLT_MIN || (r != 0 && fabsf(r) < fi->min_normal);
+        float wf = isnan(x) ? x : sub ? copysignf(0.0f, x) : r;
+        got = ampdiag_round_ftz(o->fmt, x);
+        if (!same_bits(got, wf) && !(isnan(got) && isnan(wf)))
+            sw->bad_mx_ftz++;
+    }
+    sw->bad_e8m0 += ampdiag_format_get(AMPDIAG_E8M0)->encode(x) != e8m0_oracle_encode(x);
+    for (int f = 0; f < AMPDIAG_NFORMATS_ALL; f++)
         sw->bad_class += ampdiag_classify((ampdiag_format)f, x) != class_from_rounding((ampdiag_format)f, x);
 }
 
@@ -327,7 +425,12 @@ static void test_float32_sweep(void)
         0x43f00000u /* 480 */, 0x3b000000u /* 2^-9 */, 0x3c800000u /* 2^-6 */,
         AMPDIAG_E5M2_OVF_BITS, AMPDIAG_E5M2_NORM_BITS, AMPDIAG_E5M2_UNF_BITS, 0x47600000u /* 57344 */,
         0x47800000u /* 65536 */, 0x37800000u /* 2^-16 */, 0x3b400000u, 0x3ba00000u /* E4M3 subnormal ties */,
-        0x37c00000u, 0x38200000u /* E5M2 subnormal ties */};
+        0x37c00000u, 0x38200000u /* E5M2 subnormal ties */,
+        AMPDIAG_E2M1_SAT_BITS, AMPDIAG_E2M1_NORM_BITS, AMPDIAG_E2M1_UNF_BITS, 0x40c00000u /* 6 */,
+        AMPDIAG_E2M3_SAT_BITS, AMPDIAG_E2M3_NORM_BITS, AMPDIAG_E2M3_UNF_BITS, 0x40f00000u /* 7.5 */,
+        AMPDIAG_E3M2_SAT_BITS, AMPDIAG_E3M2_NORM_BITS, AMPDIAG_E3M2_UNF_BITS, 0x41e00000u /* 28 */,
+        0x3fa00000u /* 1.25 */, 0x40a00000u /* 5 */, 0x3e000000u /* 0.125 */,
+        AMPDIAG_E8M0_OVF_BITS, AMPDIAG_E8M0_MIN_BITS, 0x00600000u, 0x3fc00000u /* 1.5 */, 0x7f000000u};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++)
         for (int64_t d = -4096; d <= 4096; d++) {
             int64_t v = (int64_t)edges[i] + d;
@@ -355,6 +458,14 @@ static void test_float32_sweep(void)
            "(%llu bad, first 0x%08x)", oracles[k].name, (unsigned long long)sw.bad_fp8[k], sw.first_bad_fp8[k]);
     ok(sw.bad_fp8_ftz == 0, "FP8 flush-to-zero flushes exactly the subnormal inputs and results (%llu bad)",
        (unsigned long long)sw.bad_fp8_ftz);
+    for (int k = 0; k < 3; k++)
+        ok(sw.bad_mx[k] == 0, "float32 -> %s agrees with the MX oracle (nearest, ties to even, saturating) "
+           "(%llu bad, first 0x%08x)", mx_oracles[k].name, (unsigned long long)sw.bad_mx[k], sw.first_bad_mx[k]);
+    ok(sw.bad_mx_round == 0 && sw.bad_mx_ftz == 0, "MX element rounding is the oracle's value (NaN kept), and its "
+       "flush-to-zero flushes exactly the subnormal inputs and results (%llu, %llu bad)",
+       (unsigned long long)sw.bad_mx_round, (unsigned long long)sw.bad_mx_ftz);
+    ok(sw.bad_e8m0 == 0, "float32 -> E8M0 agrees with the definition (nearest power of two, ties up; zero, "
+       "negatives and overflow NaN) (%llu bad)", (unsigned long long)sw.bad_e8m0);
     ok(sw.bad_class == 0, "ampdiag_classify (thresholds) agrees with classifying the rounded value, every format "
        "(%llu bad)", (unsigned long long)sw.bad_class);
 }
@@ -403,7 +514,7 @@ static void test_thresholds(void)
     ok(same_bits(ampdiag_round_ftz(AMPDIAG_BF16, 0x1p-130f), 0.0f), "bf16 ftz: float32 subnormal -> 0");
     ok(same_bits(ampdiag_round_ftz(AMPDIAG_FP32, -0x1p-140f), -0.0f), "fp32 ftz: subnormal -> -0");
     ok(ampdiag_round(AMPDIAG_FP32, 0x1p-140f) == 0x1p-140f, "fp32: rounding is the identity");
-    ok(isnan(ampdiag_round((ampdiag_format)7, 1.0f)), "unknown format rounds to NaN");
+    ok(isnan(ampdiag_round(AMPDIAG_NFORMATS_ALL, 1.0f)), "unknown format rounds to NaN");
 }
 
 static void test_limits(void)
@@ -479,7 +590,7 @@ static void test_fp8_thresholds(void)
        ampdiag_classify(AMPDIAG_E5M2, 1e-4f) == AMPDIAG_CLASS_NORMAL && ampdiag_classify(AMPDIAG_E5M2, -1e-6f) == AMPDIAG_CLASS_UNDERFLOW &&
        ampdiag_classify(AMPDIAG_FP16, -0.0f) == AMPDIAG_CLASS_ZERO && ampdiag_classify(AMPDIAG_BF16, -INFINITY) == AMPDIAG_CLASS_INF &&
        ampdiag_classify(AMPDIAG_FP32, NAN) == AMPDIAG_CLASS_NAN && ampdiag_classify(AMPDIAG_FP32, 0x1p-140f) == AMPDIAG_CLASS_SUBNORMAL &&
-       ampdiag_classify((ampdiag_format)7, 1.0f) == AMPDIAG_CLASS_NAN,
+       ampdiag_classify(AMPDIAG_NFORMATS_ALL, 1.0f) == AMPDIAG_CLASS_NAN,
        "classify: e4m3 500 overflow, 464 normal, 1e-3 subnormal, 1e-4 underflow; e5m2 1e-4 normal, -1e-6 underflow; specials");
 }
 
@@ -530,6 +641,84 @@ static void test_table_rows(void)
     ok(ampdiag_format_parse("e4m3", &fmt) == -1 && ampdiag_format_parse("E5M2", &fmt) == -1 && fmt == AMPDIAG_FP32 &&
        ampdiag_format_lookup("E4M3", &fmt) == 0 && fmt == AMPDIAG_E4M3 && ampdiag_format_lookup("fp8", &fmt) == -1,
        "format_parse keeps to fp32/fp16/bf16 (what a run can hold); format_lookup knows the FP8 rows");
+}
+
+/* The MX rows: codes against the oracle, known answers, and the row's limits from its patterns. */
+static void test_mx_rows(void)
+{
+    static const int nvals[3] = {8, 32, 32};
+    static const double maxv[3] = {6.0, 7.5, 28.0};
+    for (int k = 0; k < 3; k++) {
+        const struct fp8_oracle *o = &mx_oracles[k];
+        const ampdiag_format_info *fi = ampdiag_format_get(o->fmt);
+        unsigned ncodes = 1u << (o->ebits + o->mbits + 1);
+        int bad_dec = 0, bad_rt = 0;
+        for (unsigned c = 0; c < ncodes; c++) {
+            float got = fi->decode(c);
+            unsigned mag = c & (ncodes / 2 - 1u);
+            int neg = (c & ncodes / 2) != 0;
+            double want = minifloat_value(o, mag);
+            bad_dec += (double)got != (neg ? -want : want) || (signbit(got) != 0) != neg;
+            bad_rt += fi->encode(got) != c;
+        }
+        ok(bad_dec == 0 && bad_rt == 0 && o->n == nvals[k] && o->val[o->n - 1] == maxv[k] && fi->max_finite == (float)maxv[k],
+           "%s: every code decodes to the MX formula's value and re-encodes to itself; %d magnitudes, the largest %g",
+           o->name, nvals[k], maxv[k]);
+    }
+#define E21(x) ampdiag_round(AMPDIAG_E2M1, (x))
+    ok(E21(0.25f) == 0.0f && E21(nextafterf(0.25f, 1)) == 0.5f && E21(0.75f) == 1.0f && E21(nextafterf(0.75f, 0)) == 0.5f &&
+       E21(2.5f) == 2.0f && E21(3.5f) == 4.0f && E21(5.0f) == 4.0f && E21(nextafterf(5.0f, 9)) == 6.0f,
+       "e2m1: 0.25 ties to 0, 0.75 to 1, 2.5 to 2, 3.5 to 4, 5 to 4 (even codes); just above 5 -> 6");
+    ok(E21(7.0f) == 6.0f && E21(1e30f) == 6.0f && E21(INFINITY) == 6.0f && E21(-INFINITY) == -6.0f &&
+       ampdiag_classify(AMPDIAG_E2M1, 7.0f) == AMPDIAG_CLASS_OVERFLOW && ampdiag_classify(AMPDIAG_E2M1, nextafterf(7.0f, 0)) == AMPDIAG_CLASS_NORMAL,
+       "e2m1 saturates: 7 (the tie beyond 6), 1e30 and inf -> 6, -inf -> -6; 7 is class overflow, just below it normal");
+    ok(isnan(E21(NAN)) && ampdiag_e2m1_bits_rne(NAN) == 0 && ampdiag_e2m1_bits_rne(-NAN) == 8 && same_bits(E21(-0.0f), -0.0f) &&
+       same_bits(E21(-0.1f), -0.0f),
+       "e2m1: a NaN stays NaN when rounded, encodes as a zero of its sign; -0 and -0.1 -> -0");
+#undef E21
+    ok(ampdiag_round(AMPDIAG_E2M3, 7.7f) == 7.5f && ampdiag_round(AMPDIAG_E2M3, 7.75f) == 7.5f &&
+       ampdiag_classify(AMPDIAG_E2M3, 7.75f) == AMPDIAG_CLASS_OVERFLOW && ampdiag_round(AMPDIAG_E2M3, 0.0625f) == 0.0f &&
+       ampdiag_round(AMPDIAG_E2M3, 0.9375f) == 1.0f && ampdiag_round(AMPDIAG_E2M3, 0.1875f) == 0.25f,
+       "e2m3: 7.7 -> 7.5, 7.75 saturates; 2^-4 ties to 0; 0.9375 -> 1; 1.5 ulps of 1/8 -> 2 ulps");
+    ok(ampdiag_round(AMPDIAG_E3M2, 29.9f) == 28.0f && ampdiag_classify(AMPDIAG_E3M2, 30.0f) == AMPDIAG_CLASS_OVERFLOW &&
+       ampdiag_classify(AMPDIAG_E3M2, 29.9f) == AMPDIAG_CLASS_NORMAL && ampdiag_round(AMPDIAG_E3M2, 0x1p-5f) == 0.0f &&
+       ampdiag_round(AMPDIAG_E3M2, 0.21875f) == 0.25f && ampdiag_round(AMPDIAG_E3M2, 0.1f) == 0.125f,
+       "e3m2: 29.9 -> 28, 30 saturates; 2^-5 ties to 0; 0.21875 -> 0.25; 0.1 -> 0.125");
+    const ampdiag_format_info *e8 = ampdiag_format_get(AMPDIAG_E8M0);
+    ok(e8->decode(0) == 0x1p-127f && e8->decode(127) == 1.0f && e8->decode(254) == 0x1p127f && isnan(e8->decode(255)) &&
+       e8->encode(1.0f) == 127 && e8->encode(1.5f) == 128 && e8->encode(nextafterf(1.5f, 0)) == 127 && e8->encode(0.75f) == 127 &&
+       e8->encode(0.0f) == 255 && e8->encode(-1.0f) == 255 && e8->encode(INFINITY) == 255 && e8->encode(0x1.8p127f) == 255 &&
+       e8->encode(0x1p-130f) == 0 && e8->encode(0x1.2p-127f) == 1,
+       "e8m0: codes 0, 127, 254 are 2^-127, 1, 2^127, 255 NaN; 1.5 and 0.75 round up (ties up); zero, negatives, inf "
+       "and 1.5 2^127 are NaN; float32 subnormals: up to 2^-127 -> 2^-127, above -> 2^-126");
+    int bad = 0;
+    for (int f = AMPDIAG_NFORMATS; f < AMPDIAG_NFORMATS_ALL; f++) {
+        const ampdiag_format_info *i = ampdiag_format_get((ampdiag_format)f);
+        ampdiag_format g;
+        bad += i->has_inf || i->bits != (f == AMPDIAG_E8M0 ? 8 : 1 + i->exp_bits + i->mant_bits);
+        bad += i->decode(i->encode(i->max_finite)) != i->max_finite || i->decode(i->encode(i->min_normal)) != i->min_normal;
+        bad += i->min_normal != ldexpf(1.0f, i->emin) || i->max_finite >= ldexpf(2.0f, i->emax) || i->max_finite < ldexpf(1.0f, i->emax);
+        bad += i->bias != (1 << (i->exp_bits - 1)) - 1 || i->unit_roundoff != i->epsilon / 2;
+        bad += i->decode(i->encode(1.0f) + 1u) - 1.0f != i->epsilon;
+        bad += i->lost_certain != ldexpf(1.0f, -(i->mant_bits + 2)) || i->lost_possible != 2 * i->lost_certain;
+        bad += ampdiag_format_lookup(i->name, &g) != 0 || g != (ampdiag_format)f;
+        if (f != AMPDIAG_E8M0) { /* the saturation, flush and normal thresholds are where rounding changes */
+            bad += i->has_nan || i->decode(1) != i->min_subnormal;
+            bad += i->round(i->overflow_at) != i->max_finite || i->round(nextafterf(i->overflow_at, 0)) != i->max_finite;
+            bad += ampdiag_classify((ampdiag_format)f, nextafterf(i->overflow_at, 0)) != AMPDIAG_CLASS_NORMAL;
+            bad += i->round(i->underflow_at) != 0 || i->round(nextafterf(i->underflow_at, 1)) != i->min_subnormal;
+            bad += i->round(i->normal_at) != i->min_normal || !(i->round(nextafterf(i->normal_at, 0)) < i->min_normal);
+        } else {
+            bad += !i->has_nan || i->min_subnormal != i->min_normal || !isnan(i->round(i->overflow_at)) ||
+                   i->round(nextafterf(i->overflow_at, 0)) != i->max_finite;
+        }
+    }
+    ok(bad == 0, "the MX rows' limits, bias, width, epsilon and swamping ratios agree with their bit patterns, and "
+       "their thresholds are where their rounding changes class (%d bad)", bad);
+    ampdiag_format fmt;
+    ok(ampdiag_format_lookup("E2M1", &fmt) == 0 && fmt == AMPDIAG_E2M1 && ampdiag_format_lookup("e8m0", &fmt) == 0 &&
+       fmt == AMPDIAG_E8M0 && ampdiag_format_parse("e2m1", &fmt) == -1 && ampdiag_format_get(AMPDIAG_NFORMATS_ALL) == NULL,
+       "format_lookup knows the MX rows; format_parse refuses them; the table has AMPDIAG_NFORMATS_ALL rows");
 }
 
 /* Swamping: the row's ratios bound the exact lost-update test, and are tight. */
@@ -650,7 +839,7 @@ static void test_round_array(void)
         in[i] = fbits(s);
     }
     int bad = 0;
-    for (int f = 0; f < AMPDIAG_NFORMATS; f++)
+    for (int f = 0; f < AMPDIAG_NFORMATS_ALL; f++)
         for (unsigned fl = 0; fl < 2; fl++) {
             if (ampdiag_round_array((ampdiag_format)f, fl, in, out, N) != 0) bad++;
             for (int i = 0; i < N; i++) {
@@ -659,7 +848,7 @@ static void test_round_array(void)
             }
         }
     ok(bad == 0, "round_array equals the scalar rounding for every format and flag (%d bad)", bad);
-    ok(ampdiag_round_array((ampdiag_format)5, 0, in, out, N) == -1, "round_array refuses an unknown format");
+    ok(ampdiag_round_array(AMPDIAG_NFORMATS_ALL, 0, in, out, N) == -1, "round_array refuses an unknown format");
     memcpy(out, in, sizeof in);
     ampdiag_round_array(AMPDIAG_BF16, 0, out, out, N);
     ok(same_bits(out[17], ampdiag_round(AMPDIAG_BF16, in[17])), "round_array works in place");
@@ -673,9 +862,12 @@ int main(void)
     test_round_array();
     for (int k = 0; k < 2; k++)
         fp8_oracle_init(&oracles[k]);
+    for (int k = 0; k < 3; k++)
+        mx_oracle_init(&mx_oracles[k]);
     test_fp8_codes();
     test_fp8_thresholds();
     test_table_rows();
+    test_mx_rows();
     test_swamping();
     test_lost_counts();
     test_delayed_scale();

@@ -9,6 +9,7 @@
 #include "tap.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -724,9 +725,116 @@ static void test_layer_compute(void)
     ampdiag_trace_reader_close(r);
 }
 
+/* /quant: rows of ampdiag_quant_whatif written and read back field by field (enums by name,
+ * the 32-bin histogram, the sums), a direction that does not apply writes nothing, bad calls
+ * are refused; a trace written before the table (the v2 reference) reads no rows. */
+static void test_quant_rows(void)
+{
+    ampdiag_trace_writer *w = create("quant.h5", 0, 0);
+    if (!ok(w != NULL, "create quant.h5"))
+        return;
+    int l0 = ampdiag_trace_add_layer(w, "fc1", "linear", "[64, 32]", 64 * 32 + 64);
+    static float x[64 * 32 + 64];
+    for (int i = 0; i < 64 * 32 + 64; i++)
+        x[i] = (float)((i * 37) % 101 - 50) * (i % 7 == 0 ? 1e-3f : 1.0f);
+    x[5] = NAN;
+    ampdiag_qspec sp[16];
+    size_t ns = 0;
+    char err[160];
+    int rc = ampdiag_qspec_parse("mxfp8,nvfp4,fp8-current-e4m3,fp8-block:fp32@2d/32", sp, 16, &ns, err, sizeof err);
+    ampdiag_qstats q[16], q1[16];
+    rc = rc || ampdiag_quant_whatif(x, 64 * 32 + 64, 64, 32, -1.0f, ns, sp, q) ||
+         ampdiag_quant_whatif(x, 64, 0, 0, -1.0f, ns, sp, q1);
+    ok(rc == 0 && ns == 7, "7 schemes counted on a 64 x 32 weight with a bias, and on its bias alone");
+    int bad = 0;
+    for (size_t i = 0; i < ns; i++)
+        bad += ampdiag_trace_append_quant(w, 3, l0, AMPDIAG_KIND_WEIGHT, &q[i]) != 0;
+    for (size_t i = 0; i < ns; i++) /* 1-D: some not computed */
+        bad += ampdiag_trace_append_quant(w, 4, l0, AMPDIAG_KIND_ACTIVATION, &q1[i]) != 0;
+    ok(bad == 0, "append_quant writes them (the directions a 1-D tensor lacks write nothing)");
+    ampdiag_qstats badq = q[0];
+    badq.spec.rule = AMPDIAG_QR_POW2;
+    ok(ampdiag_trace_append_quant(w, 5, l0, AMPDIAG_KIND_WEIGHT, &badq) == AMPDIAG_TRACE_EINVAL &&
+           strstr(ampdiag_trace_errmsg(), "floor or rceil") != NULL &&
+           ampdiag_trace_append_quant(w, 5, 9, AMPDIAG_KIND_WEIGHT, &q[0]) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_quant(w, 5, l0, AMPDIAG_KIND_WEIGHT, NULL) == AMPDIAG_TRACE_EINVAL,
+       "append_quant refuses an invalid scheme (named), an undeclared layer, no stats");
+    ampdiag_trace_writer_info info;
+    ampdiag_trace_writer_get_info(w, &info);
+    size_t want = ns;
+    for (size_t i = 0; i < ns; i++)
+        want += q1[i].computed;
+    ok(info.quants == want, "writer info: %llu /quant rows", (unsigned long long)info.quants);
+    ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close quant.h5");
+
+    ampdiag_trace_reader *r = open_trace("quant.h5");
+    if (!ok(r != NULL, "open quant.h5"))
+        return;
+    ampdiag_trace_counts c;
+    ampdiag_trace_get_counts(r, &c);
+    ampdiag_trace_quant *Q = NULL;
+    size_t n = 0;
+    ok(c.quants == want && ampdiag_trace_read_quant(r, 0, SIZE_MAX, &Q, &n) == 0 && n == want,
+       "counts and read_quant: %zu rows", n);
+    int same = n == want;
+    for (size_t i = 0; same && i < ns; i++) {
+        ampdiag_qstats back;
+        ampdiag_trace_quant_to_qstats(&Q[i], &back);
+        ampdiag_qstats w0 = q[i];
+        w0.spec.kinds = 0;
+        same = Q[i].step == 3 && Q[i].layer == l0 && Q[i].kind == AMPDIAG_KIND_WEIGHT &&
+               memcmp(&back, &w0, sizeof back) == 0;
+        if (!same)
+            diag("row %zu differs", i);
+    }
+    ok(same, "every field of the weight's rows reads back as counted (scheme, rule, direction, block, counts, "
+       "scale histogram, sums)");
+    ok(n > ns + 2 && Q[ns].step == 4 && Q[ns].kind == AMPDIAG_KIND_ACTIVATION && Q[ns].direction == AMPDIAG_QD_ROWWISE,
+       "the bias-only rows follow (rowwise only: columnwise and 2-D do not apply)");
+    int tile = 0;
+    for (size_t i = 0; i < n; i++)
+        tile += Q[i].direction == AMPDIAG_QD_TILE && Q[i].block == 32 && Q[i].scheme == AMPDIAG_QS_BLOCKWISE &&
+                Q[i].rule == AMPDIAG_QR_FP32 && Q[i].format == AMPDIAG_E4M3;
+    ok(tile == 1, "a tile row with its non-default block (32) and rule (fp32)");
+    ampdiag_trace_format *F = NULL;
+    size_t nf = 0;
+    ok(ampdiag_trace_read_formats(r, &F, &nf) == 0 && nf == AMPDIAG_NFORMATS_ALL && strcmp(F[AMPDIAG_E2M1].name, "e2m1") == 0 &&
+           F[AMPDIAG_E2M1].max_finite == 6.0 && F[AMPDIAG_E8M0].has_inf == 0 && F[AMPDIAG_E3M2].min_subnormal == 0x1p-4,
+       "/formats lists the MX rows too (e2m1 max 6, e3m2 min subnormal 2^-4, e8m0 without inf)");
+    free(F);
+    free(Q);
+    Q = NULL;
+    ok(ampdiag_trace_read_quant(r, 2, 3, &Q, &n) == 0 && n == 3 && Q[0].scheme == (int32_t)q[2].spec.scheme,
+       "a range read of /quant");
+    free(Q);
+    ampdiag_trace_reader_close(r);
+    /* names agree with the numerics' */
+    int names = 1;
+    for (int i = 0; i < AMPDIAG_NQSCHEMES; i++)
+        names &= ampdiag_qscheme_parse(ampdiag_qscheme_name(i)) == i;
+    for (int i = 0; i < AMPDIAG_NQRULES; i++)
+        names &= ampdiag_qrule_parse(ampdiag_qrule_name(i)) == i;
+    for (int i = 0; i < AMPDIAG_NQDIRS; i++)
+        names &= ampdiag_qdir_parse(ampdiag_qdir_name(i)) == i;
+    ok(names, "scheme, rule and direction names parse back");
+    /* a version 2 trace written before /quant */
+    const char *srcdir = getenv("srcdir");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/traces/v2-fp32-delayed.h5", srcdir && *srcdir ? srcdir : ".");
+    r = NULL;
+    if (!ok(ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET, &r) == 0, "open %s", path))
+        return;
+    ampdiag_trace_get_counts(r, &c);
+    Q = (ampdiag_trace_quant *)1;
+    ok(c.quants == 0 && c.whatifs > 0 && ampdiag_trace_read_quant(r, 0, SIZE_MAX, &Q, &n) == 0 && n == 0 && Q == NULL &&
+           !ampdiag_trace_has_field(r, "/quant", "scheme"),
+       "a version 2 trace from before /quant opens and reads no /quant rows");
+    ampdiag_trace_reader_close(r);
+}
+
 static void cleanup(void)
 {
-    const char *files[] = {"rt.h5", "upd.h5", "cmp.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
+    const char *files[] = {"rt.h5", "upd.h5", "cmp.h5", "quant.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
                            "big.h5", "timed.h5"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(files[i]));
@@ -746,6 +854,7 @@ int main(void)
     test_update_fields();
     test_without_new_fields();
     test_layer_compute();
+    test_quant_rows();
     test_status();
     test_batches_and_flush();
     /* the same rows and flushes with batches and flushes written by the writer's thread */

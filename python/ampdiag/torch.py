@@ -47,7 +47,7 @@ import weakref
 import torch
 
 from . import _evidence as _ev
-from . import _lib, _stats
+from . import _lib, _quant, _stats
 from . import dist as _dist
 from ._lib import AmpdiagError, LibraryNotFound
 
@@ -295,6 +295,11 @@ class Tracer:
     patch      wrap torch.nn.utils.clip_grad_norm_, the loss functions of torch.nn.functional and
                F.scaled_dot_product_attention while the tracer is open (the clip's max norm, the
                loss as a layer, the attention scores); False leaves torch alone
+    whatif     block-scaled what-if (MX, NVFP4, FP8 blockwise and current scaling; the /quant rows):
+               the list of ``ampdiag run --whatif`` (None: its default, "mxfp8@row,nvfp4@row";
+               "none": off), counted by libampdiag on the CPU (a CUDA tensor is copied to the
+               host) for activations, their gradients, weights and weight gradients
+    whatif_every  count it every N-th traced step (None: on the histogram steps, hist_every)
     attrs      more root attributes: {"model": "resnet18", "data": "cifar10", "seed": 1, ...}
     wrapper    under torch.distributed, the DistributedDataParallel module around ``model`` when
                ``model`` is the inner module (a DDP given as ``model`` is unwrapped by itself);
@@ -306,7 +311,7 @@ class Tracer:
     def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=10, hist_every=50,
                  clip=None, precision=None, stats="auto", updates=True, steps=None, attrs=None, overwrite=False,
                  flush_every=100, flush_seconds=2.0, eval_metric="accuracy", attention_scores=False, patch=True,
-                 wrapper=None):
+                 wrapper=None, whatif=None, whatif_every=None):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("ampdiag.torch.Tracer: model must be a torch.nn.Module, not %s" % type(model).__name__)
         self.dist = _dist.attach(model, wrapper)  # this rank of a distributed run, or None
@@ -333,6 +338,7 @@ class Tracer:
         self.eval_metric = eval_metric
         self.left_out = []
         self.layers = self._select(layers)
+        self._quant_setup(whatif, whatif_every)
         self._owner = {}
         for li, L in enumerate(self.layers):
             for p in L.plist:
@@ -440,6 +446,55 @@ class Tracer:
             vec, hv = _stats.record_torch(x, hist)
         return _Rec(vec=vec, hvec=hv)
 
+    # ------------------------------------------------------------------ block-scaled what-if
+
+    def _quant_setup(self, whatif, whatif_every):
+        """The schemes of each kind (QSpec tuples), or None when nothing is counted."""
+        if whatif_every is not None and int(whatif_every) < 0:
+            raise ValueError("ampdiag.torch.Tracer: whatif_every must be >= 0")
+        self.whatif_every = None if whatif_every is None else int(whatif_every)
+        self._qplan, self._qrows, self._qnames = None, {}, ""
+        text = _quant.default_list() if whatif is None and _quant.available() else whatif
+        if text is None or not _quant.available():
+            if whatif not in (None, "none"):
+                raise LibraryNotFound("ampdiag.torch.Tracer: whatif needs a libampdiag with ampdiag_quant_whatif")
+            return
+        specs = _quant.parse(text)  # ValueError naming the item
+        if specs:
+            self._qplan = {k: tuple(q for q in specs if q.applies_to(_KIND[k])) for k in (A, AG, W, WG)}
+            self._qnames = ",".join(_quant.spec_name(q) for q in specs)
+
+    def _is_quant(self, st):
+        if self._qplan is None or not st.traced:
+            return False
+        if self.whatif_every is None:
+            return st.hist
+        return self.whatif_every > 0 and st.t % self.whatif_every == 0
+
+    def _quant_tensor(self, st, li, kind, x):
+        """Count the step's schemes for one tensor (the first of a layer and kind in a step)."""
+        if not self._is_quant(st) or not self._qplan[kind] or (st.t, li, kind) in self._qrows:
+            return
+        if kind in (W, WG):
+            p0 = self.layers[li].plist[0] if self.layers[li].plist else None
+            rows, cols = _quant.matrix_shape(None, tuple(p0.shape) if p0 is not None else ())
+        else:
+            rows, cols = _quant.matrix_shape(x.shape)
+        v = x.detach().reshape(-1).to(torch.float32).cpu().contiguous()
+        self._qrows = {k: r for k, r in self._qrows.items() if k[0] == st.t}
+        self._qrows[(st.t, li, kind)] = _quant.whatif(v.numpy(), rows, cols, self._qplan[kind])
+
+    def _quant_write(self, t, li, kind):
+        for q in self._qrows.pop((t, li, kind), ()):
+            if q.computed:
+                _quant.append(self.writer, t, self.layers[li].index, kind, q)
+
+    def _quant_attrs(self):
+        if self._qplan is None:
+            return {}
+        return {"quant_schemes": self._qnames,
+                "quant_every": self.hist_every if self.whatif_every is None else self.whatif_every}
+
     # ------------------------------------------------------------------ hooks
 
     def _on_forward_start(self, module, args):
@@ -486,6 +541,7 @@ class Tracer:
             r = self._record(x, st.hist)
             if r is not None:
                 st.recs.setdefault((li, A), []).append(r)
+                self._quant_tensor(st, li, A, x)
             if x.requires_grad:
                 x.register_hook(_ev.nocompile(self._grad_hook(li, st)))
         return hook
@@ -496,6 +552,7 @@ class Tracer:
                 r = self._record(g, st.hist)
                 if r is not None:
                     st.recs.setdefault((li, AG), []).append(r)
+                    self._quant_tensor(st, li, AG, g)
         return hook
 
     def _on_grad_accumulated(self, p):
@@ -626,6 +683,8 @@ class Tracer:
             for li, old, d, g in self._flat.changes():
                 st.recs[(li, W)] = [self._record(old, st.hist)]
                 st.recs[(li, U)] = [self._record(d, st.hist)]
+                self._quant_tensor(st, li, W, old)
+                self._quant_tensor(st, li, WG, g)
                 counts.append(self._lost(old, d, g))
                 lis.append(li)
         if counts and isinstance(counts[0], torch.Tensor):
@@ -1008,6 +1067,7 @@ class Tracer:
         attrs.update(self._evidence_attrs())
         if self._st.batch:
             attrs["batch"] = self._st.batch
+        attrs.update(self._quant_attrs())
         attrs.update(self.attrs)
         for k, v in attrs.items():
             if v is not None:
@@ -1080,6 +1140,7 @@ class Tracer:
                 if (li, kind) in merged:
                     s, h = merged[(li, kind)]
                     w.append_tensor(t, self.layers[li].index, kind, s)
+                    self._quant_write(t, li, kind)
                     if h is not None:
                         w.append_hist(t, self.layers[li].index, kind, h)
         w_ss = u_ss = 0.0
@@ -1089,6 +1150,7 @@ class Tracer:
             idx = self.layers[li].index
             (sw, hw), (su, hu) = merged[(li, W)], merged[(li, U)]
             w.append_tensor(t, idx, W, sw)
+            self._quant_write(t, li, W)
             if hw is not None:
                 w.append_hist(t, idx, W, hw)
             lo = lost.get(li, [0, 0, 0])

@@ -154,6 +154,13 @@ struct backend {
      * count_at_least for any request (counts then undefined). NULL: the FP8 counts take
      * count_at_least tensor by tensor. */
     int (*count_at_least_many)(const backend *bk, size_t k, const bk_ge_req *req);
+    /* ampdiag_quant_whatif on the buffer: the block-scaled what-if (MX, NVFP4, FP8 blockwise,
+     * FP8 current scaling) of nspec schemes (host memory) into out (host memory); x [n] is a
+     * rows x cols matrix then a 1-D tail, amax its largest |x| as that takes it. 0, or -1 as
+     * that. NULL where a backend has none (the CUDA one, for now): the /quant rows are then not
+     * recorded. */
+    int (*quant_whatif)(const backend *bk, const float *x, size_t n, size_t rows, size_t cols, float amax,
+                        size_t nspec, const ampdiag_qspec *spec, ampdiag_qstats *out);
 
     /* ---------------------------------------------------------------- GEMM
      * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when

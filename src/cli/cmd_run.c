@@ -97,6 +97,12 @@ static void usage(FILE *f)
             "  --fp8-amax-history N --fp8-margin M   FP8 what-if under Transformer Engine's delayed\n"
             "                       scaling: amax history of N traced steps (default 1024, TE's;\n"
             "                       0 = not counted) and margin M (default 0)\n"
+            "  --whatif LIST        block-scaled what-if (/quant rows): comma-separated schemes\n"
+            "                       fp8-current, mxfp8, mxfp8-e5m2, mxfp6, mxfp6-e3m2, mxfp4, nvfp4,\n"
+            "                       fp8-block, each SCHEME[:RULE][@row+col+2d]; none; all (default\n"
+            "                       mxfp8@row,nvfp4@row; docs/numerics.md, \"Choosing what to count\")\n"
+            "  --whatif-every N     count them on traced steps every N steps (default: with the\n"
+            "                       histograms, --hist-every; 0 = never)\n"
             "  --trace-threads N    1: take tensor statistics and write the trace on other threads\n"
             "                       while training goes on; 0: on the training thread (default 1\n"
             "                       with 2+ cores)\n"
@@ -130,7 +136,7 @@ enum {
     O_WD, O_BETA1, O_BETA2, O_EPS, O_OSTATE, O_CLIP, O_LOSS_SCALE, O_SINIT, O_SGROWTH, O_SBACKOFF,
     O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY, O_TRACE_THREADS,
     O_HIST_EVERY, O_EVAL_EVERY, O_PATIENCE, O_FLUSH_EVERY, O_FLUSH_SECONDS, O_INIT, O_SAVE,
-    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN, O_DRY_RUN
+    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN, O_DRY_RUN, O_WHATIF, O_WHATIF_EVERY
 };
 
 /* Every option of `ampdiag run` (the sweep passes them on: see cmd_sweep.c). */
@@ -152,6 +158,7 @@ const cli_opt run_options[] = {
     {"--trace-every", 0, CLI_ARG, O_TRACE_EVERY}, {"--trace-threads", 0, CLI_ARG, O_TRACE_THREADS},
     {"--hist-every", 0, CLI_ARG, O_HIST_EVERY},
     {"--fp8-amax-history", 0, CLI_ARG, O_FP8_HISTORY}, {"--fp8-margin", 0, CLI_ARG, O_FP8_MARGIN},
+    {"--whatif", 0, CLI_ARG, O_WHATIF}, {"--whatif-every", 0, CLI_ARG, O_WHATIF_EVERY},
     {"--eval-every", 0, CLI_ARG, O_EVAL_EVERY}, {"--patience", 0, CLI_ARG, O_PATIENCE},
     {"--flush-every", 0, CLI_ARG, O_FLUSH_EVERY}, {"--flush-seconds", 0, CLI_ARG, O_FLUSH_SECONDS},
     {"--init-from", 0, CLI_ARG, O_INIT}, {"--save-weights", 0, CLI_ARG, O_SAVE},
@@ -457,6 +464,18 @@ static int output_option(run_args *a, int ch, const char *arg)
     case O_HIST_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->hist_every = (int)v; return 0;
     case O_FP8_HISTORY: if (integer(ch, arg, 0, 1000000, &v)) return EXIT_USAGE; c->fp8_history = (int)v; return 0;
     case O_FP8_MARGIN: if (integer(ch, arg, -64, 64, &v)) return EXIT_USAGE; c->fp8_margin = (int)v; return 0;
+    case O_WHATIF: {
+        ampdiag_qspec sp[64];
+        size_t ns;
+        char why[200];
+        if (ampdiag_qspec_parse(arg, sp, 64, &ns, why, sizeof why) != 0) {
+            fprintf_text(stderr, "ampdiag run: --whatif %s\n", why);
+            return EXIT_USAGE;
+        }
+        c->whatif = arg;
+        return 0;
+    }
+    case O_WHATIF_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->whatif_every = (int)v; return 0;
     case O_EVAL_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->eval_every = (int)v; return 0;
     case O_PATIENCE: if (integer(ch, arg, 1, 1000000000, &v)) return EXIT_USAGE; c->patience = (int)v; return 0;
     case O_FLUSH_EVERY: if (integer(ch, arg, 1, 1000000, &v)) return EXIT_USAGE; c->flush_every = (unsigned)v; return 0;

@@ -44,11 +44,36 @@ static float e5m2_ftz(float x) { return ampdiag_e5m2_rne_ftz(x); }
 static uint32_t e5m2_encode(float x) { return ampdiag_e5m2_bits_rne(x); }
 static float e5m2_decode(uint32_t c) { return ampdiag_e5m2_bits_to_f32((uint8_t)c); }
 
+/* The MX rows. FTZ as for the others: float32 subnormal inputs and subnormal results become
+ * signed zeros (a subnormal input to E8M0 reads as zero, which E8M0 cannot hold: NaN). */
+#define MX_ROW_FNS(name, norm_bits)                                                             \
+    static float name##_round(float x) { return ampdiag_##name##_rne(x); }                      \
+    static float name##_ftz(float x)                                                            \
+    {                                                                                           \
+        uint32_t u = ampdiag_f32_bits(x);                                                       \
+        if ((u & 0x7fffffffu) < (norm_bits))                                                    \
+            return ampdiag_f32_from_bits(u & 0x80000000u);                                      \
+        return ampdiag_##name##_rne(x);                                                         \
+    }                                                                                           \
+    static uint32_t name##_encode(float x) { return ampdiag_##name##_bits_rne(x); }             \
+    static float name##_decode(uint32_t c) { return ampdiag_##name##_bits_to_f32((uint8_t)c); }
+MX_ROW_FNS(e2m1, AMPDIAG_E2M1_NORM_BITS)
+MX_ROW_FNS(e2m3, AMPDIAG_E2M3_NORM_BITS)
+MX_ROW_FNS(e3m2, AMPDIAG_E3M2_NORM_BITS)
+#undef MX_ROW_FNS
+static float e8m0_round(float x) { return ampdiag_e8m0_rne(x); }
+static float e8m0_ftz(float x)
+{
+    return (ampdiag_f32_bits(x) & 0x7fffffffu) < AMPDIAG_F32_MIN_NORMAL ? ampdiag_e8m0_rne(0.0f) : ampdiag_e8m0_rne(x);
+}
+static uint32_t e8m0_encode(float x) { return ampdiag_e8m0_bits_rne(x); }
+static float e8m0_decode(uint32_t c) { return ampdiag_e8m0_bits_to_f32((uint8_t)c); }
+
 /* The format table (docs/numerics.md, "The formats" and "FP8: E4M3 and E5M2"). Each row:
  * name, bits, exponent and mantissa bits, bias, emin, emax, max finite, min normal, min
  * subnormal, epsilon, unit roundoff, overflow_at, underflow_at, normal_at (the class thresholds
  * of numfmt.h as floats), has inf, has NaN, the swamping ratios 2^-(p+1) and 2^-p, rounding. */
-static const ampdiag_format_info format_table[AMPDIAG_NFORMATS] = {
+static const ampdiag_format_info format_table[AMPDIAG_NFORMATS_ALL] = {
     [AMPDIAG_FP32] = {"fp32", 32, 8, 23, 127, -126, 127, 3.40282347e38f, 0x1p-126f, 0x1p-149f,
                       0x1p-23f, 0x1p-24f, INFINITY, 0.0f, 0x1p-126f, 1, 1, 0x1p-25f, 0x1p-24f,
                       fp32_round, fp32_ftz, fp32_encode, fp32_decode},
@@ -64,12 +89,32 @@ static const ampdiag_format_info format_table[AMPDIAG_NFORMATS] = {
     [AMPDIAG_E5M2] = {"e5m2", 8, 5, 2, 15, -14, 15, (float)AMPDIAG_E5M2_MAX, 0x1p-14f, 0x1p-16f,
                       0x1p-2f, 0x1p-3f, 61440.0f, 0x1p-17f, 0x1.cp-15f, 1, 1, 0x1p-4f, 0x1p-3f,
                       e5m2_round, e5m2_ftz, e5m2_encode, e5m2_decode},
+    /* the MX rows (docs/numerics.md, "Block formats"): overflow_at is where they saturate */
+    [AMPDIAG_E2M1] = {"e2m1", 4, 2, 1, 1, 0, 2, (float)AMPDIAG_E2M1_MAX, 1.0f, 0.5f, 0.5f, 0.25f, 7.0f, 0.25f,
+                      0.75f, 0, 0, 0x1p-3f, 0x1p-2f, e2m1_round, e2m1_ftz, e2m1_encode, e2m1_decode},
+    [AMPDIAG_E2M3] = {"e2m3", 6, 2, 3, 1, 0, 2, (float)AMPDIAG_E2M3_MAX, 1.0f, 0x1p-3f, 0x1p-3f, 0x1p-4f, 7.75f,
+                      0x1p-4f, 0.9375f, 0, 0, 0x1p-5f, 0x1p-4f, e2m3_round, e2m3_ftz, e2m3_encode, e2m3_decode},
+    [AMPDIAG_E3M2] = {"e3m2", 6, 3, 2, 3, -2, 4, (float)AMPDIAG_E3M2_MAX, 0x1p-2f, 0x1p-4f, 0x1p-2f, 0x1p-3f, 30.0f,
+                      0x1p-5f, 0.21875f, 0, 0, 0x1p-4f, 0x1p-3f, e3m2_round, e3m2_ftz, e3m2_encode, e3m2_decode},
+    /* E8M0: no subnormals (min_subnormal = min_normal), epsilon 1 (1 -> 2); every positive value
+     * below its overflow rounds to a normal value: normal_at is the smallest positive float */
+    [AMPDIAG_E8M0] = {"e8m0", 8, 8, 0, 127, -127, 127, 0x1p127f, 0x1p-127f, 0x1p-127f, 1.0f, 0.5f, 0x1.8p127f,
+                      0.0f, 0x1p-149f, 0, 1, 0x1p-2f, 0x1p-1f, e8m0_round, e8m0_ftz, e8m0_encode, e8m0_decode},
 };
 
 /* The class thresholds of numfmt.h, one row per format (the bit patterns of overflow_at,
  * normal_at and underflow_at: t_numfmt checks that they agree). */
 static const uint32_t class_bits[AMPDIAG_CLASS_NFORMATS][3] = AMPDIAG_CLASS_BITS_TABLE;
+static const uint32_t class_bits_mx[AMPDIAG_CLASS_NFORMATS_MX][3] = AMPDIAG_CLASS_BITS_TABLE_MX;
 _Static_assert(AMPDIAG_CLASS_NFORMATS == AMPDIAG_NFORMATS, "numfmt.h's class table has one row per format");
+_Static_assert(AMPDIAG_CLASS_NFORMATS + AMPDIAG_CLASS_NFORMATS_MX == AMPDIAG_NFORMATS_ALL,
+               "numfmt.h's two class tables have one row per format");
+
+/* The class thresholds of a row (fmt valid). */
+static const uint32_t *class_row(ampdiag_format fmt)
+{
+    return fmt < AMPDIAG_NFORMATS ? class_bits[fmt] : class_bits_mx[fmt - AMPDIAG_NFORMATS];
+}
 
 /* The rows a run can hold tensors in (ampdiag_format_parse); the FP8 rows after them are for
  * rounding and what-if counts only, until the training loop learns them. */
@@ -77,7 +122,7 @@ _Static_assert(AMPDIAG_CLASS_NFORMATS == AMPDIAG_NFORMATS, "numfmt.h's class tab
 
 const ampdiag_format_info *ampdiag_format_get(ampdiag_format fmt)
 {
-    if ((int)fmt < 0 || fmt >= AMPDIAG_NFORMATS)
+    if ((int)fmt < 0 || fmt >= AMPDIAG_NFORMATS_ALL)
         return NULL;
     return &format_table[fmt];
 }
@@ -95,7 +140,7 @@ static int find_row(const char *name, int nrows, ampdiag_format *fmt)
 }
 
 int ampdiag_format_parse(const char *name, ampdiag_format *fmt) { return find_row(name, STORAGE_FORMATS, fmt); }
-int ampdiag_format_lookup(const char *name, ampdiag_format *fmt) { return find_row(name, AMPDIAG_NFORMATS, fmt); }
+int ampdiag_format_lookup(const char *name, ampdiag_format *fmt) { return find_row(name, AMPDIAG_NFORMATS_ALL, fmt); }
 
 ampdiag_class ampdiag_classify(ampdiag_format fmt, float x)
 {
@@ -106,7 +151,7 @@ ampdiag_class ampdiag_classify(ampdiag_format fmt, float x)
         return AMPDIAG_CLASS_INF;
     if (a == 0)
         return AMPDIAG_CLASS_ZERO;
-    const uint32_t *t = class_bits[fmt];
+    const uint32_t *t = class_row(fmt);
     if (a >= t[0])
         return AMPDIAG_CLASS_OVERFLOW;
     if (a >= t[1])
@@ -265,6 +310,10 @@ ROUND_LOOPS(round_n_fp16, ampdiag_fp16_rne, ampdiag_fp16_rne_ftz)
 ROUND_LOOPS(round_n_bf16, ampdiag_bf16_rne, ampdiag_bf16_rne_ftz)
 ROUND_LOOPS(round_n_e4m3, ampdiag_e4m3_rne, ampdiag_e4m3_rne_ftz)
 ROUND_LOOPS(round_n_e5m2, ampdiag_e5m2_rne, ampdiag_e5m2_rne_ftz)
+ROUND_LOOPS(round_n_e2m1, e2m1_round, e2m1_ftz)
+ROUND_LOOPS(round_n_e2m3, e2m3_round, e2m3_ftz)
+ROUND_LOOPS(round_n_e3m2, e3m2_round, e3m2_ftz)
+ROUND_LOOPS(round_n_e8m0, e8m0_round, e8m0_ftz)
 #undef ROUND_LOOPS
 
 typedef void (*round_n_fn)(const float *, float *, size_t, int);
@@ -275,7 +324,7 @@ static const struct {
     round_n_fn scalar, simd;
     int cap;
     round_n_fn wide;
-} round_impl[AMPDIAG_NFORMATS] = {
+} round_impl[AMPDIAG_NFORMATS_ALL] = {
     [AMPDIAG_FP32] = {round_n_fp32, NULL, 0, NULL},
 #ifdef NUMFMT_X86
     [AMPDIAG_FP16] = {round_n_fp16, round_fp16_f16c, 1, round_fp16_avx512},
@@ -286,6 +335,10 @@ static const struct {
 #endif
     [AMPDIAG_E4M3] = {round_n_e4m3, NULL, 0, NULL},
     [AMPDIAG_E5M2] = {round_n_e5m2, NULL, 0, NULL},
+    [AMPDIAG_E2M1] = {round_n_e2m1, NULL, 0, NULL},
+    [AMPDIAG_E2M3] = {round_n_e2m3, NULL, 0, NULL},
+    [AMPDIAG_E3M2] = {round_n_e3m2, NULL, 0, NULL},
+    [AMPDIAG_E8M0] = {round_n_e8m0, NULL, 0, NULL},
 };
 
 int ampdiag_round_array(ampdiag_format fmt, unsigned flags, const float *in, float *out, size_t n)
@@ -348,7 +401,7 @@ int ampdiag_scaled_thresholds(ampdiag_format fmt, float scale, uint32_t bits[3])
 {
     if (!ampdiag_format_get(fmt) || !(scale > 0.0f) || !isfinite(scale))
         return -1;
-    const uint32_t *t = class_bits[fmt];
+    const uint32_t *t = class_row(fmt);
     bits[0] = first_scaled_at_least(scale, t[0]);
     bits[1] = first_scaled_at_least(scale, t[1]);
     bits[2] = first_scaled_at_least(scale, t[2] + 1u) - 1u; /* the last one at most t[2] */

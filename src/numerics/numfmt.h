@@ -279,6 +279,114 @@ AMPDIAG_HD float ampdiag_e5m2_rne_ftz(float x)
     return ampdiag_e5m2_rne(x);
 }
 
+/*
+ * The OCP Microscaling element formats (MX v1.0, section 5.3) and the E8M0 scale (5.4; docs/numerics.md,
+ * "Block formats"). E2M1 (1/2/1, bias 1, max 6), E2M3 (1/2/3, bias 1, max 7.5) and E3M2 (1/3/2,
+ * bias 3, max 28) have no infinities and no NaN: rounding is to nearest even, subnormals kept,
+ * and what rounds beyond the largest value saturates to it (inf included: the MX conversion
+ * clamps, and there is no pattern to overflow to). A NaN has no pattern either: encoding gives
+ * a zero of its sign, rounding keeps it NaN. E8M0 is an unsigned power of two 2^(c - 127),
+ * c = 0..254, 255 = NaN: no zero, no sign, no infinities.
+ */
+#define AMPDIAG_E2M1_SAT_BITS    0x40e00000u /* 7 = 6 + half ulp (the tie goes to the even 8): |x| >= this saturates to 6 */
+#define AMPDIAG_E2M1_NORM_BITS   0x3f400000u /* 0.75: |x| >= this rounds to a normal (>= 1) */
+#define AMPDIAG_E2M1_UNF_BITS    0x3e800000u /* 0.25: 0 < |x| <= this rounds to zero */
+#define AMPDIAG_E2M3_SAT_BITS    0x40f80000u /* 7.75 = 7.5 + half ulp */
+#define AMPDIAG_E2M3_NORM_BITS   0x3f700000u /* 0.9375 = 1 - 2^-4 */
+#define AMPDIAG_E2M3_UNF_BITS    0x3d800000u /* 2^-4 */
+#define AMPDIAG_E3M2_SAT_BITS    0x41f00000u /* 30 = 28 + half ulp */
+#define AMPDIAG_E3M2_NORM_BITS   0x3e600000u /* 0.21875 = 2^-2 - 2^-5 */
+#define AMPDIAG_E3M2_UNF_BITS    0x3d000000u /* 2^-5 */
+#define AMPDIAG_E8M0_OVF_BITS    0x7f400000u /* 1.5 * 2^127: rounds past 2^127, to NaN */
+#define AMPDIAG_E8M0_MIN_BITS    0x00400000u /* 2^-127, the smallest E8M0 value (code 0) */
+
+#define AMPDIAG_E2M1_MAX 6.0
+#define AMPDIAG_E2M3_MAX 7.5
+#define AMPDIAG_E3M2_MAX 28.0
+
+/* The class thresholds of the rows after E5M2 (E2M1, E2M3, E3M2, E8M0), as AMPDIAG_CLASS_BITS_TABLE
+ * (overflow there means saturation; E8M0 holds every positive value it does not overflow as a
+ * normal number: nothing flushes). */
+#define AMPDIAG_CLASS_BITS_TABLE_MX                                                               \
+    {{AMPDIAG_E2M1_SAT_BITS, AMPDIAG_E2M1_NORM_BITS, AMPDIAG_E2M1_UNF_BITS},                      \
+     {AMPDIAG_E2M3_SAT_BITS, AMPDIAG_E2M3_NORM_BITS, AMPDIAG_E2M3_UNF_BITS},                      \
+     {AMPDIAG_E3M2_SAT_BITS, AMPDIAG_E3M2_NORM_BITS, AMPDIAG_E3M2_UNF_BITS},                      \
+     {AMPDIAG_E8M0_OVF_BITS, 1u, 0u}}
+#define AMPDIAG_CLASS_NFORMATS_MX 4
+
+/* float32 -> the sign and magnitude code of a saturating MX element format with m mantissa
+ * bits and bias b whose codes reach max_code (every exponent pattern is a number): round to
+ * nearest even, |x| >= sat_bits (inf included) -> max_code, NaN -> a zero of its sign. The
+ * sign is bit nbits - 1. */
+AMPDIAG_HD uint8_t ampdiag_mxelem_bits_rne(float f, uint32_t m, uint32_t b, uint32_t sat_bits,
+                                           uint32_t max_code, uint32_t nbits)
+{
+    uint32_t u = ampdiag_f32_bits(f);
+    uint32_t sign = (u >> 31) << (nbits - 1u), a = u & 0x7fffffffu;
+    if (a > AMPDIAG_F32_INF)
+        return (uint8_t)sign;
+    if (a >= sat_bits)
+        return (uint8_t)(sign | max_code);
+    return (uint8_t)(sign | ampdiag_minifloat_mag_rne(a, m, b));
+}
+
+/* The code of such a format -> float32 (exact). */
+AMPDIAG_HD float ampdiag_mxelem_bits_to_f32(uint32_t c, uint32_t m, uint32_t b, uint32_t nbits)
+{
+    uint32_t sign = ((c >> (nbits - 1u)) & 1u) << 31;
+    uint32_t e = (c >> m) & ((1u << (nbits - 1u - m)) - 1u), mant = c & ((1u << m) - 1u);
+    if (e != 0)
+        return ampdiag_f32_from_bits(sign | ((e + 127u - b) << 23) | (mant << (23u - m)));
+    float v = (float)mant * ampdiag_f32_from_bits((128u - b - m) << 23); /* mant * 2^(1-b-m) */
+    return sign ? -v : v;
+}
+
+AMPDIAG_HD uint8_t ampdiag_e2m1_bits_rne(float f) { return ampdiag_mxelem_bits_rne(f, 1u, 1u, AMPDIAG_E2M1_SAT_BITS, 0x7u, 4u); }
+AMPDIAG_HD uint8_t ampdiag_e2m3_bits_rne(float f) { return ampdiag_mxelem_bits_rne(f, 3u, 1u, AMPDIAG_E2M3_SAT_BITS, 0x1fu, 6u); }
+AMPDIAG_HD uint8_t ampdiag_e3m2_bits_rne(float f) { return ampdiag_mxelem_bits_rne(f, 2u, 3u, AMPDIAG_E3M2_SAT_BITS, 0x1fu, 6u); }
+AMPDIAG_HD float ampdiag_e2m1_bits_to_f32(uint8_t c) { return ampdiag_mxelem_bits_to_f32(c, 1u, 1u, 4u); }
+AMPDIAG_HD float ampdiag_e2m3_bits_to_f32(uint8_t c) { return ampdiag_mxelem_bits_to_f32(c, 3u, 1u, 6u); }
+AMPDIAG_HD float ampdiag_e3m2_bits_to_f32(uint8_t c) { return ampdiag_mxelem_bits_to_f32(c, 2u, 3u, 6u); }
+
+/* Round-trips; a NaN stays NaN (quiet, its sign kept) although the formats cannot hold it. */
+AMPDIAG_HD float ampdiag_mxelem_nan(float x) { return ampdiag_f32_from_bits(ampdiag_f32_bits(x) | 0x00400000u); }
+AMPDIAG_HD float ampdiag_e2m1_rne(float x)
+{
+    return x != x ? ampdiag_mxelem_nan(x) : ampdiag_e2m1_bits_to_f32(ampdiag_e2m1_bits_rne(x));
+}
+AMPDIAG_HD float ampdiag_e2m3_rne(float x)
+{
+    return x != x ? ampdiag_mxelem_nan(x) : ampdiag_e2m3_bits_to_f32(ampdiag_e2m3_bits_rne(x));
+}
+AMPDIAG_HD float ampdiag_e3m2_rne(float x)
+{
+    return x != x ? ampdiag_mxelem_nan(x) : ampdiag_e3m2_bits_to_f32(ampdiag_e3m2_bits_rne(x));
+}
+
+/* float32 -> E8M0 code, to the nearest power of two with ties (1.5 * 2^k) upward, as ml_dtypes
+ * converts: NaN, +-inf, zero and negative values -> 255 (NaN); a float32 subnormal above 2^-127
+ * -> 1 (2^-126), up to 2^-127 -> 0 (2^-127, there is no zero); from 1.5 * 2^127 on -> 255. The
+ * MX scale rules do not round a value: they find the exponent themselves (blockfmt.c). */
+AMPDIAG_HD uint8_t ampdiag_e8m0_bits_rne(float f)
+{
+    uint32_t u = ampdiag_f32_bits(f);
+    if (u == 0 || u >= AMPDIAG_F32_INF) /* zero, sign set (negative, -0, -inf, negative NaN), +inf, NaN */
+        return 0xffu;
+    if (u < AMPDIAG_F32_MIN_NORMAL)
+        return u > AMPDIAG_E8M0_MIN_BITS ? 1u : 0u;
+    uint32_t c = (u + 0x00400000u) >> 23;
+    return (uint8_t)(c > 0xffu ? 0xffu : c);
+}
+
+AMPDIAG_HD float ampdiag_e8m0_bits_to_f32(uint8_t c)
+{
+    if (c == 0xffu)
+        return ampdiag_f32_from_bits(0x7fc00000u);
+    return ampdiag_f32_from_bits(c == 0 ? AMPDIAG_E8M0_MIN_BITS : (uint32_t)c << 23);
+}
+
+AMPDIAG_HD float ampdiag_e8m0_rne(float x) { return ampdiag_e8m0_bits_to_f32(ampdiag_e8m0_bits_rne(x)); }
+
 /* The vector paths ampdiag_round_array takes on this CPU (numfmt.c): 1 F16C (FP16), 2 AVX2
  * (BF16), 4 AVX-512F (both); 0 with AMPDIAG_ROUND_IMPL=generic. */
 #ifndef __CUDACC__

@@ -343,13 +343,13 @@ static void bg_start(ampdiag_trace_writer *w);
 static void bg_stop(ampdiag_trace_writer *w);
 static int write_rows(ampdiag_trace_writer *w, int t, const char *rows, hsize_t start, hsize_t count);
 
-/* /formats: every row of libampdiag's format table, so that /whatif's format is the
- * ampdiag_format value (0, or -1 with the HDF5 error captured). */
+/* /formats: every row of libampdiag's format table, so that /whatif's and /quant's format is
+ * the ampdiag_format value (0, or -1 with the HDF5 error captured). */
 static int write_formats(ampdiag_trace_writer *w)
 {
-    ampdiag_trace_format rows[AMPDIAG_NFORMATS];
+    ampdiag_trace_format rows[AMPDIAG_NFORMATS_ALL];
     memset(rows, 0, sizeof rows);
-    for (int i = 0; i < AMPDIAG_NFORMATS; i++) {
+    for (int i = 0; i < AMPDIAG_NFORMATS_ALL; i++) {
         const ampdiag_format_info *f = ampdiag_format_get((ampdiag_format)i);
         rows[i].index = i;
         trace_copy_text(rows[i].name, sizeof rows[i].name, f->name, SIZE_MAX);
@@ -361,9 +361,9 @@ static int write_formats(ampdiag_trace_writer *w)
         rows[i].min_subnormal = f->min_subnormal;
         rows[i].has_inf = f->has_inf ? 1 : 0;
     }
-    if (write_rows(w, TBL_FORMATS, (const char *)rows, 0, AMPDIAG_NFORMATS) != 0)
+    if (write_rows(w, TBL_FORMATS, (const char *)rows, 0, AMPDIAG_NFORMATS_ALL) != 0)
         return -1;
-    w->tb[TBL_FORMATS].written = AMPDIAG_NFORMATS;
+    w->tb[TBL_FORMATS].written = AMPDIAG_NFORMATS_ALL;
     return 0;
 }
 
@@ -1034,6 +1034,38 @@ int ampdiag_trace_append_whatif(ampdiag_trace_writer *w, int64_t step, int layer
         return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: scale %g is not finite and > 0 (1 when unscaled)",
                           fn, (double)scale);
     return push_whatif(w, step, layer, kind, fmt, scaling, scale, count, counts);
+}
+
+int ampdiag_trace_append_quant(ampdiag_trace_writer *w, int64_t step, int layer, ampdiag_tensor_kind kind,
+                               const ampdiag_qstats *q)
+{
+    static const char fn[] = "ampdiag_trace_append_quant";
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if (!q)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: NULL stats", fn);
+    if ((rc = check_step(w, step, fn)) || (rc = check_layer(w, layer, 0, fn)))
+        return rc;
+    if ((int)kind < 0 || kind >= AMPDIAG_NKINDS)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: unknown tensor kind %d", fn, (int)kind);
+    if (!q->computed)
+        return 0;
+    ampdiag_qspec c = q->spec;
+    char why[160];
+    if (ampdiag_qspec_check(&c, why, sizeof why) != 0)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: %s (trace '%s')", fn, why, w->path);
+    ampdiag_trace_quant *row = push_row(w, TBL_QUANT, &rc);
+    if (!row)
+        return rc;
+    ampdiag_trace_quant_from_qstats(row, q);
+    row->step = step;
+    row->layer = layer;
+    row->kind = (int32_t)kind;
+    row->block = c.block;
+    commit_row(w, TBL_QUANT);
+    w->info.quants++;
+    return 0;
 }
 
 static int append_tensor(ampdiag_trace_writer *w, const char *fn, int64_t step, int layer,

@@ -157,12 +157,13 @@ static int plan_enum(struct fieldop *o, hid_t mt, trace_ftype t)
     return 0;
 }
 
-/* Histogram bins: an array of AMPDIAG_HIST_BINS unsigned little-endian 64-bit integers, copied. */
-static int plan_bins(struct fieldop *o, hid_t mt)
+/* Histogram bins: an array of AMPDIAG_HIST_BINS (or, /quant's, AMPDIAG_QHIST_BINS) unsigned
+ * little-endian 64-bit integers, copied. */
+static int plan_bins(struct fieldop *o, hid_t mt, trace_ftype t)
 {
     hsize_t dim = 0;
     if (H5Tget_class(mt) != H5T_ARRAY || H5Tget_array_ndims(mt) != 1 ||
-        H5Tget_array_dims2(mt, &dim) != 1 || dim != AMPDIAG_HIST_BINS)
+        H5Tget_array_dims2(mt, &dim) != 1 || dim != trace_ftype_array_len(t))
         return -1;
     hid_t base = H5Tget_super(mt);
     int ok = base >= 0 && H5Tequal(base, H5T_STD_U64LE) > 0;
@@ -203,8 +204,10 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
     int rc;
     switch (f->type) {
     case FT_F32: case FT_F64: rc = plan_float(o, mt, f->type); break;
-    case FT_KIND: case FT_CODE: case FT_SCALING: rc = plan_enum(o, mt, f->type); break;
-    case FT_HIST: rc = plan_bins(o, mt); break;
+    case FT_KIND: case FT_CODE: case FT_SCALING: case FT_QSCHEME: case FT_QRULE: case FT_QDIR:
+        rc = plan_enum(o, mt, f->type);
+        break;
+    case FT_HIST: case FT_QHIST: rc = plan_bins(o, mt, f->type); break;
     case FT_STR: rc = plan_str(o, mt); break;
     default: rc = plan_int(o, mt, f->type); break;
     }
@@ -279,7 +282,7 @@ trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uin
             continue;
         }
         ok = plan_field(o, f, ftype, p->row_size) == 0;
-        if (o->op != OP_ENUM && (f->type == FT_KIND || f->type == FT_CODE || f->type == FT_SCALING))
+        if (o->op != OP_ENUM && trace_ftype_is_enum(f->type))
             p->int_enums = 1;
         if (o->op == OP_BYTES || o->op == OP_STR)
             p->direct = 0;

@@ -71,8 +71,31 @@ int trace_enum_parse(trace_ftype t, const char *name)
     case FT_KIND: return ampdiag_kind_parse(name);
     case FT_CODE: return ampdiag_event_parse(name);
     case FT_SCALING: return ampdiag_scaling_parse(name);
+    case FT_QSCHEME: return ampdiag_qscheme_parse(name);
+    case FT_QRULE: return ampdiag_qrule_parse(name);
+    case FT_QDIR: return ampdiag_qdir_parse(name);
     default: return -1;
     }
+}
+
+/* The names of /quant's enums: the numerics' own (ampdiag_qscheme_name, ...; t_trace checks that
+ * they agree), as constant tables. */
+static const char *const qscheme_names[AMPDIAG_NQSCHEMES] = {"current", "mx", "nvfp4", "blockwise"};
+static const char *const qrule_names[AMPDIAG_NQRULES] = {"floor", "rceil", "e4m3", "fp32", "pow2"};
+static const char *const qdir_names[AMPDIAG_NQDIRS] = {"tensor", "rowwise", "columnwise", "tile"};
+
+static const char *const *qnames(trace_ftype t, int *n)
+{
+    if (t == FT_QSCHEME) {
+        *n = AMPDIAG_NQSCHEMES;
+        return qscheme_names;
+    }
+    if (t == FT_QRULE) {
+        *n = AMPDIAG_NQRULES;
+        return qrule_names;
+    }
+    *n = AMPDIAG_NQDIRS;
+    return qdir_names;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -195,6 +218,39 @@ static const trace_field whatif_fields[] = {
     F(ampdiag_trace_whatif, subnormal, FT_U64),
 };
 
+/* added to version 2 after its first traces (traces/FORMAT.md, "/quant") */
+static const trace_field quant_fields[] = {
+    F(ampdiag_trace_quant, step, FT_I64),
+    F(ampdiag_trace_quant, layer, FT_I32),
+    F(ampdiag_trace_quant, kind, FT_KIND),
+    F(ampdiag_trace_quant, format, FT_I32),
+    F(ampdiag_trace_quant, scheme, FT_QSCHEME),
+    F(ampdiag_trace_quant, rule, FT_QRULE),
+    F(ampdiag_trace_quant, direction, FT_QDIR),
+    F(ampdiag_trace_quant, block, FT_I32),
+    F(ampdiag_trace_quant, scale, FT_F32),
+    F(ampdiag_trace_quant, count, FT_U64),
+    F(ampdiag_trace_quant, nonfinite, FT_U64),
+    F(ampdiag_trace_quant, saturated, FT_U64),
+    F(ampdiag_trace_quant, flushed, FT_U64),
+    F(ampdiag_trace_quant, subnormal, FT_U64),
+    F(ampdiag_trace_quant, poisoned, FT_U64),
+    F(ampdiag_trace_quant, blocks, FT_U64),
+    F(ampdiag_trace_quant, zero_blocks, FT_U64),
+    F(ampdiag_trace_quant, nonfinite_blocks, FT_U64),
+    F(ampdiag_trace_quant, scale_clamped, FT_U64),
+    F(ampdiag_trace_quant, scale_underflow, FT_U64),
+    F(ampdiag_trace_quant, scale_subnormal, FT_U64),
+    F(ampdiag_trace_quant, scale_emin, FT_I32),
+    F(ampdiag_trace_quant, scale_emax, FT_I32),
+    {"scale_hist", FT_QHIST, offsetof(ampdiag_trace_quant, scale_hist), 0, 0, 0},
+    F(ampdiag_trace_quant, sig_sq, FT_F64),
+    F(ampdiag_trace_quant, err_sq, FT_F64),
+    F(ampdiag_trace_quant, max_rel_err, FT_F64),
+    F(ampdiag_trace_quant, disagree, FT_U64),
+    F(ampdiag_trace_quant, disagree_sq, FT_F64),
+};
+
 /*
  * Chunk rows. Shuffle + deflate compress a compound column-wise, so long chunks compress best
  * (a 1024-row /tensors chunk to about 1/11 of its size); but under SWMR every flush rewrites the
@@ -202,7 +258,8 @@ static const trace_field whatif_fields[] = {
  * space (HDF5 does not reuse freed space while in SWMR mode; close compacts the file). So the
  * tables that gain few rows per flush (/steps, /events, /eval, /layers) have 64-row chunks, and
  * /histograms (2.3 KB rows) 64; /tensors, which gains layers x 5 rows per step, 1024, and
- * /whatif (about 4 rows per tensor row, 45 bytes each) 2048. /formats is written once.
+ * /whatif (about 4 rows per tensor row, 45 bytes each) 2048, /quant (a few rows per tensor row,
+ * 434 bytes each, mostly zeros) 256. /formats is written once.
  */
 const trace_table trace_tables[TBL_N] = {
     [TBL_LAYERS] = {"/layers", "layer", layer_fields, NF(layer_fields), sizeof(ampdiag_trace_layer),
@@ -221,6 +278,8 @@ const trace_table trace_tables[TBL_N] = {
                      sizeof(ampdiag_trace_format), 16, offsetof(ampdiag_trace_format, index), 1, 2},
     [TBL_WHATIF] = {"/whatif", "what-if", whatif_fields, NF(whatif_fields),
                     sizeof(ampdiag_trace_whatif), 2048, offsetof(ampdiag_trace_whatif, step), 0, 2},
+    [TBL_QUANT] = {"/quant", "quantisation what-if", quant_fields, NF(quant_fields), sizeof(ampdiag_trace_quant),
+                   256, offsetof(ampdiag_trace_quant, step), 0, 3},
 };
 
 static hid_t enum_type(const char *const *names, int n, int for_file)
@@ -268,8 +327,13 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file)
     case FT_KIND: return enum_type(kind_names, AMPDIAG_NKINDS, for_file);
     case FT_CODE: return enum_type(event_names, AMPDIAG_NEVENT_CODES, for_file);
     case FT_SCALING: return enum_type(scaling_names, AMPDIAG_NSCALINGS, for_file);
-    case FT_HIST: {
-        hsize_t dim = AMPDIAG_HIST_BINS;
+    case FT_QSCHEME: case FT_QRULE: case FT_QDIR: {
+        int n;
+        const char *const *names = qnames(t, &n);
+        return enum_type(names, n, for_file);
+    }
+    case FT_HIST: case FT_QHIST: {
+        hsize_t dim = trace_ftype_array_len(t);
         return H5Tarray_create2(for_file ? H5T_STD_U64LE : H5T_NATIVE_UINT64, 1, &dim);
     }
     }
@@ -619,8 +683,7 @@ int trace_copy_text(char *dst, size_t size, const char *src, size_t srcmax)
 static void fix_unknown_enums(const trace_table *tb, void *rows, size_t n)
 {
     for (size_t f = 0; f < tb->nfields; f++) {
-        if (tb->fields[f].type != FT_KIND && tb->fields[f].type != FT_CODE &&
-            tb->fields[f].type != FT_SCALING)
+        if (!trace_ftype_is_enum(tb->fields[f].type))
             continue;
         for (size_t i = 0; i < n; i++) {
             char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
@@ -639,8 +702,9 @@ size_t trace_field_msize(const trace_field *f)
     switch (f->type) {
     case FT_I64: case FT_U64: case FT_F64: return 8;
     case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: case FT_SCALING: return 4;
+    case FT_QSCHEME: case FT_QRULE: case FT_QDIR: return 4;
     case FT_STR: return f->size;
-    case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
+    case FT_HIST: case FT_QHIST: return trace_ftype_array_len(f->type) * sizeof(uint64_t);
     }
     return 0;
 }
@@ -703,4 +767,71 @@ int trace_rows_bad_step(const trace_table *tb, const void *rows, size_t n)
         bad |= k > AMPDIAG_TRACE_MAX_STEP || k < -AMPDIAG_TRACE_MAX_STEP;
     }
     return bad;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * /quant rows and ampdiag_qstats
+ * ------------------------------------------------------------------------------------------ */
+
+void ampdiag_trace_quant_from_qstats(ampdiag_trace_quant *t, const ampdiag_qstats *q)
+{
+    memset(t, 0, sizeof *t);
+    t->format = (int32_t)q->spec.elem;
+    t->scheme = (int32_t)q->spec.scheme;
+    t->rule = (int32_t)q->spec.rule;
+    t->direction = (int32_t)q->spec.dir;
+    t->block = q->spec.block;
+    t->scale = q->scale;
+    t->count = q->count;
+    t->nonfinite = q->nonfinite;
+    t->saturated = q->saturated;
+    t->flushed = q->flushed;
+    t->subnormal = q->subnormal;
+    t->poisoned = q->poisoned;
+    t->blocks = q->blocks;
+    t->zero_blocks = q->zero_blocks;
+    t->nonfinite_blocks = q->nonfinite_blocks;
+    t->scale_clamped = q->scale_clamped;
+    t->scale_underflow = q->scale_underflow;
+    t->scale_subnormal = q->scale_subnormal;
+    t->scale_emin = q->scale_emin;
+    t->scale_emax = q->scale_emax;
+    memcpy(t->scale_hist, q->scale_hist, sizeof t->scale_hist);
+    t->sig_sq = q->sig_sq;
+    t->err_sq = q->err_sq;
+    t->max_rel_err = q->max_rel_err;
+    t->disagree = q->disagree;
+    t->disagree_sq = q->disagree_sq;
+}
+
+void ampdiag_trace_quant_to_qstats(const ampdiag_trace_quant *t, ampdiag_qstats *q)
+{
+    memset(q, 0, sizeof *q);
+    q->spec.elem = (ampdiag_format)t->format;
+    q->spec.scheme = (ampdiag_qscheme)t->scheme;
+    q->spec.rule = (ampdiag_qrule)t->rule;
+    q->spec.dir = (ampdiag_qdir)t->direction;
+    q->spec.block = t->block;
+    q->computed = 1;
+    q->scale = t->scale;
+    q->count = t->count;
+    q->nonfinite = t->nonfinite;
+    q->saturated = t->saturated;
+    q->flushed = t->flushed;
+    q->subnormal = t->subnormal;
+    q->poisoned = t->poisoned;
+    q->blocks = t->blocks;
+    q->zero_blocks = t->zero_blocks;
+    q->nonfinite_blocks = t->nonfinite_blocks;
+    q->scale_clamped = t->scale_clamped;
+    q->scale_underflow = t->scale_underflow;
+    q->scale_subnormal = t->scale_subnormal;
+    q->scale_emin = t->scale_emin;
+    q->scale_emax = t->scale_emax;
+    memcpy(q->scale_hist, t->scale_hist, sizeof q->scale_hist);
+    q->sig_sq = t->sig_sq;
+    q->err_sq = t->err_sq;
+    q->max_rel_err = t->max_rel_err;
+    q->disagree = t->disagree;
+    q->disagree_sq = t->disagree_sq;
 }

@@ -24,8 +24,22 @@ typedef enum trace_ftype {
     FT_KIND, /* int32_t        <-> enum "tensor_kind" (uint8) */
     FT_CODE, /* int32_t        <-> enum "event_code" (uint8) */
     FT_SCALING, /* int32_t     <-> enum "whatif_scaling" (uint8) */
-    FT_HIST  /* uint64_t[281]  <-> uint64 array [281] */
+    FT_HIST,  /* uint64_t[281]  <-> uint64 array [281] */
+    FT_QSCHEME, /* int32_t     <-> enum "quant_scheme" (uint8) */
+    FT_QRULE,   /* int32_t     <-> enum "quant_rule" (uint8) */
+    FT_QDIR,    /* int32_t     <-> enum "quant_direction" (uint8) */
+    FT_QHIST    /* uint64_t[32] <-> uint64 array [32] */
 } trace_ftype;
+
+/* The enum field types, and the length of the array ones (0 for the others). */
+static inline int trace_ftype_is_enum(trace_ftype t)
+{
+    return t == FT_KIND || t == FT_CODE || t == FT_SCALING || t == FT_QSCHEME || t == FT_QRULE || t == FT_QDIR;
+}
+static inline size_t trace_ftype_array_len(trace_ftype t)
+{
+    return t == FT_HIST ? AMPDIAG_HIST_BINS : t == FT_QHIST ? AMPDIAG_QHIST_BINS : 0;
+}
 
 typedef struct trace_field {
     const char *name;
@@ -39,7 +53,7 @@ typedef struct trace_field {
 } trace_field;
 
 enum { TBL_LAYERS, TBL_STEPS, TBL_TENSORS, TBL_HISTS, TBL_EVENTS, TBL_EVALS, TBL_FORMATS, TBL_WHATIF,
-       TBL_N };
+       TBL_QUANT, TBL_N };
 
 typedef struct trace_table {
     const char *path;          /* "/steps" */
@@ -51,7 +65,8 @@ typedef struct trace_table {
     size_t key_offset;         /* int64 step, or int32 index for /layers: -1 in fill rows */
     int key_is_i32;
     int since;                 /* the format version that made the table required: an older
-                                  trace without it reads it as empty */
+                                  trace without it reads it as empty (/quant: 3, a version that
+                                  does not exist yet: optional in version 2) */
 } trace_table;
 
 extern const trace_table trace_tables[TBL_N];

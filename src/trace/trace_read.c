@@ -600,6 +600,10 @@ static const char *expected_name(trace_ftype t)
     case FT_CODE: return "the event_code enum (or an integer)";
     case FT_SCALING: return "the whatif_scaling enum (or an integer)";
     case FT_HIST: return "an integer array of 281 bins";
+    case FT_QSCHEME: return "the quant_scheme enum (or an integer)";
+    case FT_QRULE: return "the quant_rule enum (or an integer)";
+    case FT_QDIR: return "the quant_direction enum (or an integer)";
+    case FT_QHIST: return "an integer array of 32 bins";
     }
     return "?";
 }
@@ -664,13 +668,13 @@ static hid_t member_mtype(const trace_field *f, hid_t ft, int *bad)
         }
         return m;
     }
-    case FT_KIND: case FT_CODE: case FT_SCALING:
+    case FT_KIND: case FT_CODE: case FT_SCALING: case FT_QSCHEME: case FT_QRULE: case FT_QDIR:
         if (c == H5T_INTEGER)
             return H5Tcopy(H5T_NATIVE_INT32);
         if (c != H5T_ENUM)
             break;
         return enum_mtype(f->type, ft);
-    case FT_HIST: {
+    case FT_HIST: case FT_QHIST: {
         if (c != H5T_ARRAY || H5Tget_array_ndims(ft) != 1)
             break;
         hsize_t dim = 0;
@@ -679,7 +683,7 @@ static hid_t member_mtype(const trace_field *f, hid_t ft, int *bad)
         H5T_class_t bc = base >= 0 ? H5Tget_class(base) : H5T_NO_CLASS;
         if (base >= 0)
             H5Tclose(base);
-        if (dim != AMPDIAG_HIST_BINS || bc != H5T_INTEGER)
+        if (dim != trace_ftype_array_len(f->type) || bc != H5T_INTEGER)
             break;
         return trace_field_type(f->type, f->size, 0);
     }
@@ -1172,6 +1176,7 @@ void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_count
     c->evals = r->rows[TBL_EVALS];
     c->formats = r->rows[TBL_FORMATS];
     c->whatifs = r->rows[TBL_WHATIF];
+    c->quants = r->rows[TBL_QUANT];
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1333,3 +1338,7 @@ READ_WRAPPER(ampdiag_trace_format, TBL_FORMATS, 0, SIZE_MAX)
 int ampdiag_trace_read_whatif(ampdiag_trace_reader *r, size_t first, size_t max,
                               ampdiag_trace_whatif **out, size_t *n)
 READ_WRAPPER(ampdiag_trace_whatif, TBL_WHATIF, first, max)
+
+int ampdiag_trace_read_quant(ampdiag_trace_reader *r, size_t first, size_t max, ampdiag_trace_quant **out,
+                             size_t *n)
+READ_WRAPPER(ampdiag_trace_quant, TBL_QUANT, first, max)

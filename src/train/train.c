@@ -8,6 +8,7 @@
 #include "monitor/monitor.h"
 #include "train/data.h"
 #include "train/fp8.h"
+#include "train/quant.h"
 #include "train/tracer.h"
 #include "train/weights.h"
 #include "util/escape.h"
@@ -40,6 +41,7 @@ void train_config_default(train_config *c)
     c->shuffle = 1;
     c->trace_every = 1;
     c->hist_every = 50;
+    c->whatif_every = -1;
     c->fp8_history = FP8_DEFAULT_HISTORY;
     c->fp8_margin = 0;
     c->trace_threads = -1;
@@ -165,6 +167,7 @@ typedef struct run {
      * training goes on, and written to the trace a step or two later (see step_once) */
     tracer *tr;
     fp8_delayed *f8;             /* FP8 delayed-scaling amax histories (NULL: not counted) */
+    quant_plan *qp;              /* the block-scaled what-if (--whatif; NULL: not counted) */
     struct tslot *slots;         /* NSLOTS, used in turn by traced steps */
     bk_stats_req *sreq;          /* [nlayers]: the tracer thread's requests of one job */
     bk_update_req *ureq;
@@ -204,9 +207,11 @@ typedef struct tslot {
     run *R;
     long step;
     int hist, skip;
+    int quant;                   /* the block-scaled what-if is counted (--whatif-every) */
     int buf;                     /* its update's copies are in R->w_old[buf], R->dw[buf] */
     double acts_s;               /* how long its activations' job took */
     lslot *L;                    /* [nlayers] */
+    quant_slot *qs;              /* its block-scaled what-if counts (NULL: none) */
     uint64_t last;               /* the step's last job */
     ampdiag_trace_step rec;      /* its step record, update ratio still to fill */
 } tslot;
@@ -269,6 +274,11 @@ static void stats_of(tslot *S, model_tensor_kind mk)
             R->f8job[m++] = (fp8_job){i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]};
     }
     fp8_delayed_count_many(R->f8, bk, m, R->f8job);
+    for (int i = 0; i < R->m->nlayers; i++) {
+        lslot *l = &S->L[i];
+        if (l->have[mk])
+            quant_count(R->qp, bk, S->quant ? S->qs : NULL, i, mk, l->x[mk], l->n[mk], &l->st[mk]);
+    }
 }
 
 static void job_activations(void *arg)
@@ -317,6 +327,12 @@ static void job_updates(void *arg)
                                       &S->L[i].st[MT_WEIGHT], &S->L[i].f8[MT_WEIGHT]};
     }
     fp8_delayed_count_many(R->f8, bk, k, R->f8job);
+    for (int i = 0; i < m->nlayers; i++) {
+        const layer *L = &m->layers[i];
+        if (L->nparams > 0)
+            quant_count(R->qp, bk, S->quant ? S->qs : NULL, i, MT_WEIGHT, w_old + (L->p - m->params), L->nparams,
+                        &S->L[i].st[MT_WEIGHT]);
+    }
 }
 
 /* The update job of the last traced step: posted after the next step's gradient job, so that
@@ -348,8 +364,9 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
                 continue;
             const ampdiag_tstats *st = &l->st[mk];
             if ((rc = record_tensor(R, S->step, i, kind_of[mk], st, &l->f8[mk], S->hist ? &l->h[mk] : NULL, err,
-                                    errlen)))
-                return rc;
+                                    errlen)) ||
+                (rc = quant_write(R->qp, S->qs, R->w, S->step, i, mk, kind_of[mk])) < 0)
+                return rc < 0 ? trace_fail(rc, err, errlen) : rc;
         }
     }
     double w_ss = 0, dw_ss = 0;
@@ -362,8 +379,9 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
             w_ss += l->st[MT_WEIGHT].sumsq; /* finite values only */
             dw_ss += st->update.sumsq;
             if ((rc = record_tensor(R, S->step, i, AMPDIAG_KIND_WEIGHT, &l->st[MT_WEIGHT], &l->f8[MT_WEIGHT],
-                                    S->hist ? &l->h[MT_WEIGHT] : NULL, err, errlen)))
-                return rc;
+                                    S->hist ? &l->h[MT_WEIGHT] : NULL, err, errlen)) ||
+                (rc = quant_write(R->qp, S->qs, R->w, S->step, i, MT_WEIGHT, AMPDIAG_KIND_WEIGHT)) < 0)
+                return rc < 0 ? trace_fail(rc, err, errlen) : rc;
             if ((rc = ampdiag_trace_append_update(R->w, S->step, i, &st->update, st->lost_updates, st->lost_if_fp16,
                                                   st->lost_if_bf16)) < 0)
                 return trace_fail(rc, err, errlen);
@@ -545,6 +563,18 @@ static int write_fp8_settings(run *R, char *err, size_t errlen)
     return 0;
 }
 
+/* The block-scaled what-if schemes behind /quant's rows, where they are counted. */
+static int write_quant_settings(run *R, char *err, size_t errlen)
+{
+    int rc;
+    const train_config *c = R->c;
+    if (R->qp && ((rc = ampdiag_trace_set_attr_str(R->w, "quant_schemes", quant_plan_names(R->qp))) < 0 ||
+                  (rc = ampdiag_trace_set_attr_int(R->w, "quant_every",
+                                                   c->whatif_every < 0 ? c->hist_every : c->whatif_every)) < 0))
+        return trace_fail(rc, err, errlen);
+    return 0;
+}
+
 /* The settings the analysis's rules read, as typed attributes. 0 or a TRAIN_ error. */
 static int write_typed_settings(run *R, char *err, size_t errlen)
 {
@@ -631,7 +661,8 @@ static int write_header(run *R, char *err, size_t errlen)
         (rc = ampdiag_trace_set_attr_int(w, "hist_every", c->hist_every)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, "params", (int64_t)R->m->nparams)) < 0)
         return trace_fail(rc, err, errlen);
-    if ((rc = write_typed_settings(R, err, errlen)) || (rc = write_fp8_settings(R, err, errlen)))
+    if ((rc = write_typed_settings(R, err, errlen)) || (rc = write_fp8_settings(R, err, errlen)) ||
+        (rc = write_quant_settings(R, err, errlen)))
         return rc;
     for (int i = 0; i < R->m->nlayers; i++) {
         const layer *L = &R->m->layers[i];
@@ -691,6 +722,7 @@ static int step_begin(run *R, step_state *s, long t, char *err, size_t errlen)
     S->buf = (int)(R->ntraced++ & 1);
     S->step = t;
     S->hist = hist;
+    S->quant = c->whatif_every < 0 ? hist : c->whatif_every > 0 && t % c->whatif_every == 0;
     S->skip = 0;
     s->S = S;
     return 0;
@@ -1129,6 +1161,13 @@ static int tracing_init(run *R, char *err, size_t errlen)
             return TRAIN_EIO;
         }
     }
+    if (quant_plan_create(R->m, c->whatif, &R->qp, err, errlen) != 0)
+        return TRAIN_EBADINPUT;
+    for (int k = 0; R->qp && k < NSLOTS; k++)
+        if (!(R->slots[k].qs = quant_slot_new(R->qp))) {
+            say(err, errlen, "out of memory for the --whatif counts (%d layers)", nl);
+            return TRAIN_EIO;
+        }
     if (c->fp8_history > 0 && bk->whatif_scaled &&
         !(R->f8 = fp8_delayed_create(nl, c->fp8_history, c->fp8_margin))) {
         say(err, errlen, "out of memory for the FP8 amax histories (%d layers x %d steps)", nl, c->fp8_history);
@@ -1147,8 +1186,12 @@ static void tracing_free(run *R)
     fp8_delayed_free(R->f8);
     R->f8 = NULL;
     if (R->slots)
-        for (int k = 0; k < NSLOTS; k++)
+        for (int k = 0; k < NSLOTS; k++) {
             free(R->slots[k].L);
+            quant_slot_free(R->slots[k].qs);
+        }
+    quant_plan_free(R->qp);
+    R->qp = NULL;
     free(R->slots);
     R->slots = NULL;
     free(R->sreq);

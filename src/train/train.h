@@ -42,6 +42,10 @@ typedef struct train_config {
     int fp8_history;           /* FP8 delayed-scaling what-if: steps of amax history (default
                                   1024, TE's; 0 = not counted) */
     int fp8_margin;            /* ... and its margin (scale / 2^margin; default 0) */
+    const char *whatif;        /* block-scaled what-if schemes (ampdiag_qspec_parse's list; NULL:
+                                  ampdiag_qspec_default(); "none": not counted) */
+    int whatif_every;          /* ... on traced steps every N steps (0 = never; -1, the default: on
+                                  the histogram steps, hist_every) */
     int trace_threads;         /* tensor statistics on a worker thread: 1, or 0 = on the training
                                   thread; -1 = 1 when the machine has two or more cores */
     int eval_every;            /* evaluation every N steps (and after the last) */

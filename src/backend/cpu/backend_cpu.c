@@ -424,6 +424,13 @@ static int cpu_count_at_least_many(const backend *bk, size_t k, const bk_ge_req 
     return 0;
 }
 
+static int cpu_quant_whatif(const backend *bk, const float *x, size_t n, size_t rows, size_t cols, float amax,
+                            size_t nspec, const ampdiag_qspec *spec, ampdiag_qstats *out)
+{
+    (void)bk;
+    return ampdiag_quant_whatif(x, n, rows, cols, amax, nspec, spec, out);
+}
+
 /* ------------------------------------------------------------------------------- GEMM */
 
 /* Rows of C per sgemm call for a large output: about GEMM_CHUNK values (1 MiB), so that
@@ -1060,6 +1067,7 @@ static const backend cpu_backend = {
     .whatif_scaled = cpu_whatif_scaled,
     .count_at_least = cpu_count_at_least,
     .count_at_least_many = cpu_count_at_least_many,
+    .quant_whatif = cpu_quant_whatif,
     .gemm = cpu_gemm,
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
