@@ -46,7 +46,7 @@
 #define SENTINEL 0x7fc0deadu /* what they hold */
 #define POISON 0xffc0beefu   /* what a pure output holds before the op overwrites it */
 #define MAXARG 10
-#define MAXSCAL 1400         /* four statistics records (about 30 fields each) and histograms (281 bins) */
+#define MAXSCAL 4000         /* statistics records and histograms, or the block-scaled what-if of every scheme */
 #define ARENA 32
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -968,6 +968,62 @@ static void cases_count_at_least_many(tctx *T, bk_rnd r, opstat *st)
     }
 }
 
+/* quant_whatif: every block-scaled scheme ("all") on a matrix with a 1-D tail and on a vector;
+ * every count and the error sums (bit for bit: the same arithmetic in the same order is the
+ * contract, the sums in double included). */
+static void run_quant_whatif(const backend *bk, float *const *d, const prm *p, result *r)
+{
+    static ampdiag_qspec spec[64];
+    static size_t nspec;
+    if (!nspec) {
+        char err[256];
+        if (ampdiag_qspec_parse("all", spec, 64, &nspec, err, sizeof err) != 0 || nspec == 0)
+            bail("quant_whatif: the scheme list 'all' does not parse");
+    }
+    ampdiag_qstats *q = xmalloc(nspec * sizeof *q);
+    memset(q, 0, nspec * sizeof *q);
+    put(r, "rc", (double)bk->quant_whatif(bk, d[0], p->n, (size_t)p->M, (size_t)p->N, p->a, nspec, spec, q), 0.0);
+    for (size_t i = 0; i < nspec; i++) {
+        const ampdiag_qstats *s = &q[i];
+        const uint64_t c[] = {s->count, s->nonfinite, s->saturated, s->flushed, s->subnormal, s->poisoned, s->blocks,
+                              s->zero_blocks, s->nonfinite_blocks, s->scale_clamped, s->scale_underflow,
+                              s->scale_subnormal, s->disagree};
+        for (size_t k = 0; k < NELEM(c); k++)
+            put(r, "quant count", (double)c[k], 0.0);
+        put(r, "computed", (double)s->computed, 0.0);
+        put(r, "scale", (double)s->scale, 0.0);
+        put(r, "scale_emin", (double)s->scale_emin, 0.0);
+        put(r, "scale_emax", (double)s->scale_emax, 0.0);
+        for (int b = 0; b < AMPDIAG_QHIST_BINS; b++)
+            put(r, "scale_hist", (double)s->scale_hist[b], 0.0);
+        put(r, "sig_sq", s->sig_sq, 0.0);
+        put(r, "err_sq", s->err_sq, 0.0);
+        put(r, "max_rel_err", s->max_rel_err, 0.0);
+        put(r, "disagree_sq", s->disagree_sq, 0.0);
+    }
+    free(q);
+}
+
+static void cases_quant_whatif(tctx *T, bk_rnd r, opstat *st)
+{
+    (void)r;
+    static const int shapes[][3] = {{33, 40, 7}, {130, 129, 0}, {0, 0, 1003}, {16, 16, 0}};
+    for (size_t s = 0; s < NELEM(shapes); s++)
+        for (int v = 0; v < 2; v++) {
+            prm p = {.M = shapes[s][0], .N = shapes[s][1]};
+            p.n = (size_t)p.M * (size_t)p.N + (size_t)shapes[s][2];
+            float *x = v ? gen(T, p.n, 0, -20, 6) : gen_mix(T, p.n);
+            float amax = 0.0f;
+            for (size_t i = 0; i < p.n; i++)
+                if (!isnan(x[i]) && fabsf(x[i]) > amax)
+                    amax = fabsf(x[i]);
+            p.a = amax;
+            tcase c = mk(run_quant_whatif, &p);
+            add(&c, "x", IN, p.n, x);
+            both(T, &c, st);
+        }
+}
+
 /* whatif_scaled: both FP8 formats (and FP16) at scales that move the thresholds across the data;
  * a scale that is not finite and > 0 refused. */
 static void run_whatif_scaled(const backend *bk, float *const *d, const prm *p, result *r)
@@ -1876,6 +1932,9 @@ REF_RET(int, count_at_least, (const backend *bk, const float *x, size_t n, size_
 REF_RET(int, whatif_scaled, (const backend *bk, size_t nfmt, const ampdiag_format *fmt, const float *scale,
                              const float *x, size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES]),
         nfmt, fmt, scale, x, n, counts)
+REF_RET(int, quant_whatif, (const backend *bk, const float *x, size_t n, size_t rows, size_t cols, float amax,
+                            size_t nspec, const ampdiag_qspec *spec, ampdiag_qstats *out),
+        x, n, rows, cols, amax, nspec, spec, out)
 REF_RET(int, sync, (const backend *bk, char *err, size_t errlen), err, errlen)
 
 const backend *opcheck_reference(void)
@@ -1897,6 +1956,7 @@ const backend *opcheck_reference(void)
         .tstats = ref_tstats,
         .count_at_least = ref_count_at_least,
         .whatif_scaled = ref_whatif_scaled,
+        .quant_whatif = ref_quant_whatif,
         .gemm = ref_gemm,
         .bias_add = ref_bias_add,
         .bias_grad = ref_bias_grad,
@@ -2052,6 +2112,7 @@ static const op_entry ops[] = {
     OPT(whatif_scaled, 0),
     OPT(count_at_least, 0),
     OPT(count_at_least_many, 0),
+    OPT(quant_whatif, 0),
     OP(gemm, 1),
     OP(bias_add, 1),
     OP(bias_grad, 1),
