@@ -9,6 +9,7 @@
 #include "analysis/lrfind.h"
 #include "analysis/recommend.h"
 #include "report/report.h"
+#include "util/sort.h"
 
 #include "compare_synth.h"
 #include "tap.h"
@@ -77,10 +78,10 @@ static void dump(const strlist *l)
 static void test_helpers(void)
 {
     double v[] = {5, 1, 3, 2, 4};
-    ok(an_median(v, 5) == 3, "median of 5 values");
+    ok(median_doubles(v, 5) == 3, "median of 5 values");
     double w[] = {4, 1, 3, 2};
-    ok(an_median(w, 4) == 2.5, "median of 4 values is the mean of the middle two");
-    ok(isnan(an_median(w, 0)), "median of nothing is NaN");
+    ok(median_doubles(w, 4) == 2.5, "median of 4 values is the mean of the middle two");
+    ok(isnan(median_doubles(w, 0)), "median of nothing is NaN");
 
     uint64_t h[AMPDIAG_HIST_BINS] = {0};
     h[AMPDIAG_HIST_BIN(-26)] = 10; /* |x| in [2^-26, 2^-25): flushed at scale 1 */

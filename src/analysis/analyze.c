@@ -8,6 +8,8 @@
 #include "analysis/findings.h"
 #include "analysis/fp8.h"
 #include "monitor/monitor.h"
+#include "util/sort.h"
+#include "util/vec.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -16,139 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------------------------------
- * strlist
- * ------------------------------------------------------------------------------------------ */
-
-int strlist_addf(strlist *l, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (len < 0) {
-        l->oom = 1;
-        return -1;
-    }
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? 2 * l->cap : 8;
-        char **ns = realloc(l->s, nc * sizeof *ns);
-        if (!ns) {
-            l->oom = 1;
-            return -1;
-        }
-        l->s = ns;
-        l->cap = nc;
-    }
-    char *s = malloc((size_t)len + 1);
-    if (!s) {
-        l->oom = 1;
-        return -1;
-    }
-    va_start(ap, fmt);
-    vsnprintf(s, (size_t)len + 1, fmt, ap);
-    va_end(ap);
-    l->s[l->n++] = s;
-    return 0;
-}
-
-void strlist_free(strlist *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        free(l->s[i]);
-    free(l->s);
-    memset(l, 0, sizeof *l);
-}
-
-/* ------------------------------------------------------------------------------------------
- * Small numeric helpers
- * ------------------------------------------------------------------------------------------ */
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The order of doubles as unsigned keys: negative values reversed below the positive ones. */
-static uint64_t radix_key(double x)
-{
-    uint64_t u;
-    memcpy(&u, &x, sizeof u);
-    return u >> 63 ? ~u : u | UINT64_C(1) << 63;
-}
-
-/* LSD radix sort of v[0..n) by radix_key, a byte a pass (passes where every key has the same
- * byte are skipped). -1 when out of memory (v unchanged). */
-static int radix_sort(double *v, size_t n)
-{
-    double *tmp = malloc(n * sizeof *tmp);
-    size_t (*count)[256] = calloc(8, sizeof *count);
-    if (!tmp || !count) {
-        free(tmp);
-        free(count);
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint64_t k = radix_key(v[i]);
-        for (int b = 0; b < 8; b++)
-            count[b][(k >> (8 * b)) & 0xff]++;
-    }
-    double *src = v, *dst = tmp;
-    for (int b = 0; b < 8; b++) {
-        if (count[b][(radix_key(v[0]) >> (8 * b)) & 0xff] == n)
-            continue; /* (src[0]'s byte is v[0]'s: every pass keeps the set of keys) */
-        size_t at = 0;
-        for (int d = 0; d < 256; d++) {
-            size_t c = count[b][d];
-            count[b][d] = at;
-            at += c;
-        }
-        for (size_t i = 0; i < n; i++)
-            dst[count[b][(radix_key(src[i]) >> (8 * b)) & 0xff]++] = src[i];
-        double *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != v)
-        memcpy(v, src, n * sizeof *v);
-    free(tmp);
-    free(count);
-    return 0;
-}
-
-/* Sort ascending as qsort with cmp_double does. Where no value is NaN or -0 (cmp_double is then
- * a total order whose equal values are the same bits), a radix sort gives the same array. */
-static void sort_doubles(double *v, size_t n)
-{
-    int plain = n >= 256;
-    for (size_t i = 0; plain && i < n; i++)
-        plain = !isnan(v[i]) && !(v[i] == 0 && signbit(v[i]));
-    if (!plain || radix_sort(v, n))
-        qsort(v, n, sizeof *v, cmp_double);
-}
-
-double an_median(double *v, size_t n)
-{
-    if (n == 0)
-        return NAN;
-    sort_doubles(v, n);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Quantile of sorted values, linear interpolation between order statistics (numpy default). */
-static double quantile_sorted(const double *v, size_t n, double p)
-{
-    if (n == 0)
-        return NAN;
-    double pos = p * (double)(n - 1);
-    size_t i = (size_t)pos;
-    if (i + 1 >= n)
-        return v[n - 1];
-    double f = pos - (double)i;
-    return v[i] + f * (v[i + 1] - v[i]);
-}
 
 double an_hist_fp16_flushed_norm(const uint64_t *hist, int shift)
 {
@@ -707,7 +576,7 @@ static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const an_step *step
         goto out;
     for (size_t l = 0; l < r->nlayers; l++) {
         r->layers[l].ratio_n = tp.rat[l].n;
-        r->layers[l].ratio_median = an_median(tp.rat[l].v, tp.rat[l].n);
+        r->layers[l].ratio_median = median_doubles(tp.rat[l].v, tp.rat[l].n);
     }
 out:
     if (tp.rat)
@@ -1194,9 +1063,9 @@ static int clip_stats(an_run *r, const an_step *st, size_t n, const int64_t *spi
         return -1;
     }
     memcpy(tmp, v, t * sizeof *tmp);
-    c->median_first = an_median(tmp, t);
+    c->median_first = median_doubles(tmp, t);
     memcpy(tmp, v + k - t, t * sizeof *tmp);
-    c->median_last = an_median(tmp, t);
+    c->median_last = median_doubles(tmp, t);
     free(tmp);
     /* the steps over a threshold are listed in time order: find them before sorting */
     double *sorted = malloc(k * sizeof *sorted);
@@ -1211,7 +1080,7 @@ static int clip_stats(an_run *r, const an_step *st, size_t n, const int64_t *spi
     c->p10 = quantile_sorted(sorted, k, 0.10);
     for (size_t i = 0; i < k; i++)
         sorted[i] = fabs(sorted[i] - c->median);
-    c->mad = an_median(sorted, k);
+    c->mad = median_doubles(sorted, k);
     free(sorted);
     c->robust = c->median + 3 * 1.4826 * c->mad;
     c->value = fmax(c->p99, c->robust);
@@ -1465,7 +1334,7 @@ static int step_ratio_median(load_ctx *L, an_run *r)
     for (size_t i = 0; i < ns; i++)
         if (isfinite(L->st[i].update_ratio))
             L->tmp[k++] = L->st[i].update_ratio;
-    r->step_ratio_median = an_median(L->tmp, k);
+    r->step_ratio_median = median_doubles(L->tmp, k);
     return 0;
 }
 
@@ -1498,7 +1367,7 @@ static int summarise_layers(load_ctx *L, an_run *r)
         if (ly->ratio_n && !strstr(ly->op, "norm") && isfinite(ly->ratio_median))
             L->tmp[k++] = ly->ratio_median;
     }
-    r->ratio_median = an_median(L->tmp, k);
+    r->ratio_median = median_doubles(L->tmp, k);
     /* all-zero counts cannot be told from a writer that did not compute them */
     r->have_lost_if = r->lost_if_fields && r->lost_if16 + r->lost_ifb16 > 0;
     if (an_findings_of(r, &r->find))
@@ -1930,7 +1799,7 @@ static int rms_deviation(const an_series *x, const an_series *y, size_t *k, doub
         }
     }
     if (nk)
-        *med = an_median(rel, nk);
+        *med = median_doubles(rel, nk);
     *k = nk;
     free(rel);
     return 0;

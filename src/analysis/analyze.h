@@ -22,24 +22,7 @@
 
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
-
-/* ------------------------------------------------------------------------------------------
- * A growable list of strings (evidence, notes)
- * ------------------------------------------------------------------------------------------ */
-
-typedef struct strlist {
-    char **s;
-    size_t n, cap;
-    int oom; /* an allocation failed: some lines are missing */
-} strlist;
-
-/* Append a printf-formatted line. Returns 0, or -1 (and sets oom) when out of memory. */
-int strlist_addf(strlist *l, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-void strlist_free(strlist *l);
+#include "util/strlist.h"
 
 /* ------------------------------------------------------------------------------------------
  * Per-run summary
@@ -408,7 +391,6 @@ int an_read_hists(const an_run *r, int layer, const int *kinds, size_t nkinds, c
 void an_label_runs(an_run *runs, size_t n);
 
 /* Helpers the rules and reports share. */
-double an_median(double *v, size_t n); /* reorders v; NaN when n == 0 */
 /* The fraction of a histogram's non-zero finite values whose magnitude times 2^shift would be
  * flushed to zero in FP16 (|x| * 2^shift <= 2^-25), and would be FP16 subnormals. */
 void an_hist_fp16_at_scale(const uint64_t *hist, int shift, double *flushed, double *subnormal,

@@ -1,5 +1,5 @@
 /*
- * ampdiag.c - the command line: dispatch to one subcommand per src/cli/cmd_*.c file.
+ * main.c - the command line: dispatch to one subcommand per src/cli/cmd_*.c file.
  */
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
