@@ -7,7 +7,9 @@
  *
  * usage: bench_compare [--steps N] [--trace-every N] [--hist-every N] [--keep]
  */
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 #include "analysis/recommend.h"
 #include "report/report.h"
 

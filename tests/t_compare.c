@@ -5,7 +5,10 @@
  * and histograms, skip rates, divergence, loss spikes, the noise band from seeds, the learning
  * rate rules, FP32 islands, --fail-on, and JSON escaping.
  */
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/hist.h"
+#include "analysis/load.h"
 #include "analysis/lrfind.h"
 #include "analysis/recommend.h"
 #include "report/report.h"

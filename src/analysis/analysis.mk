@@ -5,7 +5,11 @@
 
 noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_report.la
 libampdiag_analysis_la_SOURCES = \
-	src/analysis/analyze.h src/analysis/analyze.c src/analysis/load_many.c \
+	src/analysis/run.h src/analysis/cells.c \
+	src/analysis/load.h src/analysis/load_internal.h src/analysis/load.c src/analysis/steps.c \
+	src/analysis/records.c src/analysis/load_many.c \
+	src/analysis/columns.h src/analysis/columns.c src/analysis/hist.h src/analysis/hist.c \
+	src/analysis/compare.h src/analysis/compare.c \
 	src/analysis/recommend.h src/analysis/recommend.c \
 	src/analysis/findings.h src/analysis/findings.c src/analysis/fp8.h src/analysis/fp8.c \
 	src/analysis/lrfind.h src/analysis/lrfind.c

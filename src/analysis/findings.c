@@ -3,44 +3,11 @@
  */
 #include "analysis/findings.h"
 #include "analysis/fp8.h"
+#include "analysis/hist.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void cell_merge(an_cell *d, const an_cell *s)
-{
-    d->records += s->records;
-    d->count += s->count;
-    d->zero += s->zero;
-    d->nan += s->nan;
-    d->posinf += s->posinf;
-    d->neginf += s->neginf;
-    d->f16o += s->f16o;
-    d->f16u += s->f16u;
-    d->f16s += s->f16s;
-    d->b16o += s->b16o;
-    d->b16u += s->b16u;
-    d->b16s += s->b16s;
-    for (int f = 0; f < 2; f++) {
-        for (int c = 0; c < AMPDIAG_WHATIF_NCLASSES; c++) {
-            d->f8[f][c] += s->f8[f][c];
-            d->f8d[f][c] += s->f8d[f][c];
-        }
-        d->f8d_values[f] += s->f8d_values[f];
-    }
-    d->lost += s->lost;
-    d->lost_if16 += s->lost_if16;
-    d->lost_ifb16 += s->lost_ifb16;
-    if (s->absmax > d->absmax) {
-        d->absmax = s->absmax;
-        d->absmax_step = s->absmax_step;
-    }
-    if (s->absmin_nz < d->absmin_nz) {
-        d->absmin_nz = s->absmin_nz;
-        d->absmin_step = s->absmin_step;
-    }
-}
 
 static uint64_t nonfinite(const an_cell *c) { return c->nan + c->posinf + c->neginf; }
 
@@ -124,8 +91,9 @@ static void layer_findings(const an_run *r, an_findings *f)
             f->zero_grad_layer = (int)l;
         }
         uint64_t nz = finite - g->zero;
-        if (nz > 0 && (double)g->f16u / (double)nz > f->flush_fraction) {
-            f->flush_fraction = (double)g->f16u / (double)nz;
+        uint64_t fu = g->wi[AN_WI_FP16][AMPDIAG_WHATIF_UNDERFLOW];
+        if (nz > 0 && (double)fu / (double)nz > f->flush_fraction) {
+            f->flush_fraction = (double)fu / (double)nz;
             f->flush_layer = (int)l;
         }
     }
@@ -139,9 +107,11 @@ static void layer_findings(const an_run *r, an_findings *f)
     }
 }
 
-int an_findings_of(const an_run *r, an_findings *f)
+int an_findings_of(an_run *r)
 {
-    memset(f, 0, sizeof *f);
+    an_findings *f = r->find = calloc(1, sizeof *r->find);
+    if (!f)
+        return -1;
     for (int k = 0; k < AMPDIAG_NKINDS; k++)
         an_cell_init(&f->kind[k]);
     an_cell_init(&f->all);
@@ -151,16 +121,16 @@ int an_findings_of(const an_run *r, an_findings *f)
     f->act_headroom = INFINITY;
     for (size_t l = 0; l < r->nlayers; l++)
         for (int k = 0; k < AMPDIAG_NKINDS; k++)
-            cell_merge(&f->kind[k], &r->layers[l].cell[k]);
+            an_cell_merge(&f->kind[k], &r->layers[l].cell[k]);
     for (int k = 0; k < AMPDIAG_NKINDS; k++)
-        cell_merge(&f->all, &f->kind[k]);
+        an_cell_merge(&f->all, &f->kind[k]);
     layer_findings(r, f);
 
     f->update_nonzero = r->update_nonzero;
     double unz = r->update_nonzero ? (double)r->update_nonzero : NAN;
     f->lost_fraction = (double)r->lost / unz;
-    f->lost_if_fp16 = r->lost_if_fields ? (double)r->lost_if16 / unz : NAN;
-    f->lost_if_bf16 = r->lost_if_fields ? (double)r->lost_ifb16 / unz : NAN;
+    f->lost_if_fp16 = r->lost_if_fields ? (double)r->lost_if[0] / unz : NAN;
+    f->lost_if_bf16 = r->lost_if_fields ? (double)r->lost_if[1] / unz : NAN;
 
     f->last_eval = r->nevals ? &r->evals[r->nevals - 1] : NULL;
     f->eval_is_accuracy = strcmp(r->eval_metric, "accuracy") == 0;
@@ -168,10 +138,14 @@ int an_findings_of(const an_run *r, an_findings *f)
     return headroom(r, f);
 }
 
-void an_findings_free(an_findings *f)
+void an_findings_free(an_run *r)
 {
+    an_findings *f = r->find;
+    if (!f)
+        return;
     for (int fm = 0; fm < 2; fm++)
         for (int side = 0; side < 2; side++)
             free(f->by_headroom[fm][side]);
-    memset(f, 0, sizeof *f);
+    free(f);
+    r->find = NULL;
 }

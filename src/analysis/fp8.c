@@ -2,6 +2,7 @@
  * fp8.c - FP8 what-if: /whatif into the run's cells, and which tensors FP8 would hurt (fp8.h).
  */
 #include "analysis/fp8.h"
+#include "analysis/findings.h"
 
 #include <limits.h>
 #include <math.h>
@@ -17,88 +18,19 @@ ampdiag_format an_fp8_recipe_format(int kind)
                                                                                       : AMPDIAG_E4M3;
 }
 
-static int read_fail(char *err, size_t errlen, int rc, const char *path)
-{
-    if (rc == AMPDIAG_TRACE_ENOMEM)
-        snprintf(err, errlen, "out of memory reading '%s' (/whatif)", path);
-    else
-        snprintf(err, errlen, "%s", ampdiag_trace_errmsg());
-    return rc;
-}
-
-/* The /formats indices of E4M3 and E5M2 (the first row of each name; -1 when absent). */
-static int fp8_indices(ampdiag_trace_reader *rd, int32_t idx[2])
-{
-    ampdiag_trace_format *fm = NULL;
-    size_t n = 0;
-    idx[0] = idx[1] = -1;
-    int rc = ampdiag_trace_read_formats(rd, &fm, &n);
-    for (size_t i = 0; !rc && i < n; i++)
-        for (int f = 0; f < 2; f++)
-            if (idx[f] < 0 && strcmp(fm[i].name, ampdiag_format_get(fp8_fmt[f])->name) == 0)
-                idx[f] = fm[i].index;
-    free(fm);
-    return rc;
-}
-
-/* One /whatif row into its cell; the unscaled counts only where /tensors had no FP8 fields. */
-static void add_row(an_run *r, const ampdiag_trace_whatif *x, const int32_t idx[2], int seen[2][2])
-{
-    int f = x->format == idx[0] ? 0 : x->format == idx[1] ? 1 : -1;
-    if (f < 0 || x->layer < 0 || (size_t)x->layer >= r->nlayers || x->kind < 0 || x->kind >= AMPDIAG_NKINDS ||
-        x->scaling < 0 || x->scaling >= AMPDIAG_NSCALINGS)
-        return; /* another format, or a row this version cannot place */
-    an_cell *c = &r->layers[x->layer].cell[x->kind];
-    const uint64_t v[AMPDIAG_WHATIF_NCLASSES] = {x->overflow, x->underflow, x->subnormal};
-    uint64_t *dst = x->scaling == AMPDIAG_SCALING_NONE ? c->f8[f] : c->f8d[f];
-    if (x->scaling == AMPDIAG_SCALING_NONE && r->fp8_fields)
-        return; /* (counted from /tensors already) */
-    for (int k = 0; k < AMPDIAG_WHATIF_NCLASSES; k++)
-        dst[k] += v[k];
-    if (x->scaling == AMPDIAG_SCALING_DELAYED)
-        c->f8d_values[f] += x->count;
-    seen[x->scaling][f] = 1;
-}
-
-int an_fp8_load(ampdiag_trace_reader *rd, an_run *r, char *err, size_t errlen)
-{
-    int64_t h = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_FP8_AMAX_HISTORY, -1),
-            m = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_FP8_MARGIN, 0);
-    r->fp8_history = h >= 0 && h <= INT_MAX ? (int)h : -1;
-    r->fp8_margin = m >= INT_MIN && m <= INT_MAX ? (int)m : 0;
-    ampdiag_trace_counts cnt;
-    ampdiag_trace_get_counts(rd, &cnt);
-    if (cnt.whatifs == 0)
-        return 0;
-    int32_t idx[2];
-    int rc = fp8_indices(rd, idx), seen[AMPDIAG_NSCALINGS][2] = {{0, 0}, {0, 0}};
-    if (rc)
-        return read_fail(err, errlen, rc, r->path);
-    enum { BATCH = 16384 }; /* rows a read: 0.9 MB of records */
-    for (size_t first = 0; first < cnt.whatifs; first += BATCH) {
-        ampdiag_trace_whatif *w;
-        size_t n;
-        if ((rc = ampdiag_trace_read_whatif(rd, first, BATCH, &w, &n)))
-            return read_fail(err, errlen, rc, r->path);
-        for (size_t i = 0; i < n; i++)
-            add_row(r, &w[i], idx, seen);
-        free(w);
-    }
-    if (seen[AMPDIAG_SCALING_NONE][0] && seen[AMPDIAG_SCALING_NONE][1])
-        r->fp8_fields = 1;
-    r->fp8_delayed = seen[AMPDIAG_SCALING_DELAYED][0] || seen[AMPDIAG_SCALING_DELAYED][1];
-    return 0;
-}
-
 /* ------------------------------------------------------------------------------------------
  * Findings
  * ------------------------------------------------------------------------------------------ */
 
-/* The hurt of cell c (layer, kind) in format slot f under a scaling; 0 when under the threshold. */
-static int hurt_of(const an_cell *c, int layer, int kind, int f, int scaling, int margin, an_fp8_hurt *h)
+/* The hurt of cell c (layer, kind) in format slot f (its column col) under a scaling; 0 when
+ * under the threshold or the column is missing. */
+static int hurt_of(const an_cell *c, int layer, int kind, int f, int col, int scaling, int margin,
+                   an_fp8_hurt *h)
 {
-    const uint64_t *v = scaling == AMPDIAG_SCALING_NONE ? c->f8[f] : c->f8d[f];
-    uint64_t values = scaling == AMPDIAG_SCALING_NONE ? c->count : c->f8d_values[f];
+    if (col < 0)
+        return 0;
+    const uint64_t *v = c->wi[col];
+    uint64_t values = c->wi_values[col];
     if (values == 0)
         return 0;
     memset(h, 0, sizeof *h);
@@ -146,8 +78,13 @@ static void top_insert(an_fp8_hurt *h, int *n, int cap, const an_fp8_hurt *x)
 void an_fp8_findings_of(const an_run *r, an_fp8_findings *f)
 {
     memset(f, 0, sizeof *f);
-    f->unscaled = r->fp8_fields;
-    f->delayed = r->fp8_delayed;
+    int un[2], dl[2];
+    for (int fm = 0; fm < 2; fm++) {
+        un[fm] = an_whatif_find(r, fp8_fmt[fm], AMPDIAG_SCALING_NONE);
+        dl[fm] = an_whatif_find(r, fp8_fmt[fm], AMPDIAG_SCALING_DELAYED);
+    }
+    f->unscaled = un[0] >= 0 && un[1] >= 0;
+    f->delayed = dl[0] >= 0 || dl[1] >= 0;
     f->history = r->fp8_history;
     f->margin = r->fp8_margin;
     for (size_t l = 0; l < r->nlayers; l++)
@@ -155,10 +92,11 @@ void an_fp8_findings_of(const an_run *r, an_fp8_findings *f)
             const an_cell *c = &r->layers[l].cell[k];
             an_fp8_hurt h;
             for (int fm = 0; f->unscaled && fm < 2; fm++)
-                if (hurt_of(c, (int)l, k, fm, AMPDIAG_SCALING_NONE, 0, &h))
+                if (hurt_of(c, (int)l, k, fm, un[fm], AMPDIAG_SCALING_NONE, 0, &h))
                     top_insert(f->hurt_unscaled[fm], &f->n_unscaled[fm], 3, &h);
             int fm = an_fp8_recipe_format(k) == AMPDIAG_E4M3 ? 0 : 1;
-            if (f->delayed && k != AMPDIAG_KIND_UPDATE && hurt_of(c, (int)l, k, fm, AMPDIAG_SCALING_DELAYED, f->margin, &h)) {
+            if (f->delayed && k != AMPDIAG_KIND_UPDATE &&
+                hurt_of(c, (int)l, k, fm, dl[fm], AMPDIAG_SCALING_DELAYED, f->margin, &h)) {
                 top_insert(f->hurt, &f->nhurt, AN_FP8_TOP, &h);
                 f->nhurt_all++;
             }

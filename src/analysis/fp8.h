@@ -1,19 +1,14 @@
 /*
- * fp8.h - what casting the traced tensors to FP8 would do: the /whatif rows of a version 2
- * trace read into the run's cells (the unscaled E4M3/E5M2 counts, which version 1 traces keep
- * in /tensors, and Transformer Engine's delayed scaling's), and the findings every renderer
- * prints: which tensors an FP8 recipe would hurt, and why.
+ * fp8.h - what casting the traced tensors to FP8 would do, from the E4M3 / E5M2 what-if
+ * columns of the run's cells (unscaled, and under Transformer Engine's delayed scaling): the
+ * findings every renderer prints, which tensors an FP8 recipe would hurt, and why.
  */
 #ifndef AMPDIAG_ANALYSIS_FP8_H
 #define AMPDIAG_ANALYSIS_FP8_H
 
-#include "analysis/analyze.h"
+#include "analysis/findings.h"
 
 #include <stddef.h>
-
-/* Read /whatif (absent or empty in a version 1 trace) into r's cells, and the recipe's
- * attributes. 0 or an AMPDIAG_TRACE_ error (the reader's message in err). */
-int an_fp8_load(ampdiag_trace_reader *rd, an_run *r, char *err, size_t errlen);
 
 /* The findings (part of an_findings_of). */
 void an_fp8_findings_of(const an_run *r, an_fp8_findings *f);

@@ -15,6 +15,7 @@
  * sets the verdict and every other finding stays as a reason or a warning.
  */
 #include "analysis/recommend.h"
+#include "analysis/hist.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -198,7 +199,7 @@ void rec_fmt_scale(char *buf, size_t n, double v)
 
 static int lr_eq(double a, double b) { return a == b || (isnan(a) && isnan(b)); }
 
-static int is_prec(const an_run *r, const char *p) { return strcmp(r->precision, p) == 0; }
+static int is_prec(const an_run *r, precision p) { return r->prec == p; }
 
 static uint64_t nonzero(const an_cell *c)
 {
@@ -223,7 +224,7 @@ static int learned(const an_run *r)
  * with many, as with inputs without signal, is not the lr's doing). */
 static int dead_units(const an_run *b)
 {
-    const an_findings *f = &b->find;
+    const an_findings *f = b->find;
     if (learned(b) || run_failed(b) || f->zero_grad_layer < 0 || f->zero_grad_fraction < DEAD_SHARE)
         return 0;
     const an_cell *g0 = &b->layers[f->zero_grad_layer].cell[AMPDIAG_KIND_WEIGHT_GRAD];
@@ -447,7 +448,7 @@ static double worst_lost_layer(const an_run *r, int what_if, int *layer)
     for (size_t l = 0; l < r->nlayers; l++) {
         const an_cell *u = &r->layers[l].cell[AMPDIAG_KIND_UPDATE];
         uint64_t z = nonzero(u);
-        double f = z ? (double)(what_if ? u->lost_ifb16 : u->lost) / (double)z : 0;
+        double f = z ? (double)(what_if ? u->lost_if[1] : u->lost) / (double)z : 0;
         if (f > worst) {
             worst = f;
             *layer = (int)l;
@@ -532,7 +533,7 @@ static int scale_cell(const an_run *r, size_t l, int kind, rec_scale *s, uint64_
     /* without scaling: the run's own FP16 counts, when it ran unscaled */
     if (!r->scaled) {
         uint64_t z = nonzero(c);
-        double f1 = z ? (double)c->f16u / (double)z : 0;
+        double f1 = z ? (double)c->wi[AN_WI_FP16][AMPDIAG_WHATIF_UNDERFLOW] / (double)z : 0;
         if (f1 > s->flushed1) {
             s->flushed1 = f1;
             s->flushed1_layer = (int)l;
@@ -666,10 +667,10 @@ static const an_run *forward_source(const prec_ctx *x)
 {
     const an_run *src = x->have_fp32 ? x->base : NULL;
     for (size_t i = 0; i < x->n && !src; i++)
-        if (is_prec(&x->runs[i], "fp32") && lr_eq(x->runs[i].lr, x->base->lr))
+        if (is_prec(&x->runs[i], PREC_FP32) && lr_eq(x->runs[i].lr, x->base->lr))
             src = &x->runs[i];
     for (size_t i = 0; i < x->n && !src; i++)
-        if ((is_prec(&x->runs[i], "bf16") || is_prec(&x->runs[i], "bf16-pure")) &&
+        if ((is_prec(&x->runs[i], PREC_BF16) || is_prec(&x->runs[i], PREC_BF16_PURE)) &&
             lr_eq(x->runs[i].lr, x->base->lr))
             src = &x->runs[i];
     if (src && run_failed(src))
@@ -931,7 +932,7 @@ static void rule_fp16_runs(prec_ctx *x)
     rec_format *f16 = &x->R->fp16;
     for (size_t i = 0; i < x->n; i++) {
         const an_run *r = &x->runs[i];
-        if (!is_prec(r, "fp16") || !lr_eq(r->lr, x->base->lr))
+        if (!is_prec(r, PREC_FP16) || !lr_eq(r->lr, x->base->lr))
             continue;
         if (adam_eps_zero(r) && (run_failed(r) || r->nan_values)) {
             /* cause before remedy: this run's NaN comes from its optimizer state's format, not
@@ -1114,7 +1115,7 @@ static void rule_gradient_range(prec_ctx *x)
     size_t sref = x->c->baseline;
     if (!x->have_fp32) {
         for (size_t i = 0; i < x->n; i++)
-            if ((is_prec(&x->runs[i], "bf16") || is_prec(&x->runs[i], "bf16-pure")) &&
+            if ((is_prec(&x->runs[i], PREC_BF16) || is_prec(&x->runs[i], PREC_BF16_PURE)) &&
                 !run_failed(&x->runs[i])) {
                 sref = i;
                 break;
@@ -1225,8 +1226,8 @@ static void rule_bf16_runs(prec_ctx *x)
 {
     for (size_t i = 0; i < x->n; i++) {
         const an_run *r = &x->runs[i];
-        int pure = is_prec(r, "bf16-pure");
-        if ((!is_prec(r, "bf16") && !pure) || !lr_eq(r->lr, x->base->lr))
+        int pure = is_prec(r, PREC_BF16_PURE);
+        if ((!is_prec(r, PREC_BF16) && !pure) || !lr_eq(r->lr, x->base->lr))
             continue;
         if (!pure)
             x->R->bf16.observed = 1;
@@ -1296,14 +1297,14 @@ static void rule_bf16_weights_whatif(prec_ctx *x)
     }
     int wl;
     double worst = worst_lost_layer(src, 1, &wl);
-    if (src->lost_ifb16 == 0) {
+    if (src->lost_if[1] == 0) {
         strlist_addf(&b16->good,
                      "what-if from %s: no update would be lost with BF16 weights without FP32 "
                      "master weights (every non-zero update changes its weight in BF16)",
                      src->label);
         return;
     }
-    pct(a, sizeof a, (double)src->lost_ifb16 / (double)src->update_nonzero);
+    pct(a, sizeof a, (double)src->lost_if[1] / (double)src->update_nonzero);
     pct(b, sizeof b, worst);
     strlist_addf(&b16->good,
                  "what-if from %s: %s of updates would be lost with BF16 weights without FP32 "
@@ -1499,7 +1500,7 @@ static void verdict_bf16_islands(prec_ctx *x)
     const an_comparison *c = x->c;
     char dl[256] = "", a[64];
     for (size_t i = 0; i < x->n; i++) {
-        if (!is_prec(&x->runs[i], "bf16") || !c->dev || !c->dev[i])
+        if (!is_prec(&x->runs[i], PREC_BF16) || !c->dev || !c->dev[i])
             continue;
         for (size_t k = 0; k < c->ndev[i] && k < DEV_ISLAND_LAYERS; k++)
             if (c->dev[i][k].rel >= DEV_ISLAND)
@@ -1593,8 +1594,8 @@ static void rule_island_warning(prec_ctx *x)
 static void flat_cause(const an_run *b, char *buf, size_t n)
 {
     char a[32], lost[96] = "";
-    if (isfinite(b->find.lost_fraction) && b->find.lost_fraction > LOST_MAX) {
-        pct(a, sizeof a, b->find.lost_fraction);
+    if (isfinite(b->find->lost_fraction) && b->find->lost_fraction > LOST_MAX) {
+        pct(a, sizeof a, b->find->lost_fraction);
         snprintf(lost, sizeof lost, "; %s of its updates round away even in FP32 weights", a);
     }
     if (steps_too_small(b))
@@ -1602,7 +1603,7 @@ static void flat_cause(const an_run *b, char *buf, size_t n)
                  "~1e-3%s): the lr is too low", run_ratio(b), lost);
     else if (dead_units(b))
         snprintf(buf, n, "; the cause: units died (%s's weight gradients are mostly 0): the lr is too "
-                 "high", b->layers[b->find.zero_grad_layer].name);
+                 "high", b->layers[b->find->zero_grad_layer].name);
     else
         snprintf(buf, n, "%s", "");
 }
@@ -1631,7 +1632,7 @@ static void rule_baseline_sanity(prec_ctx *x)
                      "loss %.4g is not below %.0f%% of its first, %.4g%s%s; a 16-bit run that matches "
                      "it shows little: the format findings below hold for these values, but fix the "
                      "training first (see LR)", b->label, b->tail_mean, 100 * FLAT_FRACTION, b->loss_first,
-                     b->find.last_eval && b->find.eval_is_accuracy ? " (its eval accuracy is chance-level or "
+                     b->find->last_eval && b->find->eval_is_accuracy ? " (its eval accuracy is chance-level or "
                                                                      "close)" : "", cause);
     }
 }
@@ -1656,7 +1657,7 @@ static void rule_cause_first(prec_ctx *x)
         size_t len = strlen(x->R->verdict);
         snprintf(x->R->verdict + len, sizeof x->R->verdict - len, "; first cause of %s's NaN: its "
                  "evaluation overflows %s%s%s%s while its training stays finite (validation inputs "
-                 "beyond the training range)", x->eval_run->label, is_prec(x->eval_run, "fp16") ? "FP16" : "BF16",
+                 "beyond the training range)", x->eval_run->label, is_prec(x->eval_run, PREC_FP16) ? "FP16" : "BF16",
                  where[0] ? " (" : "", where, where[0] ? ")" : "");
     }
     if (failed_by_format(x->base))
@@ -1760,7 +1761,7 @@ static int lr_sweep_point(lr_ctx *x, double lr, double *m, int *fails)
     *fails = 0;
     for (size_t i = 0; i < x->n; i++) {
         const an_run *r = &x->runs[i];
-        if (!lr_eq(r->lr, lr) || strcmp(r->precision, base->precision))
+        if (!lr_eq(r->lr, lr) || r->prec != base->prec || strcmp(r->precision, base->precision))
             continue;
         cnt++;
         if (run_failed(r)) {
@@ -1909,7 +1910,7 @@ static int lr_rule_dead_units(lr_ctx *x)
 {
     recommendation *R = x->R;
     const an_run *b = x->base;
-    const an_findings *f = &b->find;
+    const an_findings *f = b->find;
     if (!dead_units(b))
         return 0;
     char a[32];
@@ -1956,8 +1957,8 @@ static int lr_rule_too_low(lr_ctx *x)
     int flat = learns_nothing(b);
     double cap = flat ? LR_RAISE_FLAT_MAX : LR_RAISE_MAX;
     char lost[128] = "", a[32];
-    if (isfinite(b->find.lost_fraction) && b->find.lost_fraction > LOST_MAX) {
-        pct(a, sizeof a, b->find.lost_fraction);
+    if (isfinite(b->find->lost_fraction) && b->find->lost_fraction > LOST_MAX) {
+        pct(a, sizeof a, b->find->lost_fraction);
         snprintf(lost, sizeof lost, ", and %s of its non-zero updates round away even in its FP32 "
                  "weights (fl(w + dw) == w)", a);
     }
@@ -2249,7 +2250,7 @@ static void remedy_loss_scale(const an_run *runs, size_t n, recommendation *R)
         return;
     const an_run *b = &runs[R->ref];
     for (size_t i = 0; i < n; i++)
-        if (is_prec(&runs[i], "fp16") && lr_eq(runs[i].lr, b->lr) &&
+        if (is_prec(&runs[i], PREC_FP16) && lr_eq(runs[i].lr, b->lr) &&
             strcmp(runs[i].loss_scale_mode, "dynamic") == 0)
             return;
     char v[64], why[192];
@@ -2321,19 +2322,19 @@ static int fail_check_divergence(const an_run *r, strlist *why)
  * and inf for fp16, BF16 counts and inf for bf16); for an fp32 run, FP16 counts (what-if). */
 static int fail_check_overflow(const an_run *r, strlist *why)
 {
-    int fp16 = is_prec(r, "fp16") || is_prec(r, "fp32");
+    int fp16 = is_prec(r, PREC_FP16) || is_prec(r, PREC_FP32);
     for (size_t l = 0; l < r->nlayers; l++) {
         const an_layer *L = &r->layers[l];
         if (L->fp32_op || L->island)
             continue;
         for (int k = AMPDIAG_KIND_ACTIVATION; k <= AMPDIAG_KIND_WEIGHT; k += 2) {
             const an_cell *c = &L->cell[k];
-            uint64_t o = fp16 ? c->f16o : c->b16o;
-            if (!is_prec(r, "fp32"))
+            uint64_t o = fp16 ? c->wi[AN_WI_FP16][AMPDIAG_WHATIF_OVERFLOW] : c->wi[AN_WI_BF16][AMPDIAG_WHATIF_OVERFLOW];
+            if (!is_prec(r, PREC_FP32))
                 o += c->posinf + c->neginf;
             if (o) {
                 strlist_addf(why, "overflow: %s: %s forward values overflow %s%s", r->label, L->name,
-                             fp16 ? "FP16" : "BF16", is_prec(r, "fp32") ? " (what-if)" : "");
+                             fp16 ? "FP16" : "BF16", is_prec(r, PREC_FP32) ? " (what-if)" : "");
                 return 1;
             }
         }

@@ -7,7 +7,9 @@
 #ifndef AMPDIAG_RECOMMEND_H
 #define AMPDIAG_RECOMMEND_H
 
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 
 /* Hardware generation (--target). */
 typedef enum rec_target {

@@ -6,7 +6,9 @@
  */
 #include "cli/compare.h"
 
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 #include "cli/cli.h"
 #include "plot/plot.h"
 #include "report/report.h"
@@ -173,7 +175,7 @@ static int load_inputs(cmp_inputs *in, const compare_opts *o)
     if (in->bidx == (size_t)-1) {
         in->bidx = 0;
         for (size_t k = 0; k < in->total; k++)
-            if (strcmp(in->runs[k].precision, "fp32") == 0) {
+            if (in->runs[k].prec == PREC_FP32) {
                 in->bidx = k;
                 break;
             }

@@ -9,6 +9,7 @@
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
 #include "analysis/findings.h"
+#include "analysis/load.h"
 #include "cli/cli.h"
 #include "report/info.h"
 #include "util/escape.h"
@@ -118,9 +119,9 @@ int cmd_info(int argc, char **argv)
         return exit_for(rc);
     }
     if (strcmp(format, "json") == 0)
-        report_info_json(stdout, &run, &run.find);
+        report_info_json(stdout, &run, run.find);
     else
-        report_info_text(stdout, &run, &run.find, (size_t)top);
+        report_info_text(stdout, &run, run.find, (size_t)top);
     an_free(&run);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf_text(stderr, "ampdiag info: cannot write the output: %s\n", strerror(errno));

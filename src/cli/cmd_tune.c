@@ -12,7 +12,9 @@
  * DIR/tune.md, DIR/tune.json) gives each round's evidence and the remedies applied, and says
  * whether the recommendation was verified.
  */
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 #include "analysis/recommend.h"
 #include "cli/cli.h"
 #include "util/escape.h"
@@ -234,7 +236,7 @@ static int round_analyse(tune_round *r, rec_target target)
         return rc;
     r->base = 0;
     for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->runs[i].precision, "fp32") == 0) {
+        if (r->runs[i].prec == PREC_FP32) {
             r->base = i;
             break;
         }
@@ -288,7 +290,7 @@ static const char *unhealthy(const tune_round *last, const an_run *r, size_t i, 
     return NULL;
 }
 
-static double last_eval(const an_run *r) { return r->find.last_eval ? r->find.last_eval->loss : NAN; }
+static double last_eval(const an_run *r) { return r->find->last_eval ? r->find->last_eval->loss : NAN; }
 
 /* Verify the recommendation of round adv with the runs of round last (the same round, or the
  * verification round that ran the recommended configuration beside FP32). */

@@ -12,7 +12,10 @@
  * lighter shade), the label is the precision, or precision + file name where two runs share one.
  */
 #include "plot/plot.h"
-#include "analysis/analyze.h"
+#include "analysis/columns.h"
+#include "analysis/compare.h"
+#include "analysis/hist.h"
+#include "analysis/load.h"
 #include "util/escape.h"
 
 #include "ampdiag.h"
@@ -453,8 +456,8 @@ static int load_run(struct ctx *c, struct run *r, an_run *a)
     r->nevents = a->nevents;
     r->evals = a->evals;
     r->nevals = a->nevals;
-    r->hsteps = a->hist_steps;
-    r->nhsteps = a->nhist_steps;
+    r->hsteps = a->hist_steps.v;
+    r->nhsteps = a->hist_steps.n;
     /* layers into the union */
     r->lmap = malloc((r->nlayers ? r->nlayers : 1) * sizeof *r->lmap);
     if (!r->lmap)
@@ -488,11 +491,11 @@ static int load_tensors(struct ctx *c, struct run *r)
         for (int s = 0; s < NSER; s++) {
             struct tser *ts = &r->ts[(size_t)r->lmap[l] * NSER + (size_t)s];
             const an_cell *cell = &r->layers[l].cell[ser_kind[s]];
-            ts->c = r->layers[l].pts[ser_kind[s]].c;
+            ts->c = r->layers[l].pts[ser_kind[s]].v;
             ts->n = r->layers[l].pts[ser_kind[s]].n;
             ts->count = cell->count;
-            ts->under = cell->f16u;
-            ts->over = cell->f16o;
+            ts->under = cell->wi[AN_WI_FP16][AMPDIAG_WHATIF_UNDERFLOW];
+            ts->over = cell->wi[AN_WI_FP16][AMPDIAG_WHATIF_OVERFLOW];
             ts->absmax = cell->absmax > 0 && isfinite(cell->absmax) ? cell->absmax : -1;
             ts->absmin_nz = cell->absmin_nz;
         }
@@ -1404,23 +1407,13 @@ static int write_f32(struct ctx *c, const char *name, const float *v, size_t n)
     return out_close(c, &o);
 }
 
-/* The first step of a chart column's range (its one step when the columns are steps). */
-static int64_t column_start(const struct run *r, const an_column *col)
-{
-    int64_t w = r->a->env_width, d = col->role[0].step - r->a->env_origin;
-    int64_t q = d / w;
-    if (d % w != 0 && d < 0)
-        q--;
-    return r->a->env_origin + q * w;
-}
-
 static int chart_heatmap(struct ctx *c, const struct run *r)
 {
     /* columns: the recorded steps (stride = their gcd), merged to at most HEAT_MAX_COLS */
     int64_t smin = INT64_MAX, smax = INT64_MIN, stride = 0;
     for (size_t i = 0; i < c->nunion * NSER; i++)
         for (size_t k = 0; k < r->ts[i].n; k++) {
-            int64_t st = column_start(r, &r->ts[i].c[k]);
+            int64_t st = an_column_start(r->a, &r->ts[i].c[k]);
             if (st < smin) smin = st;
             if (st > smax) smax = st;
         }
@@ -1430,7 +1423,7 @@ static int chart_heatmap(struct ctx *c, const struct run *r)
     }
     for (size_t i = 0; i < c->nunion * NSER; i++)
         for (size_t k = 0; k < r->ts[i].n; k++)
-            stride = gcd64(stride, column_start(r, &r->ts[i].c[k]) - smin);
+            stride = gcd64(stride, an_column_start(r->a, &r->ts[i].c[k]) - smin);
     if (stride <= 0)
         stride = 1;
     int64_t ncols0 = (smax - smin) / stride + 1;
@@ -1491,7 +1484,7 @@ static int chart_heatmap(struct ctx *c, const struct run *r)
                     float v = ov ? cl->role[AN_ROLE_OVER].over : cl->role[AN_ROLE_UNDER].under;
                     if (isnan(v))
                         continue;
-                    size_t col = (size_t)((column_start(r, cl) - smin) / dx);
+                    size_t col = (size_t)((an_column_start(r->a, cl) - smin) / dx);
                     float *cell = &m[j * ncols + col];
                     if (isnan(*cell) || v > *cell)
                         *cell = v;
@@ -1522,7 +1515,7 @@ static int chart_heatmap(struct ctx *c, const struct run *r)
     run_context(c, ctxs, sizeof ctxs);
     snprintf(title, sizeof title, "FP16 underflow and overflow per layer: %s run (%s)%s%s",
              r->label, r->path, *ctxs ? " - " : "", ctxs);
-    int is16 = strcmp(r->precision, "fp16") == 0;
+    int is16 = r->a->prec == PREC_FP16;
     snprintf(sub, sizeof sub, "fraction that would round to 0 (underflow) or to inf (overflow) "
              "in FP16%s%s; grey: not recorded%s",
              is16 ? "; an FP16 run holds FP16 values: underflowed ones are zeros" : "",

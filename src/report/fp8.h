@@ -5,7 +5,9 @@
 #ifndef AMPDIAG_REPORT_FP8_H
 #define AMPDIAG_REPORT_FP8_H
 
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 #include "util/json.h"
 
 #include <stdio.h>

@@ -210,35 +210,21 @@ static void text_headroom(FILE *f, const an_run *r, const an_findings *fd, int f
     }
 }
 
-/* The what-if counts of a cell for format fm: 0 fp16, 1 bf16, 2 e4m3, 3 e5m2 (unscaled), 4 e4m3,
- * 5 e5m2 under delayed scaling; returns the number of values they are of. */
-static uint64_t cell_whatif(const an_cell *a, int fm, uint64_t *o, uint64_t *u, uint64_t *s)
+/* The FP8 slot (0 E4M3, 1 E5M2) of an unscaled FP8 column, else -1 (its "hurt most" list). */
+static int fp8_slot(const an_run *r, int col)
 {
-    if (fm >= 2) {
-        const uint64_t *v = fm >= 4 ? a->f8d[fm - 4] : a->f8[fm - 2];
-        *o = v[AMPDIAG_WHATIF_OVERFLOW];
-        *u = v[AMPDIAG_WHATIF_UNDERFLOW];
-        *s = v[AMPDIAG_WHATIF_SUBNORMAL];
-        return fm >= 4 ? a->f8d_values[fm - 4] : a->count;
-    }
-    *o = fm ? a->b16o : a->f16o;
-    *u = fm ? a->b16u : a->f16u;
-    *s = fm ? a->b16s : a->f16s;
-    return a->count;
+    const an_whatif_col *c = &r->wcol[col];
+    if (c->key.scaling != AMPDIAG_SCALING_NONE)
+        return -1;
+    return c->lib_format == AMPDIAG_E4M3 ? 0 : c->lib_format == AMPDIAG_E5M2 ? 1 : -1;
 }
-
-static const char *const whatif_name[6] = {"fp16", "bf16", "e4m3", "e5m2", "e4m3_delayed", "e5m2_delayed"};
-
-/* Whether the trace has what-if counts for format fm (as cell_whatif numbers them): FP16 and
- * BF16 always, the FP8 ones where it records them. */
-static int whatif_has(const an_run *r, int fm) { return fm < 2 || (fm < 4 ? r->fp8_fields : r->fp8_delayed); }
 
 static void text_fp8_hurt(FILE *f, const an_run *r, const an_findings *fd)
 {
     const an_fp8_findings *x = &fd->fp8;
     for (int fm = 0; x->unscaled && fm < 2; fm++) {
         int n = x->n_unscaled[fm];
-        fprintf(f, "%s (unscaled) would hurt most:%s\n", whatif_name[fm + 2], n ? "" : " nothing (under 0.1% of any tensor)");
+        fprintf(f, "%s (unscaled) would hurt most:%s\n", fm ? "e5m2" : "e4m3", n ? "" : " nothing (under 0.1% of any tensor)");
         for (int i = 0; i < n; i++) {
             const an_fp8_hurt *h = &x->hurt_unscaled[fm][i];
             char tl[160];
@@ -252,19 +238,18 @@ static void text_fp8_hurt(FILE *f, const an_run *r, const an_findings *fd)
 
 static void text_whatif(FILE *f, const an_run *r, const an_findings *fd)
 {
-    fprintf(f, "what if stored in fp16 / bf16%s%s (values summed over the trace; %% of all values of "
-               "that kind):\n", r->fp8_fields ? " / e4m3 / e5m2 (FP8 unscaled)" : "",
-            r->fp8_delayed ? " / e4m3 / e5m2 under delayed scaling" : "");
+    fprintf(f, "what if stored in");
+    for (int col = 0; col < r->nwcol; col++)
+        fprintf(f, "%s%s", col ? " / " : " ", r->wcol[col].name);
+    fprintf(f, " (values summed over the trace; %% of all values of that kind):\n");
     fprintf(f, "  %-16s %12s  %-18s %-18s %-18s\n", "kind", "values", "overflow", "underflow",
             "subnormal");
-    for (int fm = 0; fm < 6; fm++) {
-        if (!whatif_has(r, fm))
-            continue;
-        fprintf(f, " %s\n", whatif_name[fm]);
+    for (int col = 0; col < r->nwcol; col++) {
+        fprintf(f, " %s\n", r->wcol[col].name);
         for (int k = 0; k <= AMPDIAG_NKINDS; k++) {
             const an_cell *a = k < AMPDIAG_NKINDS ? &fd->kind[k] : &fd->all;
             char o[40], u[40], sb[40];
-            uint64_t co, cu, cs, nv = cell_whatif(a, fm, &co, &cu, &cs);
+            uint64_t co, cu, cs, nv = an_cell_whatif(a, col, &co, &cu, &cs);
             if (k < AMPDIAG_NKINDS && (a->records == 0 || nv == 0))
                 continue;
             fmt_pct(o, sizeof o, co, nv);
@@ -284,7 +269,7 @@ static void text_whatif(FILE *f, const an_run *r, const an_findings *fd)
     if (r->lost_if_fields && fd->update_nonzero > 0)
         fprintf(f, "lost updates if weights were stored in fp16 / bf16: %.3g%% / %.3g%% of updates "
                    "(%" PRIu64 " / %" PRIu64 " of %" PRIu64 " non-zero update values)\n",
-                100.0 * fd->lost_if_fp16, 100.0 * fd->lost_if_bf16, r->lost_if16, r->lost_ifb16,
+                100.0 * fd->lost_if_fp16, 100.0 * fd->lost_if_bf16, r->lost_if[0], r->lost_if[1],
                 fd->update_nonzero);
     else if (!r->lost_if_fields && fd->kind[AMPDIAG_KIND_UPDATE].records > 0)
         fprintf(f, "lost updates if weights were stored in fp16 / bf16: not recorded in this trace\n");
@@ -310,7 +295,7 @@ int report_info_text(FILE *f, const an_run *r, const an_findings *fd, size_t top
 /* The last evaluation: info's top level names its step last_step and adds the count. */
 static void json_eval(jw *w, const an_run *r, int info_keys)
 {
-    const ampdiag_trace_eval *e = r->find.last_eval;
+    const ampdiag_trace_eval *e = r->find->last_eval;
     if (!e) {
         jw_null(w, "eval");
         return;
@@ -343,9 +328,9 @@ static void json_headroom(jw *w, const char *k, const an_run *r, const an_findin
     jw_close(w, ']');
 }
 
-static void json_whatif_entry(jw *w, const char *k, const an_cell *a, int fm)
+static void json_whatif_entry(jw *w, const char *k, const an_cell *a, int col)
 {
-    uint64_t o, u, s, nv = cell_whatif(a, fm, &o, &u, &s);
+    uint64_t o, u, s, nv = an_cell_whatif(a, col, &o, &u, &s);
     double n = nv ? (double)nv : NAN;
     jw_open(w, k, '{');
     jw_u64(w, "values", nv);
@@ -466,20 +451,19 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
     jw_close(w, '}');
     jw_open(w, "what_if", '{');
-    for (int fm = 0; fm < 6; fm++) {
-        if (!whatif_has(r, fm))
-            continue;
-        jw_open(w, whatif_name[fm], '{');
+    for (int col = 0; col < r->nwcol; col++) {
+        jw_open(w, r->wcol[col].name, '{');
         for (int k = 0; k < AMPDIAG_NKINDS; k++) {
             uint64_t o, u, s;
-            if (fd->kind[k].records && cell_whatif(&fd->kind[k], fm, &o, &u, &s))
-                json_whatif_entry(w, ampdiag_kind_name(k), &fd->kind[k], fm);
+            if (fd->kind[k].records && an_cell_whatif(&fd->kind[k], col, &o, &u, &s))
+                json_whatif_entry(w, ampdiag_kind_name(k), &fd->kind[k], col);
         }
-        json_whatif_entry(w, "all", &fd->all, fm);
-        if (fm == 2 || fm == 3) {
+        json_whatif_entry(w, "all", &fd->all, col);
+        int slot = fp8_slot(r, col);
+        if (slot >= 0) {
             jw_open(w, "hurt_most", '[');
-            for (int i = 0; i < fd->fp8.n_unscaled[fm - 2]; i++) {
-                const an_fp8_hurt *h = &fd->fp8.hurt_unscaled[fm - 2][i];
+            for (int i = 0; i < fd->fp8.n_unscaled[slot]; i++) {
+                const an_fp8_hurt *h = &fd->fp8.hurt_unscaled[slot][i];
                 jw_open(w, NULL, '{');
                 jw_str(w, "layer", lname(r, h->layer));
                 jw_str(w, "kind", ampdiag_kind_name(h->kind));
@@ -506,9 +490,9 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     } else {
         jw_open(w, "lost_if_weights", '{');
         jw_u64(w, "nonzero_updates", fd->update_nonzero);
-        jw_u64(w, "fp16", r->lost_if16);
+        jw_u64(w, "fp16", r->lost_if[0]);
         jw_num(w, "fp16_fraction", fd->lost_if_fp16);
-        jw_u64(w, "bf16", r->lost_ifb16);
+        jw_u64(w, "bf16", r->lost_if[1]);
         jw_num(w, "bf16_fraction", fd->lost_if_bf16);
         jw_close(w, '}');
     }
@@ -541,7 +525,7 @@ void report_json_scale_keys(jw *w, const an_run *r)
 
 void report_json_findings(jw *w, const char *k, const an_run *r)
 {
-    const an_findings *fd = &r->find;
+    const an_findings *fd = r->find;
     jw_open(w, k, '{');
     jw_str(w, "status", r->status_text);
     jw_u64(w, "steps", r->nsteps);

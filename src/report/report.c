@@ -88,7 +88,7 @@ static int min_headroom(const an_run *r, int *layer, int *kind, double *bin, int
             const an_cell *c = &L->cell[k];
             if (!c->records)
                 continue;
-            if (strcmp(r->precision, "fp16") == 0 && !L->island && c->posinf + c->neginf) {
+            if (r->prec == PREC_FP16 && !L->island && c->posinf + c->neginf) {
                 if (!*inf) {
                     *layer = (int)l;
                     *kind = k;
@@ -126,7 +126,7 @@ static int worst_flush(const an_run *r, int *layer, int *kind, double *frac)
             uint64_t z = nonzero(c);
             if (!z)
                 continue;
-            double f = (double)c->f16u / (double)z;
+            double f = (double)c->wi[AN_WI_FP16][AMPDIAG_WHATIF_UNDERFLOW] / (double)z;
             if (!found || f > *frac) {
                 *frac = f;
                 *layer = (int)l;
@@ -231,13 +231,13 @@ static void cell_text(char *buf, size_t n, const an_run *runs, size_t i, const a
             snprintf(buf, n, "%s.%s inf", r->layers[l].name, kind_abbrev(k));
         else
             snprintf(buf, n, "%s.%s %+.1f%s", r->layers[l].name, kind_abbrev(k), h,
-                     strcmp(r->precision, "fp16") ? "*" : "");
+                     r->prec != PREC_FP16 ? "*" : "");
         break;
     }
     case ROW_FLUSH: {
         int l = 0, k = 0;
         double f = 0;
-        if (strcmp(r->precision, "fp16") == 0)
+        if (r->prec == PREC_FP16)
             /* its gradients were held in FP16 already: nothing left to flush */
             snprintf(buf, n, "n/a (held in FP16)");
         else if (!worst_flush(r, &l, &k, &f))
@@ -245,7 +245,7 @@ static void cell_text(char *buf, size_t n, const an_run *runs, size_t i, const a
         else {
             pct(a, sizeof a, f);
             snprintf(buf, n, "%s.%s %s%s", r->layers[l].name, kind_abbrev(k), a,
-                     strcmp(r->precision, "fp16") ? "*" : "");
+                     r->prec != PREC_FP16 ? "*" : "");
         }
         break;
     }
@@ -253,7 +253,7 @@ static void cell_text(char *buf, size_t n, const an_run *runs, size_t i, const a
         if (!r->update_nonzero)
             snprintf(buf, n, "-");
         else {
-            pct(a, sizeof a, r->find.lost_fraction);
+            pct(a, sizeof a, r->find->lost_fraction);
             snprintf(buf, n, "%s", a);
         }
         break;
@@ -427,11 +427,11 @@ static void remedy_line(char *buf, size_t n, const rec_remedy *m)
 static void text_fp8_runs(FILE *f, const an_run *runs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        if (!runs[i].find.fp8.delayed)
+        if (!runs[i].find->fp8.delayed)
             continue;
         char esc[STR_ESCAPED_SIZE(sizeof runs[i].label)];
         fprintf(f, "%-11s%s:\n", "FP8", str_escape_ctl(esc, sizeof esc, runs[i].label));
-        report_text_fp8(f, &runs[i], &runs[i].find.fp8, "           ");
+        report_text_fp8(f, &runs[i], &runs[i].find->fp8, "           ");
     }
 }
 
@@ -581,10 +581,10 @@ static void md_ranges(FILE *f, const an_run *r)
                 continue;
             char a[32], b[32], d[32], e[32];
             uint64_t z = nonzero(c);
-            pct(a, sizeof a, c->count ? (double)c->f16o / (double)c->count : 0);
-            pct(b, sizeof b, z ? (double)c->f16u / (double)z : 0);
-            pct(d, sizeof d, c->count ? (double)c->f16s / (double)c->count : 0);
-            pct(e, sizeof e, z ? (double)c->b16u / (double)z : 0);
+            pct(a, sizeof a, c->count ? (double)c->wi[AN_WI_FP16][AMPDIAG_WHATIF_OVERFLOW] / (double)c->count : 0);
+            pct(b, sizeof b, z ? (double)c->wi[AN_WI_FP16][AMPDIAG_WHATIF_UNDERFLOW] / (double)z : 0);
+            pct(d, sizeof d, c->count ? (double)c->wi[AN_WI_FP16][AMPDIAG_WHATIF_SUBNORMAL] / (double)c->count : 0);
+            pct(e, sizeof e, z ? (double)c->wi[AN_WI_BF16][AMPDIAG_WHATIF_UNDERFLOW] / (double)z : 0);
             fprintf(f, "| ");
             md(f, r->layers[l].name);
             fprintf(f, " | %s | ", kind_abbrev(kinds[k]));
@@ -784,20 +784,20 @@ static void json_cell(jw *w, const an_cell *c, int kind)
     jw_num(w, "bf16_headroom_under", isfinite(c->absmin_nz) ? log2(c->absmin_nz / 0x1p-126) : NAN);
     double d = c->count ? (double)c->count : NAN;
     jw_open(w, "fp16", '{');
-    jw_u64(w, "overflow", c->f16o);
-    jw_u64(w, "underflow", c->f16u);
-    jw_u64(w, "subnormal", c->f16s);
-    jw_num(w, "overflow_fraction", (double)c->f16o / d);
-    jw_num(w, "underflow_fraction", z ? (double)c->f16u / (double)z : NAN);
-    jw_num(w, "subnormal_fraction", (double)c->f16s / d);
+    jw_u64(w, "overflow", c->wi[AN_WI_FP16][AMPDIAG_WHATIF_OVERFLOW]);
+    jw_u64(w, "underflow", c->wi[AN_WI_FP16][AMPDIAG_WHATIF_UNDERFLOW]);
+    jw_u64(w, "subnormal", c->wi[AN_WI_FP16][AMPDIAG_WHATIF_SUBNORMAL]);
+    jw_num(w, "overflow_fraction", (double)c->wi[AN_WI_FP16][AMPDIAG_WHATIF_OVERFLOW] / d);
+    jw_num(w, "underflow_fraction", z ? (double)c->wi[AN_WI_FP16][AMPDIAG_WHATIF_UNDERFLOW] / (double)z : NAN);
+    jw_num(w, "subnormal_fraction", (double)c->wi[AN_WI_FP16][AMPDIAG_WHATIF_SUBNORMAL] / d);
     jw_close(w, '}');
     jw_open(w, "bf16", '{');
-    jw_u64(w, "overflow", c->b16o);
-    jw_u64(w, "underflow", c->b16u);
-    jw_u64(w, "subnormal", c->b16s);
-    jw_num(w, "overflow_fraction", (double)c->b16o / d);
-    jw_num(w, "underflow_fraction", z ? (double)c->b16u / (double)z : NAN);
-    jw_num(w, "subnormal_fraction", (double)c->b16s / d);
+    jw_u64(w, "overflow", c->wi[AN_WI_BF16][AMPDIAG_WHATIF_OVERFLOW]);
+    jw_u64(w, "underflow", c->wi[AN_WI_BF16][AMPDIAG_WHATIF_UNDERFLOW]);
+    jw_u64(w, "subnormal", c->wi[AN_WI_BF16][AMPDIAG_WHATIF_SUBNORMAL]);
+    jw_num(w, "overflow_fraction", (double)c->wi[AN_WI_BF16][AMPDIAG_WHATIF_OVERFLOW] / d);
+    jw_num(w, "underflow_fraction", z ? (double)c->wi[AN_WI_BF16][AMPDIAG_WHATIF_UNDERFLOW] / (double)z : NAN);
+    jw_num(w, "subnormal_fraction", (double)c->wi[AN_WI_BF16][AMPDIAG_WHATIF_SUBNORMAL] / d);
     jw_close(w, '}');
     if (kind == AMPDIAG_KIND_UPDATE) {
         jw_u64(w, "lost_updates", c->lost);
@@ -941,13 +941,13 @@ static void json_run(jw *w, const an_run *r, size_t i, const an_comparison *c)
     jw_num(w, "step_ratio_median", r->step_ratio_median);
     jw_u64(w, "lost", r->lost);
     jw_u64(w, "nonzero", r->update_nonzero);
-    jw_num(w, "lost_fraction", r->find.lost_fraction);
+    jw_num(w, "lost_fraction", r->find->lost_fraction);
     /* what-if: null for traces without the lost_if_* fields */
-    jw_num(w, "lost_if_fp16_fraction", r->find.lost_if_fp16);
-    jw_num(w, "lost_if_bf16_fraction", r->find.lost_if_bf16);
+    jw_num(w, "lost_if_fp16_fraction", r->find->lost_if_fp16);
+    jw_num(w, "lost_if_bf16_fraction", r->find->lost_if_bf16);
     jw_bool(w, "weights_16bit", r->weights_16bit);
     jw_close(w, '}');
-    report_json_fp8(w, r, &r->find.fp8);
+    report_json_fp8(w, r, &r->find->fp8);
 
     jw_open(w, "layers", '[');
     for (size_t l = 0; l < r->nlayers; l++) {

@@ -8,7 +8,9 @@
 
 #include <stdio.h>
 
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 #include "analysis/recommend.h"
 
 #define REPORT_JSON_VERSION 1
