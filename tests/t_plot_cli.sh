@@ -128,7 +128,7 @@ if [ $have_gnuplot = 1 ]; then
     ok $? "plot of an fp16 run skipping every step exits 0"
     c=$(check_charts "$tmp/raw" png "$tmp/out" "$tmp/err")
     ok $? "raw16: $c charts valid, gnuplot silent"
-    skipped=$($ampdiag info "$tmp/raw16.h5" | sed -n 's/^skipped steps *\([0-9]*\).*/\1/p')
+    skipped=$($ampdiag info "$tmp/raw16.h5" | sed -n 's/^  skipped steps *\([0-9]*\).*/\1/p')
     marks=$(awk 'BEGIN{b=0} /^$/{e++; if(e==2)b++; next} {e=0} !/^#/ && b==0 && $1!="NaN"' "$tmp/raw/loss-marks.dat" | wc -l)
     backoffs=$(awk 'BEGIN{b=0} /^$/{e++; if(e==2)b++; next} {e=0} !/^#/ && b==0 && $1!="NaN"' "$tmp/raw/loss-scale-marks.dat" | wc -l)
     [ -n "$skipped" ] && [ "$skipped" -gt 0 ] && [ "$marks" -eq "$skipped" ] && [ "$backoffs" -eq "$skipped" ]

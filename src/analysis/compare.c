@@ -4,6 +4,7 @@
  * judged against, and the layers whose activations deviate most.
  */
 #include "analysis/compare.h"
+#include "analysis/findings.h"
 #include "analysis/load_internal.h"
 #include "util/sort.h"
 
@@ -110,6 +111,18 @@ static int same_config_but_seed(const an_run *a, const an_run *b)
            a->seed != b->seed;
 }
 
+/* A finding of the comparison about run i (judged against run j, or -1). NULL (c->oom set) when
+ * out of memory. */
+static an_finding *note(an_comparison *c, an_fid id, size_t i, long j)
+{
+    an_finding *f = an_finding_add(&c->list, id, (int)i);
+    if (!f)
+        c->oom = 1;
+    else
+        f->s.run2 = (int32_t)j;
+    return f;
+}
+
 /* c->layer_map: each run's layers matched to the baseline's by name (-1: none), with a note
  * for a run whose layers do not all match. 0, or -1 when out of memory. */
 static int match_layers(an_run *runs, size_t n, size_t base, an_comparison *c)
@@ -130,13 +143,15 @@ static int match_layers(an_run *runs, size_t n, size_t base, an_comparison *c)
                     break;
                 }
         }
-        if (i != base && (matched < r->nlayers || matched < b->nlayers))
-            strlist_addf(&c->notes,
-                         "%s: %zu of its %zu layers match the baseline's %zu by name; the others are "
-                         "reported but not compared",
-                         r->label, matched, r->nlayers, b->nlayers);
+        an_finding *f;
+        if (i != base && (matched < r->nlayers || matched < b->nlayers) &&
+            (f = note(c, F_CMP_LAYERS, i, base))) {
+            f->v[0] = (double)matched;
+            f->v[1] = (double)r->nlayers;
+            f->v[2] = (double)b->nlayers;
+        }
     }
-    return 0;
+    return c->oom ? -1 : 0;
 }
 
 /* A layer that one run's autocast kept in FP32 is an FP32 op in every run of the comparison:
@@ -155,74 +170,73 @@ static void share_fp32_ops(an_run *runs, size_t n, size_t base, const an_compari
                 runs[i].layers[l].fp32_op = 1;
 }
 
-/* A note on a run that did not finish: cut off (still 'running') or interrupted. */
-static void note_status(an_comparison *c, const an_run *r)
+/* A run that did not finish: cut off (still 'running') or interrupted. */
+static void note_status(an_comparison *c, const an_run *r, size_t i)
 {
+    an_finding *f = NULL;
     if (r->cut_off)
-        strlist_addf(&c->notes,
-                     "%s: cut off (status still 'running'): %zu steps up to its last flush",
-                     r->label, r->nsteps);
+        f = note(c, F_CMP_CUT_OFF, i, -1);
     else if (r->status == AMPDIAG_STATUS_INTERRUPTED)
-        strlist_addf(&c->notes, "%s: interrupted after %zu steps", r->label, r->nsteps);
+        f = note(c, F_CMP_INTERRUPTED, i, -1);
+    if (f)
+        f->v[0] = (double)r->nsteps;
 }
 
-/* A note for each way run r's configuration differs from the baseline b's, saying what it
- * means for the comparison. */
-static void note_config(an_comparison *c, const an_run *r, const an_run *b)
+/* Two figures of a finding (NULL: nothing). */
+static void two(an_finding *f, double a, double b)
+{
+    if (f) {
+        f->v[0] = a;
+        f->v[1] = b;
+    }
+}
+
+/* Two strings of a finding. */
+static void two_str(an_finding *f, const char *a, const char *b)
+{
+    if (f) {
+        f->str[0] = a;
+        f->str[1] = b;
+    }
+}
+
+/* Each way run r's configuration differs from the baseline b's (the words say what it means for
+ * the comparison). */
+static void note_config(an_comparison *c, const an_run *r, size_t i, const an_run *b, size_t bi)
 {
     if (strcmp(r->model, b->model))
-        strlist_addf(&c->notes,
-                     "%s: model '%s' differs from the baseline's '%s': layers are matched by name "
-                     "and the loss gap mixes model and precision",
-                     r->label, r->model, b->model);
+        two_str(note(c, F_CMP_MODEL, i, bi), r->model, b->model);
     if (strcmp(r->data, b->data))
-        strlist_addf(&c->notes,
-                     "%s: data '%s' differs from the baseline's '%s': losses are not comparable",
-                     r->label, r->data, b->data);
+        two_str(note(c, F_CMP_DATA, i, bi), r->data, b->data);
     if (r->seed != b->seed)
-        strlist_addf(&c->notes,
-                     "%s: seed %" PRId64 " differs from the baseline's %" PRId64
-                     ": the gap includes seed-to-seed noise",
-                     r->label, r->seed, b->seed);
+        two(note(c, F_CMP_SEED, i, bi), (double)r->seed, (double)b->seed);
     if (r->nsteps != b->nsteps)
-        strlist_addf(&c->notes,
-                     "%s: %zu steps recorded, the baseline %zu: curves are compared over the "
-                     "steps both have",
-                     r->label, r->nsteps, b->nsteps);
+        two(note(c, F_CMP_STEPS, i, bi), (double)r->nsteps, (double)b->nsteps);
     if (!(r->lr == b->lr) && !(isnan(r->lr) && isnan(b->lr)))
-        strlist_addf(&c->notes,
-                     "%s: lr %g differs from the baseline's %g: its gap measures the learning "
-                     "rate as well as the precision",
-                     r->label, r->lr, b->lr);
+        two(note(c, F_CMP_LR, i, bi), r->lr, b->lr);
     if (strcmp(r->optimizer, b->optimizer))
-        strlist_addf(&c->notes, "%s: optimizer %s differs from the baseline's %s", r->label,
-                     r->optimizer, b->optimizer);
+        two_str(note(c, F_CMP_OPTIMIZER, i, bi), r->optimizer, b->optimizer);
     if (r->batch != b->batch)
-        strlist_addf(&c->notes, "%s: batch %" PRId64 " differs from the baseline's %" PRId64,
-                     r->label, r->batch, b->batch);
+        two(note(c, F_CMP_BATCH, i, bi), (double)r->batch, (double)b->batch);
 }
 
-/* Comparability: a note on each run that did not finish, on each difference from the
- * baseline's configuration, and on a baseline that is not an FP32 trace. */
+/* Comparability: each run that did not finish, each difference from the baseline's
+ * configuration, and a baseline that is not an FP32 trace. */
 static void note_differences(const an_run *runs, size_t n, size_t base, an_comparison *c)
 {
     const an_run *b = &runs[base];
     for (size_t i = 0; i < n; i++) {
-        note_status(c, &runs[i]);
+        note_status(c, &runs[i], i);
         if (i != base)
-            note_config(c, &runs[i], b);
+            note_config(c, &runs[i], i, b, base);
     }
     if (!c->baseline_is_fp32) {
         int any_fp32 = 0;
         for (size_t i = 0; i < n; i++)
             any_fp32 |= runs[i].prec == PREC_FP32;
-        if (any_fp32)
-            strlist_addf(&c->notes, "the baseline is %s (%s), not an FP32 trace: gaps are measured "
-                         "against it", b->label, b->path);
-        else
-            strlist_addf(&c->notes,
-                         "no FP32 trace given: the baseline is %s (%s); gaps are measured against it",
-                         b->label, b->path);
+        an_finding *f = note(c, any_fp32 ? F_CMP_BASELINE_NOT_FP32 : F_CMP_NO_FP32, base, -1);
+        if (f)
+            f->str[0] = b->path;
     }
 }
 
@@ -232,8 +246,9 @@ static void curve_gap(an_gap *g, const an_run *b, const an_run *r, int64_t first
 {
     double worst = 0;
     int have_seg = 0;
-    for (int s = 0; s < 10 && span >= 10; s++) {
-        int64_t from = first - 1 + span * s / 10, to = first - 1 + span * (s + 1) / 10;
+    int64_t nseg = (int64_t)an_k(K_CURVE_SEGMENTS);
+    for (int64_t s = 0; s < nseg && span >= nseg; s++) {
+        int64_t from = first - 1 + span * s / nseg, to = first - 1 + span * (s + 1) / nseg;
         double mb = mean_loss(b, from, to, NULL, NULL), mr = mean_loss(r, from, to, NULL, NULL);
         if (!isfinite(mb) || isnan(mr) || mb == 0)
             continue;
@@ -263,7 +278,10 @@ static void loss_gap(an_gap *g, const an_run *b, const an_run *r, int is_base)
     int64_t lend = r->last_step < b->last_step ? r->last_step : b->last_step;
     int64_t first = b->first_step > r->first_step ? b->first_step : r->first_step;
     int64_t span = lend - first + 1;
-    int64_t w = span / 10 < 10 ? 10 : span / 10;
+    int64_t wmin = (int64_t)an_k(K_FINAL_WINDOW_MIN);
+    int64_t w = (int64_t)((double)span * an_k(K_FINAL_WINDOW_SHARE));
+    if (w < wmin)
+        w = wmin;
     if (es >= 0 && es >= lend - w) {
         g->eval = 1;
         g->step = es;
@@ -290,7 +308,7 @@ static void noise_band(const an_run *runs, size_t n, size_t base, an_comparison 
 {
     const an_run *b = &runs[base];
     if (isfinite(b->tail_mean) && b->tail_mean != 0 && b->tail_w > 1)
-        c->tail_noise_rel = 2 * b->tail_sd / sqrt((double)b->tail_w) / fabs(b->tail_mean);
+        c->tail_noise_rel = an_k(K_NOISE_SE) * b->tail_sd / sqrt((double)b->tail_w) / fabs(b->tail_mean);
     double vals[64];
     size_t k = 0;
     int use_eval = 1;
@@ -313,7 +331,7 @@ static void noise_band(const an_run *runs, size_t n, size_t base, an_comparison 
         m /= (double)k;
         for (size_t i = 0; i < k; i++)
             ss += (vals[i] - m) * (vals[i] - m);
-        c->band = 2 * sqrt(ss / (double)(k - 1)) / fabs(m);
+        c->band = an_k(K_NOISE_SE) * sqrt(ss / (double)(k - 1)) / fabs(m);
         c->band_from_seeds = 1;
         c->band_seeds = k;
     } else if (b->nevals && isfinite(b->evals[b->nevals - 1].loss_se) &&
@@ -321,10 +339,11 @@ static void noise_band(const an_run *runs, size_t n, size_t base, an_comparison 
         /* the noise of the quantity judged: the baseline's eval loss, 2 standard errors of its
          * mean over the validation examples */
         const ampdiag_trace_eval *e = &b->evals[b->nevals - 1];
-        c->band = fmax(0.01, 2 * e->loss_se / fabs(e->loss));
+        c->band = fmax(an_k(K_NOISE_BAND_MIN), an_k(K_NOISE_SE) * e->loss_se / fabs(e->loss));
         c->band_from_eval = 1;
     } else {
-        c->band = isfinite(c->tail_noise_rel) ? fmax(0.01, c->tail_noise_rel) : 0.01;
+        double lo = an_k(K_NOISE_BAND_MIN);
+        c->band = isfinite(c->tail_noise_rel) ? fmax(lo, c->tail_noise_rel) : lo;
     }
 }
 
@@ -386,6 +405,39 @@ static int layer_deviation(an_run *runs, size_t i, size_t base, an_comparison *c
     return 0;
 }
 
+/* Each run's loss gap as a finding (F_CMP_GAP), judged against the noise band. */
+static void gap_findings(an_comparison *c)
+{
+    for (size_t i = 0; i < c->nruns; i++) {
+        const an_gap *g = &c->gap[i];
+        an_finding *f;
+        if (!g->have || !(f = note(c, F_CMP_GAP, i, (long)c->baseline)))
+            continue;
+        const double v[10] = {g->eval, (double)g->step, g->base, g->value, g->rel, c->band,
+                              g->rel > c->band, g->curve_max_rel, (double)g->curve_max_from,
+                              (double)g->curve_max_to};
+        memcpy(f->v, v, sizeof v);
+        f->s.from = f->s.to = g->step;
+    }
+}
+
+/* The layers whose activations deviate most from the baseline's, up to DEV_ISLAND_LAYERS of
+ * each run, as findings (F_CMP_DEVIATION, rank 1 the most). */
+static void deviation_findings(an_comparison *c)
+{
+    for (size_t i = 0; i < c->nruns; i++)
+        for (size_t k = 0; c->dev && c->dev[i] && k < c->ndev[i] && k < an_k(K_DEV_ISLAND_LAYERS); k++) {
+            an_finding *f = note(c, F_CMP_DEVIATION, i, (long)c->baseline);
+            if (!f)
+                return;
+            f->s.layer = c->dev[i][k].layer;
+            f->s.kind = AMPDIAG_KIND_ACTIVATION;
+            f->v[0] = c->dev[i][k].rel;
+            f->v[1] = (double)c->dev[i][k].n;
+            f->v[2] = (double)(k + 1);
+        }
+}
+
 int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
 {
     memset(c, 0, sizeof *c);
@@ -405,6 +457,10 @@ int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
     if (match_layers(runs, n, base, c))
         return -1;
     share_fp32_ops(runs, n, base, c);
+    /* the runs' findings again: their index in the comparison, and the FP32 ops shared */
+    for (size_t i = 0; i < n; i++)
+        if (an_findings_refresh(&runs[i], (int)i))
+            return -1;
     note_differences(runs, n, base, c);
     for (size_t i = 0; i < n; i++)
         loss_gap(&c->gap[i], b, &runs[i], i == base);
@@ -412,7 +468,9 @@ int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
     for (size_t i = 0; i < n; i++)
         if (i != base && layer_deviation(runs, i, base, c))
             return -1;
-    return c->notes.oom ? -1 : 0;
+    gap_findings(c);
+    deviation_findings(c);
+    return c->oom ? -1 : 0;
 }
 
 void an_comparison_free(an_comparison *c)
@@ -429,6 +487,6 @@ void an_comparison_free(an_comparison *c)
     free(c->dev);
     free(c->ndev);
     free(c->layer_map);
-    strlist_free(&c->notes);
+    vec_free(&c->list);
     memset(c, 0, sizeof *c);
 }

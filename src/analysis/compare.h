@@ -7,7 +7,7 @@
 #define AMPDIAG_ANALYSIS_COMPARE_H
 
 #include "analysis/run.h"
-#include "util/strlist.h"
+#include "analysis/evidence.h"
 
 /* Labels for runs shown together (compare's report and the charts alike): the precision, with
  * " lr X" / " seed N" when those differ between the runs, or the file name where two would
@@ -48,10 +48,14 @@ typedef struct an_comparison {
     an_layer_dev **dev;   /* [nruns] sorted, largest first; NULL for the baseline */
     size_t *ndev;
     int **layer_map;      /* [nruns][run's nlayers] -> baseline layer index or -1 */
-    strlist notes;        /* comparability: what differs and what it means */
+    an_finding_list list; /* the comparison's findings (evidence.h): what differs between the
+                             runs (the notes), each run's loss gap, the layers deviating most */
+    int oom;
 } an_comparison;
 
-/* Compare every run with runs[baseline]; labels the runs. Returns 0 or -1 (out of memory). */
+/* Compare every run with runs[baseline]: labels the runs, shares the layers a run kept in FP32
+ * by name, and computes every run's findings again with its index in runs (an_findings_refresh).
+ * Returns 0 or -1 (out of memory). */
 int an_compare(an_run *runs, size_t nruns, size_t baseline, an_comparison *c);
 void an_comparison_free(an_comparison *c);
 

@@ -125,6 +125,7 @@ static void init_run(an_run *r)
     r->fwd_nonfinite_step = -1;
     r->fwd_nonfinite_layer = -1;
     r->first_nonfinite.step = r->first_forward.step = r->eval_forward.step = -1;
+    r->eval_forward.rows_from = r->eval_forward.rows_to = -1;
     r->divergence_step = -1;
     r->ratio_median = r->step_ratio_median = NAN;
     r->rec_step_min = INT64_MAX;
@@ -309,7 +310,7 @@ int an_load_fail(char *err, size_t errlen, int rc, const char *path, const char 
  * AMPDIAG_TRACE_ENOMEM (message in L->err). */
 static int analyse(load_ctx *L, an_run *r)
 {
-    if (an_findings_of(r))
+    if (an_findings_of(r, 0))
         return an_load_fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "findings");
     return 0;
 }
@@ -361,6 +362,8 @@ int an_load_finish(ampdiag_trace_reader *rd, const an_options *opt, an_run *r, c
     r->events = L.ev;
     r->nevents = L.nev;
     L.ev = NULL;
+    /* a run alone is labelled by its precision (an_label_runs labels runs shown together) */
+    snprintf(r->label, sizeof r->label, "%s", r->precision[0] ? r->precision : "?");
     if ((rc = index_steps(&L, r)) || (rc = summarise(&L, r, opt)) ||
         (rc = an_load_records(L.rd, r, opt, err, errlen)) || (rc = analyse(&L, r)))
         goto out;

@@ -179,6 +179,7 @@ typedef struct an_event_ref {
     int layer;    /* -1 for global */
     int code;
     double value;
+    int64_t rows_from, rows_to; /* an evaluation's: the validation rows of its batch, or -1 */
     char message[AMPDIAG_TRACE_MESSAGE_LEN];
 } an_event_ref;
 

@@ -4,6 +4,7 @@
  * loss spikes (the live run's detectors of src/monitor/, replayed), the gradient-norm
  * statistics of the clip rule, the update ratio of the steps.
  */
+#include "analysis/evidence.h"
 #include "analysis/load_internal.h"
 #include "monitor/monitor.h"
 #include "util/sort.h"
@@ -105,7 +106,9 @@ static void final_window(an_run *r)
 {
     const an_step *st = r->steps;
     size_t n = r->nsteps;
-    size_t w = n / 10 < 10 ? 10 : n / 10;
+    size_t wmin = (size_t)an_k(K_FINAL_WINDOW_MIN), w = (size_t)((double)n * an_k(K_FINAL_WINDOW_SHARE));
+    if (w < wmin)
+        w = wmin;
     if (w > n)
         w = n;
     r->tail_w = w;
@@ -148,7 +151,8 @@ void an_summarise_steps(an_run *r, const an_options *o)
     r->scale_final = st[n - 1].loss_scale;
     r->scale_min = st[0].loss_scale;
     r->scale_min_step = st[0].step;
-    long warm = o && o->warmup >= 0 ? o->warmup : (long)(n / 5 < 100 ? n / 5 : 100);
+    size_t wmax = (size_t)an_k(K_WARMUP_MAX), share = (size_t)((double)n * an_k(K_WARMUP_SHARE));
+    long warm = o && o->warmup >= 0 ? o->warmup : (long)(share < wmax ? share : wmax);
     r->calib = (size_t)warm;
     int skipped_at_min = 0;
     for (size_t i = 0; i < n; i++) {
@@ -360,7 +364,7 @@ void an_scan_events(an_run *r)
         int nonfin = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD ||
                      c == AMPDIAG_EV_NAN_BACKWARD || c == AMPDIAG_EV_INF_BACKWARD;
         int fwd = c == AMPDIAG_EV_NAN_FORWARD || c == AMPDIAG_EV_INF_FORWARD;
-        int eval = fwd && strncmp(ev[i].message, "eval:", 5) == 0;
+        int eval = fwd && ev[i].phase == AMPDIAG_PHASE_EVAL;
         an_event_ref *targets[3] = {nonfin ? &r->first_nonfinite : NULL, fwd ? &r->first_forward : NULL,
                                     eval ? &r->eval_forward : NULL};
         for (int j = 0; j < 3; j++) {
@@ -371,6 +375,8 @@ void an_scan_events(an_run *r)
             e->layer = ev[i].layer;
             e->code = c;
             e->value = ev[i].value;
+            e->rows_from = ev[i].rows_from;
+            e->rows_to = ev[i].rows_to;
             snprintf(e->message, sizeof e->message, "%s", ev[i].message);
         }
     }

@@ -227,7 +227,7 @@ static int print_summary(const train_config *c, const train_result *r)
     }
     report_run_extra x = {r->wall_s, r->trace_bytes, r->trace_threads, r->trace_wait_s,
                           c->trace_every > 0};
-    report_run_summary(stdout, &run, run.find, &x);
+    report_run_summary(stdout, &run, &x, 0);
     an_free(&run);
     return 0;
 }
