@@ -646,7 +646,7 @@ static void test_baseline_sanity(void)
     use_runs(runs, 2);
     ok(an_compare(runs, 2, 0, &c) == 0 && recommend(runs, 2, &c, TGT_ANY, REC_FAIL_NAN, &R) == 0, "rules");
     ok((R.fail_held & REC_FAIL_NAN) && has_line(&R, SEC_FAIL, "eval loss", "not finite") &&
-           rec_find_item(&R, SEC_FAIL, R_FAIL_EVAL, F_EVAL_ONLY_NONFINITE),
+           rec_find_item(&R, SEC_FAIL, R_FAIL_EVAL_ONLY, F_EVAL_ONLY_NONFINITE),
        "an eval loss that is not finite (and nothing else) holds --fail-on nan");
     rec_free(&R);
     an_comparison_free(&c);

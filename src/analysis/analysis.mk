@@ -32,6 +32,14 @@ ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c s
 # loss scale boundaries, unscaling, skip rates, divergence, noise band, JSON escaping);
 # t_compare_cli.sh: `ampdiag compare` on traces of the scenario presets (the verdict and reason
 # each must get), JSON validity, --fail-on exit codes, bad input; t_sweep.sh: `ampdiag sweep`.
+# t_messages: the message table's templates, number styles and ids (src/messages/)
+check_PROGRAMS += tests/t_messages
+tests_t_messages_SOURCES = tests/t_messages.c
+tests_t_messages_LDADD = $(AMPDIAG_ANALYSIS_LIBS) -lm
+TESTS += tests/t_messages
+# t_format_axis.sh: a format added to the table (a dummy one, in a trace) reaches every report
+TESTS += tests/t_format_axis.sh
+EXTRA_DIST += tests/t_format_axis.sh
 check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm

@@ -191,7 +191,7 @@ static void fail_nan(const an_run *runs, size_t i, recommendation *R)
 {
     const an_finding *f;
     if ((f = rf(runs, i, F_EVAL_ONLY_NONFINITE)))
-        held(R, R_FAIL_EVAL, f, -1, (const double[]){(double)runs[i].evals[runs[i].nevals - 1].step}, 1);
+        held(R, R_FAIL_EVAL_ONLY, f, -1, (const double[]){(double)runs[i].evals[runs[i].nevals - 1].step}, 1);
     else if ((f = rf(runs, i, F_FWD_NONFINITE)))
         held(R, R_FAIL_FWD, f, -1, NULL, 0);
     else if ((f = rf(runs, i, F_LOSS_NONFINITE)))

@@ -12,6 +12,7 @@
 #include "train/train.h"
 #include "util/path.h"
 #include "util/escape.h"
+#include "util/wrap.h"
 
 #include <errno.h>
 #include <math.h>
@@ -54,10 +55,17 @@ static const struct scenario {
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 
+/* The scenarios, each name with what it shows and its options, wrapped to the width. */
 static void list_scenarios(FILE *f)
 {
-    for (size_t i = 0; i < NSCENARIOS; i++)
-        fprintf(f, "  %-24s %s\n  %-24s (%s)\n", scenarios[i].name, scenarios[i].what, "", scenarios[i].args);
+    int width = wrap_width(f);
+    for (size_t i = 0; i < NSCENARIOS; i++) {
+        char label[40], args[600];
+        snprintf(label, sizeof label, "  %s", scenarios[i].name);
+        snprintf(args, sizeof args, "(%s)", scenarios[i].args);
+        wrap_para(f, label, 27, scenarios[i].what, width);
+        wrap_para(f, "", 27, args, width);
+    }
 }
 
 static void usage(FILE *f)
