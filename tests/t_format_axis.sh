@@ -3,7 +3,7 @@
 # them: a trace gets a dummy 8-bit format "dummy8" (a /formats row) and /whatif rows for it (the
 # unscaled E4M3 rows with a quarter of each tensor's values overflowing), as a later tracer
 # would write them. The reader, the findings, info (text and JSON), compare (text, Markdown,
-# JSON) must show it as a what-if column of its own, with its counts, by name: a
+# JSON) and plot must show it as a what-if column of its own, with its counts, by name: a
 # format the reports never heard of. Needs a Python with h5py; SKIP without.
 AMPDIAG=${AMPDIAG:-./ampdiag}
 srcdir=${srcdir:-.}
@@ -46,7 +46,8 @@ PY
     "$AMPDIAG" info "$T/a.h5" > "$T/info-plain.txt" &&
     "$AMPDIAG" compare --format json "$T/a.h5" "$T/b.h5" > "$T/compare.json" &&
     "$AMPDIAG" compare --what-if dummy8 "$T/a.h5" "$T/b.h5" > "$T/compare.txt" &&
-    "$AMPDIAG" compare --format md --what-if dummy8 "$T/a.h5" "$T/b.h5" > "$T/compare.md" ||
+    "$AMPDIAG" compare --format md --what-if dummy8 "$T/a.h5" "$T/b.h5" > "$T/compare.md" &&
+    "$AMPDIAG" plot --what-if dummy8 --no-draw "$T/a.h5" -o "$T/charts" > "$T/plot.txt" ||
     { echo "Bail out! a command failed"; exit 1; }
 exec "$py" - "$T" <<'PY'
 import json, os, sys
@@ -79,6 +80,13 @@ md = open(T + "/compare.md").read()
 ok("dummy8 overflow" in md, "compare --format md --what-if dummy8: a dummy8 column in the ranges table")
 ct = open(T + "/compare.txt").read()
 ok("dummy8 (unscaled) would hurt most:" in ct, "compare's text names the tensors dummy8 would hurt")
+charts = sorted(os.listdir(T + "/charts"))
+ok("dummy8-heatmap-fp32.gp" in charts and any(c.startswith("dummy8-heatmap-fp32-") and c.endswith(".bin") for c in charts),
+   "plot --what-if dummy8: a heatmap of its own, with its data (%s)" % [c for c in charts if "dummy8" in c][:3])
+gp = open(T + "/charts/dummy8-heatmap-fp32.gp").read()
+ok("would flush to zero in DUMMY8" in gp and "overflow in DUMMY8" in gp, "... its panels name the format")
+lr = open(T + "/charts/layer-ranges-weight_grad.gp").read()
+ok("DUMMY8: > 240" in lr, "... and its overflow band is on the range chart (240 is in range)")
 print("1..%d" % n)
 sys.exit(failed)
 PY

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 void an_cell_init(an_cell *c)
 {
@@ -194,4 +195,36 @@ const char *an_layer_name(const an_run *r, int layer)
     if ((size_t)layer < r->nlayers)
         return r->layers[layer].name;
     return "?";
+}
+
+int an_whatif_own(const an_run *r, int col)
+{
+    if (col < 0 || col >= r->nwcol || r->prec == PREC_FP32)
+        return 0;
+    const an_whatif_col *c = &r->wcol[col];
+    return c->lib_format >= 0 && c->lib_format == (int)precision_format(r->prec) &&
+           c->key.scaling == AMPDIAG_SCALING_NONE;
+}
+
+/* name is one of the comma-separated names of list (case-insensitive). */
+static int list_names(const char *list, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t k = strcspn(p, ",");
+        if (k == len && strncasecmp(p, name, len) == 0)
+            return 1;
+        p += k + (p[k] == ',');
+    }
+    return 0;
+}
+
+int an_whatif_named(const an_run *r, int col, const char *list)
+{
+    if (col < 0 || col >= r->nwcol || !list || !*list)
+        return 0;
+    const an_whatif_col *c = &r->wcol[col];
+    int fp8 = c->lib_format == AMPDIAG_E4M3 || c->lib_format == AMPDIAG_E5M2;
+    return list_names(list, "all") || (fp8 && list_names(list, "fp8")) || list_names(list, c->name) ||
+           list_names(list, c->format);
 }

@@ -53,7 +53,7 @@ static void record_add(an_run *r, struct tensor_pass *tp, const ampdiag_trace_te
     uint64_t nonfin = x->n_nan + x->n_posinf + x->n_neginf;
     r->nan_values += x->n_nan;
     int grew = 0;
-    if ((tp->keep & (1u << x->kind)) && an_columns_add(r, &L->pts[x->kind], x, &grew))
+    if ((tp->keep & (1u << x->kind)) && an_columns_add(r, &L->pts[x->kind], x, tp->v1_fp8, &grew))
         tp->oom = 1;
     if (grew)
         an_columns_widen(r, tp->keep);
@@ -229,6 +229,10 @@ static int load_whatif(ampdiag_trace_reader *rd, an_run *r)
             if (col < 0)
                 continue;
             an_cell *c = &r->layers[w[i].layer].cell[w[i].kind];
+            if (w[i].count)
+                an_columns_whatif(r, &r->layers[w[i].layer].pts[w[i].kind], w[i].step, col,
+                                  (double)w[i].underflow / (double)w[i].count,
+                                  (double)w[i].overflow / (double)w[i].count);
             c->wi[col][AMPDIAG_WHATIF_OVERFLOW] += w[i].overflow;
             c->wi[col][AMPDIAG_WHATIF_UNDERFLOW] += w[i].underflow;
             c->wi[col][AMPDIAG_WHATIF_SUBNORMAL] += w[i].subnormal;
@@ -291,8 +295,10 @@ static void sort_columns(an_run *r)
         cols[i] = r->wcol[from[i]];
     memcpy(r->wcol, cols, (size_t)n * sizeof *cols);
     for (size_t l = 0; l < r->nlayers; l++)
-        for (int k = 0; k < AMPDIAG_NKINDS; k++)
+        for (int k = 0; k < AMPDIAG_NKINDS; k++) {
             permute_cell(&r->layers[l].cell[k], from, n);
+            an_columns_permute(&r->layers[l].pts[k], from, n);
+        }
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -125,9 +125,17 @@ enum {
     AN_ROLE_UNDER, AN_ROLE_OVER, AN_ROLE_NONFINITE, AN_ROLE_LAST, AN_NROLES
 };
 
+/* What-if columns (the format axis) a chart column keeps fractions of: the first ones, in the
+ * run's column order (FP16 and BF16 first). */
+#define AN_CHART_WI 8
+
 typedef struct an_column {
     an_point role[AN_NROLES];
     uint64_t records;        /* records in the column */
+    /* the largest fraction of a record's values that would underflow (flush to zero) / overflow
+     * in what-if column c (NaN: no record counted it), and of exact zeros */
+    float under[AN_CHART_WI], over[AN_CHART_WI];
+    float zero;
 } an_column;
 
 /* Columns of the run's grid (an_run.env_origin, env_width), ascending. A run with at most
@@ -328,6 +336,11 @@ int an_whatif_find(const an_run *r, int lib_format, int scaling);
 /* The column of a format named by the trace (any format, known to this version or not) under
  * a key; registered when new (key order: see an_whatif_col). -1 when the run has
  * AN_MAX_WHATIF columns already. */
+/* Column col is the run's own format (its precision's, unscaled): an FP16 run's FP16 column. */
+int an_whatif_own(const an_run *r, int col);
+/* A --what-if list names column col: "all", its name ("e4m3_delayed"), its format's ("e4m3"),
+ * or "fp8" for E4M3 and E5M2 (case-insensitive, comma-separated). */
+int an_whatif_named(const an_run *r, int col, const char *list);
 int an_whatif_column(an_run *r, const char *format, int lib_format, const an_whatif_key *key,
                      int source, int32_t trace_index, double max_finite, double min_normal,
                      double min_subnormal);

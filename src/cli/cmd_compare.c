@@ -217,6 +217,7 @@ static int draw_charts(const cmp_inputs *in, const compare_opts *o, const recomm
 {
     plot_options po;
     plot_options_init(&po);
+    po.whatif = o->whatif;
     char clip_label[96];
     char err[1024];
     int plot_rc = 0;

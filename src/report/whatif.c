@@ -12,12 +12,6 @@
 #include <string.h>
 #include <strings.h>
 
-/* The column's format is the run's own precision (an FP8 run would show its FP8 columns). */
-static int own_format(const an_run *r, const an_whatif_col *c)
-{
-    return c->lib_format >= 0 && c->lib_format == (int)precision_format(r->prec) && r->prec != PREC_FP32;
-}
-
 /* name is one of the comma-separated names of list (case-insensitive). */
 static int named(const char *list, const char *name)
 {
@@ -35,13 +29,7 @@ int report_whatif_shown(const an_run *r, int col, const char *list)
 {
     if (col < 0 || col >= r->nwcol)
         return 0;
-    const an_whatif_col *c = &r->wcol[col];
-    if (col == AN_WI_FP16 || col == AN_WI_BF16 || own_format(r, c))
-        return 1;
-    if (!list || !*list)
-        return 0;
-    int fp8 = c->lib_format == AMPDIAG_E4M3 || c->lib_format == AMPDIAG_E5M2;
-    return named(list, "all") || (fp8 && named(list, "fp8")) || named(list, c->name) || named(list, c->format);
+    return col == AN_WI_FP16 || col == AN_WI_BF16 || an_whatif_own(r, col) || an_whatif_named(r, col, list);
 }
 
 void report_whatif_hidden_names(char *buf, size_t n, const an_run *runs, size_t nruns, const char *list)
