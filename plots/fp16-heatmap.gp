@@ -74,8 +74,7 @@ do for [p=1:npanels] {
     } else {
         if (panel_kind[p] >= 2) {
             set palette defined (0 '#fcfbfd', 0.35 '#bcbddc', 0.7 '#807dba', 1 '#3f007d')
-            set cblabel (panel_kind[p] == 2 ? 'increase of the share of exact zeros' : 'share of exact zeros') \
-                offset -0.5, 0
+            set cblabel (panel_kind[p] == 2 ? 'extra share of zeros' : 'share of exact zeros') offset -0.5, 0
         } else {
             set palette defined (0 '#f7fbff', 0.35 '#9ecae1', 0.7 '#3182bd', 1 '#08306b')
             set cblabel 'fraction flushing to zero' offset -0.5, 0

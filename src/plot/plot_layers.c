@@ -461,14 +461,14 @@ static void heat_words(const struct ctx *c, const struct heat *h, chart *ch)
                  an_k(K_FP16_MARGIN_AT));
     snprintf(ch->what, sizeof ch->what, "%s flush to zero and overflow per layer", h->fmt);
     if (h->own && h->base)
-        snprintf(ch->subtitle, sizeof ch->subtitle, "a %s run holds %s values: nothing would flush, values that "
-                 "did are zeros: left, the increase of its share of exact zeros over %s at the same step; grey: "
-                 "not recorded%s", r->precision, h->fmt, h->base->label,
+        snprintf(ch->subtitle, sizeof ch->subtitle, "the run holds %s values, so nothing would flush (what did "
+                 "became zeros): left, how much its share of exact zeros exceeds %s's at the same step; grey: not "
+                 "recorded%s", h->fmt, h->base->label,
                  h->merge > 1 || r->a->env_width > 1 ? "; a column: the most of several steps" : "");
     else if (h->own)
-        snprintf(ch->subtitle, sizeof ch->subtitle, "a %s run holds %s values: nothing would flush, values that "
-                 "did are zeros: left, its share of exact zeros (true zeros among them: draw it with an FP32 run "
-                 "to see the increase); grey: not recorded", r->precision, h->fmt);
+        snprintf(ch->subtitle, sizeof ch->subtitle, "the run holds %s values, so nothing would flush (what did "
+                 "became zeros): left, its share of exact zeros, true zeros among them (draw it with an FP32 run of "
+                 "its model and data to see the increase); grey: not recorded", h->fmt);
     else
         snprintf(ch->subtitle, sizeof ch->subtitle, "fraction that would round to 0 or to inf in %s%s%s; grey: not "
                  "recorded%s", h->fmt, r->scaled ? "; gradients as held (times the loss scale)" :
