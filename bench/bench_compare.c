@@ -7,8 +7,11 @@
  *
  * usage: bench_compare [--steps N] [--trace-every N] [--hist-every N] [--keep]
  */
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 #include "analysis/recommend.h"
+#include "messages/messages.h"
 #include "report/report.h"
 
 #include "../tests/compare_synth.h"
@@ -136,8 +139,12 @@ int main(int argc, char **argv)
         if (d - cc < best_rec) best_rec = d - cc;
         if (e - d < best_txt) best_txt = e - d;
         if (f - e < best_json) best_json = f - e;
-        if (rep == 0)
-            printf("  verdict: %s\n", R.verdict);
+        if (rep == 0) {
+            char v[2000];
+            msg_ctx m = {.runs = runs, .nruns = 2, .baseline = 0, .R = &R};
+            msg_verdict(v, sizeof v, &m);
+            printf("  verdict: %s\n", v);
+        }
         rec_free(&R);
         an_comparison_free(&c);
         an_free(&runs[0]);

@@ -54,7 +54,7 @@ ASAN_RUN := allocator_may_return_null=1:quarantine_size_mb=16:malloc_context_siz
 .PHONY: build run
 build: $(BINS)
 
-$(B)/obj/src/cli/ampdiag.o: EXTRA := -Dmain=ampdiag_main
+$(B)/obj/src/cli/main.o: EXTRA := -Dmain=ampdiag_main
 $(B)/obj/%.o: $(srcdir)/%.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CFLAGS_F) $(EXTRA) -c $< -o $@

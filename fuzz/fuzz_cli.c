@@ -1,6 +1,6 @@
 /*
  * fuzz_cli.c - libFuzzer target: the command line. The input is one argument per line; the
- * program's own main (src/cli/ampdiag.c, built with main renamed ampdiag_main) dispatches them
+ * program's own main (src/cli/main.c, built with main renamed ampdiag_main) dispatches them
  * to the subcommand, which parses them with its real option table and value checks. When a
  * subcommand's options are all read (cli_parsed_hook), the target leaves: no trace is opened,
  * no file written, no training started. Errors go to stderr (run with -close_fd_mask=3).

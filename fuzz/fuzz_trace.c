@@ -6,7 +6,7 @@
  * outcome but a crash, a sanitizer report or a hang is fine: refusing the file is the usual one.
  */
 #include "ampdiag_trace.h"
-#include "analysis/analyze.h"
+#include "analysis/load.h"
 #include "analysis/findings.h"
 #include "analysis/recommend.h"
 #include "report/info.h"
@@ -62,8 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                     1u << AMPDIAG_KIND_WEIGHT_GRAD};
     char err[512];
     if (an_load(path, &ao, &run, err, sizeof err) == 0) {
-        report_info_text(fuzz_devnull(), &run, &run.find, 5);
-        report_info_json(fuzz_devnull(), &run, &run.find);
+        report_info_text(fuzz_devnull(), &run, run.find, 5);
+        report_info_json(fuzz_devnull(), &run, run.find);
         read_hists(&run);
         compare_self(path, &run);
     }

@@ -269,12 +269,22 @@ typedef struct ampdiag_trace_hist {
     uint64_t bin[AMPDIAG_HIST_BINS]; /* as ampdiag_hist: see ampdiag.h */
 } ampdiag_trace_hist;
 
+/* When an event happened: in a training step or in an evaluation after it. */
+typedef enum ampdiag_event_phase {
+    AMPDIAG_PHASE_TRAIN = 0,
+    AMPDIAG_PHASE_EVAL = 1
+} ampdiag_event_phase;
+
 typedef struct ampdiag_trace_event {
     int64_t step;
     int32_t layer;           /* index into /layers, or -1 for a global event */
     int32_t code;            /* ampdiag_event_code; -1 if the file holds an unknown name */
     double value;            /* meaning depends on code (see ampdiag_event_code); NaN if none */
     char message[AMPDIAG_TRACE_MESSAGE_LEN];
+    /* added after the fields above (a record written without them reads as a training
+     * step's, or as its message says: traces/FORMAT.md) */
+    int32_t phase;           /* ampdiag_event_phase */
+    int64_t rows_from, rows_to; /* the validation rows of an evaluation's batch, or -1 */
 } ampdiag_trace_event;
 
 typedef struct ampdiag_trace_eval {
@@ -438,9 +448,14 @@ int ampdiag_trace_append_whatif(ampdiag_trace_writer *w, int64_t step, int layer
  * and returns 0. */
 int ampdiag_trace_append_quant(ampdiag_trace_writer *w, int64_t step, int layer, ampdiag_tensor_kind kind,
                                const ampdiag_qstats *q);
-/* layer -1 for a global event; msg may be NULL. */
+/* layer -1 for a global event; msg may be NULL. A training step's event. */
 int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
                                ampdiag_event_code code, double value, const char *msg);
+/* The same in a phase: an evaluation's (AMPDIAG_PHASE_EVAL) names the validation rows of the
+ * batch it met (rows_from..rows_to, -1 when not known). */
+int ampdiag_trace_append_event_in(ampdiag_trace_writer *w, int64_t step, int layer,
+                                  ampdiag_event_code code, double value, const char *msg,
+                                  ampdiag_event_phase phase, int64_t rows_from, int64_t rows_to);
 int ampdiag_trace_append_eval(ampdiag_trace_writer *w, int64_t step, double loss, double metric);
 /* The same with the standard error of the eval loss (its noise: readers build the noise band of
  * a comparison from it). */

@@ -1,9 +1,10 @@
 # grad-norm.gp - global gradient norm against step with clip values (template of ampdiag plot).
 #
 # Variables (written before this template in grad-norm.gp of the output directory):
-#   outfile, term ('png' or 'svg'), width, height, chart_title, chart_subtitle
+#   outfile, term ('png' or 'svg'), width, height, chart_title, chart_subtitle; chart_head:
+#   the heading (title and subtitle wrapped to the width)
 #   nruns; run_title[r], run_color[r], run_color_light[r]   r = 1..nruns
-#   xmin, xmax, ymin, ymax; logy (1: log scale)
+#   xmin, xmax, ymin, ymax; logy (1: log scale); ytics_spec, mytics_n: the log axis' labels
 #   nclip; clip_title[i], clip_color[i], clip_dt[i]          i = 1..nclip
 # Data: grad-norm.dat (index r-1: step, norm (unscaled, before clipping; NaN where not finite),
 #   centred moving average); grad-norm-clip.dat (index i-1: two points of the clip line i)
@@ -14,7 +15,7 @@ if (term eq 'svg') {
 }
 set output outfile
 
-set title sprintf("%s\n{/*0.85 %s}", chart_title, chart_subtitle)
+set title chart_head
 set xlabel 'optimizer step'
 set ylabel 'gradient L2 norm (unscaled, before clipping)'
 set xrange [xmin:xmax]
@@ -23,11 +24,10 @@ if (logy) {
     set logscale y 10
     set ylabel 'gradient L2 norm (unscaled, before clipping; log scale)'
     set format y '%g'
-    set mytics 10
-    # label 2 and 5 times the powers of ten as well: one decade is often all there is
-    do for [e=floor(log10(ymin)):ceil(log10(ymax))] {
-        set ytics add (sprintf('%g', 2 * 10.0**e) 2 * 10.0**e, sprintf('%g', 5 * 10.0**e) 5 * 10.0**e)
-    }
+    # at most 8 labels whatever the range: 2x and 5x the powers of ten when there are few
+    # decades, every k-th power of ten when there are many (ytics_spec, written by ampdiag)
+    eval('set ytics '.ytics_spec)
+    set mytics mytics_n
 }
 set border 3
 set tics nomirror

@@ -1,7 +1,8 @@
 # loss-scale.gp - loss scale (log2 axis) of the runs that used one (template of ampdiag plot).
 #
 # Variables (written before this template in loss-scale.gp of the output directory):
-#   outfile, term ('png' or 'svg'), width, height, chart_title, chart_subtitle
+#   outfile, term ('png' or 'svg'), width, height, chart_title, chart_subtitle; chart_head:
+#   the heading (title and subtitle wrapped to the width)
 #   nruns; run_title[r], run_color[r], run_color_light[r]   r = 1..nruns (scaled runs only)
 #   xmin, xmax; ymin, ymax, ytic (powers of 2; ytic = factor between ticks)
 #   nbackoff, ngrowth                                       markers in total (for the key)
@@ -15,7 +16,7 @@ if (term eq 'svg') {
 }
 set output outfile
 
-set title sprintf("%s\n{/*0.85 %s}", chart_title, chart_subtitle)
+set title chart_head
 set xlabel 'optimizer step'
 set ylabel 'loss scale (log_2 scale)'
 set xrange [xmin:xmax]

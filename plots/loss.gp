@@ -3,8 +3,9 @@
 # ampdiag writes loss.gp in the output directory: these variables, then this template.
 #   outfile, term ('png' or 'svg'), width, height   output file, format, size in pixels
 #   chart_title, chart_subtitle                      text (enhanced markup escaped)
+#   chart_head                                       the heading: both, wrapped to the width
 #   nruns; run_title[r], run_color[r], run_color_light[r]; has_eval[r]   r = 1..nruns
-#   xmin, xmax, ymin, ymax; logy (1: log scale); smooth_w (moving-average window, steps)
+#   xmin, xmax, ymin, ymax; logy (1: log scale); ytics_spec, mytics_n: the log axis' labels; smooth_w (moving-average window, steps)
 #   nskip, nnonfinite                                markers in total (for the key)
 # Data (index r-1 = run r):
 #   loss.dat        step, loss (NaN where not finite), centred moving average
@@ -17,7 +18,7 @@ if (term eq 'svg') {
 }
 set output outfile
 
-set title sprintf("%s\n{/*0.85 %s}", chart_title, chart_subtitle)
+set title chart_head
 set xlabel 'optimizer step'
 set ylabel 'loss (cross-entropy, nats)'
 set xrange [xmin:xmax]
@@ -26,11 +27,10 @@ if (logy) {
     set logscale y 10
     set ylabel 'loss (cross-entropy, nats; log scale)'
     set format y '%g'
-    set mytics 10
-    # label 2 and 5 times the powers of ten as well: one decade is often all there is
-    do for [e=floor(log10(ymin)):ceil(log10(ymax))] {
-        set ytics add (sprintf('%g', 2 * 10.0**e) 2 * 10.0**e, sprintf('%g', 5 * 10.0**e) 5 * 10.0**e)
-    }
+    # at most 8 labels whatever the range: 2x and 5x the powers of ten when there are few
+    # decades, every k-th power of ten when there are many (ytics_spec, written by ampdiag)
+    eval('set ytics '.ytics_spec)
+    set mytics mytics_n
 }
 set border 3
 set tics nomirror

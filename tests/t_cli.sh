@@ -78,6 +78,11 @@ for c in $("$AMPDIAG" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z]*\) .*/
     nc=$((nc + 1))
 done
 [ $nc -eq 9 ] ; t $? "--help lists the 9 commands ($nc)"
+# not on a terminal and without COLUMNS: no help line wider than 100 columns
+wide=$(for c in "" $("$AMPDIAG" --help | sed -n '/^Commands:/,/^$/s/^  \([a-z][a-z]*\) .*/\1/p'); do
+    COLUMNS= "$AMPDIAG" $c --help; done | awk 'length($0) > 100' | head -2)
+[ -z "$wide" ] ; t $? "every --help fits 100 columns${wide:+: $wide}"
+"$AMPDIAG" help terms | grep -q '^Terms:' && "$AMPDIAG" help rules | grep -q '^### Findings' ; t $? "help terms and help rules: the glossary and the rules' reference"
 a help
 [ $rc -eq 0 ] && [ "$out" = "$("$AMPDIAG" --help)" ] && echo "$out" | grep -q '^Usage: ampdiag COMMAND' ; t $? "help: the global help on stdout"
 a help nosuch

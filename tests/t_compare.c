@@ -5,10 +5,15 @@
  * and histograms, skip rates, divergence, loss spikes, the noise band from seeds, the learning
  * rate rules, FP32 islands, --fail-on, and JSON escaping.
  */
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/hist.h"
+#include "analysis/load.h"
 #include "analysis/lrfind.h"
 #include "analysis/recommend.h"
+#include "messages/messages.h"
 #include "report/report.h"
+#include "util/sort.h"
 
 #include "compare_synth.h"
 #include "tap.h"
@@ -58,18 +63,78 @@ static void load(const char *path, an_run *r)
     }
 }
 
-static int has_line(const strlist *l, const char *a, const char *b)
+/* The runs the words of the recommendation R name (set before a check reads R's words). */
+static const an_run *cur_runs;
+static size_t cur_n;
+
+static msg_ctx ctx_of(const recommendation *R)
 {
-    for (size_t i = 0; i < l->n; i++)
-        if (strstr(l->s[i], a) && (!b || strstr(l->s[i], b)))
+    msg_ctx m = {.runs = cur_runs, .nruns = cur_n, .baseline = 0, .R = R};
+    return m;
+}
+
+/* The words (message table) of item i of R. */
+static const char *words(const recommendation *R, size_t i)
+{
+    static char buf[4096];
+    msg_ctx m = ctx_of(R);
+    msg_item(buf, sizeof buf, &m, &R->items.v[i]);
+    return buf;
+}
+
+/* An item of section sec (REC_NSECS: any) whose words hold a (and b when given). */
+static int has_line(const recommendation *R, rec_sec sec, const char *a, const char *b)
+{
+    for (size_t i = 0; i < R->items.n; i++)
+        if ((sec == REC_NSECS || R->items.v[i].sec == sec) && strstr(words(R, i), a) &&
+            (!b || strstr(words(R, i), b)))
             return 1;
     return 0;
 }
 
-static void dump(const strlist *l)
+/* The words of the first item of a section ("" when it has none). */
+static const char *first_line(const recommendation *R, rec_sec sec)
 {
-    for (size_t i = 0; i < l->n; i++)
-        diag("  %s", l->s[i]);
+    for (size_t i = 0; i < R->items.n; i++)
+        if (R->items.v[i].sec == sec)
+            return words(R, i);
+    return "";
+}
+
+static const char *verdict_of(const recommendation *R)
+{
+    static char buf[4096];
+    msg_ctx m = ctx_of(R);
+    msg_verdict(buf, sizeof buf, &m);
+    return buf;
+}
+
+static const char *section_of(const recommendation *R, rec_sec sec)
+{
+    static char buf[4096];
+    msg_ctx m = ctx_of(R);
+    msg_section(buf, sizeof buf, &m, sec, " ");
+    return buf;
+}
+
+static void dump(const recommendation *R, rec_sec sec)
+{
+    for (size_t i = 0; i < R->items.n; i++)
+        if (R->items.v[i].sec == sec)
+            diag("  %s", words(R, i));
+}
+
+/* Figure `name` of the finding f (NaN without it). */
+static double fig(const an_finding *f, const char *name)
+{
+    int k = f ? an_finding_fig(f->id, name) : -1;
+    return k >= 0 ? f->v[k] : NAN;
+}
+
+static void use_runs(const an_run *runs, size_t n)
+{
+    cur_runs = runs;
+    cur_n = n;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -77,10 +142,10 @@ static void dump(const strlist *l)
 static void test_helpers(void)
 {
     double v[] = {5, 1, 3, 2, 4};
-    ok(an_median(v, 5) == 3, "median of 5 values");
+    ok(median_doubles(v, 5) == 3, "median of 5 values");
     double w[] = {4, 1, 3, 2};
-    ok(an_median(w, 4) == 2.5, "median of 4 values is the mean of the middle two");
-    ok(isnan(an_median(w, 0)), "median of nothing is NaN");
+    ok(median_doubles(w, 4) == 2.5, "median of 4 values is the mean of the middle two");
+    ok(isnan(median_doubles(w, 0)), "median of nothing is NaN");
 
     uint64_t h[AMPDIAG_HIST_BINS] = {0};
     h[AMPDIAG_HIST_BIN(-26)] = 10; /* |x| in [2^-26, 2^-25): flushed at scale 1 */
@@ -101,12 +166,17 @@ static void test_helpers(void)
     ok(an_hist_quantile_log2(h, 0.05) == -26 && an_hist_quantile_log2(h, 0.5) == -15,
        "histogram quantiles (bin lower edges)");
 
-    unsigned m;
+    rec_fail_set m;
     char err[256];
-    ok(rec_fail_parse("nan,skips", &m, err, sizeof err) == 0 && m == (FAIL_NAN | FAIL_SKIPS),
+    ok(rec_fail_parse("nan,skips", &m, err, sizeof err) == 0 && m == (REC_FAIL_NAN | REC_FAIL_SKIPS),
        "--fail-on nan,skips");
     ok(rec_fail_parse("all", &m, err, sizeof err) == 0 &&
-           m == (FAIL_NAN | FAIL_SKIPS | FAIL_DIVERGENCE | FAIL_OVERFLOW), "--fail-on all");
+           m == (REC_FAIL_NAN | REC_FAIL_SKIPS | REC_FAIL_DIVERGENCE | REC_FAIL_OVERFLOW), "--fail-on all");
+    ok(rec_fail_parse("loss_nonfinite,diverged", &m, err, sizeof err) == 0 &&
+           m == (REC_FAIL_BIT(F_LOSS_NONFINITE) | REC_FAIL_BIT(F_DIVERGED)),
+       "--fail-on takes finding ids");
+    ok(strcmp(rec_fail_name(F_EVAL_NONFINITE), "nan") == 0 && strcmp(rec_fail_name(F_DIVERGED), "divergence") == 0,
+       "a finding in a group is named by its group");
     ok(rec_fail_parse("divergence,bogus", &m, err, sizeof err) == -1 && strstr(err, "'bogus'"),
        "--fail-on with an unknown word is refused, naming it: %s", err);
     rec_target t;
@@ -147,26 +217,37 @@ static void test_fp32(void)
     an_comparison c;
     recommendation R;
     ok(an_compare(&r, 1, 0, &c) == 0, "compare one trace");
-    ok(recommend(&r, 1, &c, TGT_ANY, FAIL_NAN | FAIL_SKIPS | FAIL_DIVERGENCE | FAIL_OVERFLOW, &R) == 0,
+    use_runs(&r, 1);
+    ok(recommend(&r, 1, &c, TGT_ANY, REC_FAIL_NAN | REC_FAIL_SKIPS | REC_FAIL_DIVERGENCE | REC_FAIL_OVERFLOW,
+                 &R) == 0,
        "recommend");
-    ok(R.scale.have && R.scale.log2 == 16 && R.scale.max_grad_layer == 1 &&
-           R.scale.max_grad_kind == AMPDIAG_KIND_WEIGHT_GRAD,
-       "loss scale 2^16: 0.25 * 2^17 = 32768 > 65504/2 (got 2^%d from layer %d)", R.scale.log2,
-       R.scale.max_grad_layer);
-    ok(R.scale.flushed == 0 && R.scale.from_hist, "nothing flushes at 2^16 (gradients at 2^-10, 2^-12)");
-    ok(R.precision == REC_BF16 && R.predicted, "one FP32 trace: bf16, predicted (%s)", R.verdict);
-    ok(R.lr == LR_KEEP && has_line(&R.lr_why, "0.001", "target ~1e-3"), "lr: keep (%s)", R.lr_line);
-    ok(R.clip_have && fabs(R.clip_value - 2.60695) < 1e-12 && R.clip_frac == 0, "clip 2.61 (%s)", R.clip_line);
-    ok(has_line(&R.clip_why, "P99 1.98", "MAD 0.25"), "the clip line prints its numbers");
+    ok(R.scale && fig(R.scale, "log2") == 16 && R.scale->s.layer == 1 &&
+           R.scale->s.kind == AMPDIAG_KIND_WEIGHT_GRAD,
+       "loss scale 2^16: 0.25 * 2^17 = 32768 > 65504/2 (got 2^%g from layer %d)", fig(R.scale, "log2"),
+       R.scale ? R.scale->s.layer : -1);
+    ok(!an_run_finding(&r, F_FLUSH_AT_SCALE) && fig(R.scale, "from_hist") == 1,
+       "nothing flushes at 2^16 (gradients at 2^-10, 2^-12)");
+    ok(R.precision == REC_BF16 && R.predicted, "one FP32 trace: bf16, predicted (%s)", verdict_of(&R));
+    ok(R.lr == LR_KEEP && has_line(&R, SEC_LR, "0.001", "target ~1e-3"), "lr: keep (%s)",
+       section_of(&R, SEC_LR_LINE));
+    ok(R.clip_have && fabs(R.clip_value - 2.60695) < 1e-12 && R.clip_frac == 0, "clip 2.61 (%s)",
+       section_of(&R, SEC_CLIP_LINE));
+    ok(has_line(&R, SEC_CLIP, "P99 1.98", "MAD 0.25"), "the clip line prints its numbers");
     ok((R.fail_held & R.fail_mask) == 0, "no --fail-on condition holds");
-    if (R.lr != LR_KEEP)
-        dump(&R.lr_why);
+    const rec_decision *dp = NULL;
+    for (size_t i = 0; i < R.decisions.n; i++)
+        if (R.decisions.v[i].what == WHAT_PRECISION)
+            dp = &R.decisions.v[i];
+    ok(dp && strcmp(dp->to, "bf16") == 0 && dp->conf == CONF_HYPOTHESIS,
+       "the precision decision: bf16, a hypothesis (predicted from the FP32 trace)");
+    if (R.lr != LR_KEEP || !has_line(&R, SEC_LR, "0.001", "target ~1e-3"))
+        dump(&R, SEC_LR);
 
     /* at sm75 (no BF16) the verdict is fp16 with the scale */
     recommendation R2;
-    ok(recommend(&r, 1, &c, TGT_SM75, 0, &R2) == 0 && R2.precision == REC_FP16 &&
-           strstr(R2.verdict, "initial scale 2^16"),
-       "sm75: fp16 + dynamic loss scaling, initial 2^16 (%s)", R2.verdict);
+    int rc2 = recommend(&r, 1, &c, TGT_SM75, 0, &R2);
+    ok(rc2 == 0 && R2.precision == REC_FP16 && strstr(verdict_of(&R2), "initial scale 2^16"),
+       "sm75: fp16 + dynamic loss scaling, initial 2^16 (%s)", verdict_of(&R2));
     rec_free(&R2);
     rec_free(&R);
     an_comparison_free(&c);
@@ -204,17 +285,24 @@ static void test_fp16(void)
 
     an_comparison c;
     recommendation R;
-    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_ANY, FAIL_SKIPS, &R) == 0, "rules");
-    ok(R.scale.log2 == 20, "the largest gradient 32752 * 2^-20 allows exactly 2^20 (got 2^%d)", R.scale.log2);
-    ok(R.scale.flushed == 0 && fabs(R.scale.subnormal - 0.1) < 1e-12,
-       "histograms unscaled: at 2^20, 2^-45 becomes 2^-25: a subnormal, not flushed (%g, %g)",
-       R.scale.flushed, R.scale.subnormal);
-    ok(has_line(&R.fp16.issues, "3 of 900 steps skipped", "first at step 50"),
-       "skip rate 3/900 > 1/500 rules fp16 out, with the numbers");
-    ok(R.fp16.decisive && R.precision == REC_BF16, "-> bf16 (%s)", R.verdict);
-    ok((R.fail_held & FAIL_SKIPS) && has_line(&R.fail_why, "skips:", "3 of 900"), "--fail-on skips holds");
-    if (!has_line(&R.fp16.issues, "3 of 900 steps skipped", NULL))
-        dump(&R.fp16.issues);
+    use_runs(&r, 1);
+    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_ANY, REC_FAIL_SKIPS, &R) == 0, "rules");
+    ok(fig(R.scale, "log2") == 20, "the largest gradient 32752 * 2^-20 allows exactly 2^20 (got 2^%g)",
+       fig(R.scale, "log2"));
+    const an_finding *sub = an_run_finding(&r, F_SUBNORMAL_AT_SCALE);
+    ok(!an_run_finding(&r, F_FLUSH_AT_SCALE) && fabs(fig(sub, "share") - 0.1) < 1e-12,
+       "histograms unscaled: at 2^20, 2^-45 becomes 2^-25: a subnormal, not flushed (%g)", fig(sub, "share"));
+    const rec_item *sk = rec_find_item(&R, SEC_FP16_AGAINST, R_FP16_SKIPS, F_SKIPS_ABOVE_LIMIT);
+    ok(sk && fig(sk->f, "skipped_after") == 3 && fig(sk->f, "steps_after") == 900 && fig(sk->f, "first_step") == 50,
+       "skip rate 3/900 > 1/500 rules fp16 out: its finding holds 3, 900, first at 50");
+    ok(has_line(&R, SEC_FP16_AGAINST, "3 of 900 steps skipped", "first at step 50"),
+       "... and its words print the numbers");
+    ok(R.fp16.decisive && R.precision == REC_BF16, "-> bf16 (%s)", verdict_of(&R));
+    ok((R.fail_held & REC_FAIL_BIT(F_SKIPS_ABOVE_LIMIT)) && has_line(&R, SEC_FAIL, "skipped 3 of 900", NULL) &&
+           strcmp(rec_fail_name(F_SKIPS_ABOVE_LIMIT), "skips") == 0,
+       "--fail-on skips holds: the finding skips_above_limit");
+    if (!has_line(&R, SEC_FP16_AGAINST, "3 of 900 steps skipped", NULL))
+        dump(&R, SEC_FP16_AGAINST);
     rec_free(&R);
     an_comparison_free(&c);
     an_free(&r);
@@ -234,13 +322,21 @@ static void test_divergence_and_lr(void)
     ok(isinf(r.tail_mean), "the final window holds NaN: its mean is infinite");
     an_comparison c;
     recommendation R;
-    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_ANY, FAIL_DIVERGENCE | FAIL_NAN, &R) == 0,
+    use_runs(&r, 1);
+    ok(an_compare(&r, 1, 0, &c) == 0 &&
+           recommend(&r, 1, &c, TGT_ANY, REC_FAIL_DIVERGENCE | REC_FAIL_NAN, &R) == 0,
        "rules");
-    ok(R.precision == REC_UNDECIDED, "the FP32 baseline diverges: no precision verdict (%s)", R.verdict);
+    ok(R.precision == REC_UNDECIDED, "the FP32 baseline diverges: no precision verdict (%s)", verdict_of(&R));
     /* below where the instability began, by as much as the ratio says (no 10x cap) */
     ok(R.lr == LR_LOWER && fabs(R.lr_factor - 0.02) < 1e-12 && fabs(R.lr_suggested - 2e-5) < 1e-15,
-       "lr x min(0.5, 1e-3/0.05) = x0.02 (%s)", R.lr_line);
-    ok((R.fail_held & FAIL_DIVERGENCE) && (R.fail_held & FAIL_NAN), "--fail-on divergence and nan hold");
+       "lr x min(0.5, 1e-3/0.05) = x0.02 (%s)", section_of(&R, SEC_LR_LINE));
+    const rec_decision *dl = NULL;
+    for (size_t i = 0; i < R.decisions.n; i++)
+        if (R.decisions.v[i].what == WHAT_LR)
+            dl = &R.decisions.v[i];
+    ok(dl && fabs(dl->value - 2e-5) < 1e-15 && dl->nbecause > 0,
+       "the lr decision: 2e-5, with the findings behind it (%zu)", dl ? dl->nbecause : 0);
+    ok((R.fail_held & REC_FAIL_DIVERGENCE) && (R.fail_held & REC_FAIL_NAN), "--fail-on divergence and nan hold");
     rec_free(&R);
     an_comparison_free(&c);
     an_free(&r);
@@ -251,7 +347,7 @@ static void test_divergence_and_lr(void)
     load(p, &r);
     ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_ANY, 0, &R) == 0, "rules");
     ok(R.lr == LR_RAISE && fabs(R.lr_factor - 10) < 1e-12, "ratio 2e-5: lr x min(10, 50) = x10 (%s)",
-       R.lr_line);
+       section_of(&R, SEC_LR_LINE));
     rec_free(&R);
     an_comparison_free(&c);
     an_free(&r);
@@ -288,12 +384,17 @@ static void test_compare_runs(void)
     ok(fabs(c.gap[4].rel - 0.5) < 1e-9, "bf16 gap +50%%");
     ok(strcmp(runs[0].label, "fp32 seed 1") == 0 && strcmp(runs[3].label, "fp16 seed 1") == 0,
        "labels name the seed when seeds differ (%s)", runs[3].label);
-    ok(has_line(&c.notes, "seed 2 differs", NULL), "a note says the seed differs");
+    const an_finding *seed = an_finding_find(&c.list, F_CMP_SEED, 1);
+    ok(seed && seed->s.run2 == 0, "a finding says the seed of run 1 differs from the baseline's");
     recommendation R;
+    use_runs(runs, 5);
     ok(recommend(runs, 5, &c, TGT_ANY, 0, &R) == 0, "rules");
-    ok(has_line(&R.bf16.issues, "outside the noise band", "+50%"), "bf16 outside the band, with numbers");
-    ok(has_line(&R.fp16.good, "within the noise band", "+15%"), "fp16 within the band");
-    ok(R.precision == REC_FP16, "-> fp16 + loss scaling (%s)", R.verdict);
+    const rec_item *out = rec_find_item(&R, SEC_BF16_AGAINST, R_GAP_OUTSIDE, F_CMP_GAP);
+    ok(out && out->f->s.run == 4 && fabs(fig(out->f, "rel") - 0.5) < 1e-9 && fig(out->f, "outside") == 1,
+       "bf16 outside the band: its loss_gap finding (+50%%)");
+    ok(has_line(&R, SEC_BF16_AGAINST, "outside the noise band", "+50%"), "... and the words print it");
+    ok(has_line(&R, SEC_FP16_FOR, "within the noise band", "+15%"), "fp16 within the band");
+    ok(R.precision == REC_FP16, "-> fp16 + loss scaling (%s)", verdict_of(&R));
     rec_free(&R);
     an_comparison_free(&c);
 
@@ -316,14 +417,26 @@ static void test_compare_runs(void)
     s.act_absmax[0] = 1e5;
     an_run r;
     load(write_trace("overflow", &s), &r);
-    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_SM70, FAIL_OVERFLOW, &R) == 0, "rules");
-    ok(has_line(&R.fp16.issues, "forward overflow: fc1 activations reach 1e+05", "65520"),
+    use_runs(&r, 1);
+    ok(an_compare(&r, 1, 0, &c) == 0 && recommend(&r, 1, &c, TGT_SM70, REC_FAIL_OVERFLOW, &R) == 0, "rules");
+    const rec_item *ov = rec_find_item(&R, SEC_FP16_AGAINST, R_FP16_FWD_OVERFLOW, F_FWD_OVERFLOW);
+    ok(ov && ov->f->s.layer == 0, "forward overflow: the finding names fc1");
+    ok(has_line(&R, SEC_FP16_AGAINST, "forward overflow: fc1 activations reach 1e+05", "65520"),
        "forward overflow named with its value");
     ok(R.precision == REC_FP16 && strcmp(R.fp32_layers, "fc1,fc2") == 0,
-       "sm70: fp16 with FP32 layers fc1,fc2 (%s)", R.verdict);
-    ok(R.fail_held & FAIL_OVERFLOW, "--fail-on overflow holds (what-if)");
+       "sm70: fp16 with FP32 layers fc1,fc2 (%s)", verdict_of(&R));
+    const rec_decision *di = NULL;
+    for (size_t i = 0; i < R.decisions.n; i++)
+        if (R.decisions.v[i].what == WHAT_FP32_LAYERS)
+            di = &R.decisions.v[i];
+    ok(di && strcmp(di->to, "fc1,fc2") == 0 && strcmp(di->option, "--fp32-layers") == 0 &&
+           di->scope == REM_RECOMMENDED,
+       "a decision: --fp32-layers fc1,fc2 for the recommended run");
+    ok(R.fail_held & REC_FAIL_OVERFLOW, "--fail-on overflow holds (what-if)");
     rec_free(&R);
-    ok(recommend(&r, 1, &c, TGT_SM80, 0, &R) == 0 && R.precision == REC_BF16, "sm80: bf16 (%s)", R.verdict);
+    int rc80 = recommend(&r, 1, &c, TGT_SM80, 0, &R);
+    ok(rc80 == 0 && R.precision == REC_BF16, "sm80: bf16 (%s)",
+       verdict_of(&R));
     rec_free(&R);
     an_comparison_free(&c);
     an_free(&r);
@@ -530,8 +643,10 @@ static void test_baseline_sanity(void)
     load(p, &runs[1]);
     an_comparison c;
     recommendation R;
-    ok(an_compare(runs, 2, 0, &c) == 0 && recommend(runs, 2, &c, TGT_ANY, FAIL_NAN, &R) == 0, "rules");
-    ok((R.fail_held & FAIL_NAN) && has_line(&R.fail_why, "eval loss", "not finite"),
+    use_runs(runs, 2);
+    ok(an_compare(runs, 2, 0, &c) == 0 && recommend(runs, 2, &c, TGT_ANY, REC_FAIL_NAN, &R) == 0, "rules");
+    ok((R.fail_held & REC_FAIL_NAN) && has_line(&R, SEC_FAIL, "eval loss", "not finite") &&
+           rec_find_item(&R, SEC_FAIL, R_FAIL_EVAL_ONLY, F_EVAL_ONLY_NONFINITE),
        "an eval loss that is not finite (and nothing else) holds --fail-on nan");
     rec_free(&R);
     an_comparison_free(&c);
@@ -547,11 +662,13 @@ static void test_baseline_sanity(void)
     s.model = "transformer";
     load(write_trace("flat-fp16", &s), &runs[1]);
     ok(an_compare(runs, 2, 0, &c) == 0 && recommend(runs, 2, &c, TGT_ANY, 0, &R) == 0, "rules");
-    ok(R.why.n >= 2 && strstr(R.why.s[0], "first:") && strstr(R.why.s[0], "model 'transformer'") &&
-           has_line(&R.why, "does not learn", "fix the training first"),
+    ok(strstr(first_line(&R, SEC_WHY), "first:") && strstr(first_line(&R, SEC_WHY), "model 'transformer'") &&
+           has_line(&R, SEC_WHY, "does not learn", "fix the training first"),
        "the model difference and a baseline that does not learn come first in the evidence");
-    ok(strstr(R.verdict, "does not learn") != NULL, "the verdict says the baseline does not learn (%s)",
-       R.verdict);
+    ok(rec_find_item(&R, SEC_WHY, R_FIRST_MODEL, F_CMP_MODEL) && rec_find_item(&R, SEC_WHY, R_FIRST_NOT_LEARNING, F_NONE),
+       "... as items of their ids");
+    ok(strstr(verdict_of(&R), "does not learn") != NULL, "the verdict says the baseline does not learn (%s)",
+       verdict_of(&R));
     rec_free(&R);
     an_comparison_free(&c);
     an_free(&runs[0]);
@@ -561,6 +678,7 @@ static void test_baseline_sanity(void)
 /* The rules of two runs (the first the baseline) without --target and --fail-on. */
 static int rules2(an_run runs[2], an_comparison *c, recommendation *R)
 {
+    use_runs(runs, 2);
     return an_compare(runs, 2, 0, c) == 0 && recommend(runs, 2, c, TGT_ANY, 0, R) == 0;
 }
 
@@ -588,10 +706,16 @@ static void test_eval_only(void)
     load(write_trace("evalonly-fp16", &s), &runs[1]);
     ok(rules2(runs, &c, &R), "rules");
     ok(R.fp16.decisive && !R.fp16.viable && R.precision == REC_BF16,
-       "fp16 whose eval alone overflows: ruled out, bf16 (%s)", R.verdict);
-    ok(R.why.n > 0 && strncmp(R.why.s[0], "first: fp16's evaluation overflows FP16", 39) == 0,
-       "the cause is the first reason (%s)", R.why.n ? R.why.s[0] : "none");
-    ok(strstr(R.verdict, "first cause of fp16's NaN") != NULL, "the verdict names it");
+       "fp16 whose eval alone overflows: ruled out, bf16 (%s)", verdict_of(&R));
+    ok(strstr(first_line(&R, SEC_WHY), "first: fp16's evaluation overflows FP16") == first_line(&R, SEC_WHY),
+       "the cause is the first reason (%s)", first_line(&R, SEC_WHY));
+    const rec_item *why0 = NULL;
+    for (size_t i = 0; i < R.items.n && !why0; i++)
+        if (R.items.v[i].sec == SEC_WHY)
+            why0 = &R.items.v[i];
+    ok(why0 && why0->msg == R_EVAL_FIRST && why0->f && why0->f->id == F_EVAL_ONLY_NONFINITE,
+       "... an item of its id, reading the finding eval_only_nonfinite");
+    ok(strstr(verdict_of(&R), "first cause of fp16's NaN") != NULL, "the verdict names it");
     free2(runs, &c, &R);
 
     cs_spec_init(&s);
@@ -600,7 +724,7 @@ static void test_eval_only(void)
     s.precision = "fp16";
     load(write_trace("evalboth-fp16", &s), &runs[1]);
     ok(rules2(runs, &c, &R), "rules");
-    ok(!R.fp16.decisive && !has_line(&R.why, "evaluation overflows", ""),
+    ok(!R.fp16.decisive && !has_line(&R, SEC_WHY, "evaluation overflows", ""),
        "an eval that fails in FP32 too is not the format's");
     free2(runs, &c, &R);
 }
@@ -640,7 +764,8 @@ static void test_lr_too_low(void)
         ok(R.lr == cases[k].v && fabs(R.lr_factor - cases[k].factor) < 1e-6 * cases[k].factor,
            "%s (%s x%g)", cases[k].what, rec_lr_name(R.lr), R.lr_factor);
         if (cases[k].floor == 2.0 && cases[k].u_rms < 1e-6)
-            ok(has_line(&R.why, "does not learn", "the lr is too low") && strstr(R.verdict, "lr is too low"),
+            ok(has_line(&R, SEC_WHY, "does not learn", "the lr is too low") &&
+                   strstr(verdict_of(&R), "lr is too low"),
                "the baseline that learns nothing is named first with its cause");
         free2(runs, &c, &R);
     }
@@ -702,8 +827,9 @@ static void test_compute_column(void)
     an_comparison c;
     recommendation R;
     load(base, &one);
+    use_runs(&one, 1);
     ok(an_compare(&one, 1, 0, &c) == 0 && recommend(&one, 1, &c, TGT_ANY, 0, &R) == 0 &&
-           R.precision == REC_BF16 && has_line(&R.fp16.issues, "forward overflow", "fc3"),
+           R.precision == REC_BF16 && has_line(&R, SEC_FP16_AGAINST, "forward overflow", "fc3"),
        "the FP32 run alone: fc3's activations reach 1e6, FP16 ruled out by a forward overflow");
     rec_free(&R);
     an_comparison_free(&c);
@@ -711,10 +837,11 @@ static void test_compute_column(void)
     ok(an_compare(runs, 2, 0, &c) == 0 && runs[0].layers[2].fp32_op && runs[1].layers[2].fp32_op &&
            !runs[0].layers[1].fp32_op,
        "compare carries fc3 = FP32 op to the baseline, by name");
-    ok(recommend(runs, 2, &c, TGT_ANY, 0, &R) == 0 && !has_line(&R.fp16.issues, "forward overflow", NULL),
+    use_runs(runs, 2);
+    ok(recommend(runs, 2, &c, TGT_ANY, 0, &R) == 0 && !has_line(&R, SEC_FP16_AGAINST, "forward overflow", NULL),
        "with the bf16 run: no forward overflow is predicted for FP16");
-    if (has_line(&R.fp16.issues, "forward overflow", NULL))
-        dump(&R.fp16.issues);
+    if (has_line(&R, SEC_FP16_AGAINST, "forward overflow", NULL))
+        dump(&R, SEC_FP16_AGAINST);
     rec_free(&R);
     an_comparison_free(&c);
     an_free(&runs[0]);

@@ -160,7 +160,7 @@ jcheck "$T/ev75.json" 'P["verdict"] == "fp32" and not P["fp16"]["viable"]' \
 # ---------------------------------------------------------------- healthy
 cmp healthy "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" --fail-on all
 "$AMPDIAG" compare "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" >"$T/healthy.txt" 2>&1
-grep '^fp16 flush to zero' "$T/healthy.txt" | grep -q 'n/a (held in FP16)'
+grep '^FP16 flush share without loss scaling' "$T/healthy.txt" | grep -q 'n/a (held in FP16)'
 ok $? "healthy: the fp16 run's flush-to-zero cell says n/a (its values are held in FP16 already), not 0%"
 python3 -m json.tool "$T/healthy.json" >/dev/null 2>&1
 ok $? "healthy: the JSON is valid"
@@ -183,10 +183,10 @@ jcheck "$T/healthy.json" 'R["remedies"] == []' "healthy: no remedy"
 st=$?
 head -1 "$T/healthy.txt" | grep -q '^Verdict: bf16' && [ $st -eq 0 ]
 ok $? "healthy: text output starts with the verdict"
-grep -q '^final loss' "$T/healthy.txt" && grep -q '^Clip' "$T/healthy.txt" && grep -q '^LR' "$T/healthy.txt"
+grep -Eq '^(final eval loss|final-window training loss) ' "$T/healthy.txt" && grep -q '^Clip' "$T/healthy.txt" && grep -q '^LR' "$T/healthy.txt"
 ok $? "healthy: text output has the table and the LR and clip evidence"
 "$AMPDIAG" compare "$T/h-fp32.h5" "$T/h-fp16.h5" "$T/h-bf16.h5" --format md >"$T/healthy.md" 2>&1
-grep -q '^| final loss |' "$T/healthy.md" && grep -q '^\*\*Verdict:\*\* bf16' "$T/healthy.md" && grep -q '^### Clip' "$T/healthy.md"
+grep -Eq '^\| (final eval loss|final-window training loss) \|' "$T/healthy.md" && grep -q '^\*\*Verdict:\*\* bf16' "$T/healthy.md" && grep -q '^### Clip' "$T/healthy.md"
 ok $? "healthy: Markdown has the verdict, the table and the sections"
 
 # ---------------------------------------------------------------- forward overflow

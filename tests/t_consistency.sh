@@ -92,6 +92,12 @@ def scale(v):
     m, e = math.frexp(v)
     return "2^%d" % (e - 1) if v > 0 and math.isfinite(v) and m == 0.5 else "%g" % v
 
+def pct(v):
+    """A share as the text outputs print it (msg_pct)."""
+    if v == 0:
+        return "0%"
+    return ("%.2g%%" if abs(v) < 1e-4 else "%.3g%%") % (100 * v)
+
 def g(v, digits):
     if v is None:
         return "nan"
@@ -130,7 +136,7 @@ labels = {}
 for r in c["runs"]:
     labels[os.path.basename(r["path"])[:-3]] = r["label"]
 for name in runs:
-    s = open(os.path.join(T, name + ".summary")).read()
+    s = " ".join(open(os.path.join(T, name + ".summary")).read().split()) # unwrapped
     f = load(os.path.join(T, name + ".info.json"))["findings"]
     L = f["loss_scale"]
     if L["scaled"]:
@@ -145,21 +151,24 @@ for name in runs:
        "%s: run's summary and the findings agree on divergence (%s)" % (name, f["diverged"]), s)
     u = f["updates"]
     if u["nonzero"]:
-        want = "lost updates: %s%% of non-zero updates" % g(100 * u["lost_fraction"], 3)
+        want = "lost-update share %s" % pct(u["lost_fraction"])
         ok(want in s, "%s: run's summary: %s" % (name, want), s)
     h = f["fp16_activation_headroom"]
-    if h and h["binades"] >= 0:
-        want = "peak in %s at 2^" % h["layer"]
-        want2 = "(%.1f binades below 65504)" % h["binades"]
-        ok(want in s and want2 in s, "%s: run's summary: fp16 headroom %s %s" % (name, h["layer"], want2), s)
+    fh = load(os.path.join(T, name + ".info.json"))["figures"]["fp16_headroom"]
+    if fh["value"] is not None or fh["text"] != "-":
+        want = "FP16 headroom %s" % fh["text"]
+        same = (h is None or fh["kind"] != "activation" or fh["value"] is None or
+                abs(fh["value"] - h["binades"]) < 1e-9)
+        ok(want in s and same, "%s: run's summary: %s (the activation headroom when it is the least)" %
+           (name, want), s)
     nf = f["first_nonfinite_forward"]
     if nf:
-        want = "non-finite activations: %s holds %d NaN/inf values over the traced steps, first at step %d" % (
-            nf["layer"], nf["values"], nf["step"])
+        want = "in %s activations from step %d (first in forward order; %d non-finite activation values over " \
+               "the traced steps)" % (nf["layer"], nf["step"], nf["values"])
         ok(want in s, "%s: run's summary: first NaN/inf in the forward pass at step %d in %s" % (name, nf["step"], nf["layer"]), s)
     e = f["eval"]
     if e:
-        want = "eval loss %s" % g(e["loss"], 4)
+        want = "final eval loss %s" % g(e["loss"], 4)
         if e["metric_name"] == "accuracy" and e["metric"] is not None:
             want += ", accuracy %.1f%%" % (100 * e["metric"])
         ok(want in s, "%s: run's summary: %s" % (name, want), s)

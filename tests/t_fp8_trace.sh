@@ -33,10 +33,12 @@ while [ $k -lt $K ]; do
 done
 run --steps $K --init-from "$T/w0.h5" -o "$T/b.h5"
 run --steps $K --init-from "$T/w0.h5" -o "$T/c.h5" --fp8-amax-history 2 --fp8-margin -2
-"$AMPDIAG" info "$T/b.h5" >"$T/info.txt" 2>&1 || { echo "Bail out! ampdiag info failed"; exit 1; }
+"$AMPDIAG" info "$T/b.h5" --what-if fp8 >"$T/info.txt" 2>&1 || { echo "Bail out! ampdiag info failed"; exit 1; }
+"$AMPDIAG" info "$T/b.h5" >"$T/info-plain.txt" 2>&1 || { echo "Bail out! ampdiag info failed"; exit 1; }
 "$AMPDIAG" info --format json "$T/b.h5" >"$T/info.json" 2>&1 || { echo "Bail out! ampdiag info --format json failed"; exit 1; }
 "$AMPDIAG" info --format json "$T/c.h5" >"$T/info-c.json" 2>&1 || { echo "Bail out! ampdiag info --format json failed"; exit 1; }
-"$AMPDIAG" compare "$T/b.h5" "$T/c.h5" >"$T/compare.txt" 2>&1 || { echo "Bail out! ampdiag compare failed"; exit 1; }
+"$AMPDIAG" compare "$T/b.h5" "$T/c.h5" --what-if fp8 >"$T/compare.txt" 2>&1 || { echo "Bail out! ampdiag compare failed"; exit 1; }
+"$AMPDIAG" compare "$T/b.h5" "$T/c.h5" >"$T/compare-plain.txt" 2>&1 || { echo "Bail out! ampdiag compare failed"; exit 1; }
 "$AMPDIAG" compare --format json "$T/b.h5" "$T/c.h5" >"$T/compare.json" 2>&1 || { echo "Bail out! ampdiag compare --format json failed"; exit 1; }
 exec "$py" - "$T" $K "$AMPDIAG" <<'PY'
 import sys, json, h5py, numpy as np, torch
@@ -147,8 +149,12 @@ hurt = w["e4m3"]["hurt_most"]
 ok(len(hurt) >= 1 and all(h["overflow_fraction"] + h["underflow_fraction"] >= 1e-3 for h in hurt) and
    all(hurt[i]["overflow_fraction"] + hurt[i]["underflow_fraction"] >= hurt[i + 1]["overflow_fraction"] + hurt[i + 1]["underflow_fraction"] for i in range(len(hurt) - 1)),
    "info JSON names the tensors unscaled E4M3 would hurt most, largest first (%s)" % [(h["layer"], h["kind"]) for h in hurt])
-txt = open(T + "/info.txt").read()
-ok("e4m3 (unscaled) would hurt most:" in txt and hurt[0]["layer"] in txt, "info's text names them too")
+txt = " ".join(open(T + "/info.txt").read().split()) # unwrapped
+ok("e4m3 (unscaled) would hurt most:" in txt and hurt[0]["layer"] in txt, "info's text names them too (--what-if fp8)")
+plain = " ".join(open(T + "/info-plain.txt").read().split())
+ok("would hurt most" not in plain and
+   "the traces also hold what-if counts of e4m3,e5m2,e4m3_delayed,e5m2_delayed: --what-if fp8" in plain,
+   "without --what-if, one line says the FP8 what-if counts exist and how to show them")
 # the delayed-scaling recipe's findings: computed once, the same in info and compare, text and JSON
 f8 = info["fp8"]
 ok(f8["recipe"]["amax_history"] == 1024 and f8["recipe"]["margin"] == 0 and f8["recipe"]["formats"] ==
@@ -173,9 +179,12 @@ ok(int(sel["overflow"].sum()) == w0["overflow"] and int(sel["count"].sum()) == w
    "%s weight: the finding's %d overflows of %d values are the sum of its /whatif rows" % (w0["layer"], w0["overflow"], w0["values"]))
 cj = json.load(open(T + "/compare.json"))
 ok(cj["runs"][0]["fp8"] == info["fp8"] and cj["runs"][1]["fp8"] == f8c, "compare's JSON has each run's fp8 object as info has it")
-ct = open(T + "/compare.txt").read()
+ct = " ".join(open(T + "/compare.txt").read().split()) # unwrapped
 ok(all(h["why"] in ct for h in f8c["hurt"]) and "fp8 recipe (Transformer Engine delayed scaling, amax history 2, margin -2" in ct,
-   "compare's text says which tensors the recipe would hurt and why, as the JSON does")
+   "compare's text says which tensors the recipe would hurt and why, as the JSON does (--what-if fp8)")
+cp = " ".join(open(T + "/compare-plain.txt").read().split())
+ok("fp8 recipe (Transformer Engine" not in cp and "--what-if fp8" in cp,
+   "compare without --what-if: no FP8 section, one line says it exists")
 # a version 1 trace of the same run, as the writers before version 2 made it (FP8 counts as the
 # optional /tensors fields e4m3_* / e5m2_*, no /formats or /whatif): info reads the same
 # unscaled counts from it

@@ -8,6 +8,9 @@
 # 2. 100000 steps with a single-step spike (loss x 1000, fc1 activations x 2^20 at one step):
 #    plot's data stays small (rows per block bounded by the chart columns) and the spike, the
 #    skipped steps and the NaN events all show in it.
+# (Rewritten with the reports' evidence as data: figures under their names, findings, text
+# wrapped at COLUMNS=100; every number as before.)
+export COLUMNS=100
 AMPDIAG=${AMPDIAG:-./ampdiag}
 REPLAY=${REPLAY:-./bench/trace_replay}
 S=${srcdir:-.}
@@ -23,7 +26,7 @@ cd "$tmp" || exit 1
 "$REPLAY" "$S/traces/v1-fp32-complete.h5" 30000 long-fp32.h5 &&
     "$REPLAY" "$S/traces/v1-fp16-diverged.h5" 30000 long-fp16.h5 ; t $? "30000-step traces written"
 for p in fp32 fp16; do
-    "$AMPDIAG" info long-$p.h5 | sed 's/ended [0-9TZ:-]*/ended -/' > info-$p.txt
+    "$AMPDIAG" info long-$p.h5 | sed 's/ended [0-9TZ:-]*/ended -/; s/^\( *\)[0-9]\{4\}-[0-9-]*T[0-9:]*Z$/\1-/' > info-$p.txt
     diff "$S/tests/long/info-$p.txt" info-$p.txt > info-$p.diff ; t $? "info of the $p trace as before"
     [ -s info-$p.diff ] && head -20 info-$p.diff | sed 's/^/# /'
 done

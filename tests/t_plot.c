@@ -41,7 +41,10 @@ static void fill(float *x, int64_t step)
         x[i] = -1e-9f;
 }
 
-static int write_trace(const char *path, const char *precision)
+/* The trace of a run of model and data in precision; the activation record of layer gap_layer
+ * at step gap_step is left out (-1: none): a step that layer was not traced at. */
+static int write_trace_of(const char *path, const char *precision, const char *model, const char *data,
+                          int gap_layer, int64_t gap_step)
 {
     int fp16 = strcmp(precision, "fp16") == 0;
     ampdiag_trace_options o;
@@ -51,8 +54,8 @@ static int write_trace(const char *path, const char *precision)
     if (ampdiag_trace_create(path, &o, &w))
         return -1;
     int rc = ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_PRECISION, precision);
-    rc |= ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_MODEL, "mlp");
-    rc |= ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_DATA, "synthetic:test");
+    rc |= ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_MODEL, model);
+    rc |= ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_DATA, data);
     rc |= ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_CLIP, fp16 ? 0 : 2.5);
     int l0 = ampdiag_trace_add_layer(w, "fc1", "linear", "[4, 4]", 20);
     int l1 = ampdiag_trace_add_layer(w, "relu1", "relu", "", 0);
@@ -68,7 +71,8 @@ static int write_trace(const char *path, const char *precision)
         fill(x, s);
         ampdiag_tstats_compute(x, N, &st, &h);
         for (int l = 0; l < 3; l++) {
-            rc |= ampdiag_trace_append_tensor(w, s, l, AMPDIAG_KIND_ACTIVATION, &st, 0);
+            if (l != gap_layer || s != gap_step)
+                rc |= ampdiag_trace_append_tensor(w, s, l, AMPDIAG_KIND_ACTIVATION, &st, 0);
             if (l != 1)
                 rc |= ampdiag_trace_append_tensor(w, s, l, AMPDIAG_KIND_WEIGHT_GRAD, &st, 0);
             if (l != 1 && (s == 0 || s == 5))
@@ -100,6 +104,11 @@ static int write_trace(const char *path, const char *precision)
     }
     rc |= ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE);
     return rc ? -1 : 0;
+}
+
+static int write_trace(const char *path, const char *precision)
+{
+    return write_trace_of(path, precision, "mlp", "synthetic:test", -1, -1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -267,6 +276,72 @@ static int has_gnuplot(void)
     }
     free(p);
     return found;
+}
+
+/* What the charts say about themselves (issue 31's charts): a heatmap of an FP16 run shows the
+ * increase of its zeros over an FP32 run of the same model and data, or its own zeros saying
+ * so; an FP32 heatmap says "without loss scaling" and marks what a loss scale keeps; a step a
+ * layer was not traced at is missing (NaN), not 0%; titles name each run's own model and data;
+ * legends name only the bands and windows drawn. */
+static void test_chart_words(const char *base, const char *t16)
+{
+    char gap[512];
+    snprintf(gap, sizeof gap, "%s/gap32.h5", base);
+    if (write_trace_of(gap, "fp32", "cnn", "synthetic:other", 1, 6)) {
+        ok(0, "write the trace with a gap: %s", ampdiag_trace_errmsg());
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/charts-words", base);
+    const char *paths[2] = {t16, gap};
+    plot_options opt;
+    plot_options_init(&opt);
+    opt.draw = 0;
+    plot_result res;
+    char err[512];
+    int rc = plot_traces(paths, 2, dir, &opt, &res, err, sizeof err);
+    ok(rc == PLOT_OK, "plot of fp16 (mlp) and fp32 (cnn, relu1 not traced at step 6): %s", err);
+    size_t n = 0;
+    char *b = slurp("fp16-heatmap-fp32-activation-underflow.bin", &n);
+    float m[3 * NSTEPS];
+    int have = b && n == sizeof m;
+    if (have)
+        memcpy(m, b, sizeof m);
+    free(b);
+    ok(have && isnan(m[1 * NSTEPS + 6]) && m[1 * NSTEPS + 5] == 8.0f / 64 && m[0 * NSTEPS + 6] == 9.0f / 64,
+       "heatmap: relu1 at step 6 (not traced) is NaN, drawn as missing; its neighbours and fc1 are counted");
+    ok(contains("fp16-heatmap-fp32.gp", "would flush to zero in FP16 without loss scaling") &&
+           contains("fp16-heatmap-fp32.gp", "marks_file = 'fp16-heatmap-fp32-kept.dat'"),
+       "the FP32 run's heatmap: gradients without loss scaling, with the kept cells' marks");
+    ok(contains("fp16-heatmap-fp16.gp", "array panel_kind[4] = [3, 1, 3, 1]") &&
+           contains("fp16-heatmap-fp16.gp", "share of exact zeros") &&
+           contains("fp16-heatmap-fp16.gp", "draw it with an FP32 run"),
+       "the FP16 run's heatmap, no FP32 run of its model and data: its own zeros, saying what it cannot show");
+    ok(contains("fp16-heatmap-fp32.gp", "cnn on synthetic:other") && !contains("fp16-heatmap-fp32.gp", "mlp on") &&
+           contains("fp16-heatmap-fp16.gp", "mlp on synthetic:test") && !contains("fp16-heatmap-fp16.gp", "cnn on"),
+       "each run's charts are titled with its own model and data");
+    ok(contains("loss.gp", "fp16: mlp on synthetic:test; fp32: cnn on synthetic:other"),
+       "a chart of both names each run's own");
+    ok(contains("layer-ranges-activation.gp", "FP16: > 65504") && !contains("layer-ranges-activation.gp", "BF16 subnormal") &&
+           !contains("layer-ranges-activation.gp", "BF16: >"),
+       "layer ranges: legend entries for FP16's bands, none for BF16's (outside the range)");
+    ok(contains("exponent-histogram-fp32-fc1.gp", "array window_shown[4] = [1, 1, 0, 0]") ||
+           contains("exponent-histogram-fp32-fc1.gp", "array window_shown[4] = [1, 1, 1, 0]"),
+       "histogram: FP16's windows shown, BF16's subnormal one not (outside the exponents drawn)");
+    plot_result_free(&res);
+    /* with an FP32 run of its own model and data: the increase of its zeros */
+    snprintf(dir, sizeof dir, "%s/charts-zeros", base);
+    char same[512];
+    snprintf(same, sizeof same, "%s/same32.h5", base);
+    const char *p2[2] = {t16, same};
+    rc = write_trace(same, "fp32") ? -1 : plot_traces(p2, 2, dir, &opt, &res, err, sizeof err);
+    ok(rc == PLOT_OK && contains("fp16-heatmap-fp16.gp", "array panel_kind[4] = [2, 1, 2, 1]") &&
+           contains("fp16-heatmap-fp16.gp", "more exact zeros than fp32"),
+       "with an FP32 run of the same model and data: the increase of the FP16 run's zeros over it");
+    b = slurp("fp16-heatmap-fp16-activation-zeros.bin", &n);
+    ok(b && n == 3 * NSTEPS * sizeof(float) && ((float *)(void *)b)[4] == 0,
+       "... 0 where both hold the same values (the synthetic runs do)");
+    free(b);
+    plot_result_free(&res);
 }
 
 int main(void)
@@ -544,6 +619,7 @@ int main(void)
             plot_result_free(&res);
         }
     }
+    test_chart_words(base, t16);
     if (!getenv("T_PLOT_KEEP")) {
         char cmd[700];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);

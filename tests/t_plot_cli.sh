@@ -51,7 +51,7 @@ svg_ok() {
 size_of() {
     case $1 in
     loss.* | loss-scale.* | grad-norm.*) echo "1200 650" ;;
-    layer-ranges-* | fp16-heatmap-*) echo "1200 900" ;;
+    layer-ranges-* | *-heatmap-*) echo "1200 900" ;;
     exponent-histogram-*) echo "1200 800" ;;
     *) echo "0 0" ;;
     esac
@@ -128,7 +128,7 @@ if [ $have_gnuplot = 1 ]; then
     ok $? "plot of an fp16 run skipping every step exits 0"
     c=$(check_charts "$tmp/raw" png "$tmp/out" "$tmp/err")
     ok $? "raw16: $c charts valid, gnuplot silent"
-    skipped=$($ampdiag info "$tmp/raw16.h5" | sed -n 's/^skipped steps *\([0-9]*\).*/\1/p')
+    skipped=$($ampdiag info "$tmp/raw16.h5" | sed -n 's/^  skipped steps *\([0-9]*\).*/\1/p')
     marks=$(awk 'BEGIN{b=0} /^$/{e++; if(e==2)b++; next} {e=0} !/^#/ && b==0 && $1!="NaN"' "$tmp/raw/loss-marks.dat" | wc -l)
     backoffs=$(awk 'BEGIN{b=0} /^$/{e++; if(e==2)b++; next} {e=0} !/^#/ && b==0 && $1!="NaN"' "$tmp/raw/loss-scale-marks.dat" | wc -l)
     [ -n "$skipped" ] && [ "$skipped" -gt 0 ] && [ "$marks" -eq "$skipped" ] && [ "$backoffs" -eq "$skipped" ]
@@ -250,6 +250,24 @@ s=$?
 ok $? "templates not found: exit 3 saying where they were looked for (got $s)"
 $ampdiag plot --help | grep -q "exponent-histogram"
 ok $? "--help lists the charts"
+
+# a diverging run's loss spans 25 decades: its log axis gets at most 8 labels, every k-th power
+# of ten (a readable axis, not 40 overprinted ones)
+if $ampdiag run --scenario lr-diverge --steps 30 --progress none -o "$tmp/div.h5" > /dev/null 2>&1 &&
+    $ampdiag plot "$tmp/div.h5" "$tmp/fp32.h5" -o "$tmp/div" --no-draw > /dev/null 2>&1; then
+    spec=$(sed -n 's/^ytics_spec = "(\(.*\))"$/\1/p' "$tmp/div/loss.gp")
+    labels=$(echo "$spec" | tr ',' '\n' | grep -c "'")
+    decades=$(echo "$spec" | tr ',' '\n' | sed -n "s/^ *'\([^']*\)'.*/\1/p" | tail -1)
+    [ -n "$spec" ] && [ "$labels" -ge 3 ] && [ "$labels" -le 8 ]
+    ok $? "loss of a diverging run: $labels labels on its log axis, up to $decades"
+    spec=$(sed -n 's/^ytics_spec = "(\(.*\))"$/\1/p' "$tmp/div/grad-norm.gp")
+    labels=$(echo "$spec" | tr ',' '\n' | grep -c "'")
+    [ -n "$spec" ] && [ "$labels" -le 8 ]
+    ok $? "gradient norm: $labels labels on its log axis"
+else
+    ok 1 "the diverging run and its charts"
+    skip "(no diverging run)"
+fi
 
 echo "1..$n"
 exit $failed

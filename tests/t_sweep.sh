@@ -29,7 +29,7 @@ for f in run-fp32-lr0.001 run-fp32-lr0.003 run-fp16-lr0.001 run-fp16-lr0.003; do
 done
 head -1 "$T/out.txt" | grep -q '^Verdict:'
 ok $? "the text report goes to stdout, verdict first"
-grep -q '^| final loss |' "$T/sw/report.md"
+grep -Eq '^\| (final eval loss|final-window training loss) \|' "$T/sw/report.md"
 ok $? "report.md written"
 if command -v python3 >/dev/null 2>&1; then
     python3 - "$T/sw/report.json" <<'EOF'

@@ -175,36 +175,36 @@ static inline int synth_events(const synth_spec *sp, int64_t step, ampdiag_trace
     synth_step(sp, step, &r);
     memset(ev, 0, 4 * sizeof *ev);
     if (r.clip_coef < 1.0) {
-        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_CLIPPED, r.grad_norm, ""};
+        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_CLIPPED, r.grad_norm, "", AMPDIAG_PHASE_TRAIN, -1, -1};
         snprintf(ev[n].message, sizeof ev[n].message, "grad norm %.4g clipped to %g", r.grad_norm,
                  sp->clip);
         n++;
     }
     if (r.skipped) {
-        ev[n] = (ampdiag_trace_event){step, 1, AMPDIAG_EV_INF_BACKWARD, 1.0, ""};
+        ev[n] = (ampdiag_trace_event){step, 1, AMPDIAG_EV_INF_BACKWARD, 1.0, "", AMPDIAG_PHASE_TRAIN, -1, -1};
         snprintf(ev[n].message, sizeof ev[n].message, "first inf in %s weight_grad",
                  synth_layer_names[1]);
         n++;
-        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_SCALE_BACKOFF, r.loss_scale / 2, ""};
+        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_SCALE_BACKOFF, r.loss_scale / 2, "", AMPDIAG_PHASE_TRAIN, -1, -1};
         snprintf(ev[n].message, sizeof ev[n].message, "loss scale %g -> %g", r.loss_scale,
                  r.loss_scale / 2);
         n++;
     }
     if (sp->fp16_scaler && step == sp->grow_at) {
-        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_SCALE_GROWTH, r.loss_scale * 2, ""};
+        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_SCALE_GROWTH, r.loss_scale * 2, "", AMPDIAG_PHASE_TRAIN, -1, -1};
         snprintf(ev[n].message, sizeof ev[n].message, "loss scale %g -> %g", r.loss_scale,
                  r.loss_scale * 2);
         n++;
     }
     if (sp->diverge_from && step == sp->diverge_from) {
-        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_LOSS_SPIKE, r.loss, "loss spike (x3)"};
+        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_LOSS_SPIKE, r.loss, "loss spike (x3)", AMPDIAG_PHASE_TRAIN, -1, -1};
         n++;
     }
     if (sp->diverge_from && step == sp->nsteps - 1) {
         ev[n] = (ampdiag_trace_event){step, 0, AMPDIAG_EV_NAN_FORWARD, 1.0,
-                                      "first NaN in fc1 activation"};
+                                      "first NaN in fc1 activation", AMPDIAG_PHASE_TRAIN, -1, -1};
         n++;
-        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_DIVERGENCE, r.loss, "loss is NaN"};
+        ev[n] = (ampdiag_trace_event){step, -1, AMPDIAG_EV_DIVERGENCE, r.loss, "loss is NaN", AMPDIAG_PHASE_TRAIN, -1, -1};
         n++;
     }
     return n;

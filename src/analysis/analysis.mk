@@ -3,14 +3,26 @@
 # text / Markdown / JSON reports (src/report/, JSON in docs/compare-json.md), `ampdiag compare`
 # and `ampdiag sweep`, their tests and the compare benchmark. Included from Makefile.am.
 
-noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_report.la
+noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_messages.la libampdiag_report.la
 libampdiag_analysis_la_SOURCES = \
-	src/analysis/analyze.h src/analysis/analyze.c src/analysis/load_many.c \
-	src/analysis/recommend.h src/analysis/recommend.c \
-	src/analysis/findings.h src/analysis/findings.c src/analysis/fp8.h src/analysis/fp8.c \
+	src/analysis/run.h src/analysis/cells.c \
+	src/analysis/load.h src/analysis/load_internal.h src/analysis/load.c src/analysis/steps.c \
+	src/analysis/records.c src/analysis/load_many.c \
+	src/analysis/columns.h src/analysis/columns.c src/analysis/hist.h src/analysis/hist.c \
+	src/analysis/evidence.h src/analysis/evidence.c src/analysis/figures.h src/analysis/figures.c \
+	src/analysis/findings.h src/analysis/findings_internal.h src/analysis/findings.c \
+	src/analysis/findings_range.c src/analysis/compare.h src/analysis/compare.c \
+	src/analysis/recommend.h src/analysis/rules.h src/analysis/recommend.c \
+	src/analysis/rules_prec.c src/analysis/rules_bf16.c src/analysis/rules_verdict.c \
+	src/analysis/rules_lr.c src/analysis/rules_clip.c \
 	src/analysis/lrfind.h src/analysis/lrfind.c
-libampdiag_report_la_SOURCES = src/report/report.h src/report/report.c \
-	src/report/info.h src/report/info.c src/report/fp8.h src/report/fp8.c
+libampdiag_messages_la_SOURCES = src/messages/messages.h src/messages/messages_internal.h \
+	src/messages/expand.c src/messages/msgtab.c src/messages/figtab.c src/messages/docs.c \
+	src/messages/verdict.c
+libampdiag_report_la_SOURCES = src/report/report.h src/report/report_internal.h \
+	src/report/report_common.c src/report/report_text.c src/report/report_md.c \
+	src/report/report_json.c src/report/json_evidence.c src/report/whatif.h src/report/whatif.c \
+	src/report/info.h src/report/info.c src/report/info_json.c src/report/summary.c
 
 ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c src/cli/cmd_tune.c \
 	src/cli/cmd_lrfind.c
@@ -20,6 +32,14 @@ ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c s
 # loss scale boundaries, unscaling, skip rates, divergence, noise band, JSON escaping);
 # t_compare_cli.sh: `ampdiag compare` on traces of the scenario presets (the verdict and reason
 # each must get), JSON validity, --fail-on exit codes, bad input; t_sweep.sh: `ampdiag sweep`.
+# t_messages: the message table's templates, number styles and ids (src/messages/)
+check_PROGRAMS += tests/t_messages
+tests_t_messages_SOURCES = tests/t_messages.c
+tests_t_messages_LDADD = $(AMPDIAG_ANALYSIS_LIBS) -lm
+TESTS += tests/t_messages
+# t_format_axis.sh: a format added to the table (a dummy one, in a trace) reaches every report
+TESTS += tests/t_format_axis.sh
+EXTRA_DIST += tests/t_format_axis.sh
 check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm

@@ -1,48 +1,259 @@
 /*
- * findings.c - what one trace says (findings.h).
+ * findings.c - what one trace says (findings.h): the run's health (its status, NaN/inf,
+ * divergence, the loss scale, skipped steps, its evaluation, the optimizer state), whether it
+ * learns, and the tables info prints (totals per kind, headroom least first). The findings
+ * about ranges, formats, updates and gradient norms are in findings_range.c.
  */
 #include "analysis/findings.h"
-#include "analysis/fp8.h"
+#include "analysis/findings_internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void cell_merge(an_cell *d, const an_cell *s)
+static uint64_t nonfinite(const an_cell *c) { return c->nan + c->posinf + c->neginf; }
+
+/* ------------------------------------------------------------------------------------------
+ * The trace itself and the run's health
+ * ------------------------------------------------------------------------------------------ */
+
+static void trace_findings(fctx *x)
 {
-    d->records += s->records;
-    d->count += s->count;
-    d->zero += s->zero;
-    d->nan += s->nan;
-    d->posinf += s->posinf;
-    d->neginf += s->neginf;
-    d->f16o += s->f16o;
-    d->f16u += s->f16u;
-    d->f16s += s->f16s;
-    d->b16o += s->b16o;
-    d->b16u += s->b16u;
-    d->b16s += s->b16s;
-    for (int f = 0; f < 2; f++) {
-        for (int c = 0; c < AMPDIAG_WHATIF_NCLASSES; c++) {
-            d->f8[f][c] += s->f8[f][c];
-            d->f8d[f][c] += s->f8d[f][c];
-        }
-        d->f8d_values[f] += s->f8d_values[f];
+    const an_run *r = x->r;
+    an_finding *f;
+    if (r->status != AMPDIAG_STATUS_COMPLETE && (f = fadd(x, F_NOT_COMPLETE))) {
+        f->v[0] = (double)r->nsteps;
+        f->str[0] = r->status_text;
     }
-    d->lost += s->lost;
-    d->lost_if16 += s->lost_if16;
-    d->lost_ifb16 += s->lost_ifb16;
-    if (s->absmax > d->absmax) {
-        d->absmax = s->absmax;
-        d->absmax_step = s->absmax_step;
-    }
-    if (s->absmin_nz < d->absmin_nz) {
-        d->absmin_nz = s->absmin_nz;
-        d->absmin_step = s->absmin_step;
+    if (r->cut_off && (f = fadd(x, F_CUT_OFF)))
+        f->v[0] = (double)r->nsteps;
+    else if (r->status == AMPDIAG_STATUS_INTERRUPTED && (f = fadd(x, F_INTERRUPTED)))
+        f->v[0] = (double)r->nsteps;
+    if (r->bad_rows && (f = fadd(x, F_BAD_ROWS)))
+        f->v[0] = (double)r->bad_rows;
+    if (r->hist_rows_read < r->hist_rows && (f = fadd(x, F_HIST_SAMPLED))) {
+        f->v[0] = (double)r->hist_rows_read;
+        f->v[1] = (double)r->hist_rows;
     }
 }
 
-static uint64_t nonfinite(const an_cell *c) { return c->nan + c->posinf + c->neginf; }
+static void nonfinite_findings(fctx *x)
+{
+    const an_run *r = x->r;
+    an_finding *f;
+    if (r->diverged && (f = fadd(x, F_DIVERGED))) {
+        f->v[0] = (double)r->divergence_step;
+        f->s.from = r->divergence_step;
+        f->str[0] = r->divergence_why[0] ? r->divergence_why : NULL;
+    }
+    if (r->loss_nonfinite && (f = fadd(x, F_LOSS_NONFINITE))) {
+        f->v[0] = (double)r->loss_nonfinite;
+        f->v[1] = (double)r->first_nonfinite_loss_step;
+        f->s.from = r->first_nonfinite_loss_step;
+    }
+    if (r->fwd_nonfinite_step >= 0 && (f = fadd(x, F_FWD_NONFINITE))) {
+        const an_cell *a = &r->layers[r->fwd_nonfinite_layer].cell[AMPDIAG_KIND_ACTIVATION];
+        f->s.layer = r->fwd_nonfinite_layer;
+        f->s.kind = AMPDIAG_KIND_ACTIVATION;
+        f->s.from = r->fwd_nonfinite_step;
+        f->v[0] = (double)r->fwd_nonfinite_step;
+        f->v[1] = (double)nonfinite(a);
+        f->v[2] = a->posinf + a->neginf > 0;
+        /* NaN/inf in the forward pass of the very first step, before any update */
+        f->v[3] = r->nsteps > 0 && r->fwd_nonfinite_step <= r->first_step;
+    }
+    const an_figval *w = &r->fig->f[FIG_NONFINITE_WEIGHTS];
+    if (!isnan(w->v) && (f = fadd(x, F_NONFINITE_WEIGHTS))) {
+        f->s.layer = w->layer;
+        f->s.kind = AMPDIAG_KIND_WEIGHT;
+        f->v[0] = (double)w->step;
+    }
+    if (r->first_nonfinite.step >= 0 && (f = fadd(x, F_NONFINITE_EVENT))) {
+        f->s.layer = r->first_nonfinite.layer;
+        f->v[0] = (double)r->first_nonfinite.step;
+        f->v[1] = r->first_nonfinite.code;
+        f->v[2] = (double)(r->by_code[AMPDIAG_EV_NAN_FORWARD] + r->by_code[AMPDIAG_EV_INF_FORWARD] +
+                           r->by_code[AMPDIAG_EV_NAN_BACKWARD]);
+        f->str[0] = r->first_nonfinite.message;
+    }
+}
+
+static int skips_too_many(const an_run *r)
+{
+    return r->skipped_after >= an_k(K_SKIP_MIN_COUNT) && r->steps_after > 0 &&
+           (double)r->skipped_after / (double)r->steps_after > an_k(K_SKIP_RATE_MAX);
+}
+
+static void scale_health_findings(fctx *x)
+{
+    const an_run *r = x->r;
+    an_finding *f;
+    if (r->collapsed && (f = fadd(x, F_SCALE_COLLAPSED))) {
+        f->v[0] = r->scale_min;
+        f->v[1] = (double)r->scale_min_step;
+        f->v[2] = r->scaler_min > 0 && r->scale_min <= r->scaler_min;
+        f->v[3] = r->scaler_min;
+        f->v[4] = (double)r->backoffs;
+        f->v[5] = (double)r->skipped;
+        f->v[6] = (double)r->nsteps;
+        f->s.from = r->scale_min_step;
+    }
+    if (skips_too_many(r) && (f = fadd(x, F_SKIPS_ABOVE_LIMIT))) {
+        f->v[0] = (double)r->skipped_after;
+        f->v[1] = (double)r->steps_after;
+        f->v[2] = (double)r->calib;
+        f->v[3] = (double)r->skipped_after / (double)r->steps_after;
+        f->v[4] = (double)r->first_skip_step;
+        f->s.from = r->first_skip_step;
+        f->str[0] = r->first_skip_reason[0] ? r->first_skip_reason : NULL;
+    }
+}
+
+/* The validation rows of the batch an evaluation's NaN/inf event names (its rows_from,
+ * rows_to), into v[0] (1: named), v[1], v[2] (-1 when it names none). */
+static void eval_rows(const an_event_ref *e, double *v)
+{
+    v[0] = e->rows_from >= 0;
+    v[1] = (double)e->rows_from;
+    v[2] = (double)e->rows_to;
+}
+
+static void eval_findings(fctx *x)
+{
+    const an_run *r = x->r;
+    if (!r->nevals || isfinite(r->evals[r->nevals - 1].loss))
+        return;
+    int64_t first = -1;
+    for (size_t i = 0; i < r->nevals && first < 0; i++)
+        if (!isfinite(r->evals[i].loss))
+            first = r->evals[i].step;
+    an_finding *f = fadd(x, F_EVAL_NONFINITE);
+    if (f) {
+        f->v[0] = (double)r->evals[r->nevals - 1].step;
+        f->v[1] = (double)first;
+        f->s.from = first;
+    }
+    /* ... while the training stayed finite (no non-finite loss, no NaN/inf activation record):
+     * the evaluation's forward pass met values the training batches never had */
+    if (r->loss_nonfinite || r->fwd_nonfinite_step >= 0 || !(f = fadd(x, F_EVAL_ONLY_NONFINITE)))
+        return;
+    const an_event_ref *e = &r->eval_forward;
+    f->v[0] = (double)first;
+    f->s.from = first;
+    f->v[1] = e->step >= 0;
+    f->v[2] = e->code == AMPDIAG_EV_NAN_FORWARD;
+    f->v[3] = 0;
+    f->v[4] = f->v[5] = -1;
+    if (e->step >= 0) {
+        f->s.layer = e->layer;
+        f->s.kind = AMPDIAG_KIND_ACTIVATION;
+        eval_rows(e, &f->v[3]);
+    }
+}
+
+/* AdamW with its state in FP16 and an eps FP16 flushes to zero (|eps| <= 2^-25): a zero
+ * gradient gives 0/0 = NaN. */
+static void adam_eps_finding(fctx *x)
+{
+    const an_run *r = x->r;
+    if (!(strcmp(r->optim_state, "fp16") == 0 && strcmp(r->optimizer, "adamw") == 0 &&
+          isfinite(r->adam_eps) && r->adam_eps <= an_k(K_FP16_UNDERFLOW_AT)))
+        return;
+    an_finding *f = fadd(x, F_ADAM_EPS_ZERO);
+    if (!f)
+        return;
+    int failed = r->diverged || r->loss_nonfinite > 0;
+    f->v[0] = r->adam_eps;
+    f->v[1] = failed;
+    f->v[2] = (double)r->nan_values;
+    f->v[3] = failed ? (double)(r->diverged ? r->divergence_step : r->first_nonfinite_loss_step) : -1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Learning
+ * ------------------------------------------------------------------------------------------ */
+
+static int failed(const an_run *r) { return r->diverged || r->loss_nonfinite > 0; }
+
+static int learned(const an_run *r)
+{
+    return isfinite(r->tail_mean) && isfinite(r->loss_first) &&
+           r->tail_mean < an_k(K_LEARNED_FRACTION) * r->loss_first;
+}
+
+/* Dead units: a run that does not learn and does not fail while some layer's weight gradients
+ * are >= DEAD_SHARE exactly zero, where fewer than DEAD_AT_START were at its first record (a
+ * unit inactive for a whole batch is rare at initialisation; a layer that starts with many, as
+ * with inputs without signal, is not the lr's doing). */
+static int dead_units(fctx *x)
+{
+    const an_run *r = x->r;
+    const an_figval *z = &r->fig->f[FIG_ZERO_GRAD];
+    if (learned(r) || failed(r) || z->layer < 0 || z->v < an_k(K_DEAD_SHARE))
+        return 0;
+    const an_cell *g0 = &r->layers[z->layer].cell[AMPDIAG_KIND_WEIGHT_GRAD];
+    if (!(g0->first_count > 0 && (double)g0->first_zero / (double)g0->first_count < an_k(K_DEAD_AT_START)))
+        return 0;
+    an_finding *f = fadd(x, F_DEAD_UNITS);
+    if (f) {
+        f->s.layer = z->layer;
+        f->s.kind = AMPDIAG_KIND_WEIGHT_GRAD;
+        f->v[0] = z->v;
+        f->v[1] = (double)g0->first_zero / (double)g0->first_count;
+        f->v[2] = r->tail_mean;
+        f->v[3] = r->loss_first;
+    }
+    return 1;
+}
+
+static void learning_findings(fctx *x)
+{
+    const an_run *r = x->r;
+    an_finding *f;
+    int flat = !failed(r) && !(isfinite(r->tail_mean) && isfinite(r->loss_first) &&
+                               r->tail_mean < an_k(K_FLAT_FRACTION) * r->loss_first);
+    if (!learned(r) && (f = fadd(x, F_NOT_LEARNING))) {
+        f->v[0] = r->tail_mean;
+        f->v[1] = r->loss_first;
+    }
+    if (flat && (f = fadd(x, F_LEARNS_NOTHING))) {
+        f->v[0] = r->tail_mean;
+        f->v[1] = r->loss_first;
+        f->v[2] = r->nevals && strcmp(r->eval_metric, "accuracy") == 0;
+    }
+    int dead = dead_units(x);
+    double q = r->fig->f[FIG_UPDATE_RATIO].v;
+    size_t nl = 0;
+    for (size_t l = 0; l < r->nlayers; l++)
+        nl += r->layers[l].ratio_n > 0;
+    if (isfinite(q) && (f = fadd(x, F_UPDATE_RATIO))) {
+        f->v[0] = q;
+        f->v[1] = (double)nl;
+    }
+    /* steps too small to learn: no learning, no failure, no dead units, the ratio below target */
+    if (!learned(r) && !failed(r) && !dead && isfinite(q) && q < an_k(K_RATIO_TARGET) &&
+        (f = fadd(x, F_STEPS_TOO_SMALL))) {
+        f->v[0] = q;
+        f->v[1] = r->fig->f[FIG_LOST].v;
+        f->v[2] = r->tail_mean;
+        f->v[3] = r->loss_first;
+        f->v[4] = flat;
+    }
+    if (r->loss_spikes && (f = fadd(x, F_LOSS_SPIKES))) {
+        double n = (double)r->nsteps;
+        f->v[0] = (double)r->loss_spikes;
+        f->v[1] = n;
+        f->v[2] = (double)r->spike_steps[0];
+        f->v[3] = r->loss_spikes >= an_k(K_SPIKE_MIN_COUNT) && n > 0 &&
+                  (double)r->loss_spikes / n > an_k(K_SPIKE_RATE_MAX);
+        f->s.from = r->spike_steps[0];
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Info's tables: totals per kind, headroom least first
+ * ------------------------------------------------------------------------------------------ */
 
 static int cmp_tie(const an_headroom *x, const an_headroom *y)
 {
@@ -64,15 +275,14 @@ CMP_BY(over, 1)
 CMP_BY(under, 0)
 CMP_BY(under, 1)
 
-static int headroom(const an_run *r, an_findings *f)
+static int headroom_tables(const an_run *r, an_findings *f)
 {
     size_t ncell = (r->nlayers ? r->nlayers : 1) * AMPDIAG_NKINDS;
     for (int fm = 0; fm < 2; fm++)
         for (int side = 0; side < 2; side++)
             if (!(f->by_headroom[fm][side] = malloc(ncell * sizeof(an_headroom))))
                 return -1;
-    const ampdiag_format_info *fi[2] = {ampdiag_format_get(AMPDIAG_FP16),
-                                        ampdiag_format_get(AMPDIAG_BF16)};
+    const an_whatif_col *col[2] = {&r->wcol[AN_WI_FP16], &r->wcol[AN_WI_BF16]};
     for (size_t l = 0; l < r->nlayers; l++)
         for (int k = 0; k < AMPDIAG_NKINDS; k++) {
             const an_cell *c = &r->layers[l].cell[k];
@@ -81,8 +291,8 @@ static int headroom(const an_run *r, an_findings *f)
             an_headroom h = {(int)l, k, c->absmax, c->absmin_nz, c->absmax_step, c->absmin_step,
                              {0, 0}, {0, 0}};
             for (int fm = 0; fm < 2; fm++) {
-                h.over[fm] = log2(fi[fm]->max_finite / c->absmax);
-                h.under[fm] = log2(c->absmin_nz / fi[fm]->min_normal);
+                h.over[fm] = log2((float)col[fm]->max_finite / c->absmax);
+                h.under[fm] = log2(c->absmin_nz / (float)col[fm]->min_normal);
             }
             for (int fm = 0; fm < 2; fm++)
                 for (int side = 0; side < 2; side++)
@@ -96,82 +306,105 @@ static int headroom(const an_run *r, an_findings *f)
     return 0;
 }
 
-/* The run summary's per-layer findings. */
-static void layer_findings(const an_run *r, an_findings *f)
+static void kind_totals(const an_run *r, an_findings *f)
 {
-    const double fp16_max = ampdiag_format_get(AMPDIAG_FP16)->max_finite;
-    double best = INFINITY;
-    for (size_t l = 0; l < r->nlayers; l++) {
-        const an_layer *L = &r->layers[l];
-        const an_cell *a = &L->cell[AMPDIAG_KIND_ACTIVATION];
-        const an_cell *g = &L->cell[AMPDIAG_KIND_WEIGHT_GRAD];
-        const an_cell *w = &L->cell[AMPDIAG_KIND_WEIGHT];
-        if (nonfinite(w) && (f->nonfinite_weight_layer < 0 ||
-                             w->first_nonfinite_step < f->nonfinite_weight_step)) {
-            f->nonfinite_weight_layer = (int)l;
-            f->nonfinite_weight_step = w->first_nonfinite_step;
-        }
-        if (a->absmax > 0 && !L->fp32_op) {
-            double hd = log2(fp16_max / a->absmax);
-            if (hd < best) {
-                best = hd;
-                f->act_headroom_layer = (int)l;
-            }
-        }
-        uint64_t finite = g->count - nonfinite(g);
-        if (finite > 0 && (double)g->zero / (double)finite > f->zero_grad_fraction) {
-            f->zero_grad_fraction = (double)g->zero / (double)finite;
-            f->zero_grad_layer = (int)l;
-        }
-        uint64_t nz = finite - g->zero;
-        if (nz > 0 && (double)g->f16u / (double)nz > f->flush_fraction) {
-            f->flush_fraction = (double)g->f16u / (double)nz;
-            f->flush_layer = (int)l;
-        }
-    }
-    f->act_headroom = best;
-    /* the first NaN/inf in the forward pass: the first step with one, the first layer there */
-    if (r->fwd_nonfinite_layer >= 0 && (size_t)r->fwd_nonfinite_layer < r->nlayers) {
-        const an_cell *a = &r->layers[r->fwd_nonfinite_layer].cell[AMPDIAG_KIND_ACTIVATION];
-        f->nonfinite_act_layer = r->fwd_nonfinite_layer;
-        f->nonfinite_act_step = r->fwd_nonfinite_step;
-        f->nonfinite_act_count = nonfinite(a);
-    }
-}
-
-int an_findings_of(const an_run *r, an_findings *f)
-{
-    memset(f, 0, sizeof *f);
     for (int k = 0; k < AMPDIAG_NKINDS; k++)
         an_cell_init(&f->kind[k]);
     an_cell_init(&f->all);
-    f->act_headroom_layer = f->zero_grad_layer = f->flush_layer = -1;
-    f->nonfinite_act_layer = f->nonfinite_weight_layer = -1;
-    f->nonfinite_act_step = f->nonfinite_weight_step = -1;
-    f->act_headroom = INFINITY;
     for (size_t l = 0; l < r->nlayers; l++)
         for (int k = 0; k < AMPDIAG_NKINDS; k++)
-            cell_merge(&f->kind[k], &r->layers[l].cell[k]);
+            an_cell_merge(&f->kind[k], &r->layers[l].cell[k]);
     for (int k = 0; k < AMPDIAG_NKINDS; k++)
-        cell_merge(&f->all, &f->kind[k]);
-    layer_findings(r, f);
-
-    f->update_nonzero = r->update_nonzero;
-    double unz = r->update_nonzero ? (double)r->update_nonzero : NAN;
-    f->lost_fraction = (double)r->lost / unz;
-    f->lost_if_fp16 = r->lost_if_fields ? (double)r->lost_if16 / unz : NAN;
-    f->lost_if_bf16 = r->lost_if_fields ? (double)r->lost_ifb16 / unz : NAN;
-
-    f->last_eval = r->nevals ? &r->evals[r->nevals - 1] : NULL;
-    f->eval_is_accuracy = strcmp(r->eval_metric, "accuracy") == 0;
-    an_fp8_findings_of(r, &f->fp8);
-    return headroom(r, f);
+        an_cell_merge(&f->all, &f->kind[k]);
 }
 
-void an_findings_free(an_findings *f)
+/* ------------------------------------------------------------------------------------------ */
+
+an_finding *fadd(fctx *x, an_fid id)
+{
+    an_finding *f = an_finding_add(&x->F->list, id, x->index);
+    if (!f)
+        x->oom = 1;
+    return f;
+}
+
+static void free_tables(an_findings *f)
 {
     for (int fm = 0; fm < 2; fm++)
-        for (int side = 0; side < 2; side++)
+        for (int side = 0; side < 2; side++) {
             free(f->by_headroom[fm][side]);
-    memset(f, 0, sizeof *f);
+            f->by_headroom[fm][side] = NULL;
+        }
+    f->nheadroom = 0;
+    vec_free(&f->list);
+}
+
+/* The findings of r (its figures computed first) into r->find, emptied first. */
+static int compute(an_run *r, int index)
+{
+    an_findings *F = r->find;
+    free_tables(F);
+    fctx x = {r, F, index, 0};
+    kind_totals(r, F);
+    F->last_eval = r->nevals ? &r->evals[r->nevals - 1] : NULL;
+    F->eval_is_accuracy = strcmp(r->eval_metric, "accuracy") == 0;
+    trace_findings(&x);
+    nonfinite_findings(&x);
+    scale_health_findings(&x);
+    eval_findings(&x);
+    adam_eps_finding(&x);
+    learning_findings(&x);
+    an_range_findings(&x);
+    an_update_findings(&x);
+    an_clip_findings(&x);
+    an_whatif_findings(&x);
+    return x.oom || headroom_tables(r, F) ? -1 : 0;
+}
+
+int an_findings_of(an_run *r, int index)
+{
+    if (!r->fig && an_figures_of(r))
+        return -1;
+    if (!r->find && !(r->find = calloc(1, sizeof *r->find)))
+        return -1;
+    return compute(r, index);
+}
+
+int an_findings_refresh(an_run *r, int index)
+{
+    an_figures_free(r);
+    return an_findings_of(r, index);
+}
+
+void an_findings_free(an_run *r)
+{
+    if (r->find) {
+        free_tables(r->find);
+        free(r->find);
+        r->find = NULL;
+    }
+    an_figures_free(r);
+}
+
+const an_finding_list *an_run_findings(const an_run *r)
+{
+    static const an_finding_list none = {0};
+    return r->find ? &r->find->list : &none;
+}
+
+const an_finding *an_run_finding(const an_run *r, an_fid id)
+{
+    return an_finding_find(an_run_findings(r), id, -1);
+}
+
+const an_finding *an_run_unhealthy(const an_run *r)
+{
+    static const an_fid order[] = {F_NOT_COMPLETE, F_LOSS_NONFINITE, F_FWD_NONFINITE,
+                                   F_EVAL_NONFINITE, F_SKIPS_ABOVE_LIMIT};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const an_finding *f = an_run_finding(r, order[i]);
+        if (f)
+            return f;
+    }
+    return NULL;
 }

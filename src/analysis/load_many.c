@@ -7,7 +7,7 @@
  * one. The notes a reader prints (a repaired trace) are printed afterwards in the order of the
  * files, as one load after another printed them.
  */
-#include "analysis/analyze.h"
+#include "analysis/load.h"
 #include "trace/trace_notes.h"
 
 #include <pthread.h>

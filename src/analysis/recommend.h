@@ -1,13 +1,27 @@
 /*
- * recommend.h - the rules that turn run summaries into a recommended precision, loss scale,
- * learning rate and clip value, each with the numbers, steps and layers behind it, and the
- * --fail-on conditions. The rules (one function each in recommend.c), their thresholds and
- * their sources are in docs/recommendations.md.
+ * recommend.h - the rules: they read the findings of the runs and of their comparison
+ * (evidence.h) and return decisions (what to change: precision, FP32 layers, loss scale, lr,
+ * clip, optimizer-state format, master weights, warm-up; to what; with a confidence and the
+ * findings behind it) and the evidence as the rules weighed it (items: a finding, or a rule's
+ * reasoning, in a section of the report). No rule formats text: the words of every item and
+ * decision are in the message table (src/messages/), docs/recommendations.md is generated from
+ * it and from the constants, and every renderer prints through it.
+ *
+ * The rules (rules_*.c) run in a fixed order, a table per group:
+ *   precision_rules[]  (b) evidence for and against FP16 and BF16, then the verdict
+ *   verdict_rules[]    (b)7 the first candidate verdict whose condition holds wins
+ *   lr_rules[]         (d) run until one of them settles the learning rate
+ *   clip_rules[]       (c) the clip value and its notes
+ *   remedy_rules[]     the run options the advice sets (ampdiag tune applies them)
+ *   --fail-on          the findings asked for, per run
  */
 #ifndef AMPDIAG_RECOMMEND_H
 #define AMPDIAG_RECOMMEND_H
 
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/evidence.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 
 /* Hardware generation (--target). */
 typedef enum rec_target {
@@ -34,38 +48,6 @@ typedef enum rec_precision {
 
 const char *rec_precision_name(rec_precision p); /* "undecided", "fp32", "fp16", "bf16" */
 
-/* The assessment of one 16-bit format. */
-typedef struct rec_format {
-    int supported;       /* by the target */
-    int observed;        /* a run of this format (at the baseline's lr) was given */
-    int viable;          /* no problem found that rules it out */
-    int decisive;        /* ruled out by a decisive rule (overflow, collapse, skips, NaN) */
-    int needs_scaling;   /* fp16: gradients flush to zero without loss scaling */
-    char summary[160];   /* the first problem in a few words ("forward overflow in fc1"), or "" */
-    strlist issues;      /* what is wrong, with the numbers */
-    strlist good;        /* evidence that it works */
-} rec_format;
-
-/* The loss scale rule: largest 2^k keeping the largest unscaled gradient under 65504 / 2. */
-typedef struct rec_scale {
-    int have;
-    int log2;             /* the suggested scale is 2^log2 */
-    size_t run;           /* the run the gradients come from */
-    double max_grad;      /* largest unscaled gradient magnitude */
-    int max_grad_layer, max_grad_kind;
-    int64_t max_grad_step;
-    int from_hist;        /* fractions below come from histograms (else from bounds) */
-    double flushed;       /* largest per-layer fraction of non-zero gradients flushed at 2^log2 */
-    int flushed_layer, flushed_kind;
-    double flushed_norm;  /* that layer's share of its gradients' squared norm flushed at 2^log2
-                             (from the histogram; NaN from bounds) */
-    double subnormal;     /* largest per-layer fraction that are FP16 subnormals at 2^log2 */
-    int subnormal_layer, subnormal_kind;
-    double flushed1;      /* largest per-layer fraction flushed without scaling (scale 1) */
-    int flushed1_layer, flushed1_kind;
-    double range_log2;    /* log2(max / 1st percentile) of the gradient magnitudes */
-} rec_scale;
-
 typedef enum rec_lr_verdict {
     LR_UNKNOWN = 0,
     LR_KEEP,
@@ -77,33 +59,166 @@ typedef enum rec_lr_verdict {
 
 const char *rec_lr_name(rec_lr_verdict v); /* "unknown", "keep", "lower", "raise", ... */
 
-/* A remedy: an option of `ampdiag run` that the advice sets besides the precision and the lr
- * (ampdiag tune applies them and re-runs). */
+/* ------------------------------------------------------------------------------------------
+ * Items: the evidence as the rules weighed it
+ * ------------------------------------------------------------------------------------------ */
+
+/* Where an item goes in a report. */
+typedef enum rec_sec {
+    SEC_VERDICT,      /* the verdict line, its parts joined by "; " */
+    SEC_WHY,          /* the precision verdict's reasons, most important first */
+    SEC_FP16_AGAINST, /* fp16: what rules it out or is wrong with it */
+    SEC_FP16_FOR,     /* fp16: evidence that it works */
+    SEC_BF16_AGAINST,
+    SEC_BF16_FOR,
+    SEC_SCALE,        /* the loss scale the gradients allow */
+    SEC_LR_LINE,      /* the lr advice in one line */
+    SEC_LR,           /* its evidence */
+    SEC_CLIP_LINE,
+    SEC_CLIP,
+    SEC_WARN,         /* warnings: true, not decisive */
+    SEC_FAIL,         /* --fail-on: the findings asked for that held */
+    REC_NSECS
+} rec_sec;
+
+const char *rec_sec_key(rec_sec s); /* "verdict", "why", "fp16_against", ... (JSON) */
+
+/* The words of the items that are a rule's reasoning rather than one finding's own (rows of
+ * src/messages/msgtab.c; the figures each names are its row's). R_NONE: the finding's words. */
+typedef enum rec_mid {
+    R_NONE = 0,
+    /* target, baseline */
+    R_TARGET_NO_BF16, R_BASELINE_ADAM_EPS, R_BASELINE_DIVERGES, R_BASELINE_LOSS_NONFINITE,
+    R_EVERY_RUN_FAILS, R_FIRST_MODEL, R_FIRST_DATA, R_FIRST_NOT_LEARNING,
+    /* fp16 */
+    R_FP16_FWD_OVERFLOW, R_FP16_HEADROOM, R_FP16_ADAM_EPS, R_FP16_FWD_NONFINITE,
+    R_FP16_COLLAPSE, R_FP16_SKIPS, R_FP16_LOSS_NONFINITE, R_FP16_DIVERGES, R_EVAL_OVERFLOW,
+    R_EVAL_FIRST, R_FP16_CLEAN, R_FP16_CLEAN_UNSCALED, R_GAP_OUTSIDE, R_GAP_WITHIN,
+    R_FLUSH_PREDICTED, R_FLUSH_DECISIVE, R_SPAN_HEALTHY_RUN, R_SPAN_HARMLESS, R_SPAN_DECISIVE,
+    R_NEEDS_SCALING, R_SCALE_GOOD, R_SCALE_GOOD_NONE, R_SUBNORMAL, R_SCALE_LINE,
+    /* bf16 */
+    R_BF16_MASTER_WEIGHTS, R_BF16_FAILS, R_BF16_CLEAN, R_BF16_RANGE, R_BF16_RANGE_OK,
+    R_BF16_RATIO_WHATIF, R_BF16_LOST_NONE, R_BF16_LOST_WHATIF, R_ADAM_EPS_WARN,
+    R_ISLANDS_NOT_FINITE,
+    /* the verdict */
+    R_V_UNDECIDED_ADAM, R_V_UNDECIDED_LR, R_V_UNDECIDED_ALL, R_V_BF16, R_V_BF16_MASTER, R_V_FP16,
+    R_V_FP16_ISLANDS, R_V_BF16_ISLANDS, R_V_FP32_BF16_MISSES, R_V_FP32_NO_BF16_PARTIAL,
+    R_V_FP32_NO_BF16_ISLANDS, R_V_FP32_NO_BF16, R_V_FP32, R_V_FIRST_FLAT, R_V_FIRST_EVAL,
+    R_V_FIRST_ADAM,
+    R_WHY_BOTH, R_WHY_BF16_NO_FP16_TARGET, R_WHY_BF16_FP16_OUT, R_WHY_BF16_PREDICTED,
+    R_WHY_FP16, R_WHY_FP16_ISLANDS, R_WHY_BF16_DEVIATION, R_ISLANDS_PARTIAL, R_ISLANDS_OFFER,
+    /* learning rate */
+    R_LR_SWEEP_POINT, R_LR_SWEEP_FAILS, R_LR_PICK, R_LR_ADAM_FIRST, R_LR_FORMAT_FIRST_LINE,
+    R_LR_FAILS, R_LR_DIVERGE_RATIO, R_LR_DIVERGE_STEP, R_LR_WARMUP_AT, R_LR_LOWER_DIVERGES,
+    R_LR_FORMAT_START, R_LR_FORMAT_CAUSED, R_LR_DEAD, R_LR_LOWER_DEAD, R_LR_NO_RATIO,
+    R_LR_TOO_LOW, R_LR_KEEP_HEALTHY, R_LR_RATIO_HIGH, R_LR_RATIO_LOW, R_LR_SPIKES, R_LR_KEEP_BAND,
+    R_LR_MASTER, R_LR_KEEP, R_LR_KEEP_MASTER, R_LR_LOWER, R_LR_RAISE,
+    /* clip */
+    R_CLIP_NONE, R_CLIP_LINE, R_CLIP_VALUE, R_CLIP_AUTOCLIP, R_CLIP_PRIOR_NEVER,
+    R_CLIP_PRIOR_ALWAYS, R_CLIP_DRIFT, R_CLIP_SPIKE, R_CLIP_CLIPPED,
+    /* remedies */
+    R_REM_OPT_STATE, R_REM_ISLANDS, R_REM_LOSS_SCALE, R_DEC_LOSS_SCALE,
+    /* --fail-on */
+    R_FAIL_EVAL, R_FAIL_EVAL_ONLY, R_FAIL_FWD, R_FAIL_LOSS, R_FAIL_EVENT, R_FAIL_WEIGHTS, R_FAIL_SKIPS,
+    R_FAIL_DIVERGED, R_FAIL_OVERFLOW,
+    /* the traces */
+    R_WARN_CUT_OFF, R_WARN_BAD_ROWS, R_WARN_HIST_SAMPLED,
+    REC_NMIDS
+} rec_mid;
+
+#define REC_MAXV 8
+
+typedef struct rec_item {
+    rec_mid msg;         /* R_NONE: the words of the finding f */
+    rec_sec sec;
+    const an_finding *f; /* the finding the item reads (NULL: none); valid while the runs and
+                            the comparison are */
+    int run;             /* the run it is about (-1: f's, or none) */
+    double v[REC_MAXV];  /* its own figures, named by its row of the message table */
+} rec_item;
+
+/* ------------------------------------------------------------------------------------------
+ * Decisions
+ * ------------------------------------------------------------------------------------------ */
+
+typedef enum rec_what {
+    WHAT_PRECISION,     /* to: "fp32", "fp16", "bf16", "undecided" */
+    WHAT_FP32_LAYERS,   /* to: the layers' names, comma-separated */
+    WHAT_LOSS_SCALE,    /* value: the initial scale of a dynamic scaler */
+    WHAT_LR,            /* value: the suggested lr */
+    WHAT_CLIP,          /* value: the clip value */
+    WHAT_OPT_STATE,     /* to: the optimizer state's format */
+    WHAT_MASTER_WEIGHTS,/* to: "fp32" */
+    WHAT_WARMUP,        /* to: "longer" */
+    REC_NWHATS
+} rec_what;
+
+const char *rec_what_key(rec_what w); /* "precision", "fp32_layers", ... (JSON) */
+
+typedef enum rec_conf {
+    CONF_OBSERVED = 0,  /* observed in a run that was given */
+    CONF_MEASURED,      /* measured by a re-run (ampdiag tune verifies) */
+    CONF_HYPOTHESIS     /* a hypothesis from a heuristic or a prediction from another format */
+} rec_conf;
+
+const char *rec_conf_key(rec_conf c); /* "observed", "measured", "hypothesis" */
+
+/* Where a decision that is a run option applies (ampdiag tune applies them and re-runs). */
 typedef enum rec_scope {
+    REM_NONE = -1,       /* not a run option */
     REM_EVERY_RUN = 0,   /* every run, the FP32 baseline included ("every-run") */
     REM_RECOMMENDED = 1  /* the run of the recommended precision ("recommended") */
 } rec_scope;
 
 const char *rec_scope_name(rec_scope s); /* "every-run", "recommended" */
 
-typedef struct rec_remedy {
+#define REC_MAX_BECAUSE 8
+
+typedef struct rec_decision {
+    rec_what what;
+    char to[256];       /* the change as text: "bf16", "fc1,fc2" ("" when value says it) */
+    double value;       /* the number (lr, clip, loss scale), NaN */
+    rec_conf conf;
+    const an_finding *because[REC_MAX_BECAUSE]; /* the findings behind it */
+    size_t nbecause;
+    rec_mid why;        /* the words of why (with v), R_NONE when none */
+    double v[REC_MAXV];
+    /* a run option: ampdiag run's option and its value, and the runs it applies to */
     rec_scope scope;
-    char option[32];        /* "--optim-state" */
-    char value[256];        /* "fp32" */
-    char why[192];          /* the finding it answers */
-} rec_remedy;
+    char option[32];    /* "--optim-state" ("" when not an option) */
+    char option_value[256];
+} rec_decision;
 
-#define REC_MAX_REMEDIES 8
+/* ------------------------------------------------------------------------------------------
+ * The recommendation
+ * ------------------------------------------------------------------------------------------ */
 
-#define FAIL_NAN 1u
-#define FAIL_SKIPS 2u
-#define FAIL_DIVERGENCE 4u
-#define FAIL_OVERFLOW 8u
+/* The assessment of one 16-bit format. */
+typedef struct rec_format {
+    int supported;       /* by the target */
+    int observed;        /* a run of this format (at the baseline's lr) was given */
+    int viable;          /* no problem found that rules it out */
+    int decisive;        /* ruled out by a decisive rule (overflow, collapse, skips, NaN) */
+    int needs_scaling;   /* fp16: gradients flush to zero without loss scaling */
+    int summary;         /* the item whose short words are its first problem (the verdict
+                            line's "Not fp16: ..."), or -1 */
+} rec_format;
 
-/* "nan,skips,divergence,overflow" (any subset, or "all"/"none") -> mask. 0 or -1 (message in
- * err naming the unknown word). */
-int rec_fail_parse(const char *list, unsigned *mask, char *err, size_t errlen);
-const char *rec_fail_name(unsigned bit);
+/* --fail-on: a set of findings (a bit per an_fid), by key or by the name of a group. */
+typedef uint64_t rec_fail_set;
+#define REC_FAIL_BIT(id) ((rec_fail_set)1 << (id))
+/* The groups --fail-on has always taken: nan, skips, divergence, overflow. */
+extern const rec_fail_set REC_FAIL_NAN, REC_FAIL_SKIPS, REC_FAIL_DIVERGENCE, REC_FAIL_OVERFLOW;
+
+/* "nan,skips,diverged,..." (finding keys, the groups, "all" or "none") -> a set. 0 or -1
+ * (message in err naming the unknown word). */
+int rec_fail_parse(const char *list, rec_fail_set *set, char *err, size_t errlen);
+/* The name --fail-on and the reports give the finding id: its group's ("nan") where it is in
+ * one of the four groups, else its key. */
+const char *rec_fail_name(an_fid id);
+
+typedef VEC(rec_item) rec_item_list;
+typedef VEC(rec_decision) rec_decision_list;
 
 typedef struct recommendation {
     rec_target target;
@@ -118,37 +233,32 @@ typedef struct recommendation {
                                    layers, 2 x batch x params each (NaN without islands) */
     int islands_forward_finite; /* the forward pass stays finite with them: each island's output
                                    that feeds a 16-bit layer stays below 65520 (-1: no islands) */
-    char verdict[512];      /* one line: "bf16 (FP32 master weights)" */
-    strlist why;            /* the precision verdict's evidence, most important first */
     rec_format fp16, bf16;
-    rec_scale scale;
+    const an_finding *scale; /* F_LOSS_SCALE of the run the scale comes from, or NULL */
+    size_t scale_run;       /* that run */
     size_t ref;             /* run the range/clip/lr rules read (the FP32 baseline if given) */
 
     rec_lr_verdict lr;
     double lr_current, lr_factor, lr_suggested;
-    char lr_line[256];      /* one line: "keep 0.001" / "lower to 0.0005 (x0.5)" */
-    strlist lr_why;
 
     int clip_have;
     double clip_value, clip_frac, clip_autoclip;
-    char clip_line[256];
-    strlist clip_why;
 
-    strlist warnings;
+    rec_item_list items;    /* in the order the rules said them, per section */
+    rec_decision_list decisions;
 
-    rec_remedy remedies[REC_MAX_REMEDIES]; /* the run options the advice sets, in rule order */
-    size_t nremedies;
-
-    unsigned fail_mask, fail_held;
-    strlist fail_why;
+    rec_fail_set fail_mask, fail_held;
+    int oom;
 } recommendation;
 
 /* Apply the rules. Returns 0 or -1 (out of memory). */
 int recommend(const an_run *runs, size_t nruns, const an_comparison *c, rec_target target,
-              unsigned fail_mask, recommendation *out);
+              rec_fail_set fail_mask, recommendation *out);
 void rec_free(recommendation *r);
 
-/* "2^16" for powers of two, else "%g". */
-void rec_fmt_scale(char *buf, size_t n, double v);
+/* The decisions that are run options (ampdiag tune applies them), in rule order. */
+size_t rec_remedies(const recommendation *R, const rec_decision **out, size_t max);
+/* The first finding of id in the evidence of a section (any section: REC_NSECS), or NULL. */
+const rec_item *rec_find_item(const recommendation *R, rec_sec sec, rec_mid msg, an_fid f);
 
 #endif

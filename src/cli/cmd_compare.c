@@ -6,12 +6,16 @@
  */
 #include "cli/compare.h"
 
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 #include "cli/cli.h"
 #include "plot/plot.h"
 #include "report/report.h"
 #include "util/path.h"
 #include "util/escape.h"
+#include "util/wrap.h"
+#include "messages/messages.h"
 
 #include <errno.h>
 #include <math.h>
@@ -24,20 +28,25 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ampdiag compare TRACE.h5 [TRACE.h5 ...] [--baseline TRACE.h5]\n"
             "                       [--format text|md|json] [--plots DIR] [--target T]\n"
-            "                       [--fail-on nan,skips,divergence,overflow] [--warmup N]\n"
+            "                       [--fail-on LIST] [--warmup N] [--what-if LIST]\n"
             "\n"
             "Compare runs of one model in different precisions (or learning rates, or seeds) and\n"
             "recommend a precision (fp32, fp16 + loss scaling with an initial scale, bf16, or a\n"
             "16-bit format with named FP32 layers), a learning rate and a clip value. Every\n"
-            "recommendation prints the numbers, steps and layers behind it; the rules and their\n"
-            "sources are in docs/recommendations.md. One FP32 trace alone already predicts what\n"
-            "FP16 and BF16 would do.\n"
+            "recommendation prints the findings, numbers, steps and layers behind it; the rules and\n"
+            "their sources are in docs/recommendations.md (ampdiag help rules), the terms in\n"
+            "docs/glossary.md (ampdiag help terms). One FP32 trace alone already predicts what FP16\n"
+            "and BF16 would do.\n"
             "\n"
             "The baseline is the first FP32 trace (else the first trace); layers are matched by\n"
             "name. Runs that differ in model, data, seed, steps or learning rate are compared with\n"
-            "a note saying what the difference means. Traces of the baseline's configuration with\n"
-            "other seeds set the noise band of the loss gap (2 sigma); without them the band is\n"
-            "max(1%%, 2 standard errors of the baseline's final-window training loss).\n"
+            "a note saying what the difference means.\n");
+    char def[800];
+    msg_cfig_definition(def, sizeof def, MSG_NOISE_BAND);
+    char para[1000];
+    snprintf(para, sizeof para, "The %s: %s.", msg_cfig_name(MSG_NOISE_BAND), def);
+    wrap_para(f, "", 0, para, 90);
+    fprintf(f,
             "\n"
             "options:\n"
             "  --baseline TRACE    the run to compare against (one of the inputs, or an extra one)\n"
@@ -47,18 +56,20 @@ static void usage(FILE *f)
             "                      JSON); draw them with `ampdiag plot ... -o DIR`\n"
             "  --target T          hardware: sm70 | sm75 (no BF16) | sm80 | sm89 | sm90 | cpu\n"
             "                      (default: any GPU with BF16, i.e. sm80 or newer)\n"
-            "  --fail-on LIST      exit 1 when a condition holds in any run (comma-separated):\n"
+            "  --fail-on LIST      exit 1 when a finding holds in any run (comma-separated): the id of\n"
+            "                      a finding (ampdiag help rules lists them), or a group:\n"
             "                        nan         NaN/inf in the forward pass or the loss, NaN\n"
-            "                                    gradients, or non-finite weights\n"
-            "                        skips       more than 1 skipped step in 500 after the\n"
-            "                                    calibration window (and at least 2), or a\n"
-            "                                    collapsed loss scale\n"
+            "                                    gradients, non-finite weights or eval loss\n"
+            "                        skips       skipped steps above the limit after the\n"
+            "                                    calibration window, or a collapsed loss scale\n"
             "                        divergence  a run diverged\n"
             "                        overflow    activations or weights overflow the run's 16-bit\n"
             "                                    format (FP32 runs: would overflow FP16)\n"
-            "                      all = every one of them\n"
+            "                      all = every group\n"
             "  --warmup N          steps left out as scaler calibration and clip warm-up\n"
             "                      (default: min(100, steps / 5))\n"
+            "  --what-if LIST      what-if sections beyond FP16 and BF16: fp8, all, or column names\n"
+            "                      (e4m3, e5m2_delayed, ...); without it one line says which exist\n"
             "  -h, --help\n"
             "\n"
             "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or a file that is\n"
@@ -174,7 +185,7 @@ static int load_inputs(cmp_inputs *in, const compare_opts *o)
     if (in->bidx == (size_t)-1) {
         in->bidx = 0;
         for (size_t k = 0; k < in->total; k++)
-            if (strcmp(in->runs[k].precision, "fp32") == 0) {
+            if (in->runs[k].prec == PREC_FP32) {
                 in->bidx = k;
                 break;
             }
@@ -207,6 +218,7 @@ static int draw_charts(const cmp_inputs *in, const compare_opts *o, const recomm
 {
     plot_options po;
     plot_options_init(&po);
+    po.whatif = o->whatif;
     char clip_label[96];
     char err[1024];
     int plot_rc = 0;
@@ -264,19 +276,21 @@ static int write_reports(const cmp_inputs *in, const compare_opts *o, const an_c
     return rc;
 }
 
-/* --fail-on: the conditions asked for that held, one line each on stderr (the recommendation's
- * lines start with the condition's name). EXIT_FAIL_ON when one held, else 0. */
-static int fail_on(const recommendation *R, const char *prog)
+/* --fail-on: the findings asked for that held, one line each on stderr with the name --fail-on
+ * gives them. EXIT_FAIL_ON when one held, else 0. */
+static int fail_on(const an_run *runs, size_t n, const an_comparison *c, const recommendation *R,
+                   const char *prog)
 {
     if (!(R->fail_held & R->fail_mask))
         return 0;
-    for (size_t i = 0; i < R->fail_why.n; i++) {
-        for (unsigned b = 1; b <= FAIL_OVERFLOW; b <<= 1) {
-            const char *nm = rec_fail_name(b);
-            size_t len = strlen(nm);
-            if ((R->fail_mask & b) && strncmp(R->fail_why.s[i], nm, len) == 0 && R->fail_why.s[i][len] == ':')
-                fprintf_text(stderr, "%s: --fail-on %s\n", prog, R->fail_why.s[i]);
-        }
+    msg_ctx m = {.runs = runs, .nruns = n, .baseline = (long)c->baseline, .R = R};
+    char buf[2400];
+    for (size_t i = 0; i < R->items.n; i++) {
+        const rec_item *it = &R->items.v[i];
+        if (it->sec != SEC_FAIL || !it->f || !(R->fail_mask & REC_FAIL_BIT(it->f->id)))
+            continue;
+        msg_item(buf, sizeof buf, &m, it);
+        fprintf_text(stderr, "%s: --fail-on %s: %s\n", prog, rec_fail_name(it->f->id), buf);
     }
     return EXIT_FAIL_ON;
 }
@@ -297,13 +311,14 @@ static int compare_and_report(const cmp_inputs *in, const compare_opts *o)
     }
     report_opts ro;
     memset(&ro, 0, sizeof ro);
-    ro.width = 100;
+    ro.width = 0; /* the terminal's, or 100 */
+    ro.whatif = o->whatif;
     cmp_charts ch;
     memset(&ch, 0, sizeof ch);
     int plot_rc = o->plots_dir ? draw_charts(in, o, &R, &ch, &ro) : 0;
     int rc = write_reports(in, o, &c, &R, &ro);
     if (!rc)
-        rc = fail_on(&R, in->prog);
+        rc = fail_on(in->runs, in->total, &c, &R, in->prog);
     if (!rc && plot_rc)
         rc = plot_rc;
     free(ch.charts);
@@ -329,12 +344,12 @@ int compare_files(const char *const *paths, size_t n, const compare_opts *o)
 
 
 
-enum { O_BASELINE = 1, O_FORMAT, O_PLOTS, O_TARGET, O_FAIL_ON, O_WARMUP, O_HELP };
+enum { O_BASELINE = 1, O_FORMAT, O_PLOTS, O_TARGET, O_FAIL_ON, O_WARMUP, O_WHATIF, O_HELP };
 
 static const cli_opt options[] = {
     {"--baseline", 0, CLI_ARG, O_BASELINE}, {"--format", 0, CLI_ARG, O_FORMAT}, {"--plots", 0, CLI_ARG, O_PLOTS},
     {"--target", 0, CLI_ARG, O_TARGET}, {"--fail-on", 0, CLI_ARG, O_FAIL_ON}, {"--warmup", 0, CLI_ARG, O_WARMUP},
-    {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+    {"--what-if", 0, CLI_ARG, O_WHATIF}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
 
 int cmd_compare(int argc, char **argv)
 {
@@ -395,6 +410,9 @@ int cmd_compare(int argc, char **argv)
             }
             break;
         }
+        case O_WHATIF:
+            o.whatif = v;
+            break;
         case CLI_POS:
             paths[n++] = v;
             break;

@@ -9,6 +9,7 @@
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
 #include "analysis/findings.h"
+#include "analysis/load.h"
 #include "cli/cli.h"
 #include "report/info.h"
 #include "util/escape.h"
@@ -23,7 +24,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ampdiag info TRACE.h5 [--format text|json] [--top N]\n"
+            "usage: ampdiag info TRACE.h5 [--format text|json] [--top N] [--what-if LIST]\n"
             "\n"
             "Summarise one trace: the run (precision, model, data, steps, status), the loss\n"
             "(first, last, minimum), the loss scale (initial, minimum, final, backoffs), skipped\n"
@@ -47,6 +48,8 @@ static void usage(FILE *f)
             "  --format text|json  output format (default text; json is described in\n"
             "                      traces/FORMAT.md, section 'ampdiag info --format json')\n"
             "  --top N             rows of the headroom tables in text output (default 5)\n"
+            "  --what-if LIST      what-if columns beyond FP16 and BF16 to show: fp8, all, or\n"
+            "                      column names (e4m3, e5m2_delayed, ...); JSON always has them all\n"
             "  -h, --help\n"
             "\n"
             "exit status: 0 success, 2 bad usage or not a valid trace, 3 I/O error\n");
@@ -58,15 +61,15 @@ static void usage(FILE *f)
 
 static int exit_for(int err) { return ampdiag_trace_err_is_io(err) ? EXIT_IO : EXIT_USAGE; }
 
-enum { O_FORMAT = 1, O_TOP, O_HELP };
+enum { O_FORMAT = 1, O_TOP, O_WHATIF, O_HELP };
 
 static const cli_opt options[] = {
-    {"--format", 0, CLI_ARG, O_FORMAT}, {"--top", 0, CLI_ARG, O_TOP}, {"--help", 'h', CLI_NOARG, O_HELP},
-    CLI_OPT_END};
+    {"--format", 0, CLI_ARG, O_FORMAT}, {"--top", 0, CLI_ARG, O_TOP}, {"--what-if", 0, CLI_ARG, O_WHATIF},
+    {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
 
 int cmd_info(int argc, char **argv)
 {
-    const char *path = NULL, *format = "text";
+    const char *path = NULL, *format = "text", *whatif = NULL;
     long top = 5;
     cli_parser p;
     if (cli_parser_init(&p, "info", options, argc, argv, 0))
@@ -91,6 +94,8 @@ int cmd_info(int argc, char **argv)
                 fprintf_text(stderr, "ampdiag info: --top needs a count (0..1000000), got '%s'\n", a);
                 return EXIT_USAGE;
             }
+        } else if (id == O_WHATIF) {
+            whatif = a;
         } else if (id != CLI_POS) {
             return EXIT_USAGE;
         } else if (path) {
@@ -117,10 +122,11 @@ int cmd_info(int argc, char **argv)
         an_free(&run);
         return exit_for(rc);
     }
+    info_opts io = {(size_t)top, whatif, 0};
     if (strcmp(format, "json") == 0)
-        report_info_json(stdout, &run, &run.find);
+        report_info_json(stdout, &run);
     else
-        report_info_text(stdout, &run, &run.find, (size_t)top);
+        report_info_text(stdout, &run, &io);
     an_free(&run);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf_text(stderr, "ampdiag info: cannot write the output: %s\n", strerror(errno));

@@ -7,7 +7,7 @@
  * default: two thirds down the longest descent), "steepest" (the most negative slope against
  * log lr) and "minimum / 10". The evidence a single run at one lr cannot give.
  */
-#include "analysis/analyze.h"
+#include "analysis/load.h"
 #include "analysis/lrfind.h"
 #include "cli/cli.h"
 #include "util/escape.h"

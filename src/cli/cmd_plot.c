@@ -18,7 +18,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ampdiag plot TRACE.h5 [TRACE.h5 ...] -o DIR [--format png|svg] [--clip X]\n"
-            "                    [--layers NAME,...] [--hist-steps S,...]\n"
+            "                    [--layers NAME,...] [--hist-steps S,...] [--what-if LIST]\n"
             "\n"
             "Draw gnuplot charts of one or more traces into DIR, runs overlaid and coloured by\n"
             "precision (fp32 grey, fp16 blue, bf16 vermillion):\n"
@@ -27,9 +27,12 @@ static void usage(FILE *f)
             "  grad-norm.EXT             gradient norm (unscaled, before clipping), clip values\n"
             "  layer-ranges-KIND.EXT     per layer: largest and smallest non-zero |x| of\n"
             "                            activations, activation and weight gradients, with the\n"
-            "                            FP16 and BF16 limits as bands\n"
-            "  fp16-heatmap-RUN.EXT      layer x step: fraction that would underflow / overflow\n"
-            "                            in FP16\n"
+            "                            FP16 and BF16 limits as bands (those the range shows)\n"
+            "  fp16-heatmap-RUN.EXT      layer x step: fraction that would flush to zero (without\n"
+            "                            loss scaling, cells a loss scale would keep marked) or\n"
+            "                            overflow in FP16; an FP16 run: its increase of exact\n"
+            "                            zeros over an FP32 run of the same model and data\n"
+            "  FORMAT-heatmap-RUN.EXT    the same for each what-if format --what-if names\n"
             "  exponent-histogram-RUN-LAYER.EXT   exponent histograms of a layer's gradients\n"
             "                            at a few steps, FP16 and BF16 windows shaded\n"
             "\n"
@@ -48,6 +51,9 @@ static void usage(FILE *f)
             "                      gradients underflow most in FP16)\n"
             "  --hist-steps S,...  steps of the exponent histograms (the nearest step with a\n"
             "                      histogram is used; default: up to 4 spread over the run)\n"
+            "  --what-if LIST      also chart these what-if columns of the traces (names or\n"
+            "                      formats: e4m3,e5m2_delayed; fp8; all): their heatmaps, and\n"
+            "                      their formats' bands on the range charts\n"
             "  --no-draw           write data and scripts only\n"
             "  -h, --help\n"
             "\n"
@@ -77,12 +83,13 @@ static size_t split_list(char *s, char **items, size_t max)
 
 enum { MAX_LIST = 256 };
 
-enum { O_OUT = 1, O_FORMAT, O_CLIP, O_LAYERS, O_HIST_STEPS, O_NO_DRAW, O_HELP };
+enum { O_OUT = 1, O_FORMAT, O_CLIP, O_LAYERS, O_HIST_STEPS, O_NO_DRAW, O_WHATIF, O_HELP };
 
 static const cli_opt options[] = {
     {"--out", 'o', CLI_ARG, O_OUT}, {"--format", 0, CLI_ARG, O_FORMAT}, {"--clip", 0, CLI_ARG, O_CLIP},
     {"--layers", 0, CLI_ARG, O_LAYERS}, {"--hist-steps", 0, CLI_ARG, O_HIST_STEPS},
-    {"--no-draw", 0, CLI_NOARG, O_NO_DRAW}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+    {"--no-draw", 0, CLI_NOARG, O_NO_DRAW}, {"--what-if", 0, CLI_ARG, O_WHATIF},
+    {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
 
 int cmd_plot(int argc, char **argv)
 {
@@ -184,6 +191,9 @@ int cmd_plot(int argc, char **argv)
         }
         case O_NO_DRAW:
             opt.draw = 0;
+            break;
+        case O_WHATIF:
+            opt.whatif = p.arg;
             break;
         case CLI_POS:
             paths[npaths++] = v;

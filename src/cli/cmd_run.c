@@ -4,6 +4,7 @@
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
 #include "analysis/findings.h"
+#include "analysis/load.h"
 #include "backend/backend.h"
 #include "cli/cli.h"
 #include "report/info.h"
@@ -11,6 +12,7 @@
 #include "train/train.h"
 #include "util/path.h"
 #include "util/escape.h"
+#include "util/wrap.h"
 
 #include <errno.h>
 #include <math.h>
@@ -53,10 +55,17 @@ static const struct scenario {
 };
 #define NSCENARIOS (sizeof scenarios / sizeof scenarios[0])
 
+/* The scenarios, each name with what it shows and its options, wrapped to the width. */
 static void list_scenarios(FILE *f)
 {
-    for (size_t i = 0; i < NSCENARIOS; i++)
-        fprintf(f, "  %-24s %s\n  %-24s (%s)\n", scenarios[i].name, scenarios[i].what, "", scenarios[i].args);
+    int width = wrap_width(f);
+    for (size_t i = 0; i < NSCENARIOS; i++) {
+        char label[40], args[600];
+        snprintf(label, sizeof label, "  %s", scenarios[i].name);
+        snprintf(args, sizeof args, "(%s)", scenarios[i].args);
+        wrap_para(f, label, 27, scenarios[i].what, width);
+        wrap_para(f, "", 27, args, width);
+    }
 }
 
 static void usage(FILE *f)
@@ -236,7 +245,7 @@ static int print_summary(const train_config *c, const train_result *r)
     }
     report_run_extra x = {r->wall_s, r->trace_bytes, r->trace_threads, r->trace_wait_s,
                           c->trace_every > 0};
-    report_run_summary(stdout, &run, &run.find, &x);
+    report_run_summary(stdout, &run, &x, 0);
     an_free(&run);
     return 0;
 }

@@ -53,6 +53,7 @@ static void usage(FILE *f)
             "  --target T          hardware for the recommendation (see ampdiag compare --help)\n"
             "  --fail-on LIST      as ampdiag compare: exit 1 when a condition holds\n"
             "  --warmup N          as ampdiag compare\n"
+            "  --what-if LIST      as ampdiag compare: what-if sections beyond FP16 and BF16\n"
             "  --plots             draw the charts into DIR/charts and link them from report.md\n"
             "  --dry-run           check every run as ampdiag run --dry-run does, print the run\n"
             "                      commands and stop\n"
@@ -111,7 +112,7 @@ static void sanitize(char *s)
 
 /* The sweep's own options; every option of `ampdiag run` is accepted too and passed on. */
 enum {
-    S_PRECISIONS = 1, S_LRS, S_OUT, S_JOBS, S_FORMAT, S_TARGET, S_FAIL_ON, S_WARMUP, S_PLOTS, S_DRY,
+    S_PRECISIONS = 1, S_LRS, S_OUT, S_JOBS, S_FORMAT, S_TARGET, S_FAIL_ON, S_WARMUP, S_WHATIF, S_PLOTS, S_DRY,
     S_HELP, S_PRECISION, S_SET, S_PASS, S_LAUNCHER, S_EMIT
 };
 
@@ -119,8 +120,8 @@ static const cli_opt own_options[] = {
     {"--precisions", 0, CLI_ARG, S_PRECISIONS}, {"--lrs", 0, CLI_ARG, S_LRS}, {"--out", 'o', CLI_ARG, S_OUT},
     {"--jobs", 'j', CLI_ARG, S_JOBS}, {"--format", 0, CLI_ARG, S_FORMAT}, {"--target", 0, CLI_ARG, S_TARGET},
     {"--fail-on", 0, CLI_ARG, S_FAIL_ON}, {"--warmup", 0, CLI_ARG, S_WARMUP}, {"--plots", 0, CLI_NOARG, S_PLOTS},
-    {"--dry-run", 0, CLI_NOARG, S_DRY}, {"--help", 'h', CLI_NOARG, S_HELP}, {"--launcher", 0, CLI_ARG, S_LAUNCHER},
-    {"--emit", 0, CLI_ARG, S_EMIT}, CLI_OPT_END};
+    {"--what-if", 0, CLI_ARG, S_WHATIF}, {"--dry-run", 0, CLI_NOARG, S_DRY}, {"--help", 'h', CLI_NOARG, S_HELP},
+    {"--launcher", 0, CLI_ARG, S_LAUNCHER}, {"--emit", 0, CLI_ARG, S_EMIT}, CLI_OPT_END};
 
 /* run's options: --precision refused, --overwrite and --progress set by the sweep, the others
  * passed on (cli_with_run_options). */
@@ -237,6 +238,7 @@ static int compare_option(sweep *sw, int id, const char *v)
         }
         return 0;
     case S_WARMUP: return parse_warmup(sw, v);
+    case S_WHATIF: sw->co.whatif = v; return 0;
     default: return -1;
     }
 }

@@ -12,8 +12,11 @@
  * DIR/tune.md, DIR/tune.json) gives each round's evidence and the remedies applied, and says
  * whether the recommendation was verified.
  */
-#include "analysis/analyze.h"
+#include "analysis/compare.h"
+#include "analysis/findings.h"
+#include "analysis/load.h"
 #include "analysis/recommend.h"
+#include "messages/messages.h"
 #include "cli/cli.h"
 #include "cli/launch.h"
 #include "util/escape.h"
@@ -86,11 +89,20 @@ static int tune_id_of(const char *name)
     return strcmp(name, "--precision") == 0 || strcmp(name, "--dry-run") == 0 ? T_REFUSE : T_PASS;
 }
 
-/* Remedies (recommend.h) as tune applies them: those for every run stay in force from the round
- * whose advice named them on; those for the recommended precision's run go to its run in the
- * verification round. */
+/* Remedies (the decisions of recommend.h that are run options) as tune applies them: those for
+ * every run stay in force from the round whose advice named them on; those for the recommended
+ * precision's run go to its run in the verification round. */
+#define TUNE_MAX_REMEDIES 8
+
+typedef struct tune_remedy {
+    rec_scope scope;
+    char option[32];
+    char value[256];
+    char why[512];
+} tune_remedy;
+
 typedef struct remedy_set {
-    rec_remedy m[REC_MAX_REMEDIES];
+    tune_remedy m[TUNE_MAX_REMEDIES];
     size_t n;
 } remedy_set;
 
@@ -100,22 +112,6 @@ static int set_has(const remedy_set *s, const char *option)
         if (strcmp(s->m[i].option, option) == 0)
             return 1;
     return 0;
-}
-
-/* The remedies of R of this scope whose option *have does not hold yet, added to *to (when it
- * does not hold them either). Returns how many were new. */
-static size_t take_new(const recommendation *R, rec_scope scope, const remedy_set *have, remedy_set *to)
-{
-    size_t added = 0;
-    for (size_t i = 0; i < R->nremedies; i++) {
-        const rec_remedy *m = &R->remedies[i];
-        if (m->scope != scope || set_has(have, m->option) || set_has(to, m->option) ||
-            to->n >= REC_MAX_REMEDIES)
-            continue;
-        to->m[to->n++] = *m;
-        added++;
-    }
-    return added;
 }
 
 /* "--optim-state fp32 --fp32-layers fc1" (or "" when both sets are empty). */
@@ -154,6 +150,34 @@ typedef struct tune_round {
     recommendation R;
     int have;               /* runs loaded and the rules applied */
 } tune_round;
+
+/* What the message table may name in a round's words: its runs, its baseline, its advice. */
+static msg_ctx round_ctx(const tune_round *r)
+{
+    msg_ctx m = {.runs = r->runs, .nruns = r->n, .baseline = (long)r->base, .R = &r->R};
+    return m;
+}
+
+/* The remedies of round r of this scope whose option *have does not hold yet, added to *to (when
+ * it does not hold them either). Returns how many were new. */
+static size_t take_new(const tune_round *r, rec_scope scope, const remedy_set *have, remedy_set *to)
+{
+    const rec_decision *d[TUNE_MAX_REMEDIES];
+    size_t n = rec_remedies(&r->R, d, TUNE_MAX_REMEDIES), added = 0;
+    msg_ctx m = round_ctx(r);
+    for (size_t i = 0; i < n; i++) {
+        if (d[i]->scope != scope || set_has(have, d[i]->option) || set_has(to, d[i]->option) ||
+            to->n >= TUNE_MAX_REMEDIES)
+            continue;
+        tune_remedy *t = &to->m[to->n++];
+        t->scope = d[i]->scope;
+        snprintf(t->option, sizeof t->option, "%s", d[i]->option);
+        snprintf(t->value, sizeof t->value, "%s", d[i]->option_value);
+        msg_decision_why(t->why, sizeof t->why, &m, d[i]);
+        added++;
+    }
+    return added;
+}
 
 static void round_free(tune_round *r)
 {
@@ -249,7 +273,7 @@ static int round_analyse(tune_round *r, rec_target target)
         return rc;
     r->base = 0;
     for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->runs[i].precision, "fp32") == 0) {
+        if (r->runs[i].prec == PREC_FP32) {
             r->base = i;
             break;
         }
@@ -276,34 +300,31 @@ static const an_run *run_of(const tune_round *r, rec_precision p, size_t *idx)
 /* The verification of the last round's recommendation. */
 typedef struct verdict {
     int verified;
-    char why[1024];      /* what held or failed */
+    char why[2048];      /* what held or failed */
     const char *path;    /* the run verified (NULL when none) */
     double eval, base_eval, first_eval, band;
 } verdict;
 
-/* Why run r (index i of round last) is not healthy, or NULL: not complete, NaN/inf in its loss,
- * forward pass or evaluation, skips above 1 in 500 after calibration, an eval loss worse than the
- * FP32 run's beyond the band or worse than the first baseline's (first_eval). */
-static const char *unhealthy(const tune_round *last, const an_run *r, size_t i, double eval, double first_eval)
+/* Why run r (index i of round last) is not healthy, or "" when it is: the analysis's own health
+ * verdict (an_run_unhealthy: complete, no NaN/inf in its loss, forward pass or evaluation,
+ * skips within the limit), then its eval loss against the FP32 run's of its round (its
+ * F_CMP_GAP finding: outside the noise band) and against the first baseline's (first_eval). */
+static void unhealthy(char *buf, size_t n, const tune_round *last, size_t i, double eval, double first_eval)
 {
-    double skip_rate = r->steps_after ? (double)r->skipped_after / (double)r->steps_after : 0;
-    const an_gap *g = &last->c.gap[i];
-    if (r->status != AMPDIAG_STATUS_COMPLETE)
-        return "its run did not complete";
-    if (r->loss_nonfinite || r->fwd_nonfinite_step >= 0)
-        return "its run has NaN/inf";
-    if (r->nevals && !isfinite(r->evals[r->nevals - 1].loss))
-        return "its eval loss is not finite";
-    if (r->skipped_after >= 2 && skip_rate > 1.0 / 500)
-        return "its run skips more than 1 step in 500 after calibration";
-    if (i != last->base && g->have && g->rel > last->c.band)
-        return "its eval loss is worse than the FP32 run's beyond the noise band";
-    if (isfinite(first_eval) && !(eval <= first_eval * (1 + last->c.band)))
-        return "its eval loss is worse than the first baseline's beyond the noise band";
-    return NULL;
+    msg_ctx m = round_ctx(last);
+    const an_run *r = &last->runs[i];
+    const an_finding *f = an_run_unhealthy(r);
+    const an_finding *g = an_finding_find(&last->c.list, F_CMP_GAP, (int)i);
+    buf[0] = 0;
+    if (f)
+        msg_finding(buf, n, &m, f);
+    else if (i != last->base && g && g->v[an_finding_fig(F_CMP_GAP, "outside")] > 0)
+        snprintf(buf, n, "its eval loss is worse than the FP32 run's beyond the noise band");
+    else if (isfinite(first_eval) && !(eval <= first_eval * (1 + last->c.band)))
+        snprintf(buf, n, "its eval loss is worse than the first baseline's beyond the noise band");
 }
 
-static double last_eval(const an_run *r) { return r->find.last_eval ? r->find.last_eval->loss : NAN; }
+static double last_eval(const an_run *r) { return r->find->last_eval ? r->find->last_eval->loss : NAN; }
 
 /* Verify the recommendation of round adv with the runs of round last (the same round, or the
  * verification round that ran the recommended configuration beside FP32). */
@@ -315,24 +336,27 @@ static void verify(const tune_round *first, const tune_round *adv, const tune_ro
     size_t i;
     const an_run *r = run_of(last, adv->R.precision, &i);
     if (adv->R.precision == REC_UNDECIDED || !r) {
-        snprintf(v->why, sizeof v->why, "no configuration to verify: %s", adv->R.verdict);
+        char vt[1500];
+        msg_ctx m = round_ctx(adv);
+        msg_verdict(vt, sizeof vt, &m);
+        snprintf(v->why, sizeof v->why, "no configuration to verify: %s", vt);
         return;
     }
     v->path = r->path;
     v->eval = last_eval(r);
     v->base_eval = last_eval(&last->runs[last->base]);
     v->first_eval = last_eval(&first->runs[first->base]);
-    const char *bad = unhealthy(last, r, i, v->eval, v->first_eval);
-    char e[32], be[32], fe[32], with[700] = "";
+    char bad[600], e[32], be[32], fe[32], with[700] = "";
+    unhealthy(bad, sizeof bad, last, i, v->eval, v->first_eval);
     fmt_num(e, sizeof e, v->eval, 4);
     fmt_num(be, sizeof be, v->base_eval, 4);
     fmt_num(fe, sizeof fe, v->first_eval, 4);
     set_text(with, sizeof with, &last->every, strcmp(last->own_prec, r->precision) == 0 ? &last->own : NULL);
-    v->verified = bad == NULL;
+    v->verified = bad[0] == 0;
     snprintf(v->why, sizeof v->why, "%s at lr %g%s%s (%s): %s; eval loss %s vs fp32 %s at that lr and "
              "%s at the first lr, noise band +-%.3g%%", rec_precision_name(adv->R.precision), last->lr,
              with[0] ? " with " : "", with, r->path,
-             bad ? bad : "complete, no NaN/inf, skips within the limit, eval loss within the noise band",
+             bad[0] ? bad : "complete, no NaN/inf, skips within the limit, eval loss within the noise band",
              e, be, fe, 100 * last->c.band);
 }
 
@@ -349,28 +373,36 @@ static void applied_text(char *buf, size_t n, const tune_round *r)
 
 static void report_text(FILE *f, const tune_round *rs, int nr, const verdict *v)
 {
-    char ap[1300];
+    char ap[1300], line[2000];
     for (int k = 0; k < nr; k++) {
         const tune_round *r = &rs[k];
+        msg_ctx m = round_ctx(r);
         fprintf_text(f, "round %d: lr %g (%s)\n", k + 1, r->lr, r->dir);
         applied_text(ap, sizeof ap, r);
         if (ap[0])
             fprintf_text(f, "  applied  %s\n", ap);
-        fprintf_text(f, "  verdict  %s\n", r->R.verdict);
-        for (size_t i = 0; i < r->R.nremedies; i++)
-            fprintf_text(f, "  remedy   %s %s (%s): %s\n", r->R.remedies[i].option, r->R.remedies[i].value,
-                         r->R.remedies[i].scope == REM_EVERY_RUN ? "every run" : "the recommended run",
-                         r->R.remedies[i].why);
-        fprintf_text(f, "  lr       %s\n", r->R.lr_line);
-        for (size_t i = 0; i < r->R.lr_why.n; i++)
-            fprintf_text(f, "           %s\n", r->R.lr_why.s[i]);
+        msg_verdict(line, sizeof line, &m);
+        fprintf_text(f, "  verdict  %s\n", line);
+        const rec_decision *d[TUNE_MAX_REMEDIES];
+        size_t nd = rec_remedies(&r->R, d, TUNE_MAX_REMEDIES);
+        for (size_t i = 0; i < nd; i++) {
+            msg_remedy(line, sizeof line, &m, d[i]);
+            fprintf_text(f, "  remedy   %s\n", line);
+        }
+        msg_section(line, sizeof line, &m, SEC_LR_LINE, " ");
+        fprintf_text(f, "  lr       %s\n", line);
+        for (size_t i = 0; i < r->R.items.n; i++)
+            if (r->R.items.v[i].sec == SEC_LR) {
+                msg_item(line, sizeof line, &m, &r->R.items.v[i]);
+                fprintf_text(f, "           %s\n", line);
+            }
     }
     fprintf_text(f, "%s: %s\n", v->verified ? "Verified" : "NOT verified", v->why);
 }
 
 static void report_md(FILE *f, const tune_round *rs, int nr, const verdict *v)
 {
-    char ap[1300];
+    char ap[1300], line[2000];
     fprintf(f, "# ampdiag tune\n\n**%s**: ", v->verified ? "Verified" : "Not verified");
     str_fputs(v->why, SINK_MD, f);
     fprintf(f, "\n\n| round | lr | applied | verdict | lr advice |\n|---|---|---|---|---|\n");
@@ -379,9 +411,12 @@ static void report_md(FILE *f, const tune_round *rs, int nr, const verdict *v)
         fprintf(f, "| %d | %g | ", k + 1, rs[k].lr);
         str_fputs(ap[0] ? ap : "-", SINK_MD, f);
         fputs(" | ", f);
-        str_fputs(rs[k].R.verdict, SINK_MD, f);
+        msg_ctx m = round_ctx(&rs[k]);
+        msg_verdict(line, sizeof line, &m);
+        str_fputs(line, SINK_MD, f);
         fputs(" | ", f);
-        str_fputs(rs[k].R.lr_line, SINK_MD, f);
+        msg_section(line, sizeof line, &m, SEC_LR_LINE, " ");
+        str_fputs(line, SINK_MD, f);
         fputs(" |\n", f);
     }
 }
@@ -419,21 +454,28 @@ static void json_round(jw *w, const tune_round *r)
         jw_close(w, '}');
     }
     jw_close(w, ']');
+    msg_ctx m = round_ctx(r);
+    char line[2000];
     jw_str(w, "precision", rec_precision_name(r->R.precision));
-    jw_str(w, "verdict", r->R.verdict);
+    msg_verdict(line, sizeof line, &m);
+    jw_str(w, "verdict", line);
     jw_open(w, "remedies", '[');
-    for (size_t i = 0; i < r->R.nremedies; i++) {
+    const rec_decision *d[TUNE_MAX_REMEDIES];
+    size_t nd = rec_remedies(&r->R, d, TUNE_MAX_REMEDIES);
+    for (size_t i = 0; i < nd; i++) {
         jw_open(w, NULL, '{');
-        jw_str(w, "option", r->R.remedies[i].option);
-        jw_str(w, "value", r->R.remedies[i].value);
-        jw_str(w, "scope", rec_scope_name(r->R.remedies[i].scope));
-        jw_str(w, "why", r->R.remedies[i].why);
+        jw_str(w, "option", d[i]->option);
+        jw_str(w, "value", d[i]->option_value);
+        jw_str(w, "scope", rec_scope_name(d[i]->scope));
+        msg_decision_why(line, sizeof line, &m, d[i]);
+        jw_str(w, "why", line);
         jw_close(w, '}');
     }
     jw_close(w, ']');
     jw_str(w, "lr_advice", rec_lr_name(r->R.lr));
     jw_num(w, "lr_suggested", r->R.lr_suggested);
-    jw_str(w, "lr_text", r->R.lr_line);
+    msg_section(line, sizeof line, &m, SEC_LR_LINE, " ");
+    jw_str(w, "lr_text", line);
     jw_close(w, '}');
 }
 
@@ -562,7 +604,7 @@ static int tune_rounds(const tune_cfg *t, tune_round *rs, int rounds, double lr,
         (*nr)++;
         int moves = (r->R.lr == LR_LOWER || r->R.lr == LR_RAISE) && isfinite(r->R.lr_suggested) &&
                     r->R.lr_suggested > 0;
-        size_t added = take_new(&r->R, REM_EVERY_RUN, &every, &every);
+        size_t added = take_new(r, REM_EVERY_RUN, &every, &every);
         if (!moves && !added)
             break;
         if (moves)
@@ -586,7 +628,7 @@ static int tune_verify_round(const tune_cfg *t, tune_round *rs, int *nr)
     tune_round *v = &rs[*nr];
     v->lr = last->lr;
     v->every = last->every;
-    take_new(&last->R, REM_RECOMMENDED, &v->every, &v->own);
+    take_new(last, REM_RECOMMENDED, &v->every, &v->own);
     if (run_of(last, p, &ri) && v->own.n == 0)
         return 0;
     snprintf(v->own_prec, sizeof v->own_prec, "%s", rec_precision_name(p));

@@ -16,7 +16,8 @@ typedef struct compare_opts {
     compare_format format;  /* of the report on stdout */
     const char *plots_dir;  /* NULL */
     const char *md_plots_dir; /* plots_dir as seen from md_path (NULL: plots_dir) */
-    unsigned fail_mask;     /* FAIL_* */
+    rec_fail_set fail_mask; /* the findings --fail-on asks for */
+    const char *whatif;     /* --what-if (report.h) */
     rec_target target;
     long warmup;            /* < 0: automatic */
     const char *md_path;    /* also write the Markdown report here (NULL: no) */

@@ -22,24 +22,15 @@
 #include "backend/backend.h"
 #include "model/layers.h"
 
+#include "numerics/precision.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 /* ------------------------------------------------------------------------------- precision */
 
-typedef enum precision {
-    PREC_FP32,      /* everything FP32 */
-    PREC_FP16,      /* autocast-style FP16, FP32 master weights */
-    PREC_BF16,      /* autocast-style BF16, FP32 master weights */
-    PREC_BF16_PURE, /* BF16 compute as PREC_BF16, parameters and their gradients held in BF16 */
-    PREC_COUNT
-} precision;
-
-/* "fp32", "fp16", "bf16", "bf16-pure" (case-insensitive). 0, or -1 when unknown. */
-int precision_parse(const char *name, precision *p);
-const char *precision_name(precision p);
-/* The 16-bit format a policy computes in (AMPDIAG_FP32 for PREC_FP32). */
-ampdiag_format precision_format(precision p);
+/* The policies (precision, PREC_*, precision_parse, precision_name, precision_format) are
+ * numerics/precision.h: the reading side parses the same enum from a trace. */
 
 /* ------------------------------------------------------------------------------- spec */
 

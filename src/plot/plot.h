@@ -18,8 +18,13 @@
  *   layer-ranges-KIND.EXT          per layer (small multiples): largest and smallest non-zero
  *                                  |x| of KIND (activation, activation_grad, weight_grad)
  *                                  against step, FP16/BF16 limits drawn as bands
- *   fp16-heatmap-RUN.EXT           layer x step: fraction of values that would underflow /
- *                                  overflow in FP16, for activations and gradients
+ *   fp16-heatmap-RUN.EXT           layer x step: fraction of values that would flush to zero /
+ *                                  overflow in FP16, for activations and gradients: without
+ *                                  loss scaling for a run that had none, the cells a loss scale
+ *                                  would keep marked; of an FP16 run, the change in its share of
+ *                                  zeros against an FP32 run drawn with it (or its own share,
+ *                                  said so); FORMAT-heatmap-RUN.EXT the same for each what-if
+ *                                  format --what-if names (e4m3-heatmap-RUN.EXT, ...)
  *   exponent-histogram-RUN-LAYER.EXT   log2 exponent histograms of LAYER's gradients at chosen
  *                                  steps, FP16/BF16 windows shaded; for a loss-scaled run both
  *                                  as held (scaled) and unscaled
@@ -48,6 +53,8 @@ typedef struct plot_options {
     const char *templates;       /* template directory; NULL = plot_templates_dir() */
     int draw;                    /* 1 (default): run gnuplot; 0: write data and scripts only */
     int jobs;                    /* gnuplot processes at once; 0 (default) = online CPUs */
+    const char *whatif;          /* what-if columns beyond FP16 (and BF16's bands) to chart, as
+                                    --what-if names them ("e4m3,e5m2", "fp8", "all"); NULL: none */
 } plot_options;
 
 void plot_options_init(plot_options *opt);

@@ -2,11 +2,14 @@
 # `ampdiag plot` (src/cli/cmd_plot.c), the chart templates plots/*.gp (installed in
 # $(pkgdatadir)/plots, where users can restyle them) and their tests. Included from Makefile.am.
 
-# A convenience library of its own, so that only plot.c gets the template directories compiled in:
+# A convenience library of its own, so that only plot.c gets the template directories compiled in
+# (the chart table and its driver in plot.c, the charts in plot_series.c, plot_layers.c and
+# plot_hist.c, the runs in plot_runs.c, gnuplot's files in plot_gp.c, gnuplot run by plot_draw.c):
 # $(pkgdatadir)/plots once installed, $(abs_top_srcdir)/plots for the build tree (make check,
 # make distcheck); $AMPDIAG_PLOTS_DIR overrides both at run time.
 noinst_LTLIBRARIES += libampdiag_plot.la
-libampdiag_plot_la_SOURCES = src/plot/plot.h src/plot/plot.c
+libampdiag_plot_la_SOURCES = src/plot/plot.h src/plot/plot_internal.h src/plot/plot.c src/plot/plot_gp.c \
+	src/plot/plot_runs.c src/plot/plot_series.c src/plot/plot_layers.c src/plot/plot_hist.c src/plot/plot_draw.c
 libampdiag_plot_la_CPPFLAGS = $(AM_CPPFLAGS) -DAMPDIAG_PKGDATADIR='"$(pkgdatadir)"' \
 	-DAMPDIAG_SRCDIR='"$(abs_top_srcdir)"'
 

@@ -1145,6 +1145,13 @@ int ampdiag_trace_append_hist(ampdiag_trace_writer *w, int64_t step, int layer,
 int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
                                ampdiag_event_code code, double value, const char *msg)
 {
+    return ampdiag_trace_append_event_in(w, step, layer, code, value, msg, AMPDIAG_PHASE_TRAIN, -1, -1);
+}
+
+int ampdiag_trace_append_event_in(ampdiag_trace_writer *w, int64_t step, int layer,
+                                  ampdiag_event_code code, double value, const char *msg,
+                                  ampdiag_event_phase phase, int64_t rows_from, int64_t rows_to)
+{
     static const char fn[] = "ampdiag_trace_append_event";
     int rc = check_usable(w, fn);
     if (rc)
@@ -1153,6 +1160,8 @@ int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
         return rc;
     if ((int)code < 0 || code >= AMPDIAG_NEVENT_CODES)
         return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: unknown event code %d", fn, (int)code);
+    if (phase != AMPDIAG_PHASE_TRAIN && phase != AMPDIAG_PHASE_EVAL)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: unknown phase %d", fn, (int)phase);
     ampdiag_trace_event *row = push_row(w, TBL_EVENTS, &rc);
     if (!row)
         return rc;
@@ -1160,6 +1169,9 @@ int ampdiag_trace_append_event(ampdiag_trace_writer *w, int64_t step, int layer,
     row->layer = layer;
     row->code = (int32_t)code;
     row->value = value;
+    row->phase = (int32_t)phase;
+    row->rows_from = rows_from < 0 ? -1 : rows_from;
+    row->rows_to = rows_to < 0 ? -1 : rows_to;
     trace_copy_text(row->message, sizeof row->message, msg, SIZE_MAX);
     commit_row(w, TBL_EVENTS);
     w->info.events++;

@@ -617,6 +617,7 @@ static int decode_job(const trace_chunks *p, const struct chunk_job *j, unsigned
         return -1;
     if (p->int_enums) /* the absent fields and the enums' unknown names are done */
         trace_rows_fix(p->tb, 0, j->out, j->to - j->from);
+    trace_events_fix(p->tb, p->absent, j->out, j->to - j->from);
     *bad_step |= trace_rows_bad_step(p->tb, j->out, j->to - j->from);
     return 0;
 }

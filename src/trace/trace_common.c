@@ -182,7 +182,13 @@ static const trace_field event_fields[] = {
     F(ampdiag_trace_event, code, FT_CODE),
     F(ampdiag_trace_event, value, FT_F64),
     FS(ampdiag_trace_event, message),
+    /* added in v1 and v2 after traces without them: optional for readers (absent: see
+     * events_legacy) */
+    FO(ampdiag_trace_event, phase, FT_I32),
+    FO(ampdiag_trace_event, rows_from, FT_I64),
+    FO(ampdiag_trace_event, rows_to, FT_I64),
 };
+#define EVENT_PHASE_FIELD 5 /* its index above */
 
 static const trace_field eval_fields[] = {
     F(ampdiag_trace_eval, step, FT_I64),
@@ -748,12 +754,49 @@ static void terminate_strings(const trace_table *tb, void *rows, size_t n)
     }
 }
 
+/* Events of a trace written before their phase and rows were fields: ampdiag run named an
+ * evaluation's batch at the start of the message ("eval: validation rows 0-63: NaN in fc1
+ * ..."), so the phase and rows are read from there, once, here; every reader above sees them as
+ * the fields. */
+static void events_legacy(ampdiag_trace_event *ev, size_t n)
+{
+    static const char eval[] = "eval: ";
+    for (size_t i = 0; i < n; i++) {
+        long a, b;
+        char rest[2];
+        ev[i].rows_from = ev[i].rows_to = -1;
+        ev[i].phase = memcmp(ev[i].message, eval, sizeof eval - 1) == 0 ? AMPDIAG_PHASE_EVAL : AMPDIAG_PHASE_TRAIN;
+        if (ev[i].phase == AMPDIAG_PHASE_EVAL &&
+            sscanf(ev[i].message + sizeof eval - 1, "validation rows %ld-%ld%1[:]", &a, &b, rest) == 3 && a >= 0 &&
+            b >= a) {
+            ev[i].rows_from = a;
+            ev[i].rows_to = b;
+        }
+    }
+}
+
 void trace_rows_fix(const trace_table *tb, uint64_t absent, void *rows, size_t n)
 {
     terminate_strings(tb, rows, n);
     fix_unknown_enums(tb, rows, n);
     if (absent)
         clear_absent(tb, absent, rows, n);
+}
+
+void trace_events_fix(const trace_table *tb, uint64_t absent, void *rows, size_t n)
+{
+    if (tb != &trace_tables[TBL_EVENTS])
+        return;
+    if (absent & (UINT64_C(1) << EVENT_PHASE_FIELD))
+        events_legacy(rows, n);
+    else
+        for (size_t i = 0; i < n; i++) { /* a phase this version does not know: a training step's */
+            ampdiag_trace_event *e = (ampdiag_trace_event *)rows + i;
+            if (e->phase != AMPDIAG_PHASE_EVAL)
+                e->phase = AMPDIAG_PHASE_TRAIN;
+            if (e->rows_from < 0 || e->rows_to < e->rows_from)
+                e->rows_from = e->rows_to = -1;
+        }
 }
 
 int trace_rows_bad_step(const trace_table *tb, const void *rows, size_t n)

@@ -93,6 +93,10 @@ size_t trace_field_msize(const trace_field *f);
  * optional fields the file lacks (bit i of absent: field i) as 0, a float one as NaN (not
  * recorded: 0 would be a value). */
 void trace_rows_fix(const trace_table *tb, uint64_t absent, void *rows, size_t n);
+/* Events read (rows of /events, after trace_rows_fix): their phase and rows made what the
+ * record promises; a trace older than those fields has them from its messages (once, here).
+ * Nothing for another table. */
+void trace_events_fix(const trace_table *tb, uint64_t absent, void *rows, size_t n);
 /* 1 when a row's step lies outside [-AMPDIAG_TRACE_MAX_STEP, AMPDIAG_TRACE_MAX_STEP] (tables
  * keyed by step), else 0. */
 int trace_rows_bad_step(const trace_table *tb, const void *rows, size_t n);

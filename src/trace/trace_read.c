@@ -1222,6 +1222,7 @@ static int read_rows(ampdiag_trace_reader *r, int t, size_t first, size_t count,
     trace_h5_io_end(ok, ms, fs);
     if (ok) {
         trace_rows_fix(tb, r->absent[t], buf, count);
+        trace_events_fix(tb, r->absent[t], buf, count);
         *bad_step = trace_rows_bad_step(tb, buf, count);
     }
     return ok;

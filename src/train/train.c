@@ -240,6 +240,14 @@ static int event(run *R, long step, int li, ampdiag_event_code code, double valu
     return rc < 0 ? trace_fail(rc, err, errlen) : 0;
 }
 
+/* An event in a phase: an evaluation's names the validation rows of its batch. */
+static int event_in(run *R, long step, int li, ampdiag_event_code code, double value, const char *msg,
+                    ampdiag_event_phase phase, const long rows[2], char *err, size_t errlen)
+{
+    int rc = ampdiag_trace_append_event_in(R->w, step, li, code, value, msg, phase, rows[0], rows[1]);
+    return rc < 0 ? trace_fail(rc, err, errlen) : 0;
+}
+
 /* ------------------------------------------------------------------ tracer jobs */
 
 /* On the training thread, before a job is posted: where one kind of tensor of every layer is
@@ -444,9 +452,9 @@ static int holds_nan(const run *R, const float *x, size_t n)
 
 /* After a forward pass whose loss is not finite: the first layer (in forward order) whose
  * activations are non-finite into *li and *nan (NaN or inf), with a nan_forward/inf_forward
- * event at step; where ("" for a training step, else e.g. "eval: ... rows 0-63") leads its
- * message. 0 or a TRAIN_ error. */
-static int forward_origin_event(run *R, long step, float loss, const char *where, int *li, int *nan,
+ * event at step: a training step's (rows < 0), or an evaluation's on validation rows
+ * rows[0]..rows[1] (its message says so too). 0 or a TRAIN_ error. */
+static int forward_origin_event(run *R, long step, float loss, const long rows[2], int *li, int *nan,
                                 char *err, size_t errlen)
 {
     model *m = R->m;
@@ -457,12 +465,14 @@ static int forward_origin_event(run *R, long step, float loss, const char *where
     size_t n;
     float *x = model_tensor(m, *li, MT_ACTIVATION, &n);
     *nan = holds_nan(R, x, n);
-    char msg[128];
+    char msg[128], where[64] = "";
     char lv[32];
+    if (rows[0] >= 0)
+        snprintf(where, sizeof where, "eval: validation rows %ld-%ld: ", rows[0], rows[1]);
     snprintf(msg, sizeof msg, "%s%s in %s activation (first in forward order); loss %s", where,
              *nan ? "NaN" : "inf", m->layers[*li].name, fmt_num(lv, sizeof lv, (double)loss, 6));
-    return event(R, step, *li, *nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)loss, msg, err,
-                 errlen);
+    return event_in(R, step, *li, *nan ? AMPDIAG_EV_NAN_FORWARD : AMPDIAG_EV_INF_FORWARD, (double)loss, msg,
+                    rows[0] >= 0 ? AMPDIAG_PHASE_EVAL : AMPDIAG_PHASE_TRAIN, rows, err, errlen);
 }
 
 static int evaluate(run *R, long step, char *err, size_t errlen)
@@ -486,10 +496,9 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
             return TRAIN_EBADINPUT;
         }
         if (!isfinite(loss) && !origin_told) { /* the first such batch of this evaluation */
-            char where[64];
             int li, nan, rc;
-            snprintf(where, sizeof where, "eval: validation rows %d-%d: ", start, start + b - 1);
-            if ((rc = forward_origin_event(R, step, loss, where, &li, &nan, err, errlen)))
+            const long rows[2] = {start, start + b - 1};
+            if ((rc = forward_origin_event(R, step, loss, rows, &li, &nan, err, errlen)))
                 return rc;
             origin_told = 1;
         }
@@ -793,7 +802,8 @@ static int find_forward_origin(run *R, step_state *s, char *err, size_t errlen)
     s->fwd_nan = 0;
     if (isfinite(s->loss))
         return 0;
-    return forward_origin_event(R, s->t, s->loss, "", &s->fwd_li, &s->fwd_nan, err, errlen);
+    static const long no_rows[2] = {-1, -1};
+    return forward_origin_event(R, s->t, s->loss, no_rows, &s->fwd_li, &s->fwd_nan, err, errlen);
 }
 
 /* The backward pass of loss * scale (once the tracer has read the last traced step's

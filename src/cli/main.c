@@ -1,10 +1,12 @@
 /*
- * ampdiag.c - the command line: dispatch to one subcommand per src/cli/cmd_*.c file.
+ * main.c - the command line: dispatch to one subcommand per src/cli/cmd_*.c file.
  */
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
 #include "cli/cli.h"
+#include "messages/messages.h"
 #include "util/escape.h"
+#include "util/wrap.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@ static void usage(FILE *f)
     fprintf(f,
             "Usage: ampdiag COMMAND [OPTION]... [ARGUMENT]...\n"
             "  or:  ampdiag help [COMMAND]\n"
+            "  or:  ampdiag help terms|rules [--format md]\n"
             "  or:  ampdiag --version\n"
             "Numerical-stability diagnostics for mixed-precision (FP16 / BF16) training: train a\n"
             "model in an instrumented loop recording what the 16-bit formats do to it into an HDF5\n"
@@ -42,7 +45,9 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f,
             "\n"
-            "`ampdiag COMMAND --help` (or `ampdiag help COMMAND`) lists a command's options. Every\n"
+            "`ampdiag COMMAND --help` (or `ampdiag help COMMAND`) lists a command's options.\n"
+            "`ampdiag help terms` defines every figure and term the reports use; `ampdiag help\n"
+            "rules` lists the constants, findings and rules' words (Markdown). Every\n"
             "command takes --opt=VALUE or --opt VALUE, the short options it lists (-o FILE),\n"
             "arguments among the options, and -- to end the options (for a file named -x.h5).\n"
             "\n"
@@ -82,9 +87,36 @@ static void unknown_command(const char *who, const char *name)
         fprintf_text(stderr, "%s: unknown command '%s' (see ampdiag --help)\n", who, name);
 }
 
+/* ampdiag help terms|rules [--format md|text]: the glossary (text wrapped to the terminal, or
+ * Markdown: docs/glossary.md) or the rules' reference (Markdown: docs/recommendations.md's
+ * generated part). */
+static int help_topic(int argc, char **argv)
+{
+    int md = argv[1][0] == 'r'; /* the rules' reference is Markdown only */
+    for (int i = 2; i < argc; i++) {
+        const char *v = strncmp(argv[i], "--format=", 9) == 0 ? argv[i] + 9
+                        : strcmp(argv[i], "--format") == 0 && i + 1 < argc ? argv[++i] : NULL;
+        if (v && (strcmp(v, "md") == 0 || strcmp(v, "markdown") == 0)) {
+            md = 1;
+        } else if (v && strcmp(v, "text") == 0 && argv[1][0] == 't') {
+            md = 0;
+        } else {
+            fprintf_text(stderr, "ampdiag help %s: unexpected '%s' (usage: ampdiag help %s [--format md])\n",
+                         argv[1], argv[i], argv[1]);
+            return EXIT_USAGE;
+        }
+    }
+    int rc = argv[1][0] == 'r' ? msg_rules_markdown(stdout)
+             : md             ? msg_glossary_markdown(stdout)
+                              : msg_glossary_text(stdout, wrap_width(stdout));
+    return rc || fflush(stdout) ? EXIT_IO : 0;
+}
+
 /* ampdiag help [COMMAND]: as COMMAND --help */
 static int help(int argc, char **argv)
 {
+    if (argc >= 2 && (strcmp(argv[1], "terms") == 0 || strcmp(argv[1], "rules") == 0))
+        return help_topic(argc, argv);
     if (argc == 1 || (argc == 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "version") == 0 ||
                                     strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))) {
         usage(stdout);

@@ -1,0 +1,540 @@
+/*
+ * msgtab.c - the words of every finding and rule item (messages.h): one row each.
+ *
+ * Styles of "{name:style}": g g2 g3 g4 (%g, %.2g, ...), f0 f1 f2 (%.1f, ...), int, pct (a share
+ * as a percentage: "0%", "1.5e-05%", "12.3%"), spct (signed), pc0 pc2 pc3 (%.0f%%, %.2g%%,
+ * %.3g%% of the share), pint (the share x 100 as an integer: "P99"), pctc (the complement's
+ * percentage), scale ("2^16"), pow2 (the number is an exponent: "2^16"), l2 (log2, %.1f),
+ * layer / q (a layer index: its name, "(global)" / "?" for none), kind / kab (a tensor kind:
+ * "activation gradients" / "agrad"), run (a run index: its label), fmt (a format: "FP16"),
+ * target, event (an event code's name). Without a style: shares as pct, loss scales as scale,
+ * steps and counts as integers, the rest %g.
+ */
+#include "messages/messages_internal.h"
+
+#define EVAL_WHERE "{?event: ({?nan:NaN}{!nan:inf} in {layer} activations{?rows:, validation rows {rows_from}-{rows_to}})}"
+#define METRIC "{?eval:final eval loss}{!eval:final-window training loss}"
+#define RATIO_SRC "{?layers:median of the per-layer medians over {layers} layers}{!layers:median of the steps' ratios}"
+#define SPAN "the gradients span 2^{range_log2:f1} (largest / the {K.GRAD_RANGE_QUANTILE} quantile), more than FP16's 2^{K.FP16_SPAN_LOG2}"
+#define KEEPS "keeps the largest gradient ({max_grad:g3}, {layer} {kind}, step {step}) 1 binade under {K.FP16_MAX}"
+
+const msg_row msg_finding_rows[AN_NFINDINGS] = {
+    [F_NONE] = {NULL, F_NONE, {0}, "", NULL},
+    [F_NOT_COMPLETE] = {NULL, F_NONE, {0}, "{run}: status '{status}', {steps} steps", NULL},
+    [F_CUT_OFF] = {NULL, F_NONE, {0}, "{run} was cut off (status 'running'): its numbers cover {steps} steps", NULL},
+    [F_INTERRUPTED] = {NULL, F_NONE, {0}, "{run}: interrupted after {steps} steps", NULL},
+    [F_DIVERGED] = {NULL, F_NONE, {0}, "{run}: diverged from step {step}{?why:: {why}}", "diverges from step {step}"},
+    [F_LOSS_NONFINITE] = {NULL, F_NONE, {0}, "{run}: non-finite loss at {count} steps, first at step {first_step}",
+                          "non-finite loss from step {first_step}"},
+    [F_FWD_NONFINITE] = {NULL, F_NONE, {0},
+                         "{run}: {?inf:inf}{!inf:NaN} in {layer} activations from step {step} (first in forward "
+                         "order; {values} non-finite activation values over the traced steps)",
+                         "{?inf:inf}{!inf:NaN} in {layer} activations from step {step}"},
+    [F_NONFINITE_WEIGHTS] = {NULL, F_NONE, {0},
+                             "{run}: {layer} weights hold NaN/inf from step {step} on (an update made them so)", NULL},
+    [F_NONFINITE_EVENT] = {NULL, F_NONE, {0}, "{run}: {code:event} at step {step} ({message})", NULL},
+    [F_SCALE_COLLAPSED] = {NULL, F_NONE, {0},
+                           "{run}: loss scale collapses to {scale_min:scale} at step {step}{?at_min:, the scaler's "
+                           "minimum {scaler_min:scale}} ({backoffs} backoffs, {skipped} skipped steps of {steps})",
+                           "the loss scale collapses to {scale_min:scale}"},
+    [F_SKIPS_ABOVE_LIMIT] = {NULL, F_NONE, {0},
+                             "{run}: {skipped_after} of {steps_after} steps skipped after the first {calib} "
+                             "(calibration): {rate:pc3}, more than {K.SKIP_RATE_MAX}; first at step {first_step} "
+                             "({?reason:{reason}}{!reason:no reason recorded})",
+                             "{rate:pc2} of steps skipped after calibration"},
+    [F_EVAL_NONFINITE] = {NULL, F_NONE, {0}, "{run}: eval loss at step {step} is not finite (first at step {first_step})",
+                          NULL, .covered = {F_EVAL_ONLY_NONFINITE}},
+    [F_EVAL_ONLY_NONFINITE] = {NULL, F_NONE, {0},
+                               "{run}: eval loss not finite from step {first_step}" EVAL_WHERE
+                               " while its training stays finite (no NaN/inf in its loss or activation records)",
+                               NULL},
+    [F_ADAM_EPS_ZERO] = {NULL, F_NONE, {0},
+                         "{run}: AdamW eps {eps:g} with FP16 optimizer state rounds to 0 (FP16 flushes |x| <= "
+                         "{K.FP16_UNDERFLOW_AT}): zero-gradient steps give 0/0 = NaN{?nan_values: (this run has "
+                         "NaN values)}; use eps >= {K.ADAM_EPS_SAFE} or FP32 state",
+                         NULL},
+    [F_NOT_LEARNING] = {NULL, F_NONE, {0},
+                        "{run} does not learn enough: its final-window training loss {window:g4} is not below "
+                        "{K.LEARNED_FRACTION} of its first training loss, {first:g4}",
+                        NULL, .covered = {F_LEARNS_NOTHING, F_STEPS_TOO_SMALL}},
+    [F_LEARNS_NOTHING] = {NULL, F_NONE, {0},
+                          "{run} does not learn at all: its final-window training loss {window:g4} is not below "
+                          "{K.FLAT_FRACTION} of its first training loss, {first:g4}",
+                          NULL},
+    [F_DEAD_UNITS] = {NULL, F_NONE, {0},
+                      "{run}: {zero_share:pct} of {layer}'s weight-gradient values are exactly 0 (at its first "
+                      "record {first_zero_share:pct}): units died",
+                      NULL},
+    [F_STEPS_TOO_SMALL] = {NULL, F_NONE, {0},
+                           "{run} does not learn and its update/weight ratio {ratio:g3} is below the ~{K.RATIO_TARGET} "
+                           "target: its steps are too small",
+                           NULL},
+    [F_UPDATE_RATIO] = {NULL, F_NONE, {0}, "{run}: update/weight ratio {ratio:g3} (" RATIO_SRC "; target ~{K.RATIO_TARGET})",
+                        NULL},
+    [F_LOSS_SPIKES] = {NULL, F_NONE, {0}, "{run}: {count} loss spikes in {steps} steps, first at step {first_step}", NULL},
+    [F_FWD_OVERFLOW] = {NULL, F_NONE, {0},
+                        "{run}: {layer} {kind} reach {absmax:g4} (2^{absmax:l2}) at step {step}, above FP16's "
+                        "{K.FP16_MAX}",
+                        NULL},
+    [F_ACT_OVERFLOW] = {NULL, F_NONE, {0}, "{run}: {layer} activations reach {absmax:g4} at step {step}", NULL,
+                        .covered = {F_FWD_OVERFLOW}},
+    [F_FWD_HEADROOM_LOW] = {NULL, F_NONE, {0},
+                            "{run}: {layer} {kind} reach {absmax:g4} at step {step}: less than 1 binade of FP16 "
+                            "headroom ({headroom:f2} binades below {K.FP16_MAX})",
+                            NULL, .covered = {F_FWD_OVERFLOW}},
+    [F_BF16_OVERFLOW] = {NULL, F_NONE, {0},
+                         "{run}: {layer} {kind} reach {absmax:g4} at step {step}: beyond BF16's {K.BF16_MAX:g3}", NULL},
+    [F_OVERFLOW_IN_RUN] = {NULL, F_NONE, {0}, "{run}: {layer} forward values overflow {fmt}{?what_if: (what-if)}",
+                           NULL, .covered = {F_FWD_OVERFLOW}},
+    [F_LOSS_SCALE] = {NULL, F_NONE, {0}, "{run}: loss scale {log2:pow2} " KEEPS, NULL},
+    [F_FLUSH_AT_SCALE] = {NULL, F_NONE, {0},
+                          "{run}: at loss scale {log2:pow2}, {share:pct} of {layer} {kind} flush to zero in FP16"
+                          "{#norm_share: ({norm_share:pct} of their squared norm)}",
+                          NULL},
+    [F_SUBNORMAL_AT_SCALE] = {NULL, F_NONE, {0},
+                              "{run}: at loss scale {log2:pow2}, {share:pct} of {layer} {kind} are FP16 subnormals",
+                              NULL},
+    [F_FLUSH_UNSCALED] = {NULL, F_NONE, {0},
+                          "{run}: without loss scaling {share:pct} of {layer} {kind} flush to zero in FP16", NULL},
+    [F_GRAD_SPAN] = {NULL, F_NONE, {0},
+                     "{run}: the gradients span 2^{range_log2:f1} (largest / the {K.GRAD_RANGE_QUANTILE} quantile), "
+                     "{?wide:more than}{!wide:within} FP16's 2^{K.FP16_SPAN_LOG2}",
+                     NULL},
+    [F_LOST_UPDATES] = {NULL, F_NONE, {0},
+                        "{run}: {all:pct} of non-zero updates rounded away in its weight storage (worst layer "
+                        "{layer:q}: {worst:pct})",
+                        NULL},
+    [F_LOST_IF_BF16] = {NULL, F_NONE, {0},
+                        "{run}: {all:pct} of updates would be lost with BF16 weights without FP32 master weights "
+                        "(worst layer {layer:q}: {worst:pct})",
+                        NULL},
+    [F_WHATIF_HURT] = {NULL, F_NONE, {0}, "{layer} {kind_id}: {hurt_why}", NULL},
+    [F_CLIP_VALUE] = {NULL, F_NONE, {0},
+                      "{run}: clip {value:g3} = max(P{K.CLIP_QUANTILE:pint} {p99:g3}, median {median:g3} + "
+                      "{K.CLIP_MADS} x {K.MAD_SIGMA} x MAD {mad:g3} = {robust:g3}) of {n} gradient norms: would "
+                      "clip {n_over} steps ({share:pct})",
+                      NULL},
+    [F_CLIP_FEW_NORMS] = {NULL, F_NONE, {0},
+                          "{run}: {n} finite, unskipped gradient norms after the first {warmup} steps "
+                          "({K.CLIP_MIN_NORMS} needed for a clip value)",
+                          NULL},
+    [F_NORM_DRIFT] = {NULL, F_NONE, {0},
+                      "{run}: the gradient norm drifts (median {median_first:g3} in the first {K.DRIFT_SHARE} of "
+                      "the history, {median_last:g3} in the last {K.DRIFT_SHARE})",
+                      NULL},
+    [F_NORM_SPIKE] = {NULL, F_NONE, {0},
+                      "{run}: a gradient-norm spike {ratio:g3}x the rolling median at step {step} is followed by a "
+                      "loss spike at step {loss_step}",
+                      NULL},
+    [F_CLIP_PRIOR_NEVER] = {NULL, F_NONE, {0},
+                            "{run}: the common transformer clip {K.CLIP_PRIOR} would never fire (median norm "
+                            "{median:g3})",
+                            NULL},
+    [F_CLIP_PRIOR_ALWAYS] = {NULL, F_NONE, {0},
+                             "{run}: the common transformer clip {K.CLIP_PRIOR} would clip every step (median norm "
+                             "{median:g3})",
+                             NULL},
+    [F_CLIPPED_BY_RUN] = {NULL, F_NONE, {0}, "{run} clipped at {clip:g}: {clipped} steps clipped", NULL},
+    [F_BAD_ROWS] = {NULL, F_NONE, {0}, "{run}: {rows} tensor records name an unknown layer or kind (ignored)", NULL},
+    [F_HIST_SAMPLED] = {NULL, F_NONE, {0},
+                        "{run}: {read} of {total} histogram records read (evenly spaced blocks); fractions come "
+                        "from that sample",
+                        NULL},
+    [F_CMP_MODEL] = {NULL, F_NONE, {0},
+                     "{run}: model '{model}' differs from the baseline's '{base_model}': layers are matched by "
+                     "name and the loss gap mixes model and precision",
+                     NULL},
+    [F_CMP_DATA] = {NULL, F_NONE, {0},
+                    "{run}: data '{data}' differs from the baseline's '{base_data}': losses are not comparable", NULL},
+    [F_CMP_SEED] = {NULL, F_NONE, {0},
+                    "{run}: seed {seed:int} differs from the baseline's {base_seed:int}: the gap includes "
+                    "seed-to-seed noise",
+                    NULL},
+    [F_CMP_STEPS] = {NULL, F_NONE, {0},
+                     "{run}: {steps} steps recorded, the baseline {base_steps}: curves are compared over the steps "
+                     "both have",
+                     NULL},
+    [F_CMP_LR] = {NULL, F_NONE, {0},
+                  "{run}: lr {lr:g} differs from the baseline's {base_lr:g}: its gap measures the learning rate as "
+                  "well as the precision",
+                  NULL},
+    [F_CMP_OPTIMIZER] = {NULL, F_NONE, {0}, "{run}: optimizer {optimizer} differs from the baseline's {base_optimizer}",
+                         NULL},
+    [F_CMP_BATCH] = {NULL, F_NONE, {0}, "{run}: batch {batch} differs from the baseline's {base_batch}", NULL},
+    [F_CMP_LAYERS] = {NULL, F_NONE, {0},
+                      "{run}: {matched} of its {layers} layers match the baseline's {base_layers} by name; the "
+                      "others are reported but not compared",
+                      NULL},
+    [F_CMP_CUT_OFF] = {NULL, F_NONE, {0}, "{run}: cut off (status still 'running'): {steps} steps up to its last flush",
+                       NULL},
+    [F_CMP_INTERRUPTED] = {NULL, F_NONE, {0}, "{run}: interrupted after {steps} steps", NULL},
+    [F_CMP_BASELINE_NOT_FP32] = {NULL, F_NONE, {0},
+                                 "the baseline is {run} ({path}), not an FP32 trace: gaps are measured against it",
+                                 NULL},
+    [F_CMP_NO_FP32] = {NULL, F_NONE, {0},
+                       "no FP32 trace given: the baseline is {run} ({path}); gaps are measured against it", NULL},
+    [F_CMP_GAP] = {NULL, F_NONE, {0},
+                   "{run}: " METRIC " {value:g4} vs {base:g4} in {run2} ({rel:spct}), {?outside:outside}"
+                   "{!outside:within} the noise band +-{band:pct}",
+                   NULL},
+    [F_CMP_DEVIATION] = {NULL, F_NONE, {0},
+                         "{run}: {layer} activations differ from {run2}'s by {rel:pct} (median over {steps} steps)",
+                         NULL},
+};
+
+#define I(id, k, f, ...) [id] = {k, f, __VA_ARGS__}
+
+const msg_row msg_item_rows[REC_NMIDS] = {
+    I(R_NONE, "finding", F_NONE, {0}, "", NULL),
+    I(R_TARGET_NO_BF16, "target_no_bf16", F_NONE, {"target"},
+      "target {target:target} has no BF16 tensor cores (BF16 needs Ampere sm80 or newer)", "no BF16 on {target:target}"),
+    I(R_BASELINE_ADAM_EPS, "baseline_adam_eps", F_ADAM_EPS_ZERO, {0},
+      "the FP32 baseline {run} fails (from step {fail_step}) because its AdamW state is held in FP16, where eps "
+      "{eps:g} rounds to 0 (FP16 flushes |x| <= {K.FP16_UNDERFLOW_AT}) and a zero gradient gives 0/0 = NaN: a "
+      "format cause no learning rate fixes; keep the optimizer state in FP32 (--optim-state fp32) or use eps >= "
+      "{K.ADAM_EPS_SAFE}, then compare again", NULL),
+    I(R_BASELINE_DIVERGES, "baseline_diverges", F_DIVERGED, {0},
+      "the FP32 baseline {run} diverges too (from step {step}): the learning rate, not the format, is the "
+      "problem; fix it first (see LR)", NULL),
+    I(R_BASELINE_LOSS_NONFINITE, "baseline_loss_nonfinite", F_LOSS_NONFINITE, {0},
+      "the FP32 baseline {run} has a non-finite loss (first at step {first_step}): fix that first (see LR)", NULL),
+    I(R_EVERY_RUN_FAILS, "every_run_fails", F_NONE, {0},
+      "every run diverges or has a non-finite loss, and no FP32 run shows whether the format is the cause: run "
+      "FP32 (ampdiag sweep) or lower the lr", NULL),
+    I(R_FIRST_MODEL, "first_model_differs", F_CMP_MODEL, {0},
+      "first: {run} is a run of model '{model}', the baseline {run2} of '{base_model}': its comparison mixes the "
+      "model difference with the precision", NULL),
+    I(R_FIRST_DATA, "first_data_differs", F_CMP_DATA, {0},
+      "first: {run} ran on data '{data}', the baseline {run2} on '{base_data}': their losses are not comparable",
+      NULL),
+    I(R_FIRST_NOT_LEARNING, "first_baseline_does_not_learn", F_LEARNS_NOTHING,
+      {"small", "dead", "ratio", "lost", "dead_layer", "accuracy"},
+      "first: the FP32 baseline {run} does not learn: its final-window training loss {window:g4} is not below "
+      "{K.FLAT_FRACTION} of its first training loss, {first:g4}{?accuracy: (its eval accuracy is chance-level or "
+      "close)}{?small:; the cause: its steps are too small (update/weight ratio {ratio:g3}, target "
+      "~{K.RATIO_TARGET}{#lost:; {lost:pct} of its updates round away even in FP32 weights}): the lr is too "
+      "low}{?dead:; the cause: units died ({dead_layer:layer}'s weight gradients are mostly 0): the lr is too "
+      "high}; a 16-bit run that matches it shows little: the format findings below hold for these values, but "
+      "fix the training first (see LR)", NULL),
+    I(R_FP16_FWD_OVERFLOW, "fp16_forward_overflow", F_FWD_OVERFLOW, {0},
+      "forward overflow: {layer} {kind} reach {absmax:g4} (2^{absmax:l2}) at step {step} in {run}, above FP16's "
+      "{K.FP16_MAX} (>= {K.FP16_OVERFLOW_AT} rounds to inf); loss scaling cannot help the forward pass. Layers "
+      "reaching {K.FP16_OVERFLOW_AT}: {all_layers}",
+      "forward overflow: {layer} {kind} reach {absmax:g3} > {K.FP16_MAX}"),
+    I(R_FP16_HEADROOM, "fp16_headroom_low", F_FWD_HEADROOM_LOW, {0},
+      "{layer} {kind} reach {absmax:g4} at step {step} in {run}: less than 1 binade of FP16 headroom "
+      "({headroom:f2} binades below {K.FP16_MAX})", NULL),
+    I(R_FP16_ADAM_EPS, "fp16_run_adam_eps", F_ADAM_EPS_ZERO, {0},
+      "{run} fails because its AdamW state is held in FP16, where eps {eps:g} rounds to 0 and zero gradients give "
+      "0/0 = NaN (the first cause: the NaN in its layers follows from it); re-run with --optim-state fp32 to judge "
+      "FP16 autocast itself", NULL),
+    I(R_FP16_FWD_NONFINITE, "fp16_forward_nonfinite", F_FWD_NONFINITE, {"above", "cannot_fix"},
+      "{run}: {?inf:inf}{!inf:NaN} in {layer} activations from step {step} (first in forward order; {values} "
+      "non-finite activation values){?above:: the forward overflow above}{?cannot_fix:: a forward overflow, which "
+      "loss scaling cannot fix}",
+      "{?inf:inf}{!inf:NaN} in {layer} activations from step {step}"),
+    I(R_FP16_COLLAPSE, "fp16_scale_collapsed", F_SCALE_COLLAPSED, {0},
+      "{run}: loss scale collapses to {scale_min:scale} at step {step}{?at_min:, the scaler's minimum "
+      "{scaler_min:scale}} ({backoffs} backoffs, {skipped} skipped steps of {steps})",
+      "the loss scale collapses to {scale_min:scale}"),
+    I(R_FP16_SKIPS, "fp16_skips_above_limit", F_SKIPS_ABOVE_LIMIT, {0},
+      "{run}: {skipped_after} of {steps_after} steps skipped after the first {calib} (calibration): {rate:pc3}, "
+      "more than {K.SKIP_RATE_MAX}; first at step {first_step} ({?reason:{reason}}{!reason:no reason recorded})",
+      "{rate:pc2} of steps skipped after calibration"),
+    I(R_FP16_LOSS_NONFINITE, "fp16_loss_nonfinite", F_LOSS_NONFINITE, {"have_fp32"},
+      "{run}: non-finite loss at {count} steps, first at step {first_step}{?have_fp32: where FP32 stays finite}",
+      "non-finite loss from step {first_step}"),
+    I(R_FP16_DIVERGES, "fp16_diverges", F_DIVERGED, {"have_fp32"},
+      "{run}: diverges from step {step}{?have_fp32: where FP32 does not}", "diverges from step {step}"),
+    I(R_EVAL_OVERFLOW, "eval_overflow", F_EVAL_ONLY_NONFINITE, {"fmt", "base_eval"},
+      "{run}: eval loss not finite from step {first_step}" EVAL_WHERE " while its training stays finite (no NaN/inf "
+      "in its loss or activation records) and {baseline}'s eval loss is {base_eval:g4}: validation inputs "
+      "overflow {fmt:fmt} in the forward pass, beyond the range the training batches had; loss scaling cannot "
+      "help the forward pass",
+      "eval loss not finite from step {first_step}: validation inputs overflow {fmt:fmt}"),
+    I(R_EVAL_FIRST, "first_eval_overflow", F_EVAL_ONLY_NONFINITE, {"fmt", "base_eval"},
+      "first: {run}'s evaluation overflows {fmt:fmt} from step {first_step}" EVAL_WHERE " while its training stays "
+      "finite and {baseline}'s eval loss is {base_eval:g4}: the validation data holds values beyond "
+      "{fmt:fmt}'s range that the training batches never had; {fmt:fmt} is ruled out for this data (check the "
+      "validation data's preprocessing)", NULL),
+    I(R_FP16_CLEAN, "fp16_clean", F_NONE, {"skipped", "skipped_after", "scale_init", "scale_final"},
+      "{run}: no NaN/inf in the forward pass, {skipped:int} skipped steps ({skipped_after:int} after "
+      "calibration), loss scale {scale_init:scale} -> {scale_final:scale}", NULL),
+    I(R_FP16_CLEAN_UNSCALED, "fp16_clean_unscaled", F_NONE, {0},
+      "{run}: no NaN/inf in the forward pass, no skipped steps (no loss scaling)", NULL),
+    I(R_GAP_OUTSIDE, "loss_gap_outside_band", F_CMP_GAP, {"bf16", "pure"},
+      "{run}: " METRIC " {value:g4} vs {base:g4} in {run2} (+{rel:pct}), outside the noise band "
+      "+-{band:pct}{?pure: (the lost updates above)}",
+      "loss +{rel:pct} vs FP32, outside the noise band{?bf16: +-{band:pct}}"),
+    I(R_GAP_WITHIN, "loss_gap_within_band", F_CMP_GAP, {0},
+      "{run}: " METRIC " {value:g4} vs {base:g4} ({rel:spct}), within the noise band +-{band:pct}", NULL),
+    I(R_FLUSH_PREDICTED, "flush_predicted", F_FLUSH_AT_SCALE, {"healthy"},
+      "predicted from {run}: at loss scale {log2:pow2}, {share:pct} of {layer} {kind} flush to zero in FP16"
+      "{#norm_share: ({norm_share:pct} of their squared norm)}; not decisive: {?healthy:an FP16 run was run and "
+      "is healthy, and what it did decides}{!healthy:the flushed values carry less than {K.FLUSH_NORM_MAX} of the "
+      "gradient's squared norm}", NULL),
+    I(R_FLUSH_DECISIVE, "flush_at_best_scale", F_FLUSH_AT_SCALE, {"max_grad", "max_layer", "max_kind", "max_step"},
+      "gradient range: even at the best loss scale {log2:pow2} (largest gradient {max_grad:g3} in "
+      "{max_layer:layer} {max_kind:kind}, step {max_step:int}, kept under {K.FP16_MARGIN_AT}) {share:pct} of "
+      "{layer} {kind} flush to zero in FP16 (from {run})",
+      "{share:pct} of {layer} {kind} flush to zero even at loss scale {log2:pow2}"),
+    I(R_SPAN_HEALTHY_RUN, "span_not_decisive_run", F_GRAD_SPAN, {"healthy_run"},
+      "predicted from {run}: " SPAN "; not decisive: {healthy_run:run} was run and is healthy, and what it did "
+      "decides", NULL),
+    I(R_SPAN_HARMLESS, "span_not_decisive_norm", F_GRAD_SPAN, {"norm"},
+      "predicted from {run}: " SPAN "; not decisive: at the suggested loss scale the values that flush carry "
+      "{norm:pct} of the worst layer's squared gradient norm (under {K.FLUSH_NORM_MAX} does not rule FP16 out)",
+      NULL),
+    I(R_SPAN_DECISIVE, "span_too_wide", F_GRAD_SPAN, {0}, "gradient range: " SPAN " (from {run})",
+      "the gradients span 2^{range_log2:f0}, more than FP16's 2^{K.FP16_SPAN_LOG2}"),
+    I(R_NEEDS_SCALING, "needs_loss_scaling", F_FLUSH_UNSCALED, {"log2", "worst", "fl_layer", "fl_kind", "fl_share"},
+      "needs loss scaling: without it {share:pct} of {layer} {kind} flush to zero in FP16 (what-if from {run}); at "
+      "loss scale {log2:pow2} {?worst:the worst, {fl_layer:layer} {fl_kind:kind}, loses {fl_share:pct}}"
+      "{!worst:none of them flush}", NULL),
+    I(R_SCALE_GOOD, "loss_scale_keeps", F_LOSS_SCALE, {"fl_layer", "fl_kind", "fl_share"},
+      "loss scale {log2:pow2} " KEEPS "; at it {fl_share:pct} of {fl_layer:layer} {fl_kind:kind} still flush to "
+      "zero (the worst layer; from {run})", NULL),
+    I(R_SCALE_GOOD_NONE, "loss_scale_keeps_all", F_LOSS_SCALE, {0},
+      "loss scale {log2:pow2} " KEEPS "; no gradient flushes to zero at it (from {run})", NULL),
+    I(R_SUBNORMAL, "subnormal_at_scale", F_SUBNORMAL_AT_SCALE, {0},
+      "at loss scale {log2:pow2}, {share:pct} of {layer} {kind} are FP16 subnormals: hardware that flushes FP16 "
+      "subnormals (AMD MI200 FP16 MFMA) would lose them", NULL),
+    I(R_SCALE_LINE, "loss_scale", F_LOSS_SCALE, {"flushed"},
+      "{log2:pow2} for fp16 (static, or --scale-init for the dynamic scaler): the largest gradient "
+      "{max_grad:g3} (2^{max_grad:l2}, {layer} {kind}, step {step}) times {log2:pow2} stays under "
+      "{K.FP16_MARGIN_AT}; {flushed:pct} of the worst layer's gradients still flush to zero at it{!from_hist: "
+      "(a bound: no histograms)}", NULL),
+    I(R_BF16_MASTER_WEIGHTS, "bf16_master_weights", F_LOST_UPDATES, {0},
+      "{run} (weights stored in BF16, no FP32 master copy): {worst:pct} of {layer:q}'s updates were lost (fl(w + "
+      "dw) == w), {all:pct} of all; median update/weight ratio {ratio:g3} is below BF16's "
+      "{K.BF16_UNIT_ROUNDOFF} = {K.BF16_UNIT_ROUNDOFF:g2}: keep FP32 master weights", NULL),
+    I(R_BF16_FAILS, "bf16_fails", F_NONE, {"diverged", "from"},
+      "{run}: {?diverged:diverges}{!diverged:non-finite loss} from step {from:int} where {baseline} does not",
+      "diverges from step {from:int}"),
+    I(R_BF16_CLEAN, "bf16_clean", F_NONE, {0}, "{run}: no NaN/inf, no skipped steps", NULL),
+    I(R_BF16_RANGE, "bf16_overflow", F_BF16_OVERFLOW, {0},
+      "{layer} {kind} reach {absmax:g4} at step {step} in {run}: beyond BF16's {K.BF16_MAX:g3}",
+      "{layer} {kind} reach {absmax:g3}, beyond BF16's range"),
+    I(R_BF16_RANGE_OK, "bf16_range_ok", F_NONE, {0},
+      "what-if from {run}: no activation or weight beyond BF16's range (BF16 has FP32's exponent range)", NULL),
+    I(R_BF16_RATIO_WHATIF, "bf16_weights_ratio", F_LOST_UPDATES, {0},
+      "what-if from {run}: median update/weight ratio {ratio:g3} < {K.BF16_UNIT_ROUNDOFF}: weights stored in BF16 "
+      "would lose updates; BF16 autocast keeps FP32 master weights", NULL),
+    I(R_BF16_LOST_NONE, "bf16_weights_lose_nothing", F_LOST_IF_BF16, {0},
+      "what-if from {run}: no update would be lost with BF16 weights without FP32 master weights (every non-zero "
+      "update changes its weight in BF16)", NULL),
+    I(R_BF16_LOST_WHATIF, "bf16_weights_lose", F_LOST_IF_BF16, {"bad"},
+      "what-if from {run}: {all:pct} of updates would be lost with BF16 weights without FP32 master weights (fl(w "
+      "+ dw) == w in BF16; worst layer {layer:q}: {worst:pct}){?bad:: do not store the weights in BF16 "
+      "(bf16-pure)}; BF16 autocast keeps FP32 master weights", NULL),
+    I(R_ADAM_EPS_WARN, "adam_eps_zero", F_ADAM_EPS_ZERO, {0},
+      "{run}: AdamW eps {eps:g} with FP16 optimizer state rounds to 0 (FP16 flushes |x| <= {K.FP16_UNDERFLOW_AT}): "
+      "zero-gradient steps give 0/0 = NaN{?nan_values: (this run has NaN values)}; use eps >= {K.ADAM_EPS_SAFE} "
+      "or FP32 state", NULL),
+    I(R_ISLANDS_NOT_FINITE, "islands_not_finite", F_ACT_OVERFLOW, {"next"},
+      "FP32 islands {islands} would not keep the forward finite: {layer}'s output reaches {absmax:g4}, and "
+      "{next:layer} rounds it to FP16 (>= {K.FP16_OVERFLOW_AT} is inf)", NULL),
+    I(R_V_UNDECIDED_ADAM, "undecided_adam_eps", F_NONE, {0},
+      "undecided: the FP32 baseline does not train because its AdamW state is FP16 (eps rounds to 0); keep the "
+      "optimizer state in FP32 (--optim-state fp32) first", NULL),
+    I(R_V_UNDECIDED_LR, "undecided_lr", F_NONE, {0},
+      "undecided: the FP32 baseline does not train; fix the learning rate first", NULL),
+    I(R_V_UNDECIDED_ALL, "undecided_every_run_fails", F_NONE, {0},
+      "undecided: every run fails; run FP32 or lower the learning rate first", NULL),
+    I(R_V_BF16, "bf16", F_NONE, {"from_trace", "no_run"},
+      "bf16 (autocast with FP32 master weights){?from_trace:; predicted from the FP32 trace: confirm with a bf16 "
+      "run}{?no_run:; no bf16 run given: confirm with one}", NULL),
+    I(R_V_BF16_MASTER, "bf16_master_weights", F_NONE, {"from_trace", "no_run"},
+      "bf16 with FP32 master weights (not bf16-pure: its updates are lost){?from_trace:; predicted from the FP32 "
+      "trace: confirm with a bf16 run}{?no_run:; no bf16 run given: confirm with one}", NULL),
+    I(R_V_FP16, "fp16", F_NONE, {"log2", "without", "w_share", "w_layer", "w_kind", "predicted", "unscaled_run"},
+      "fp16 + dynamic loss scaling, initial scale {log2:pow2}{?without:; without it {w_share:pct} of "
+      "{w_layer:layer}'s {w_kind:kind} flush to zero}{?predicted: (predicted: confirm with an fp16 run)}"
+      "{!predicted:{?unscaled_run: (the fp16 run had none: confirm with one)}}", NULL),
+    I(R_V_FP16_ISLANDS, "fp16_fp32_layers", F_NONE, {"log2", "share", "seen", "seen_run"},
+      "fp16 + dynamic loss scaling (initial {log2:pow2}) with FP32 layers {islands} (--fp32-layers {islands}: "
+      "{share:pc0} of the parameters); {?seen:confirmed by {seen_run:run}}{!seen:confirm with a run}", NULL),
+    I(R_V_BF16_ISLANDS, "bf16_fp32_layers", F_NONE, {0},
+      "bf16 with FP32 layers {fp32_layers} (--fp32-layers {fp32_layers}); confirm with a run", NULL),
+    I(R_V_FP32_BF16_MISSES, "fp32_bf16_misses", F_NONE, {0}, "fp32: bf16 misses the FP32 loss and fp16 is ruled out",
+      NULL),
+    I(R_V_FP32_NO_BF16_PARTIAL, "fp32_no_bf16_partial", F_NONE, {"target", "share"},
+      "fp32 (target {target:target} has no BF16 and FP16 overflows in the forward pass from {islands}; an FP32 "
+      "trace would show whether FP32 islands can rescue it)", NULL),
+    I(R_V_FP32_NO_BF16_ISLANDS, "fp32_no_bf16_islands", F_NONE, {"target", "share"},
+      "fp32 (target {target:target} has no BF16, and FP32 islands for FP16 would cover {share:pc0} of the "
+      "parameters: {islands})", NULL),
+    I(R_V_FP32_NO_BF16, "fp32_no_bf16", F_NONE, {"target", "share"},
+      "fp32 (target {target:target} has no BF16 and FP16 is ruled out)", NULL),
+    I(R_V_FP32, "fp32", F_NONE, {"target", "share"}, "fp32 (both 16-bit formats are ruled out)", NULL),
+    I(R_V_FIRST_FLAT, "first_baseline_flat", F_NONE, {"small", "dead"},
+      "first: the FP32 baseline {run} does not learn (its loss stays near its first value){?small:: its lr is "
+      "too low (see LR)}{?dead:: its units died, the lr is too high (see LR)}, fix the training first", NULL),
+    I(R_V_FIRST_EVAL, "first_cause_eval", F_EVAL_ONLY_NONFINITE, {"fmt"},
+      "first cause of {run}'s NaN: its evaluation overflows {fmt:fmt}" EVAL_WHERE " while its training stays "
+      "finite (validation inputs beyond the training range)", NULL),
+    I(R_V_FIRST_ADAM, "first_cause_adam_eps", F_ADAM_EPS_ZERO, {0},
+      "first cause of {run}'s NaN: its AdamW state is FP16, where eps {eps:g} is 0 (use --optim-state fp32)", NULL),
+    I(R_WHY_BOTH, "both_healthy", F_NONE, {0},
+      "both 16-bit formats are healthy; bf16 is preferred: no loss scaler to tune, no skipped steps, FP32's "
+      "exponent range (fp16 + dynamic loss scaling works too)", NULL),
+    I(R_WHY_BF16_NO_FP16_TARGET, "bf16_no_fp16_on_target", F_NONE, {0},
+      "bf16 is healthy; fp16 is not available on the target", NULL),
+    I(R_WHY_BF16_FP16_OUT, "bf16_fp16_ruled_out", F_NONE, {0},
+      "bf16 is healthy and fp16 is ruled out (see fp16 below)", NULL),
+    I(R_WHY_BF16_PREDICTED, "bf16_predicted", F_NONE, {0},
+      "fp16 is ruled out (see fp16 below) and nothing found rules out bf16, whose exponent range is FP32's", NULL),
+    I(R_WHY_FP16, "fp16_healthy", F_NONE, {"no_bf16"},
+      "fp16 with dynamic loss scaling is healthy{?no_bf16:; the target has no BF16}{!no_bf16:; bf16 is ruled out "
+      "(see bf16 below)}", NULL),
+    I(R_WHY_FP16_ISLANDS, "fp16_islands_rescue", F_NONE, {"share", "no_bf16"},
+      "the forward overflow is confined to layers holding {share:pc0} of the parameters: keeping them in FP32 "
+      "rescues fp16{?no_bf16: (the target has no BF16)}{!no_bf16: (bf16 is ruled out, see below)}", NULL),
+    I(R_WHY_BF16_DEVIATION, "bf16_deviation", F_CMP_DEVIATION, {0},
+      "{run} deviates most from {run2}: {layer} activations differ by {rel:pct} (median over {steps} steps), far "
+      "above BF16's unit roundoff {K.BF16_UNIT_ROUNDOFF:pct}", NULL),
+    I(R_ISLANDS_PARTIAL, "islands_partial", F_NONE, {0},
+      "FP32 islands for FP16: at least {islands} (the first layer to overflow); an FP32 trace shows which layers "
+      "after it overflow too", NULL),
+    I(R_ISLANDS_OFFER, "islands_offer", F_NONE, {"share", "too_large"},
+      "FP32 islands that would let FP16 run: --fp32-layers {islands} ({share:pc0} of the parameters"
+      "{?too_large:: most of the model, no rescue})", NULL),
+    I(R_LR_SWEEP_POINT, "lr_sweep_point", F_NONE, {"lr", "m", "eval"},
+      "lr {lr:g}: {prec} " METRIC " {m:g4}", NULL),
+    I(R_LR_SWEEP_FAILS, "lr_sweep_fails", F_NONE, {"lr", "step"}, "lr {lr:g}: {prec} diverges from step {step:int}",
+      NULL),
+    I(R_LR_PICK, "lr_pick", F_NONE, {"lr", "m", "eval"},
+      "use {lr:g}: the lowest " METRIC " of {prec} among the learning rates tried ({m:g4})", NULL),
+    I(R_LR_ADAM_FIRST, "lr_adam_eps_first", F_ADAM_EPS_ZERO, {0},
+      "{run} fails because AdamW's eps {eps:g} is 0 in its FP16 optimizer state (0/0 = NaN on zero gradients), "
+      "not because of the lr: no lr advice until the state is FP32 (--optim-state fp32)", NULL),
+    I(R_LR_FORMAT_FIRST_LINE, "lr_format_first", F_NONE, {0},
+      "no advice: fix the optimizer state's format first (--optim-state fp32)", NULL),
+    I(R_LR_FAILS, "lr_run_fails", F_NONE, {"diverged", "step"},
+      "{run} {?diverged:diverges}{!diverged:has a non-finite loss} from step {step:int}", NULL),
+    I(R_LR_DIVERGE_RATIO, "lr_diverges_ratio", F_UPDATE_RATIO, {"factor"},
+      "median update/weight ratio {ratio:g3} in {run} (target ~{K.RATIO_TARGET}): lr x min({K.LR_STEP}, "
+      "{K.RATIO_TARGET} / {ratio:g3}) = x{factor:g3}", NULL),
+    I(R_LR_DIVERGE_STEP, "lr_diverges_step", F_NONE, {0},
+      "the same in every precision, so not a format limit: lr x {K.LR_STEP} and a longer warm-up (>= 2k steps "
+      "for large models), a heuristic step", NULL),
+    I(R_LR_WARMUP_AT, "lr_warmup", F_NONE, {"step", "lr", "factor"},
+      "the instability began at step {step:int} with lr {lr:g3} (warm-up): lr x {K.LR_STEP} of that = "
+      "x{factor:g3} of the peak", NULL),
+    I(R_LR_LOWER_DIVERGES, "lr_lower_diverges", F_NONE, {"lr", "factor", "fp32"},
+      "lower to {lr:g3} (x{factor:g3}): training diverges in {?fp32:FP32 too}{!fp32:every run}", NULL),
+    I(R_LR_FORMAT_START, "lr_format_from_start", F_NONE, {"diverged", "step"},
+      "{run} {?diverged:diverges}{!diverged:has a non-finite loss} from step {step:int}, with NaN/inf in the "
+      "forward pass of its first step, before any update: format-caused, fix the precision first, not the lr",
+      NULL),
+    I(R_LR_FORMAT_CAUSED, "lr_format_caused", F_NONE, {"diverged", "step"},
+      "{run} {?diverged:diverges}{!diverged:has a non-finite loss} from step {step:int} while {baseline} trains: "
+      "format-caused, fix the precision first, not the lr", NULL),
+    I(R_LR_DEAD, "lr_dead_units", F_DEAD_UNITS, {0},
+      "{run} does not learn: its final-window training loss {window:g4} is not below {K.LEARNED_FRACTION} of its "
+      "first training loss, {first:g4} (the loss of predicting the class prior), and {zero_share:pct} of "
+      "{layer}'s weight-gradient values are exactly 0: units died (too large a step pushed them below zero for "
+      "every example): the lr is too high, never too low; lr x {K.LR_DEAD_FACTOR}", NULL),
+    I(R_LR_LOWER_DEAD, "lr_lower_dead", F_NONE, {"lr", "factor"},
+      "lower to {lr:g3} (x{factor:g3}): units died and the loss stays at its first value", NULL),
+    I(R_LR_NO_RATIO, "lr_no_ratio", F_NONE, {0}, "no update/weight ratios recorded in {run}: no lr advice", NULL),
+    I(R_LR_TOO_LOW, "lr_too_low", F_STEPS_TOO_SMALL, {"cap", "factor", "lost"},
+      "{run} does not learn{?flat: at all}{!flat: enough}: its final-window training loss {window:g4} is not "
+      "below {?flat:{K.FLAT_FRACTION}}{!flat:{K.LEARNED_FRACTION}} of its first training loss, {first:g4}; its "
+      "update/weight ratio {ratio:g3} is below the ~{K.RATIO_TARGET} target{#lost:, and {lost:pct} of its "
+      "non-zero updates round away even in its FP32 weights (fl(w + dw) == w)}: the lr is too low, not too high; "
+      "{?flat:its weights have hardly moved, so the ratio grows in proportion to the lr: }lr x min({cap:g}, "
+      "{K.RATIO_TARGET}/{ratio:g3}) = x{factor:g3}", NULL),
+    I(R_LR_KEEP_HEALTHY, "lr_keep_healthy", F_UPDATE_RATIO, {"above", "window", "first"},
+      "{run} trains (final-window training loss {window:g4}, first training loss {first:g4}) without loss "
+      "spikes: keep the lr; its update/weight ratio {ratio:g3} (" RATIO_SRC "; target ~{K.RATIO_TARGET})"
+      "{?above: is above the {K.RATIO_HIGH} rule of thumb, not enough to change a run that trains (a sweep, "
+      "ampdiag sweep --lrs, would show a better one)}{!above: is within {K.RATIO_LOW}..{K.RATIO_HIGH}}", NULL),
+    I(R_LR_RATIO_HIGH, "lr_ratio_high", F_UPDATE_RATIO, {"factor"},
+      "update/weight ratio {ratio:g3} (" RATIO_SRC ") in {run} is above {K.RATIO_HIGH} (target "
+      "~{K.RATIO_TARGET}): lr x max({K.LR_LOWER_MIN}, {K.RATIO_TARGET}/{ratio:g3}) = x{factor:g3}", NULL),
+    I(R_LR_RATIO_LOW, "lr_ratio_low", F_UPDATE_RATIO, {"factor"},
+      "update/weight ratio {ratio:g3} (" RATIO_SRC ") in {run} is below {K.RATIO_LOW} (target "
+      "~{K.RATIO_TARGET}): lr x min({K.LR_RAISE_MAX}, {K.RATIO_TARGET}/{ratio:g3}) = x{factor:g3}", NULL),
+    I(R_LR_SPIKES, "lr_loss_spikes", F_LOSS_SPIKES, {0},
+      "{count} loss spikes in {steps} steps of {run} (more than {K.SPIKE_RATE_MAX}; first at step {first_step}): lr "
+      "x {K.LR_STEP} and/or a longer warm-up (heuristic)", NULL),
+    I(R_LR_KEEP_BAND, "lr_keep_band", F_UPDATE_RATIO, {"spikes"},
+      "update/weight ratio {ratio:g3} (" RATIO_SRC ") in {run}, within {K.RATIO_LOW}..{K.RATIO_HIGH} (target "
+      "~{K.RATIO_TARGET}); {spikes:int} loss spikes", NULL),
+    I(R_LR_MASTER, "lr_master_weights", F_LOST_UPDATES, {0},
+      "{run} stores weights in BF16 and its median update/weight ratio {ratio:g3} is below "
+      "{K.BF16_UNIT_ROUNDOFF}: do not raise the lr to push updates over the rounding threshold; keep FP32 master "
+      "weights (or Kahan summation / stochastic rounding)", NULL),
+    I(R_LR_KEEP, "lr_keep", F_NONE, {"lr"}, "keep {lr:g}", NULL),
+    I(R_LR_KEEP_MASTER, "lr_keep_master", F_NONE, {"lr"},
+      "keep {lr:g} and use FP32 master weights (do not raise it to beat BF16 rounding)", NULL),
+    I(R_LR_LOWER, "lr_lower", F_NONE, {"lr", "factor"}, "lower to {lr:g3} (x{factor:g3})", NULL),
+    I(R_LR_RAISE, "lr_raise", F_NONE, {"lr", "factor"}, "raise to {lr:g3} (x{factor:g3})", NULL),
+    I(R_CLIP_NONE, "clip_none", F_CLIP_FEW_NORMS, {0},
+      "no value: {n} finite, unskipped gradient norms after the first {warmup} steps of {run} ({K.CLIP_MIN_NORMS} "
+      "needed)", NULL),
+    I(R_CLIP_LINE, "clip", F_CLIP_VALUE, {0}, "{value:g3}: would clip {share:pct} of steps", NULL),
+    I(R_CLIP_VALUE, "clip_value", F_CLIP_VALUE, {0},
+      "{value:g3} = max(P{K.CLIP_QUANTILE:pint} {p99:g3}, median {median:g3} + {K.CLIP_MADS} x {K.MAD_SIGMA} x MAD "
+      "{mad:g3} = {robust:g3}) of {n} unscaled, finite, pre-clip gradient norms of {run} after step {warmup}: "
+      "would clip {n_over} steps ({share:pct}){?n_over:: steps {over_list}}", NULL),
+    I(R_CLIP_AUTOCLIP, "clip_autoclip", F_CLIP_VALUE, {0},
+      "AutoClip alternative: P{K.AUTOCLIP_QUANTILE:pint} = {p10:g3} (clips ~{K.AUTOCLIP_QUANTILE:pctc} of steps, "
+      "smoothing rather than guarding spikes)", NULL),
+    I(R_CLIP_PRIOR_NEVER, "clip_prior_never", F_CLIP_PRIOR_NEVER, {0},
+      "the common transformer prior of {K.CLIP_PRIOR} would never fire here (median norm {median:g3})", NULL),
+    I(R_CLIP_PRIOR_ALWAYS, "clip_prior_always", F_CLIP_PRIOR_ALWAYS, {0},
+      "the common transformer prior of {K.CLIP_PRIOR} would clip every step here (median norm {median:g3})", NULL),
+    I(R_CLIP_DRIFT, "clip_drift", F_NORM_DRIFT, {0},
+      "the norm drifts (median {median_first:g3} in the first {K.DRIFT_SHARE} of the history, {median_last:g3} in "
+      "the last {K.DRIFT_SHARE}): a fixed clip goes stale; consider ZClip (alpha {K.ZCLIP_ALPHA}, z {K.ZCLIP_Z}) or "
+      "AutoClip", NULL),
+    I(R_CLIP_SPIKE, "clip_norm_spike", F_NORM_SPIKE, {0},
+      "a gradient-norm spike {ratio:g3}x the rolling median at step {step} is followed by a loss spike at step "
+      "{loss_step}: besides clipping, rewind ~100 steps and skip 200-500 batches (PaLM)", NULL),
+    I(R_CLIP_CLIPPED, "clip_clipped_by_run", F_CLIPPED_BY_RUN, {0}, "{run} clipped at {clip:g}: {clipped} steps clipped",
+      NULL),
+    I(R_REM_OPT_STATE, "remedy_optim_state", F_NONE, {"eps"},
+      "AdamW eps {eps:g} rounds to 0 in FP16 optimizer state (0/0 = NaN on zero gradients)", NULL),
+    I(R_REM_ISLANDS, "remedy_fp32_layers", F_NONE, {0}, "FP32 islands named by the verdict", NULL),
+    I(R_REM_LOSS_SCALE, "remedy_loss_scale", F_NONE, {"k", "flush"},
+      "the fp16 verdict needs dynamic loss scaling, initial scale 2^{k:int}{?flush: (gradients flush to zero "
+      "without it)}", NULL),
+    I(R_DEC_LOSS_SCALE, "loss_scale_dynamic", F_NONE, {"k", "flush"},
+      "dynamic loss scaling, initial scale 2^{k:int}, as the fp16 run given scaled", NULL),
+    I(R_FAIL_EVAL, "fail_eval", F_EVAL_NONFINITE, {"eval_step"},
+      "{run}'s eval loss at step {eval_step:int} is not finite", NULL),
+    I(R_FAIL_EVAL_ONLY, "fail_eval_only", F_EVAL_ONLY_NONFINITE, {"eval_step"},
+      "{run}'s eval loss at step {eval_step:int} is not finite" EVAL_WHERE, NULL),
+    I(R_FAIL_FWD, "fail_forward", F_FWD_NONFINITE, {0},
+      "{run} has NaN/inf activations from step {step} (first in {layer})", NULL),
+    I(R_FAIL_LOSS, "fail_loss", F_LOSS_NONFINITE, {0},
+      "{run} has a non-finite loss at {count} steps, first {first_step}", NULL),
+    I(R_FAIL_EVENT, "fail_event", F_NONFINITE_EVENT, {0}, "{run}: {code:event} at step {step} ({message})", NULL),
+    I(R_FAIL_WEIGHTS, "fail_weights", F_NONFINITE_WEIGHTS, {0},
+      "{run}: {layer} weights hold NaN/inf from step {step}", NULL),
+    I(R_FAIL_SKIPS, "fail_skips", F_NONE, {"sa", "sn", "collapsed"},
+      "{run} skipped {sa:int} of {sn:int} steps after calibration{?collapsed: and its loss scale collapsed}", NULL),
+    I(R_FAIL_DIVERGED, "fail_diverged", F_DIVERGED, {0}, "{run} diverges from step {step}", NULL),
+    I(R_FAIL_OVERFLOW, "fail_overflow", F_OVERFLOW_IN_RUN, {0},
+      "{run}: {layer} forward values overflow {fmt}{?what_if: (what-if)}", NULL),
+    I(R_WARN_CUT_OFF, "trace_cut_off", F_CUT_OFF, {0},
+      "{run} was cut off (status 'running'): its numbers cover {steps} steps", NULL),
+    I(R_WARN_BAD_ROWS, "trace_unknown_rows", F_BAD_ROWS, {0},
+      "{run}: {rows} tensor records name an unknown layer or kind (ignored)", NULL),
+    I(R_WARN_HIST_SAMPLED, "trace_histograms_sampled", F_HIST_SAMPLED, {0},
+      "{run}: {read} of {total} histogram records read (evenly spaced blocks); fractions come from that sample",
+      NULL),
+};
+
+const msg_row msg_decision_rows[REC_NWHATS] = {
+    [WHAT_PRECISION] = {"precision", F_NONE, {0}, "precision: {to}", NULL},
+    [WHAT_FP32_LAYERS] = {"fp32_layers", F_NONE, {0}, "keep {to} in FP32", NULL},
+    [WHAT_LOSS_SCALE] = {"loss_scale", F_NONE, {0}, "loss scale: {to}{#value:, initial {value:scale}}", NULL},
+    [WHAT_LR] = {"lr", F_NONE, {0}, "lr: {to}{#value: {value:g3}}", NULL},
+    [WHAT_CLIP] = {"clip", F_NONE, {0}, "clip the gradient norm at {value:g3}", NULL},
+    [WHAT_OPT_STATE] = {"optimizer_state", F_NONE, {0}, "optimizer state in {to}", NULL},
+    [WHAT_MASTER_WEIGHTS] = {"master_weights", F_NONE, {0}, "master weights in {to}", NULL},
+    [WHAT_WARMUP] = {"warmup", F_NONE, {0}, "a {to} lr warm-up", NULL},
+};
