@@ -288,13 +288,26 @@ typedef struct ampdiag_trace_event {
 } ampdiag_trace_event;
 
 typedef struct ampdiag_trace_eval {
-    int64_t step;            /* the training step after which the evaluation ran */
+    int64_t step;            /* the training step after which the evaluation ran; -1: before the
+                                first step, on the initial weights (ampdiag run writes one) */
     double loss;
     double metric;           /* e.g. accuracy in [0, 1]; attribute eval_metric names it; NaN if none */
     double loss_se;          /* standard error of loss, the mean over the validation examples:
                                 their standard deviation / sqrt(count); NaN when not recorded
                                 (traces before the field read NaN) */
 } ampdiag_trace_eval;
+
+/* One validation example at an evaluation (the optional table /eval_examples, added to version
+ * 2 after its first traces; a trace without it reads none): what two runs on the same validation
+ * examples are compared by, pairwise (traces/FORMAT.md, "/eval_examples"). ampdiag run writes
+ * them for the initial evaluation (step -1) and the last one. */
+typedef struct ampdiag_trace_eval_example {
+    int64_t step;            /* the evaluation's step, as in /eval (-1: before the first step) */
+    int64_t example;         /* the validation row, 0-based */
+    double loss;             /* its loss (a sequence: the mean over its positions) */
+    double metric;           /* its share of correct predictions (a row of classification data: 0
+                                or 1); NaN when none */
+} ampdiag_trace_eval_example;
 
 /* Fill a tensor record's statistics from / into the in-memory form. to_tstats restores the
  * merge identities (+-inf) where the file has NaN and sum/sumsq from mean/rms (exact to
@@ -340,6 +353,23 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
 #define AMPDIAG_ATTR_SCALER_MIN "scaler_min_scale"             /* double: the floor, 0 = none */
 #define AMPDIAG_ATTR_SCALER_HYSTERESIS "scaler_hysteresis"     /* int: overflows before a backoff */
 #define AMPDIAG_ATTR_FP32_LAYERS "fp32_layers"                 /* str: comma list of layers kept in FP32 */
+/* The data as the run saw it (written by ampdiag run; traces/FORMAT.md, "The data"): the
+ * validation set the evaluations judge and the inputs' scale at load, as data for the reading
+ * side (a degenerate validation set, inputs far from unit scale). */
+#define AMPDIAG_ATTR_DATA_ROWS "data_rows"                 /* int: training rows */
+#define AMPDIAG_ATTR_DATA_VAL_ROWS "data_val_rows"         /* int: validation rows */
+#define AMPDIAG_ATTR_DATA_CLASSES "data_classes"           /* int: classes (a token set: vocabulary) */
+#define AMPDIAG_ATTR_DATA_VAL_CLASSES "data_val_classes"   /* int: distinct labels among the
+                                                              validation rows (targets) */
+#define AMPDIAG_ATTR_DATA_VAL_CHANCE "data_val_chance"     /* double: share of the validation
+                                                              labels in their most common class */
+#define AMPDIAG_ATTR_DATA_LABELS_SORTED "data_labels_sorted" /* int 0/1: training labels sorted */
+#define AMPDIAG_ATTR_INPUT_MIN "input_min"                 /* double: smallest input value */
+#define AMPDIAG_ATTR_INPUT_MAX "input_max"                 /* double: largest input value */
+#define AMPDIAG_ATTR_INPUT_RMS "input_rms"                 /* double: root mean square of the inputs */
+#define AMPDIAG_ATTR_INPUT_STD_MIN "input_std_min"         /* double: smallest feature std (> 0) */
+#define AMPDIAG_ATTR_INPUT_STD_MAX "input_std_max"         /* double: largest feature std */
+#define AMPDIAG_ATTR_STANDARDIZE "standardize"             /* str: on | off (ampdiag run --standardize) */
 /* The delayed scaling behind /whatif's "delayed" rows (written by ampdiag run). */
 #define AMPDIAG_ATTR_FP8_AMAX_HISTORY "fp8_amax_history"       /* int: steps of amax history */
 #define AMPDIAG_ATTR_FP8_MARGIN "fp8_margin"                   /* int: scale / 2^margin */
@@ -461,6 +491,10 @@ int ampdiag_trace_append_eval(ampdiag_trace_writer *w, int64_t step, double loss
  * a comparison from it). */
 int ampdiag_trace_append_eval_se(ampdiag_trace_writer *w, int64_t step, double loss, double metric,
                                  double loss_se);
+/* The n validation examples of the evaluation at step, rows 0..n-1: their losses, and their
+ * metric (metric NULL: NaN). */
+int ampdiag_trace_append_eval_examples(ampdiag_trace_writer *w, int64_t step, const double *loss,
+                                       const double *metric, size_t n);
 
 /* Write every buffered record and flush the file: after this returns 0, a crash loses
  * nothing appended so far. */
@@ -480,6 +514,7 @@ typedef struct ampdiag_trace_writer_info {
     uint64_t steps_flushed;        /* step records safe on disk after the last flush */
     uint64_t whatifs;              /* /whatif rows appended */
     uint64_t quants;               /* /quant rows appended */
+    uint64_t eval_examples;        /* /eval_examples rows appended */
 } ampdiag_trace_writer_info;
 void ampdiag_trace_writer_get_info(const ampdiag_trace_writer *w, ampdiag_trace_writer_info *info);
 
@@ -552,6 +587,7 @@ typedef struct ampdiag_trace_counts {
     size_t layers, steps, tensors, hists, events, evals;
     size_t formats, whatifs; /* 0 in a version 1 trace */
     size_t quants;           /* /quant rows: 0 in a trace written before the table */
+    size_t eval_examples;    /* /eval_examples rows: 0 in a trace written before the table */
 } ampdiag_trace_counts;
 void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_counts *c);
 
@@ -575,6 +611,9 @@ int ampdiag_trace_read_whatif(ampdiag_trace_reader *r, size_t first, size_t max,
 /* /quant (a trace written before the table reads none: *n = 0). */
 int ampdiag_trace_read_quant(ampdiag_trace_reader *r, size_t first, size_t max, ampdiag_trace_quant **out,
                              size_t *n);
+/* /eval_examples (a trace written before the table reads none: *n = 0). */
+int ampdiag_trace_read_eval_examples(ampdiag_trace_reader *r, size_t first, size_t max,
+                                     ampdiag_trace_eval_example **out, size_t *n);
 
 #ifdef __cplusplus
 }

@@ -131,8 +131,37 @@ static void test_healthy(void)
     double tail = 0;
     for (size_t i = 70; i < 80; i++) tail += t.steps[i].loss / 10;
     ok(tail < 0.6 * t.steps[0].loss, "the loss falls: mean of the last 10 steps %.3f < 0.6 x %.3f", tail, t.steps[0].loss);
-    ok(t.nv == 2 && t.evals[1].step == 79 && t.evals[1].metric > 0.6, "2 evaluations; final accuracy %.3f > 0.6",
-       t.nv ? t.evals[t.nv - 1].metric : -1);
+    ok(t.nv == 3 && t.evals[0].step == -1 && t.evals[2].step == 79 && t.evals[2].metric > 0.6 &&
+           fabs(t.evals[0].loss - log(10.0)) < 0.1,
+       "3 evaluations: the initial one (step -1, loss about ln 10), every 50 steps, the last; final accuracy "
+       "%.3f > 0.6", t.nv ? t.evals[t.nv - 1].metric : -1);
+    {
+        /* the initial and the last evaluation, example by example: their means are the eval losses */
+        ampdiag_trace_eval_example *X = NULL;
+        size_t nx = 0;
+        double m[2] = {0, 0}, acc = 0;
+        int rows_ok = ampdiag_trace_read_eval_examples(t.r, 0, SIZE_MAX, &X, &nx) == 0 && nx == 2 * 512;
+        for (size_t i = 0; rows_ok && i < nx; i++) {
+            int k = i >= 512;
+            rows_ok &= X[i].step == (k ? 79 : -1) && X[i].example == (int64_t)(i % 512) &&
+                       (X[i].metric == 0 || X[i].metric == 1);
+            m[k] += X[i].loss / 512;
+            acc += k ? X[i].metric / 512 : 0;
+        }
+        ok(rows_ok && t.nv == 3 && fabs(m[0] - t.evals[0].loss) < 1e-4 && fabs(m[1] - t.evals[2].loss) < 1e-4 &&
+               fabs(acc - t.evals[2].metric) < 1e-9,
+           "per-example losses of the initial and the last evaluation (512 rows each) average to their eval "
+           "losses (%.5f, %.5f) and accuracy", m[0], m[1]);
+        free(X);
+        ok(ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_VAL_ROWS, 0) == 512 &&
+               ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_CLASSES, 0) == 10 &&
+               ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_VAL_CLASSES, 0) == 10 &&
+               ampdiag_trace_attr_double(t.r, AMPDIAG_ATTR_DATA_VAL_CHANCE, NAN) < 0.2 &&
+               fabs(ampdiag_trace_attr_double(t.r, AMPDIAG_ATTR_INPUT_RMS, NAN) - 1.166) < 0.1 &&
+               strcmp(ampdiag_trace_attr_str(t.r, AMPDIAG_ATTR_STANDARDIZE), "off") == 0,
+           "the data's facts: 512 validation rows of 10 classes, inputs of rms %.3f, not standardised",
+           ampdiag_trace_attr_double(t.r, AMPDIAG_ATTR_INPUT_RMS, NAN));
+    }
     ok(layer_index(&t, "fc1") == 0 && layer_index(&t, "fc4") >= 0, "layers named fc1..fc4");
     const ampdiag_trace_tensor *w = find_tensor(&t, 0, "fc1", AMPDIAG_KIND_WEIGHT);
     const ampdiag_trace_tensor *u = find_tensor(&t, 79, "fc1", AMPDIAG_KIND_UPDATE);
@@ -252,14 +281,15 @@ static void test_eval_and_low_lr(void)
                   strncmp(t.events[i].message, "eval: validation rows 0-63: ", 28) == 0;
             other += fwd && strncmp(t.events[i].message, "eval:", 5) != 0;
         }
-        ok(finite && !skipped && t.nv == 1 && !isfinite(t.evals[0].loss),
-           "training losses finite, no step skipped, the eval loss not finite (%g)", t.nv ? t.evals[0].loss : 0.0);
+        ok(finite && !skipped && t.nv == 2 && t.evals[0].step == -1 && !isfinite(t.evals[1].loss),
+           "training losses finite, no step skipped, the last eval loss not finite (%g)",
+           t.nv ? t.evals[t.nv - 1].loss : 0.0);
         ok(ev == 1 && !other, "one eval: event at step 19 naming fc1 and the rows; no training forward event");
         unload(&t);
     } else ok(0, "ev.h5 readable");
     if (load(&t, p("ev32.h5")) == 0) {
-        ok(t.nv == 1 && isfinite(t.evals[0].loss) && t.evals[0].loss < 2.5 && t.ne == 0,
-           "fp32 evaluates the raw row finitely (eval loss %g), no event", t.nv ? t.evals[0].loss : 0.0);
+        ok(t.nv == 2 && isfinite(t.evals[1].loss) && t.evals[1].loss < 2.5 && t.ne == 0,
+           "fp32 evaluates the raw row finitely (eval loss %g), no event", t.nv ? t.evals[t.nv - 1].loss : 0.0);
         unload(&t);
     } else ok(0, "ev32.h5 readable");
 
@@ -472,6 +502,32 @@ static void test_refusals(void)
     ok(run("run extra -o %s", p("r3.h5")) == 2 && file_has("err.txt", "unexpected argument 'extra'"), "a stray argument: exit 2");
 }
 
+/* --standardize on: the inputs the model sees have unit scale (recorded), blobs-raw (x 1e5) learns
+ * in FP16; a token set has no features to standardise (refused, exit 2). */
+static void test_standardize(void)
+{
+    tr t;
+    ok(run("run --data synthetic:blobs-raw --standardize on --precision fp16 --steps 60 --progress none -o %s",
+           p("std.h5")) == 0, "--standardize on runs blobs-raw in fp16");
+    if (load(&t, p("std.h5")) == 0) {
+        double rms = ampdiag_trace_attr_double(t.r, AMPDIAG_ATTR_INPUT_RMS, NAN);
+        double sd = ampdiag_trace_attr_double(t.r, AMPDIAG_ATTR_INPUT_STD_MAX, NAN);
+        ok(fabs(rms - 1) < 1e-3 && fabs(sd - 1) < 1e-3 &&
+               strcmp(ampdiag_trace_attr_str(t.r, AMPDIAG_ATTR_STANDARDIZE), "on") == 0,
+           "recorded: standardize on, inputs of rms %g and largest feature std %g", rms, sd);
+        ok(t.nv == 2 && t.evals[1].loss < 0.5 * t.evals[0].loss && t.ns == 60,
+           "it learns in fp16 (eval loss %g from %g)", t.nv ? t.evals[t.nv - 1].loss : NAN,
+           t.nv ? t.evals[0].loss : NAN);
+        unload(&t);
+    } else ok(0, "std.h5 readable");
+    ok(run("run --model transformer --standardize on --steps 2 --progress none -o %s", p("stdt.h5")) == 2 &&
+           file_has("err.txt", "nothing to standardise") && access(p("stdt.h5"), F_OK) != 0,
+       "--standardize on a token set is refused (exit 2), nothing written");
+    ok(run("run --standardize maybe --steps 2 --progress none -o %s", p("stdx.h5")) == 2 &&
+           file_has("err.txt", "--standardize 'maybe': expected on or off"),
+       "--standardize maybe is refused");
+}
+
 int main(void)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -487,6 +543,7 @@ int main(void)
     test_signal();
     test_weights();
     test_refusals();
+    test_standardize();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (exit_status() == 0 && system(cmd) != 0)

@@ -231,12 +231,19 @@ static void test_round_trip(void)
     /* evals */
     ok(ampdiag_trace_append_eval(w, 2, 0.75, 0.625) == 0 && ampdiag_trace_append_eval(w, 3, 0.5, NAN) == 0,
        "append evals");
-    ok(ampdiag_trace_append_eval(w, -1, 0, 0) == AMPDIAG_TRACE_EINVAL, "negative eval step refused");
+    ok(ampdiag_trace_append_eval(w, -2, 0, 0) == AMPDIAG_TRACE_EINVAL,
+       "eval step below -1 refused (-1: the initial evaluation)");
+    ok(ampdiag_trace_append_eval_examples(w, 3, (const double[]){0.25, 1.5, 0.125},
+                                          (const double[]){1, 0, 0.5}, 3) == 0 &&
+           ampdiag_trace_append_eval_examples(w, 3, NULL, NULL, 0) == 0 &&
+           ampdiag_trace_append_eval_examples(w, 3, NULL, NULL, 1) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_append_eval_examples(w, -2, (const double[]){1}, NULL, 1) == AMPDIAG_TRACE_EINVAL,
+       "append eval examples (NULL losses and steps below -1 refused)");
 
     ampdiag_trace_writer_info info;
     ampdiag_trace_writer_get_info(w, &info);
     ok(info.steps == 3 && info.tensors == NCASES && info.hists == 1 && info.events == 3 &&
-           info.evals == 2 && info.layers == 4 && info.flushes == 0,
+           info.evals == 2 && info.layers == 4 && info.flushes == 0 && info.eval_examples == 3,
        "writer info counts what was appended (no automatic flush with both triggers off)");
     ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close complete");
 
@@ -389,6 +396,12 @@ static void test_round_trip(void)
            V[0].metric == 0.625 && V[1].step == 3 && isnan(V[1].metric),
        "evals exact");
     free(V);
+    ampdiag_trace_eval_example *X = NULL;
+    ok(ampdiag_trace_read_eval_examples(r, 0, SIZE_MAX, &X, &n) == 0 && n == 3 && X[0].step == 3 &&
+           X[0].example == 0 && X[0].loss == 0.25 && X[0].metric == 1 && X[1].example == 1 && X[1].loss == 1.5 &&
+           X[2].example == 2 && X[2].metric == 0.5,
+       "eval examples exact");
+    free(X);
 
     /* ranges */
     ok(ampdiag_trace_read_tensors(r, 2, 3, &T, &n) == 0 && n == 3 && T[0].step == 2 && T[2].step == 4,
@@ -829,6 +842,9 @@ static void test_quant_rows(void)
     ok(c.quants == 0 && c.whatifs > 0 && ampdiag_trace_read_quant(r, 0, SIZE_MAX, &Q, &n) == 0 && n == 0 && Q == NULL &&
            !ampdiag_trace_has_field(r, "/quant", "scheme"),
        "a version 2 trace from before /quant opens and reads no /quant rows");
+    ampdiag_trace_eval_example *X = (ampdiag_trace_eval_example *)1;
+    ok(c.eval_examples == 0 && ampdiag_trace_read_eval_examples(r, 0, SIZE_MAX, &X, &n) == 0 && n == 0 && X == NULL,
+       "... and no /eval_examples rows");
     ampdiag_trace_reader_close(r);
 }
 

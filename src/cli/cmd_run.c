@@ -101,6 +101,9 @@ static void usage(FILE *f)
             "                       GEMMs use TF32 only with AMPDIAG_TF32=1 in the environment)\n"
             "  --seed N             initialisation, data and batch order (default 1)\n"
             "  --shuffle on|off     shuffle batches by seed (default on) or take them in file order\n"
+            "  --standardize on|off standardise the inputs before training: each feature minus its\n"
+            "                       training mean, over its training standard deviation (default\n"
+            "                       off; recorded in the trace)\n"
             "  --trace-every N      tensor statistics every N steps (default 1; 0 = steps only)\n"
             "  --hist-every N       exponent histograms every N steps (default 50; 0 = none)\n"
             "  --fp8-amax-history N --fp8-margin M   FP8 what-if under Transformer Engine's delayed\n"
@@ -145,7 +148,7 @@ enum {
     O_WD, O_BETA1, O_BETA2, O_EPS, O_OSTATE, O_CLIP, O_LOSS_SCALE, O_SINIT, O_SGROWTH, O_SBACKOFF,
     O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY, O_TRACE_THREADS,
     O_HIST_EVERY, O_EVAL_EVERY, O_PATIENCE, O_FLUSH_EVERY, O_FLUSH_SECONDS, O_INIT, O_SAVE,
-    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN, O_DRY_RUN, O_WHATIF, O_WHATIF_EVERY
+    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN, O_DRY_RUN, O_WHATIF, O_WHATIF_EVERY, O_STANDARDIZE
 };
 
 /* Every option of `ampdiag run` (the sweep passes them on: see cmd_sweep.c). */
@@ -164,6 +167,7 @@ const cli_opt run_options[] = {
     {"--scale-hysteresis", 0, CLI_ARG, O_SHYST}, {"--fp32-layers", 0, CLI_ARG, O_FP32},
     {"--ftz", 0, CLI_NOARG, O_FTZ}, {"--device", 0, CLI_ARG, O_DEVICE},
     {"--seed", 0, CLI_ARG, O_SEED}, {"--shuffle", 0, CLI_ARG, O_SHUFFLE},
+    {"--standardize", 0, CLI_ARG, O_STANDARDIZE},
     {"--trace-every", 0, CLI_ARG, O_TRACE_EVERY}, {"--trace-threads", 0, CLI_ARG, O_TRACE_THREADS},
     {"--hist-every", 0, CLI_ARG, O_HIST_EVERY},
     {"--fp8-amax-history", 0, CLI_ARG, O_FP8_HISTORY}, {"--fp8-margin", 0, CLI_ARG, O_FP8_MARGIN},
@@ -380,6 +384,11 @@ static int model_option(run_args *a, int ch, const char *arg)
         if (strcmp(arg, "on") == 0) c->shuffle = 1;
         else if (strcmp(arg, "off") == 0) c->shuffle = 0;
         else { fprintf_text(stderr, "ampdiag run: --shuffle '%s': expected on or off\n", arg); return EXIT_USAGE; }
+        return 0;
+    case O_STANDARDIZE:
+        if (strcmp(arg, "on") == 0) c->standardize = 1;
+        else if (strcmp(arg, "off") == 0) c->standardize = 0;
+        else { fprintf_text(stderr, "ampdiag run: --standardize '%s': expected on or off\n", arg); return EXIT_USAGE; }
         return 0;
     default: return NOT_MINE;
     }

@@ -953,6 +953,12 @@ static int check_step(const ampdiag_trace_writer *w, int64_t step, const char *f
     return 0;
 }
 
+/* An evaluation's step: a step, or -1 (before the first step: the initial weights). */
+static int check_eval_step(const ampdiag_trace_writer *w, int64_t step, const char *fn)
+{
+    return step == -1 ? 0 : check_step(w, step, fn);
+}
+
 int ampdiag_trace_append_step(ampdiag_trace_writer *w, const ampdiag_trace_step *rec)
 {
     int rc = check_usable(w, "ampdiag_trace_append_step");
@@ -1190,7 +1196,7 @@ int ampdiag_trace_append_eval_se(ampdiag_trace_writer *w, int64_t step, double l
     int rc = check_usable(w, fn);
     if (rc)
         return rc;
-    if ((rc = check_step(w, step, fn)))
+    if ((rc = check_eval_step(w, step, fn)))
         return rc;
     ampdiag_trace_eval *row = push_row(w, TBL_EVALS, &rc);
     if (!row)
@@ -1201,6 +1207,31 @@ int ampdiag_trace_append_eval_se(ampdiag_trace_writer *w, int64_t step, double l
     row->loss_se = loss_se;
     commit_row(w, TBL_EVALS);
     w->info.evals++;
+    return 0;
+}
+
+int ampdiag_trace_append_eval_examples(ampdiag_trace_writer *w, int64_t step, const double *loss,
+                                       const double *metric, size_t n)
+{
+    static const char fn[] = "ampdiag_trace_append_eval_examples";
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if ((rc = check_eval_step(w, step, fn)))
+        return rc;
+    if (n && !loss)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: NULL losses", fn);
+    for (size_t i = 0; i < n; i++) {
+        ampdiag_trace_eval_example *row = push_row(w, TBL_EVAL_EXAMPLES, &rc);
+        if (!row)
+            return rc;
+        row->step = step;
+        row->example = (int64_t)i;
+        row->loss = loss[i];
+        row->metric = metric ? metric[i] : NAN;
+        commit_row(w, TBL_EVAL_EXAMPLES);
+        w->info.eval_examples++;
+    }
     return 0;
 }
 

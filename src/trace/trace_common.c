@@ -257,6 +257,14 @@ static const trace_field quant_fields[] = {
     F(ampdiag_trace_quant, disagree_sq, FT_F64),
 };
 
+/* added to version 2 after /quant (traces/FORMAT.md, "/eval_examples") */
+static const trace_field eval_example_fields[] = {
+    F(ampdiag_trace_eval_example, step, FT_I64),
+    F(ampdiag_trace_eval_example, example, FT_I64),
+    F(ampdiag_trace_eval_example, loss, FT_F64),
+    F(ampdiag_trace_eval_example, metric, FT_F64),
+};
+
 /*
  * Chunk rows. Shuffle + deflate compress a compound column-wise, so long chunks compress best
  * (a 1024-row /tensors chunk to about 1/11 of its size); but under SWMR every flush rewrites the
@@ -286,6 +294,9 @@ const trace_table trace_tables[TBL_N] = {
                     sizeof(ampdiag_trace_whatif), 2048, offsetof(ampdiag_trace_whatif, step), 0, 2},
     [TBL_QUANT] = {"/quant", "quantisation what-if", quant_fields, NF(quant_fields), sizeof(ampdiag_trace_quant),
                    256, offsetof(ampdiag_trace_quant, step), 0, 3},
+    [TBL_EVAL_EXAMPLES] = {"/eval_examples", "evaluation example", eval_example_fields, NF(eval_example_fields),
+                           sizeof(ampdiag_trace_eval_example), 1024,
+                           offsetof(ampdiag_trace_eval_example, step), 0, 3},
 };
 
 static hid_t enum_type(const char *const *names, int n, int for_file)

@@ -53,7 +53,7 @@ typedef struct trace_field {
 } trace_field;
 
 enum { TBL_LAYERS, TBL_STEPS, TBL_TENSORS, TBL_HISTS, TBL_EVENTS, TBL_EVALS, TBL_FORMATS, TBL_WHATIF,
-       TBL_QUANT, TBL_N };
+       TBL_QUANT, TBL_EVAL_EXAMPLES, TBL_N };
 
 typedef struct trace_table {
     const char *path;          /* "/steps" */

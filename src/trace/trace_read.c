@@ -1177,6 +1177,7 @@ void ampdiag_trace_get_counts(const ampdiag_trace_reader *r, ampdiag_trace_count
     c->formats = r->rows[TBL_FORMATS];
     c->whatifs = r->rows[TBL_WHATIF];
     c->quants = r->rows[TBL_QUANT];
+    c->eval_examples = r->rows[TBL_EVAL_EXAMPLES];
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1343,3 +1344,7 @@ READ_WRAPPER(ampdiag_trace_whatif, TBL_WHATIF, first, max)
 int ampdiag_trace_read_quant(ampdiag_trace_reader *r, size_t first, size_t max, ampdiag_trace_quant **out,
                              size_t *n)
 READ_WRAPPER(ampdiag_trace_quant, TBL_QUANT, first, max)
+
+int ampdiag_trace_read_eval_examples(ampdiag_trace_reader *r, size_t first, size_t max,
+                                     ampdiag_trace_eval_example **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_eval_example, TBL_EVAL_EXAMPLES, first, max)

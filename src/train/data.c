@@ -564,3 +564,111 @@ void data_gather(const dataset *ds, int val, const int *rows, int B, float *x, i
         memcpy(targets + (size_t)i * T, row + 1, (size_t)T * sizeof *targets);
     }
 }
+
+/* --------------------------------------------------------------------------- facts */
+
+/* The share of the most common of n values in 0..k-1, and how many distinct ones there are. */
+static double majority(const int32_t *v, size_t n, int k, int *distinct)
+{
+    *distinct = 0;
+    if (n == 0 || k <= 0)
+        return NAN;
+    size_t *cnt = calloc((size_t)k, sizeof *cnt), best = 0;
+    if (!cnt)
+        return NAN;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] >= 0 && v[i] < k)
+            cnt[v[i]]++;
+    for (int c = 0; c < k; c++) {
+        *distinct += cnt[c] > 0;
+        if (cnt[c] > best)
+            best = cnt[c];
+    }
+    free(cnt);
+    return (double)best / (double)n;
+}
+
+void data_facts_of(const dataset *ds, data_facts *f)
+{
+    memset(f, 0, sizeof *f);
+    f->rows = ds->n;
+    f->val_rows = ds->n_val;
+    f->input_min = f->input_max = f->input_rms = f->input_std_min = f->input_std_max = NAN;
+    if (ds->kind == DATA_TOKENS) {
+        f->classes = ds->vocab;
+        /* the targets of the validation rows: positions 1..len-1 */
+        size_t T = ds->len > 1 ? (size_t)ds->len - 1 : 0, n = (size_t)ds->n_val * T;
+        int32_t *t = malloc((n ? n : 1) * sizeof *t);
+        if (t) {
+            for (size_t i = 0; i < (size_t)ds->n_val; i++)
+                memcpy(t + i * T, ds->tok_val + i * (size_t)ds->len + 1, T * sizeof *t);
+            f->val_chance = majority(t, n, ds->vocab, &f->val_classes);
+            free(t);
+        } else {
+            f->val_chance = NAN;
+        }
+        return;
+    }
+    f->classes = ds->classes;
+    f->val_chance = majority(ds->y_val, (size_t)ds->n_val, ds->classes, &f->val_classes);
+    f->labels_sorted = ds->n > 1;
+    for (int i = 1; i < ds->n && f->labels_sorted; i++)
+        f->labels_sorted = ds->y[i] >= ds->y[i - 1];
+    size_t d = (size_t)ds->d, n = (size_t)ds->n;
+    if (n == 0 || d == 0)
+        return;
+    f->have_inputs = 1;
+    double lo = INFINITY, hi = -INFINITY, ss = 0, smin = INFINITY, smax = 0;
+    for (size_t j = 0; j < d; j++) {
+        double m = 0, q = 0;
+        for (size_t i = 0; i < n; i++) {
+            double x = ds->x[i * d + j];
+            m += x;
+            ss += x * x;
+            lo = x < lo ? x : lo;
+            hi = x > hi ? x : hi;
+        }
+        m /= (double)n;
+        for (size_t i = 0; i < n; i++) {
+            double e = ds->x[i * d + j] - m;
+            q += e * e;
+        }
+        double sd = sqrt(q / (double)n);
+        if (sd > smax)
+            smax = sd;
+        if (sd > 0 && sd < smin)
+            smin = sd;
+    }
+    f->input_min = lo;
+    f->input_max = hi;
+    f->input_rms = sqrt(ss / ((double)n * (double)d));
+    f->input_std_max = smax;
+    f->input_std_min = isinf(smin) ? 0 : smin;
+}
+
+int data_standardize(dataset *ds, char *err, size_t errlen)
+{
+    if (ds->kind != DATA_CLASSIFICATION) {
+        errf(err, errlen, "--standardize: %s holds tokens, not input features: nothing to standardise",
+             ds->name);
+        return -1;
+    }
+    size_t d = (size_t)ds->d, n = (size_t)ds->n, nv = (size_t)ds->n_val;
+    for (size_t j = 0; j < d && n > 0; j++) {
+        double m = 0, q = 0;
+        for (size_t i = 0; i < n; i++)
+            m += ds->x[i * d + j];
+        m /= (double)n;
+        for (size_t i = 0; i < n; i++) {
+            double e = ds->x[i * d + j] - m;
+            q += e * e;
+        }
+        double sd = sqrt(q / (double)n);
+        double inv = sd > 0 ? 1.0 / sd : 1.0;
+        for (size_t i = 0; i < n; i++)
+            ds->x[i * d + j] = (float)((ds->x[i * d + j] - m) * inv);
+        for (size_t i = 0; i < nv; i++)
+            ds->x_val[i * d + j] = (float)((ds->x_val[i * d + j] - m) * inv);
+    }
+    return 0;
+}

@@ -29,6 +29,32 @@ typedef struct dataset {
     char warnings[1024];  /* what the checks at load found, one line each ("" when nothing) */
 } dataset;
 
+/* What a run records about its data (traces/FORMAT.md, "Root attributes": data_*, input_*), so
+ * that the reading side can judge the validation set and name the inputs as a cause: the labels
+ * (classification) or target tokens (sequences), and the inputs as the model sees them (after
+ * data_standardize), over the training rows. */
+typedef struct data_facts {
+    int rows, val_rows;
+    int classes;          /* classes (labels 0..K-1), or the vocabulary of a token set */
+    int val_classes;      /* distinct labels (target tokens) among the validation rows */
+    double val_chance;    /* share of the validation labels (targets) in their most common class:
+                             the accuracy of always predicting it */
+    int labels_sorted;    /* classification: the training labels are in sorted file order */
+    int have_inputs;      /* classification: the input fields below are known */
+    double input_min, input_max;
+    double input_rms;     /* root mean square of every training input value */
+    double input_std_min, input_std_max; /* the features' standard deviations: the smallest
+                                            (of those not constant) and the largest */
+} data_facts;
+
+void data_facts_of(const dataset *ds, data_facts *f);
+
+/* Standardise the inputs of a classification set: each feature minus its training mean,
+ * divided by its training standard deviation (a constant feature only centred), the validation
+ * rows with the training rows' figures. Returns 0, or -1 for a token set (nothing to
+ * standardise; message in err). */
+int data_standardize(dataset *ds, char *err, size_t errlen);
+
 /* Error classes, as the command line's exit codes. */
 #define DATA_EBADINPUT (-2)
 #define DATA_EIO (-3)

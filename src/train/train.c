@@ -151,6 +151,7 @@ typedef struct run {
     train_result *r;
     model *m;
     dataset ds;
+    data_facts facts;          /* what the trace records about the data (data.h) */
     batcher tb;
     optim opt;
     scaler sc;
@@ -475,7 +476,12 @@ static int forward_origin_event(run *R, long step, float loss, const long rows[2
                     rows[0] >= 0 ? AMPDIAG_PHASE_EVAL : AMPDIAG_PHASE_TRAIN, rows, err, errlen);
 }
 
-static int evaluate(run *R, long step, char *err, size_t errlen)
+/* An evaluation after step (-1: before the first, on the initial weights) over the validation
+ * rows: its loss (the model's, batch by batch), accuracy and the standard error of the loss; with
+ * examples, each validation row's loss and share of correct predictions too (/eval_examples:
+ * the initial and the last evaluation, what runs on the same examples are compared by, pairwise).
+ * 0 or a TRAIN_ error. */
+static int evaluate(run *R, long step, int examples, char *err, size_t errlen)
 {
     const dataset *ds = &R->ds;
     int B = R->c->batch;
@@ -483,7 +489,19 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
     double loss_sum = 0, ex_sum = 0, ex_sumsq = 0;
     long correct = 0, total = 0, rows_done = 0;
     int origin_told = 0;
-    for (int start = 0; start < nval; start += B) {
+    double *ex_loss = NULL, *ex_metric = NULL;
+    if (examples && nval > 0) {
+        ex_loss = calloc((size_t)nval, sizeof *ex_loss);
+        ex_metric = calloc((size_t)nval, sizeof *ex_metric);
+        if (!ex_loss || !ex_metric) {
+            free(ex_loss);
+            free(ex_metric);
+            say(err, errlen, "evaluation: out of memory");
+            return TRAIN_EIO;
+        }
+    }
+    int rc = 0;
+    for (int start = 0; start < nval && !rc; start += B) {
         int b = nval - start < B ? nval - start : B;
         for (int i = 0; i < b; i++)
             R->rows[i] = start + i;
@@ -493,13 +511,15 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
         if (model_forward(R->m, ds->kind == DATA_CLASSIFICATION ? R->xb : NULL,
                           ds->kind == DATA_TOKENS ? R->inb : NULL, targets, b, &loss) != 0) {
             say(err, errlen, "evaluation: %s", model_error(R->m));
-            return TRAIN_EBADINPUT;
+            rc = TRAIN_EBADINPUT;
+            break;
         }
-        if (!isfinite(loss) && !origin_told) { /* the first such batch of this evaluation */
-            int li, nan, rc;
+        if (!isfinite(loss) && !origin_told && step >= 0) { /* the first such batch of this evaluation
+                                                            (the initial one has no step to name) */
+            int li, nan;
             const long rows[2] = {start, start + b - 1};
             if ((rc = forward_origin_event(R, step, loss, rows, &li, &nan, err, errlen)))
-                return rc;
+                break;
             origin_told = 1;
         }
         loss_sum += (double)loss * b;
@@ -509,9 +529,11 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
         float *host = malloc((size_t)nrows * ncols * sizeof *host);
         if (!host) {
             say(err, errlen, "evaluation: out of memory");
-            return TRAIN_EIO;
+            rc = TRAIN_EIO;
+            break;
         }
         R->m->bk->to_host(R->m->bk, host, logits, (size_t)nrows * ncols * sizeof *host);
+        int per = b > 0 ? nrows / b : 1; /* positions per example (1: a row of classification data) */
         for (int rrow = 0; rrow < nrows; rrow++) {
             const float *lg = host + (size_t)rrow * ncols;
             int best = 0;
@@ -527,22 +549,37 @@ static int evaluate(run *R, long step, char *err, size_t errlen)
             double li = tgt >= 0 && tgt < ncols ? log(lse) + (double)lg[best] - (double)lg[tgt] : NAN;
             ex_sum += li;
             ex_sumsq += li * li;
+            if (ex_loss && per > 0) {
+                int e = start + rrow / per;
+                if (e < nval) {
+                    ex_loss[e] += li / per;
+                    ex_metric[e] += (double)(best == tgt) / per;
+                }
+            }
         }
         free(host);
     }
-    double el = rows_done ? loss_sum / (double)rows_done : NAN;
-    double acc = total ? (double)correct / (double)total : NAN;
-    /* the noise of the mean over these examples: sd / sqrt(n) */
-    double se = NAN;
-    if (total > 1) {
-        double m = ex_sum / (double)total;
-        double var = (ex_sumsq - ex_sum * m) / (double)(total - 1);
-        se = isnan(var) ? NAN : var > 0 ? sqrt(var / (double)total) : 0;
+    if (!rc) {
+        double el = rows_done ? loss_sum / (double)rows_done : NAN;
+        double acc = total ? (double)correct / (double)total : NAN;
+        /* the noise of the mean over these examples: sd / sqrt(n) */
+        double se = NAN;
+        if (total > 1) {
+            double m = ex_sum / (double)total;
+            double var = (ex_sumsq - ex_sum * m) / (double)(total - 1);
+            se = isnan(var) ? NAN : var > 0 ? sqrt(var / (double)total) : 0;
+        }
+        R->r->eval_loss = el;
+        R->r->eval_metric = acc;
+        int trc = ampdiag_trace_append_eval_se(R->w, step, el, acc, se);
+        if (trc >= 0 && ex_loss)
+            trc = ampdiag_trace_append_eval_examples(R->w, step, ex_loss, ex_metric, (size_t)nval);
+        if (trc < 0)
+            rc = trace_fail(trc, err, errlen);
     }
-    R->r->eval_loss = el;
-    R->r->eval_metric = acc;
-    int rc = ampdiag_trace_append_eval_se(R->w, step, el, acc, se);
-    return rc < 0 ? trace_fail(rc, err, errlen) : 0;
+    free(ex_loss);
+    free(ex_metric);
+    return rc;
 }
 
 static void describe_model(run *R)
@@ -617,6 +654,44 @@ static int write_typed_settings(run *R, char *err, size_t errlen)
     return 0;
 }
 
+/* What the trace records about the data (data_facts): the validation set and the inputs'
+ * scale. 0 or a TRAIN_ error. */
+static int write_data_facts(run *R, char *err, size_t errlen)
+{
+    const data_facts *f = &R->facts;
+    ampdiag_trace_writer *w = R->w;
+    const struct {
+        const char *k;
+        int64_t v;
+    } ints[] = {
+        {AMPDIAG_ATTR_DATA_ROWS, f->rows}, {AMPDIAG_ATTR_DATA_VAL_ROWS, f->val_rows},
+        {AMPDIAG_ATTR_DATA_CLASSES, f->classes}, {AMPDIAG_ATTR_DATA_VAL_CLASSES, f->val_classes},
+        {AMPDIAG_ATTR_DATA_LABELS_SORTED, f->labels_sorted},
+    };
+    const struct {
+        const char *k;
+        double v;
+        int on;
+    } dbl[] = {
+        {AMPDIAG_ATTR_DATA_VAL_CHANCE, f->val_chance, isfinite(f->val_chance)},
+        {AMPDIAG_ATTR_INPUT_MIN, f->input_min, f->have_inputs},
+        {AMPDIAG_ATTR_INPUT_MAX, f->input_max, f->have_inputs},
+        {AMPDIAG_ATTR_INPUT_RMS, f->input_rms, f->have_inputs},
+        {AMPDIAG_ATTR_INPUT_STD_MIN, f->input_std_min, f->have_inputs},
+        {AMPDIAG_ATTR_INPUT_STD_MAX, f->input_std_max, f->have_inputs},
+    };
+    int rc;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if ((rc = ampdiag_trace_set_attr_int(w, ints[i].k, ints[i].v)) < 0)
+            return trace_fail(rc, err, errlen);
+    for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++)
+        if (dbl[i].on && (rc = ampdiag_trace_set_attr_double(w, dbl[i].k, dbl[i].v)) < 0)
+            return trace_fail(rc, err, errlen);
+    if ((rc = ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_STANDARDIZE, R->c->standardize ? "on" : "off")) < 0)
+        return trace_fail(rc, err, errlen);
+    return 0;
+}
+
 static int write_header(run *R, char *err, size_t errlen)
 {
     const train_config *c = R->c;
@@ -671,7 +746,7 @@ static int write_header(run *R, char *err, size_t errlen)
         (rc = ampdiag_trace_set_attr_int(w, "params", (int64_t)R->m->nparams)) < 0)
         return trace_fail(rc, err, errlen);
     if ((rc = write_typed_settings(R, err, errlen)) || (rc = write_fp8_settings(R, err, errlen)) ||
-        (rc = write_quant_settings(R, err, errlen)))
+        (rc = write_quant_settings(R, err, errlen)) || (rc = write_data_facts(R, err, errlen)))
         return rc;
     for (int i = 0; i < R->m->nlayers; i++) {
         const layer *L = &R->m->layers[i];
@@ -1084,7 +1159,7 @@ static int evaluate_every(run *R, const step_state *s, int stop, char *err, size
     long t = s->t;
     if (c->eval_every > 0 && (t + 1) % c->eval_every == 0 && t + 1 < c->steps && !stop) {
         tracer_drain(R->tr); /* the evaluation's forward overwrites the activations */
-        return evaluate(R, t, err, errlen);
+        return evaluate(R, t, 0, err, errlen);
     }
     return 0;
 }
@@ -1252,6 +1327,12 @@ static int load_data(run *R, char *err, size_t errlen)
         say(err, errlen, "%s%s", strncmp(merr, "--data", 6) == 0 ? "" : "--data: ", merr);
         return drc == DATA_EIO ? TRAIN_EIO : TRAIN_EBADINPUT;
     }
+    if (c->standardize && data_standardize(&R->ds, merr, sizeof merr)) {
+        say(err, errlen, "%s", merr);
+        data_free(&R->ds);
+        return TRAIN_EBADINPUT;
+    }
+    data_facts_of(&R->ds, &R->facts);
     if (c->batch > R->ds.n) { /* said before the first step, not after minutes of it */
         size_t k = strlen(R->ds.warnings);
         snprintf(R->ds.warnings + k, sizeof R->ds.warnings - k, "--batch %d is larger than the %d "
@@ -1448,7 +1529,7 @@ static int finish_run(run *R, int rc, double t0, char *err, size_t errlen)
     }
     tracer_drain(R->tr);
     if (!rc && r->status != AMPDIAG_STATUS_INTERRUPTED && r->steps_done > 0)
-        rc = evaluate(R, r->steps_done - 1, err, errlen);
+        rc = evaluate(R, r->steps_done - 1, 1, err, errlen);
     if (c->progress == 2 || (c->progress == 1 && r->steps_done % (c->steps >= 10 ? c->steps / 10 : 1) != 0))
         progress(c, r->steps_done, r->loss_last, r->scale_last, r->skipped, t0, 1);
     r->wall_s = now_s() - t0;
@@ -1536,7 +1617,11 @@ int train_run(const train_config *c, train_result *r, char *err, size_t errlen)
         return close_run(&R, rc, &sg, err, errlen);
     catch_signals(&sg);
     double t0 = now_s();
-    rc = train_loop(&R, t0, err, errlen);
+    /* the initial evaluation, on the initial weights: what learning is measured against */
+    if (c->eval_every > 0 && !(rc = evaluate(&R, -1, 1, err, errlen)))
+        R.r->eval_loss = R.r->eval_metric = NAN;
+    if (!rc)
+        rc = train_loop(&R, t0, err, errlen);
     rc = finish_run(&R, rc, t0, err, errlen);
     return close_run(&R, rc, &sg, err, errlen);
 }

@@ -37,6 +37,7 @@ typedef struct train_config {
     const char *loss_scale;    /* as given on the command line, for the trace */
     uint64_t seed;
     int shuffle;
+    int standardize;           /* standardise the inputs (data_standardize) before the first step */
     int trace_every;           /* tensor records every N steps (0 = none); steps are always recorded */
     int hist_every;            /* histograms every N steps (0 = none) */
     int fp8_history;           /* FP8 delayed-scaling what-if: steps of amax history (default
