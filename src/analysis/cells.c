@@ -56,6 +56,8 @@ void an_cell_add(an_cell *c, const ampdiag_trace_tensor *x, double sc, int v1_fp
         c->first_count = x->count;
         c->first_zero = x->n_zero;
     }
+    c->last_count = x->count;
+    c->last_zero = x->n_zero;
     c->count += x->count;
     c->zero += x->n_zero;
     c->nan += x->n_nan;
@@ -227,4 +229,20 @@ int an_whatif_named(const an_run *r, int col, const char *list)
     int fp8 = c->lib_format == AMPDIAG_E4M3 || c->lib_format == AMPDIAG_E5M2;
     return list_names(list, "all") || (fp8 && list_names(list, "fp8")) || list_names(list, c->name) ||
            list_names(list, c->format);
+}
+
+const ampdiag_trace_eval *an_initial_eval(const an_run *r)
+{
+    for (size_t i = 0; i < r->nevals; i++)
+        if (r->evals[i].step == -1)
+            return &r->evals[i];
+    return NULL;
+}
+
+const ampdiag_trace_eval *an_final_eval(const an_run *r)
+{
+    for (size_t i = r->nevals; i-- > 0;)
+        if (r->evals[i].step >= 0)
+            return &r->evals[i];
+    return NULL;
 }

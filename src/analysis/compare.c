@@ -90,7 +90,7 @@ static int64_t last_common_eval(const an_run *a, const an_run *b)
 {
     for (size_t i = a->nevals; i-- > 0;)
         for (size_t j = b->nevals; j-- > 0;)
-            if (a->evals[i].step == b->evals[j].step)
+            if (a->evals[i].step == b->evals[j].step && a->evals[i].step >= 0)
                 return a->evals[i].step;
     return -1;
 }
@@ -210,8 +210,14 @@ static void note_config(an_comparison *c, const an_run *r, size_t i, const an_ru
         two_str(note(c, F_CMP_DATA, i, bi), r->data, b->data);
     if (r->seed != b->seed)
         two(note(c, F_CMP_SEED, i, bi), (double)r->seed, (double)b->seed);
-    if (r->nsteps != b->nsteps)
-        two(note(c, F_CMP_STEPS, i, bi), (double)r->nsteps, (double)b->nsteps);
+    if (r->nsteps != b->nsteps || r->steps_planned != b->steps_planned) {
+        an_finding *f = note(c, F_CMP_STEPS, i, bi);
+        two(f, (double)r->nsteps, (double)b->nsteps);
+        if (f) {
+            f->v[2] = (double)r->steps_planned;
+            f->v[3] = (double)b->steps_planned;
+        }
+    }
     if (!(r->lr == b->lr) && !(isnan(r->lr) && isnan(b->lr)))
         two(note(c, F_CMP_LR, i, bi), r->lr, b->lr);
     if (strcmp(r->optimizer, b->optimizer))
@@ -299,6 +305,23 @@ static void loss_gap(an_gap *g, const an_run *b, const an_run *r, int is_base)
     curve_gap(g, b, r, first, span);
 }
 
+/* The paired band of run r against the baseline b at the evaluation of step `step`: both hold
+ * that evaluation's examples, as many, all finite: NOISE_SE standard errors of their per-example
+ * differences, relative to |base|, into g (paired, examples, paired_band). */
+static void paired_band(an_gap *g, const an_run *b, const an_run *r)
+{
+    g->paired_band = NAN;
+    if (!g->have || !g->eval || b->nex1 < 2 || b->nex1 != r->nex1 || b->ex1_step != g->step ||
+        r->ex1_step != g->step || !isfinite(g->base) || g->base == 0)
+        return;
+    double se = an_paired_se(b->ex1_loss, r->ex1_loss, b->nex1);
+    if (!isfinite(se))
+        return;
+    g->paired = 1;
+    g->examples = b->nex1;
+    g->paired_band = an_k(K_NOISE_SE) * se / fabs(g->base);
+}
+
 /* The noise band: 2 sigma over runs of the baseline's configuration with other seeds (their
  * final eval loss, or final-window training loss if one has no evaluation), else max(1 %,
  * 2 * standard error of the baseline's final eval loss over its validation examples), else (a
@@ -314,13 +337,13 @@ static void noise_band(const an_run *runs, size_t n, size_t base, an_comparison 
     int use_eval = 1;
     for (size_t i = 0; i < n && k < 64; i++)
         if (i == base || same_config_but_seed(&runs[i], b))
-            if (runs[i].nevals == 0)
+            if (!an_final_eval(&runs[i]))
                 use_eval = 0;
     for (size_t i = 0; i < n && k < 64; i++) {
         if (i != base && !same_config_but_seed(&runs[i], b))
             continue;
         const an_run *r = &runs[i];
-        double v = use_eval ? r->evals[r->nevals - 1].loss : r->tail_mean;
+        double v = use_eval ? an_final_eval(r)->loss : r->tail_mean;
         if (isfinite(v))
             vals[k++] = v;
     }
@@ -334,11 +357,11 @@ static void noise_band(const an_run *runs, size_t n, size_t base, an_comparison 
         c->band = an_k(K_NOISE_SE) * sqrt(ss / (double)(k - 1)) / fabs(m);
         c->band_from_seeds = 1;
         c->band_seeds = k;
-    } else if (b->nevals && isfinite(b->evals[b->nevals - 1].loss_se) &&
-               isfinite(b->evals[b->nevals - 1].loss) && b->evals[b->nevals - 1].loss != 0) {
+    } else if (an_final_eval(b) && isfinite(an_final_eval(b)->loss_se) && isfinite(an_final_eval(b)->loss) &&
+               an_final_eval(b)->loss != 0) {
         /* the noise of the quantity judged: the baseline's eval loss, 2 standard errors of its
          * mean over the validation examples */
-        const ampdiag_trace_eval *e = &b->evals[b->nevals - 1];
+        const ampdiag_trace_eval *e = an_final_eval(b);
         c->band = fmax(an_k(K_NOISE_BAND_MIN), an_k(K_NOISE_SE) * e->loss_se / fabs(e->loss));
         c->band_from_eval = 1;
     } else {
@@ -413,9 +436,9 @@ static void gap_findings(an_comparison *c)
         an_finding *f;
         if (!g->have || !(f = note(c, F_CMP_GAP, i, (long)c->baseline)))
             continue;
-        const double v[10] = {g->eval, (double)g->step, g->base, g->value, g->rel, c->band,
-                              g->rel > c->band, g->curve_max_rel, (double)g->curve_max_from,
-                              (double)g->curve_max_to};
+        const double v[13] = {g->eval, (double)g->step, g->base, g->value, g->rel, g->band,
+                              g->rel > g->band, g->curve_max_rel, (double)g->curve_max_from,
+                              (double)g->curve_max_to, g->paired, (double)g->examples, g->paired_band};
         memcpy(f->v, v, sizeof v);
         f->s.from = f->s.to = g->step;
     }
@@ -465,6 +488,15 @@ int an_compare(an_run *runs, size_t n, size_t base, an_comparison *c)
     for (size_t i = 0; i < n; i++)
         loss_gap(&c->gap[i], b, &runs[i], i == base);
     noise_band(runs, n, base, c);
+    for (size_t i = 0; i < n; i++) {
+        an_gap *g = &c->gap[i];
+        g->band = c->band;
+        if (i == base)
+            continue;
+        paired_band(g, b, &runs[i]);
+        if (g->paired)
+            g->band = fmax(an_k(K_NOISE_BAND_MIN), c->band_from_seeds ? fmax(c->band, g->paired_band) : g->paired_band);
+    }
     for (size_t i = 0; i < n; i++)
         if (i != base && layer_deviation(runs, i, base, c))
             return -1;

@@ -26,6 +26,14 @@ typedef struct an_gap {
     double rel;           /* (value - base) / |base| */
     double curve_max_rel; /* largest relative gap of the 10 segment means of the training loss */
     int64_t curve_max_from, curve_max_to;
+    /* the noise band this gap is judged against, relative to base: paired (both runs have the
+     * examples of that evaluation: max(NOISE_BAND_MIN, NOISE_SE standard errors of the per-example
+     * differences), and at least the band over seeds where one was measured), else the
+     * comparison's band */
+    double band;
+    int paired;
+    size_t examples;      /* examples paired */
+    double paired_band;   /* NOISE_SE standard errors of the differences, relative (NaN: unpaired) */
 } an_gap;
 
 typedef struct an_layer_dev {
@@ -39,7 +47,7 @@ typedef struct an_comparison {
     size_t baseline;      /* index of the baseline run */
     int baseline_is_fp32;
     /* noise band of the metric, relative to the baseline's metric */
-    double band;
+    double band;          /* the unpaired band (each gap has its own, paired where it can be) */
     int band_from_seeds;  /* 1: 2 sigma over baseline-config runs with other seeds */
     int band_from_eval;   /* 1: 2 standard errors of the baseline's eval loss (its examples) */
     size_t band_seeds;    /* runs used */

@@ -60,10 +60,16 @@ typedef enum an_kid {
     /* updates and islands */
     K_LOST_MAX, K_DEV_ISLAND, K_DEV_ISLAND_LAYERS, K_ISLAND_SHARE_MAX, K_ADAM_EPS_SAFE,
     /* learning */
-    K_LEARNED_FRACTION, K_FLAT_FRACTION, K_DEAD_SHARE, K_DEAD_AT_START, K_ZERO_GRAD_NOTE,
+    K_LEARNED_FRACTION, K_FLAT_FRACTION, K_ZERO_GRAD_NOTE,
+    K_LEARN_SE, K_PAIRED_WINSOR, K_VAL_MIN_ROWS,
+    /* the data */
+    K_INPUT_SCALE_FAR,
+    /* the lr from the whole history */
+    K_EARLY_SHARE, K_EARLY_MIN, K_RATIO_EARLY_HIGH, K_DIED_SHARE, K_DEAD_LOSS_SHARE, K_LOSS_RISE,
+    K_LR_HIGH_FACTOR,
     /* learning rate */
     K_RATIO_TARGET, K_RATIO_HIGH, K_RATIO_LOW, K_RATIO_STRONG, K_LR_LOWER_MIN, K_LR_RAISE_MAX,
-    K_LR_STEP, K_LR_DEAD_FACTOR, K_LR_RAISE_FLAT_MAX, K_LR_DIVERGE_MIN, K_SPIKE_RATE_MAX,
+    K_LR_STEP, K_LR_RAISE_FLAT_MAX, K_LR_DIVERGE_MIN, K_SPIKE_RATE_MAX,
     K_SPIKE_MIN_COUNT, K_LR_SWEEP_MAX,
     /* clip */
     K_CLIP_MIN_NORMS, K_CLIP_QUANTILE, K_CLIP_MADS, K_MAD_SIGMA, K_AUTOCLIP_QUANTILE,
@@ -119,6 +125,14 @@ typedef enum an_fid {
     F_STEPS_TOO_SMALL,
     F_UPDATE_RATIO,
     F_LOSS_SPIKES,
+    F_LEARNS,              /* the final eval loss is below the initial one by more than the noise
+                              (and the accuracy above chance): measured against the run's start */
+    F_DOES_NOT_LEARN,      /* ... it is not */
+    F_VAL_DEGENERATE,      /* the validation set is one class, or a handful of rows */
+    F_INPUT_SCALE,         /* the inputs are far from unit scale */
+    F_LR_TOO_HIGH,         /* the history says the lr is too high (divergence, an early explosion,
+                              units dying after large early updates) */
+    F_LR_TOO_LOW,          /* ... too low (live gradients, a small ratio throughout) */
     /* ranges and formats */
     F_FWD_OVERFLOW,        /* a 16-bit layer's activations (else weights) reach FP16's overflow */
     F_ACT_OVERFLOW,        /* any layer's activations reach FP16's overflow (islands, FP32 ops) */

@@ -61,8 +61,8 @@ static void loss_figures(const an_run *r, an_figval *f)
     }
     if (!isnan(r->loss_min))
         f[FIG_LOSS_MIN] = at(r->loss_min, r->loss_min_step);
-    if (r->nevals) {
-        const ampdiag_trace_eval *e = &r->evals[r->nevals - 1];
+    const ampdiag_trace_eval *e = an_final_eval(r);
+    if (e) {
         f[FIG_EVAL_LOSS] = at(e->loss, e->step);
         f[FIG_EVAL_SE] = at(e->loss_se, e->step);
         f[FIG_EVAL_METRIC] = at(e->metric, e->step);

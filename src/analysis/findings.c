@@ -6,6 +6,7 @@
  */
 #include "analysis/findings.h"
 #include "analysis/findings_internal.h"
+#include "util/sort.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -122,15 +123,16 @@ static void eval_rows(const an_event_ref *e, double *v)
 static void eval_findings(fctx *x)
 {
     const an_run *r = x->r;
-    if (!r->nevals || isfinite(r->evals[r->nevals - 1].loss))
+    const ampdiag_trace_eval *last = an_final_eval(r);
+    if (!last || isfinite(last->loss))
         return;
     int64_t first = -1;
     for (size_t i = 0; i < r->nevals && first < 0; i++)
-        if (!isfinite(r->evals[i].loss))
+        if (!isfinite(r->evals[i].loss) && r->evals[i].step >= 0)
             first = r->evals[i].step;
     an_finding *f = fadd(x, F_EVAL_NONFINITE);
     if (f) {
-        f->v[0] = (double)r->evals[r->nevals - 1].step;
+        f->v[0] = (double)last->step;
         f->v[1] = (double)first;
         f->s.from = first;
     }
@@ -176,51 +178,297 @@ static void adam_eps_finding(fctx *x)
 
 static int failed(const an_run *r) { return r->diverged || r->loss_nonfinite > 0; }
 
-static int learned(const an_run *r)
+double an_paired_se(const double *a, const double *b, size_t n)
 {
+    if (n < 2)
+        return NAN;
+    double *d = malloc(n * sizeof *d);
+    if (!d)
+        return NAN;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = b[i] - a[i];
+        if (!isfinite(d[i])) {
+            free(d);
+            return NAN;
+        }
+    }
+    sort_doubles(d, n);
+    size_t k = (size_t)(an_k(K_PAIRED_WINSOR) * (double)n);
+    if (2 * k + 2 > n)
+        k = 0;
+    double m = 0, ss = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = d[i < k ? k : i >= n - k ? n - k - 1 : i];
+        m += v;
+    }
+    m /= (double)n;
+    for (size_t i = 0; i < n; i++) {
+        double v = d[i < k ? k : i >= n - k ? n - k - 1 : i] - m;
+        ss += v * v;
+    }
+    free(d);
+    return sqrt(ss / (double)(n - 1)) / sqrt((double)n);
+}
+
+/* Learning measured against the run's start: its final evaluation against its initial one
+ * (step -1), paired over the validation examples where the trace has them (the band: LEARN_SE
+ * standard errors of the per-example differences), else unpaired (LEARN_SE x the root of the
+ * sum of the two standard errors' squares); with an accuracy, above chance (the validation
+ * set's majority share, else 1 / classes) by more than LEARN_SE binomial standard errors.
+ * F_LEARNS or F_DOES_NOT_LEARN; none without both evaluations. */
+static void measured_learning(fctx *x)
+{
+    const an_run *r = x->r;
+    const ampdiag_trace_eval *e0 = an_initial_eval(r), *e1 = an_final_eval(r);
+    if (!e0 || !e1)
+        return;
+    double k = an_k(K_LEARN_SE), band = NAN, change = e1->loss - e0->loss;
+    size_t n = 0;
+    int paired = 0;
+    if (r->nex0 >= 2 && r->nex0 == r->nex1 && r->ex1_step == e1->step) {
+        double se = an_paired_se(r->ex0_loss, r->ex1_loss, r->nex0);
+        if (isfinite(se)) {
+            n = r->nex0;
+            band = k * se;
+            paired = 1;
+        }
+    }
+    if (!paired) {
+        if (isfinite(e0->loss_se) && isfinite(e1->loss_se))
+            band = k * sqrt(e0->loss_se * e0->loss_se + e1->loss_se * e1->loss_se);
+        else
+            band = an_k(K_NOISE_BAND_MIN) * fabs(e0->loss);
+        n = r->nex1;
+    }
+    int loss_ok = isfinite(e0->loss) && isfinite(e1->loss) && isfinite(band) && change < -band;
+    double acc = NAN, chance = NAN, acc_band = NAN;
+    int acc_ok = 1;
+    if (strcmp(r->eval_metric, "accuracy") == 0 && !isnan(e1->metric)) {
+        acc = e1->metric;
+        chance = isfinite(r->data_val_chance) ? r->data_val_chance
+                 : r->data_classes > 0        ? 1.0 / (double)r->data_classes
+                                              : NAN;
+        double rows = r->data_val_rows > 0 ? (double)r->data_val_rows : (double)r->nex1;
+        if (isfinite(chance) && rows > 0) {
+            acc_band = k * sqrt(fmax(chance * (1 - chance), 1e-12) / rows);
+            acc_ok = acc > chance + acc_band;
+        }
+    }
+    an_finding *f = fadd(x, loss_ok && acc_ok ? F_LEARNS : F_DOES_NOT_LEARN);
+    if (!f)
+        return;
+    const double v[12] = {e0->loss, e1->loss, change, band, paired, (double)n, acc, chance, acc_band,
+                          loss_ok, acc_ok, (double)e1->step};
+    memcpy(f->v, v, sizeof v);
+    f->s.from = -1;
+    f->s.to = e1->step;
+}
+
+/* 1: the run learns, 0: it does not, measured (F_LEARNS, F_DOES_NOT_LEARN) where it could be,
+ * else judged from the training loss (its final window below LEARNED_FRACTION of its first). */
+static int learned(fctx *x)
+{
+    const an_run *r = x->r;
+    if (an_finding_find(&x->F->list, F_LEARNS, -1))
+        return 1;
+    if (an_finding_find(&x->F->list, F_DOES_NOT_LEARN, -1))
+        return 0;
     return isfinite(r->tail_mean) && isfinite(r->loss_first) &&
            r->tail_mean < an_k(K_LEARNED_FRACTION) * r->loss_first;
 }
 
-/* Dead units: a run that does not learn and does not fail while some layer's weight gradients
- * are >= DEAD_SHARE exactly zero, where fewer than DEAD_AT_START were at its first record (a
- * unit inactive for a whole batch is rare at initialisation; a layer that starts with many, as
- * with inputs without signal, is not the lr's doing). */
+static int measured(fctx *x)
+{
+    return an_finding_find(&x->F->list, F_LEARNS, -1) || an_finding_find(&x->F->list, F_DOES_NOT_LEARN, -1);
+}
+
+/* The share of a cell's values that were live (not exactly 0) at its first record and are 0 at
+ * its last: (last zero share - first) / (1 - first), NaN without two records. */
+static double died_share(const an_cell *c)
+{
+    if (c->records < 2 || !c->first_count || !c->last_count)
+        return NAN;
+    double z0 = (double)c->first_zero / (double)c->first_count, z1 = (double)c->last_zero / (double)c->last_count;
+    return z0 < 1 ? (z1 - z0) / (1 - z0) : NAN;
+}
+
+/* The layer whose weight gradients died most (died_share), into *layer (-1: none); the share. */
+static double most_died(const an_run *r, int *layer)
+{
+    double best = NAN;
+    *layer = -1;
+    for (size_t l = 0; l < r->nlayers; l++) {
+        double d = died_share(&r->layers[l].cell[AMPDIAG_KIND_WEIGHT_GRAD]);
+        if (isfinite(d) && (isnan(best) || d > best)) {
+            best = d;
+            *layer = (int)l;
+        }
+    }
+    return best;
+}
+
+/* Dead units: a layer's weight gradients that were live at its first record are mostly exactly
+ * 0 at its last (at least DIED_SHARE of them) while the training loss stays above DEAD_LOSS_SHARE
+ * of its first: ReLUs pushed below zero for every example (a model that fits its data has
+ * exactly-zero gradients too, with its loss near 0). Returns 1 when found. */
 static int dead_units(fctx *x)
 {
     const an_run *r = x->r;
-    const an_figval *z = &r->fig->f[FIG_ZERO_GRAD];
-    if (learned(r) || failed(r) || z->layer < 0 || z->v < an_k(K_DEAD_SHARE))
+    int layer;
+    double died = most_died(r, &layer);
+    if (failed(r) || !(died >= an_k(K_DIED_SHARE)) ||
+        !(r->tail_mean > an_k(K_DEAD_LOSS_SHARE) * r->loss_first))
         return 0;
-    const an_cell *g0 = &r->layers[z->layer].cell[AMPDIAG_KIND_WEIGHT_GRAD];
-    if (!(g0->first_count > 0 && (double)g0->first_zero / (double)g0->first_count < an_k(K_DEAD_AT_START)))
-        return 0;
+    const an_cell *g = &r->layers[layer].cell[AMPDIAG_KIND_WEIGHT_GRAD];
     an_finding *f = fadd(x, F_DEAD_UNITS);
     if (f) {
-        f->s.layer = z->layer;
+        f->s.layer = layer;
         f->s.kind = AMPDIAG_KIND_WEIGHT_GRAD;
-        f->v[0] = z->v;
-        f->v[1] = (double)g0->first_zero / (double)g0->first_count;
+        f->v[0] = (double)g->last_zero / (double)g->last_count;
+        f->v[1] = (double)g->first_zero / (double)g->first_count;
         f->v[2] = r->tail_mean;
         f->v[3] = r->loss_first;
+        f->v[4] = died;
     }
     return 1;
+}
+
+/* The early steps: the first EARLY_SHARE of the run's steps, at least EARLY_MIN. */
+static size_t early_steps(const an_run *r)
+{
+    size_t w = (size_t)(an_k(K_EARLY_SHARE) * (double)r->nsteps);
+    size_t lo = (size_t)an_k(K_EARLY_MIN);
+    w = w < lo ? lo : w;
+    return w < r->nsteps ? w : r->nsteps;
+}
+
+/* The lr from the whole history. Too high (F_LR_TOO_HIGH): an FP32 run that diverges or whose
+ * loss goes non-finite (a 16-bit run's failure may be its format's); an early explosion (a
+ * training loss in the early steps above LOSS_RISE x the first, or not finite) in a run that does
+ * not learn; or units dying after large early updates (dead units, with an early update/weight
+ * ratio above RATIO_EARLY_HIGH). Too low (F_LR_TOO_LOW): no units died, the gradients live, and
+ * the update/weight ratio small throughout (its 90th percentile over the steps below RATIO_LOW),
+ * in a run that does not learn, or learns slowly (its final window above LEARNED_FRACTION of its
+ * first loss). */
+static void lr_history(fctx *x, int dead)
+{
+    const an_run *r = x->r;
+    if (r->nsteps < 2)
+        return;
+    size_t w = early_steps(r);
+    double first = r->steps[0].loss, peak = -INFINITY, ratio = NAN;
+    int64_t peak_step = -1, ratio_step = -1;
+    int nonfinite_early = 0;
+    for (size_t i = 0; i < w; i++) {
+        const an_step *st = &r->steps[i];
+        if (!isfinite(st->loss))
+            nonfinite_early = 1;
+        else if (st->loss > peak) {
+            peak = st->loss;
+            peak_step = st->step;
+        }
+        if (isfinite(st->update_ratio) && !st->skipped && (isnan(ratio) || st->update_ratio > ratio)) {
+            ratio = st->update_ratio;
+            ratio_step = st->step;
+        }
+    }
+    int layer;
+    double died = most_died(r, &layer);
+    int learns = learned(x);
+    int fp32_failed = failed(r) && r->prec == PREC_FP32;
+    int explosion = (nonfinite_early || (isfinite(first) && first > 0 && peak > an_k(K_LOSS_RISE) * first));
+    int sticks = explosion && !learns && !failed(r);
+    int large_early = ratio > an_k(K_RATIO_EARLY_HIGH);
+    if (fp32_failed || (explosion && !learns) || (dead && large_early)) {
+        an_finding *f = fadd(x, F_LR_TOO_HIGH);
+        if (!f)
+            return;
+        const double v[11] = {fp32_failed, fp32_failed ? (double)(r->diverged ? r->divergence_step
+                                                                             : r->first_nonfinite_loss_step)
+                                                        : NAN,
+                              explosion, isfinite(peak) ? peak : NAN, (double)peak_step, first,
+                              dead ? died : NAN, ratio, (double)ratio_step, sticks, (double)w};
+        memcpy(f->v, v, sizeof v);
+        f->s.layer = dead ? layer : -1;
+        f->s.kind = dead ? AMPDIAG_KIND_WEIGHT_GRAD : -1;
+        f->s.from = r->first_step;
+        f->s.to = r->steps[w - 1].step;
+        return;
+    }
+    if (dead || failed(r) || r->nsteps < 2 * w)
+        return;
+    /* too low: the ratio of every step, its 90th percentile */
+    double *q = malloc(r->nsteps * sizeof *q);
+    size_t nq = 0;
+    if (!q) {
+        x->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < r->nsteps; i++)
+        if (isfinite(r->steps[i].update_ratio) && !r->steps[i].skipped)
+            q[nq++] = r->steps[i].update_ratio;
+    double p90 = NAN;
+    if (nq >= 2) {
+        sort_doubles(q, nq);
+        p90 = q[(size_t)(0.9 * (double)(nq - 1))];
+    }
+    free(q);
+    int slow = !learns || !(r->tail_mean < an_k(K_LEARNED_FRACTION) * r->loss_first);
+    /* flat: it learns nothing at all (measured, or its training loss not below FLAT_FRACTION) */
+    int flat = measured(x) ? !learns : !(r->tail_mean < an_k(K_FLAT_FRACTION) * r->loss_first);
+    if (isfinite(p90) && p90 > 0 && p90 < an_k(K_RATIO_LOW) && slow) {
+        an_finding *f = fadd(x, F_LR_TOO_LOW);
+        if (f) {
+            f->v[0] = p90;
+            f->v[1] = r->fig->f[FIG_UPDATE_RATIO].v;
+            f->v[2] = !flat;
+            f->v[3] = r->tail_mean;
+            f->v[4] = r->loss_first;
+            f->v[5] = r->fig->f[FIG_ZERO_GRAD].v;
+        }
+    }
+}
+
+/* The data as the run saw it: a degenerate validation set (one class where there are more, or
+ * fewer than VAL_MIN_ROWS rows), and inputs far from unit scale (a feature's standard deviation
+ * above INPUT_SCALE_FAR, or a root mean square below its inverse). */
+static void data_findings(fctx *x)
+{
+    const an_run *r = x->r;
+    an_finding *f;
+    int one = r->data_classes > 1 && r->data_val_classes == 1;
+    int few = r->data_val_rows >= 0 && r->data_val_rows < an_k(K_VAL_MIN_ROWS);
+    if ((one || few) && (f = fadd(x, F_VAL_DEGENERATE))) {
+        const double v[7] = {(double)r->data_val_rows, (double)r->data_classes, (double)r->data_val_classes,
+                             r->data_val_chance, one, few, r->data_labels_sorted == 1};
+        memcpy(f->v, v, sizeof v);
+    }
+    double far = an_k(K_INPUT_SCALE_FAR);
+    int large = r->input_std_max > far, small = r->input_rms < 1 / far && r->input_rms >= 0;
+    if ((large || small) && (f = fadd(x, F_INPUT_SCALE))) {
+        const double v[5] = {r->input_rms, r->input_std_max, r->input_std_min,
+                             fmax(fabs(r->input_min), fabs(r->input_max)), large};
+        memcpy(f->v, v, sizeof v);
+    }
 }
 
 static void learning_findings(fctx *x)
 {
     const an_run *r = x->r;
     an_finding *f;
+    measured_learning(x);
+    int is_measured = measured(x);
     int flat = !failed(r) && !(isfinite(r->tail_mean) && isfinite(r->loss_first) &&
                                r->tail_mean < an_k(K_FLAT_FRACTION) * r->loss_first);
-    if (!learned(r) && (f = fadd(x, F_NOT_LEARNING))) {
+    /* judged from the training loss only where the evaluations could not measure it */
+    if (!is_measured && !learned(x) && (f = fadd(x, F_NOT_LEARNING))) {
         f->v[0] = r->tail_mean;
         f->v[1] = r->loss_first;
     }
-    if (flat && (f = fadd(x, F_LEARNS_NOTHING))) {
+    if (!is_measured && flat && (f = fadd(x, F_LEARNS_NOTHING))) {
         f->v[0] = r->tail_mean;
         f->v[1] = r->loss_first;
-        f->v[2] = r->nevals && strcmp(r->eval_metric, "accuracy") == 0;
+        f->v[2] = an_final_eval(r) && strcmp(r->eval_metric, "accuracy") == 0;
     }
     int dead = dead_units(x);
     double q = r->fig->f[FIG_UPDATE_RATIO].v;
@@ -232,7 +480,7 @@ static void learning_findings(fctx *x)
         f->v[1] = (double)nl;
     }
     /* steps too small to learn: no learning, no failure, no dead units, the ratio below target */
-    if (!learned(r) && !failed(r) && !dead && isfinite(q) && q < an_k(K_RATIO_TARGET) &&
+    if (!learned(x) && !failed(r) && !dead && isfinite(q) && q < an_k(K_RATIO_TARGET) &&
         (f = fadd(x, F_STEPS_TOO_SMALL))) {
         f->v[0] = q;
         f->v[1] = r->fig->f[FIG_LOST].v;
@@ -240,6 +488,7 @@ static void learning_findings(fctx *x)
         f->v[3] = r->loss_first;
         f->v[4] = flat;
     }
+    lr_history(x, dead);
     if (r->loss_spikes && (f = fadd(x, F_LOSS_SPIKES))) {
         double n = (double)r->nsteps;
         f->v[0] = (double)r->loss_spikes;
@@ -346,7 +595,7 @@ static int compute(an_run *r, int index)
     free_tables(F);
     fctx x = {r, F, index, 0};
     kind_totals(r, F);
-    F->last_eval = r->nevals ? &r->evals[r->nevals - 1] : NULL;
+    F->last_eval = an_final_eval(r);
     F->eval_is_accuracy = strcmp(r->eval_metric, "accuracy") == 0;
     trace_findings(&x);
     nonfinite_findings(&x);
@@ -354,6 +603,7 @@ static int compute(an_run *r, int index)
     eval_findings(&x);
     adam_eps_finding(&x);
     learning_findings(&x);
+    data_findings(&x);
     an_range_findings(&x);
     an_update_findings(&x);
     an_clip_findings(&x);
@@ -400,11 +650,21 @@ const an_finding *an_run_finding(const an_run *r, an_fid id)
 const an_finding *an_run_unhealthy(const an_run *r)
 {
     static const an_fid order[] = {F_NOT_COMPLETE, F_LOSS_NONFINITE, F_FWD_NONFINITE,
-                                   F_EVAL_NONFINITE, F_SKIPS_ABOVE_LIMIT};
+                                   F_EVAL_NONFINITE, F_SKIPS_ABOVE_LIMIT, F_DOES_NOT_LEARN};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const an_finding *f = an_run_finding(r, order[i]);
         if (f)
             return f;
     }
     return NULL;
+}
+
+int an_run_learns(const an_run *r)
+{
+    if (an_run_finding(r, F_LEARNS))
+        return 1;
+    if (an_run_finding(r, F_DOES_NOT_LEARN) || an_run_finding(r, F_LEARNS_NOTHING) ||
+        an_run_finding(r, F_DIVERGED) || an_run_finding(r, F_LOSS_NONFINITE))
+        return 0;
+    return an_run_finding(r, F_NOT_LEARNING) ? -1 : 1;
 }

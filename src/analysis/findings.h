@@ -67,8 +67,18 @@ const an_finding *an_run_finding(const an_run *r, an_fid id);
 
 /* The one definition of a healthy run (tune's verification, compare's evidence): complete,
  * no NaN/inf in its loss, forward pass or last evaluation, skipped steps within the limit
- * (F_SKIPS_ABOVE_LIMIT). Returns the first finding that makes the run unhealthy, or NULL. */
+ * (F_SKIPS_ABOVE_LIMIT), and learning where that was measured (not F_DOES_NOT_LEARN). Returns
+ * the first finding that makes the run unhealthy, or NULL. */
 const an_finding *an_run_unhealthy(const an_run *r);
+
+/* The standard error of the mean of the per-example differences b[i] - a[i] over n >= 2 examples,
+ * the differences winsorized at PAIRED_WINSOR of them on each side; NaN when some difference is
+ * not finite or n < 2 (or out of memory). */
+double an_paired_se(const double *a, const double *b, size_t n);
+
+/* 1 when the run learns, 0 when it does not, -1 when nothing says: measured against its start
+ * (F_LEARNS, F_DOES_NOT_LEARN), else judged from its training loss (F_LEARNS_NOTHING: 0). */
+int an_run_learns(const an_run *r);
 
 /* The delayed-scaling recipe's format for a kind: E4M3 for activations and weights, E5M2 for
  * gradients (Transformer Engine's HYBRID). */

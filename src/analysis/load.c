@@ -131,6 +131,11 @@ static void init_run(an_run *r)
     r->rec_step_min = INT64_MAX;
     r->rec_step_max = INT64_MIN;
     r->env_width = 1;
+    r->ex1_step = -1;
+    r->data_rows = r->data_val_rows = r->data_classes = r->data_val_classes = -1;
+    r->data_val_chance = r->input_min = r->input_max = r->input_rms = NAN;
+    r->input_std_min = r->input_std_max = NAN;
+    r->data_labels_sorted = r->standardized = -1;
 }
 
 /* What an_load has read from the trace and not yet handed to the run. */
@@ -180,6 +185,77 @@ static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
     if (precision_parse(r->precision, &r->prec))
         r->prec = PREC_COUNT;
     r->weights_16bit = r->prec == PREC_BF16_PURE;
+    /* the data as the run saw it (recorded since the initial evaluation was) */
+    r->data_rows = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_ROWS, -1);
+    r->data_val_rows = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_VAL_ROWS, -1);
+    r->data_classes = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_CLASSES, -1);
+    r->data_val_classes = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_VAL_CLASSES, -1);
+    r->data_val_chance = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_DATA_VAL_CHANCE, NAN);
+    r->data_labels_sorted = (int)ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_LABELS_SORTED, -1);
+    r->input_min = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_INPUT_MIN, NAN);
+    r->input_max = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_INPUT_MAX, NAN);
+    r->input_rms = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_INPUT_RMS, NAN);
+    r->input_std_min = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_INPUT_STD_MIN, NAN);
+    r->input_std_max = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_INPUT_STD_MAX, NAN);
+    const char *std = ampdiag_trace_attr_str(rd, AMPDIAG_ATTR_STANDARDIZE);
+    r->standardized = !std ? -1 : strcmp(std, "on") == 0;
+}
+
+/* The examples of the initial evaluation (step -1) and of the last evaluation that has them,
+ * each in example order (ex0_*, ex1_*); rows of other evaluations, examples out of range and
+ * duplicates are ignored. 0 or an AMPDIAG_TRACE_ error. */
+static int read_examples(load_ctx *L, an_run *r)
+{
+    if (L->cnt.eval_examples == 0)
+        return 0;
+    ampdiag_trace_eval_example *x;
+    size_t n;
+    int rc = ampdiag_trace_read_eval_examples(L->rd, 0, SIZE_MAX, &x, &n);
+    if (rc)
+        return rc;
+    int64_t last = -1;
+    size_t n0 = 0, n1 = 0;
+    for (size_t i = 0; i < n; i++)
+        if (x[i].step > last)
+            last = x[i].step;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i].example < 0 || (uint64_t)x[i].example >= (uint64_t)n)
+            continue;
+        size_t e = (size_t)x[i].example + 1;
+        if (x[i].step == -1 && e > n0)
+            n0 = e;
+        else if (last >= 0 && x[i].step == last && e > n1)
+            n1 = e;
+    }
+    double **arr[4] = {&r->ex0_loss, &r->ex0_metric, &r->ex1_loss, &r->ex1_metric};
+    size_t len[4] = {n0, n0, n1, n1};
+    for (int k = 0; k < 4; k++) {
+        if (!len[k])
+            continue;
+        if (!(*arr[k] = malloc(len[k] * sizeof **arr[k]))) {
+            free(x);
+            return AMPDIAG_TRACE_ENOMEM;
+        }
+        for (size_t i = 0; i < len[k]; i++)
+            (*arr[k])[i] = NAN;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (x[i].example < 0 || (uint64_t)x[i].example >= (uint64_t)n)
+            continue;
+        size_t e = (size_t)x[i].example;
+        if (x[i].step == -1 && e < n0) {
+            r->ex0_loss[e] = x[i].loss;
+            r->ex0_metric[e] = x[i].metric;
+        } else if (last >= 0 && x[i].step == last && e < n1) {
+            r->ex1_loss[e] = x[i].loss;
+            r->ex1_metric[e] = x[i].metric;
+        }
+    }
+    r->nex0 = n0;
+    r->nex1 = n1;
+    r->ex1_step = n1 ? last : -1;
+    free(x);
+    return 0;
 }
 
 /* The trace's own state: status, cut off, repaired, format, device, tool, times; then every
@@ -245,7 +321,8 @@ static int read_tables(load_ctx *L, an_run *r)
     if ((rc = ampdiag_trace_read_layers(L->rd, &L->layers, &L->nl)) ||
         (rc = read_steps(L, r)) ||
         (rc = ampdiag_trace_read_events(L->rd, &L->ev, &L->nev)) ||
-        (rc = ampdiag_trace_read_evals(L->rd, &r->evals, &r->nevals)))
+        (rc = ampdiag_trace_read_evals(L->rd, &r->evals, &r->nevals)) ||
+        (rc = read_examples(L, r)))
         return an_load_fail(L->err, L->errlen, rc, L->path, "tables");
     size_t nl = L->nl, ns = L->ns;
     r->nlayers = nl;
@@ -405,6 +482,10 @@ void an_free(an_run *r)
     }
     free(r->attrs);
     free(r->evals);
+    free(r->ex0_loss);
+    free(r->ex0_metric);
+    free(r->ex1_loss);
+    free(r->ex1_metric);
     free(r->path);
     memset(r, 0, sizeof *r);
 }

@@ -71,7 +71,12 @@ typedef struct prec_ctx {
     const an_run *base;     /* runs[c->baseline] */
     size_t bi;              /* its index */
     int have_fp32;          /* the baseline is an FP32 run */
-    int undecided;          /* (b)1: the baseline does not train */
+    int undecided;          /* (b)1: the baseline does not train or learn, or (b)0 the runs cannot
+                               be compared */
+    int invalid;            /* (b)0: the runs cannot be compared (other model, data, steps, seeds,
+                               a degenerate validation set) */
+    int inputs_cause;       /* the inputs, far from unit scale, are the likely cause of trouble that
+                               starts in the first layer (remedy: --standardize on) */
     const an_run *fwd_src;  /* (b)3: the run the range what-ifs read, or NULL */
     size_t fwd_i;
     int fp16_fwd;           /* (b)3/(b)4: FP16 overflows in the forward pass */
@@ -98,7 +103,12 @@ typedef struct prec_ctx {
 
 static inline int baseline_fails(const prec_ctx *x) { return x->have_fp32 && run_failed(x->base); }
 
-/* rules_prec.c: (b)1-(b)5 */
+/* rules_prec.c: (b)0-(b)5 */
+void rule_comparable(prec_ctx *x);
+/* The likely causes of a baseline that fails or does not learn, from its history (SEC_WHY); none
+ * but the inputs where they are named first. */
+void rec_baseline_causes(prec_ctx *x);
+void rule_inputs(prec_ctx *x);
 void rule_target_gate(prec_ctx *x);
 void rule_baseline_trains(prec_ctx *x);
 void rule_forward_overflow(prec_ctx *x);
@@ -114,6 +124,7 @@ void rule_bf16_range(prec_ctx *x);
 void rule_bf16_weights_whatif(prec_ctx *x);
 void rule_adam_eps(prec_ctx *x);
 void rule_viability(prec_ctx *x);
+void rule_table_agrees(prec_ctx *x);
 /* rules_verdict.c: (b)7, (b)8, baseline sanity, causes ranked; all of them in order */
 void rec_precision_rules(const an_run *runs, size_t n, const an_comparison *c, recommendation *R);
 /* rules_lr.c: (d) */
@@ -121,6 +132,11 @@ void rec_lr_rules(const an_run *runs, size_t n, const an_comparison *c, recommen
 /* rules_clip.c: (c), the remedies, --fail-on, the traces' warnings */
 void rec_clip_rules(const an_run *runs, const an_comparison *c, recommendation *R);
 void rec_remedy_rules(const an_run *runs, size_t n, recommendation *R);
+/* The first layer with parameters of a run (-1: none): where the inputs enter. */
+int rec_first_layer(const an_run *r);
+/* The inputs of run i are far from unit scale (F_INPUT_SCALE) and the trouble starts in the
+ * first layer (rules_prec.c): the finding, or NULL. */
+const an_finding *rec_inputs_cause(const an_run *runs, size_t n, size_t bi);
 void rec_fail_checks(const an_run *runs, size_t n, recommendation *R);
 void rec_trace_warnings(const an_run *runs, size_t n, recommendation *R);
 

@@ -220,3 +220,30 @@ void rule_viability(prec_ctx *x)
                     x->share <= an_k(K_ISLAND_SHARE_MAX) && f16->supported &&
                     x->R->islands_forward_finite == 1;
 }
+
+/* (b)7 A verdict never contradicts its own table: a 16-bit run of the baseline's lr that is not
+ * healthy (it did not complete, its loss, forward pass or evaluation went non-finite, it skipped
+ * past the limit, or it does not learn where the baseline does: an_run_unhealthy) rules its
+ * format out, whatever the other evidence says; an item names it where nothing did. */
+void rule_table_agrees(prec_ctx *x)
+{
+    if (an_run_unhealthy(x->base))
+        return; /* a baseline that is not healthy either shows nothing against the format */
+    for (size_t i = 0; i < x->n; i++) {
+        const an_run *r = &x->runs[i];
+        if (i == x->bi || !lr_eq(r->lr, x->base->lr))
+            continue;
+        rec_format *f = is_prec(r, PREC_FP16) ? &x->R->fp16 : is_prec(r, PREC_BF16) ? &x->R->bf16 : NULL;
+        const an_finding *bad = an_run_unhealthy(r);
+        if (!f || !bad || !f->viable)
+            continue;
+        if (bad->id == F_DOES_NOT_LEARN && an_run_learns(x->base) != 1)
+            continue;
+        f->viable = 0;
+        f->decisive = 1;
+        rec_summary(f, SAY0(x->R, f == &x->R->fp16 ? SEC_FP16_AGAINST : SEC_BF16_AGAINST, R_NONE, bad,
+                            -1));
+        if (f == &x->R->bf16)
+            x->bf16_bad = 1;
+    }
+}

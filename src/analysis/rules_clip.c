@@ -32,7 +32,11 @@ static void clip_notes(const an_run *runs, size_t bi, const an_finding *cv, reco
 
 /* (c) Clip value. Reads: the baseline's F_CLIP_VALUE (unscaled, finite, pre-clip gradient norms
  * after the warm-up: clip = max(P99, median + CLIP_MADS x MAD_SIGMA x MAD), with at least
- * CLIP_MIN_NORMS norms), else F_CLIP_FEW_NORMS. Decides: the clip value (observed). */
+ * CLIP_MIN_NORMS norms), else F_CLIP_FEW_NORMS. Decides: a clip value only where the history
+ * shows a spike clipping would catch (F_NORM_SPIKE: a norm NORM_SPIKE_FACTOR x its rolling median
+ * followed by a loss spike) and the value is sane by construction (above 0, and reached by some
+ * step: it clips at least one); a hypothesis until ampdiag tune tests it. Otherwise the
+ * statistics are evidence, and no clip is offered. */
 void rec_clip_rules(const an_run *runs, const an_comparison *c, recommendation *R)
 {
     size_t bi = c->baseline;
@@ -41,17 +45,27 @@ void rec_clip_rules(const an_run *runs, const an_comparison *c, recommendation *
         SAY0(R, SEC_CLIP_LINE, R_CLIP_NONE, rf(runs, bi, F_CLIP_FEW_NORMS), (int)bi);
         return;
     }
+    const an_finding *spike = rf(runs, bi, F_NORM_SPIKE);
+    double v = rec_fv(cv, "value");
+    int sane = v > 0 && rec_fv(cv, "n_over") > 0;
+    if (!spike || !sane) {
+        SAY(R, SEC_CLIP_LINE, R_CLIP_NO_SPIKES, cv, -1, spike != NULL, sane);
+        SAY0(R, SEC_CLIP, R_CLIP_VALUE, cv, -1);
+        clip_notes(runs, bi, cv, R);
+        return;
+    }
     R->clip_have = 1;
-    R->clip_value = rec_fv(cv, "value");
+    R->clip_value = v;
     R->clip_frac = rec_fv(cv, "share");
     R->clip_autoclip = rec_fv(cv, "p10");
     SAY0(R, SEC_CLIP_LINE, R_CLIP_LINE, cv, -1);
     SAY0(R, SEC_CLIP, R_CLIP_VALUE, cv, -1);
     clip_notes(runs, bi, cv, R);
-    rec_decision *d = rec_decide(R, WHAT_CLIP, CONF_OBSERVED);
+    rec_decision *d = rec_decide(R, WHAT_CLIP, CONF_HYPOTHESIS);
     if (d) {
         d->value = R->clip_value;
         rec_because(d, cv);
+        rec_because(d, spike);
     }
 }
 
@@ -84,6 +98,24 @@ static rec_decision *remedy(recommendation *R, rec_what what, rec_conf conf, rec
     snprintf(d->option_value, sizeof d->option_value, "%s", value);
     snprintf(d->to, sizeof d->to, "%s", value);
     return d;
+}
+
+/* Inputs far from unit scale with trouble that starts in the first layer (rec_inputs_cause):
+ * --standardize on for every run, the first remedy (a hypothesis until a run measures it). */
+static void remedy_standardize(const an_run *runs, size_t n, recommendation *R)
+{
+    const an_finding *f = rec_inputs_cause(runs, n, R->ref);
+    if (!f)
+        return;
+    rec_decision *d = remedy(R, WHAT_INPUTS, CONF_HYPOTHESIS, REM_EVERY_RUN, "--standardize", "on",
+                             R_REM_STANDARDIZE);
+    if (d) {
+        snprintf(d->to, sizeof d->to, "standardize");
+        rec_because(d, f);
+        for (size_t i = 0; i < n; i++)
+            for (const an_finding *t = NULL; (t = an_finding_next(an_run_findings(&runs[i]), F_FWD_OVERFLOW, -1, t));)
+                rec_because(d, t);
+    }
 }
 
 /* A run whose AdamW eps rounds to 0 in its FP16 optimizer state (F_ADAM_EPS_ZERO):
@@ -163,7 +195,8 @@ static void remedy_loss_scale(const an_run *runs, size_t n, recommendation *R)
 }
 
 typedef void (*remedy_rule)(const an_run *, size_t, recommendation *);
-static const remedy_rule remedy_rules[] = {remedy_optim_state, remedy_islands, remedy_loss_scale};
+static const remedy_rule remedy_rules[] = {remedy_standardize, remedy_optim_state, remedy_islands,
+                                           remedy_loss_scale};
 
 void rec_remedy_rules(const an_run *runs, size_t n, recommendation *R)
 {
@@ -191,7 +224,7 @@ static void fail_nan(const an_run *runs, size_t i, recommendation *R)
 {
     const an_finding *f;
     if ((f = rf(runs, i, F_EVAL_ONLY_NONFINITE)))
-        held(R, R_FAIL_EVAL_ONLY, f, -1, (const double[]){(double)runs[i].evals[runs[i].nevals - 1].step}, 1);
+        held(R, R_FAIL_EVAL_ONLY, f, -1, (const double[]){(double)an_final_eval(&runs[i])->step}, 1);
     else if ((f = rf(runs, i, F_FWD_NONFINITE)))
         held(R, R_FAIL_FWD, f, -1, NULL, 0);
     else if ((f = rf(runs, i, F_LOSS_NONFINITE)))

@@ -24,9 +24,10 @@ typedef struct lr_ctx {
 /* A run's final metric: its last eval loss (inf when not finite), else its final-window mean. */
 static double final_metric(const an_run *r)
 {
-    if (r->nevals && isfinite(r->evals[r->nevals - 1].loss))
-        return r->evals[r->nevals - 1].loss;
-    if (r->nevals)
+    const ampdiag_trace_eval *e = an_final_eval(r);
+    if (e && isfinite(e->loss))
+        return e->loss;
+    if (e)
         return INFINITY;
     return r->tail_mean;
 }
@@ -65,7 +66,7 @@ static int lr_sweep_point(lr_ctx *x, double lr, double *m, int *fails)
             div = rec_fail_step(r);
         } else if (final_metric(r) < *m) {
             *m = final_metric(r);
-            eval = r->nevals > 0;
+            eval = an_final_eval(r) != NULL;
         }
     }
     if (!cnt)
@@ -102,7 +103,7 @@ static int lr_rule_sweep(lr_ctx *x)
     R->lr = LR_PICK;
     R->lr_suggested = best_lr;
     R->lr_factor = isfinite(x->base->lr) && x->base->lr > 0 ? best_lr / x->base->lr : NAN;
-    SAY(R, SEC_LR_LINE, R_LR_PICK, NULL, (int)x->bi, best_lr, best, x->base->nevals > 0);
+    SAY(R, SEC_LR_LINE, R_LR_PICK, NULL, (int)x->bi, best_lr, best, an_final_eval(x->base) != NULL);
     return 1;
 }
 
@@ -115,6 +116,20 @@ static int lr_rule_format_first(lr_ctx *x)
     x->R->lr = LR_UNKNOWN;
     SAY0(x->R, SEC_LR, R_LR_ADAM_FIRST, rf(x->runs, x->bi, F_ADAM_EPS_ZERO), -1);
     SAY0(x->R, SEC_LR_LINE, R_LR_FORMAT_FIRST_LINE, NULL, -1);
+    return 1;
+}
+
+/* (d)2a' Inputs far from unit scale with trouble that starts in the first layer
+ * (rec_inputs_cause): cause before remedy, the inputs first; the history of a run on such inputs
+ * says little about its lr. Decides LR_KEEP until they are standardised. */
+static int lr_rule_inputs_first(lr_ctx *x)
+{
+    const an_finding *f = rec_inputs_cause(x->runs, x->n, x->bi);
+    if (!f)
+        return 0;
+    x->R->lr = LR_KEEP;
+    SAY0(x->R, SEC_LR, R_LR_INPUTS_FIRST, f, -1);
+    SAY(x->R, SEC_LR_LINE, R_LR_KEEP, NULL, (int)x->bi, x->base->lr);
     return 1;
 }
 
@@ -182,6 +197,8 @@ static int lr_rule_divergence(lr_ctx *x)
  * baseline trains"). Item figures: diverged, step. */
 static int lr_rule_format_caused(lr_ctx *x)
 {
+    if (an_run_learns(x->base) != 1)
+        return 0; /* a baseline that does not learn shows nothing to blame a format for */
     for (size_t i = 0; i < x->n; i++) {
         const an_run *r = &x->runs[i];
         if (!run_failed(r))
@@ -192,20 +209,22 @@ static int lr_rule_format_caused(lr_ctx *x)
     return 0;
 }
 
-/* (d)2b Dead units (F_DEAD_UNITS of the baseline: ReLUs pushed below zero for every example by
- * too large a step): the lr is too high, LR_LOWER x LR_DEAD_FACTOR, never "raise" (the tiny
- * update/weight ratio there is zero gradients, not a small lr). */
-static int lr_rule_dead_units(lr_ctx *x)
+/* (d)2b The lr too high, from the baseline's whole history (F_LR_TOO_HIGH of a baseline that did
+ * not fail: an early explosion in a run that does not learn, or units dying after large early
+ * updates). Decides: LR_LOWER x LR_HIGH_FACTOR (observed: the history shows the direction; how far
+ * is ampdiag tune's to measure), never "raise" (the tiny update/weight ratio of dead units is zero
+ * gradients, not a small lr). */
+static int lr_rule_too_high(lr_ctx *x)
 {
     recommendation *R = x->R;
-    const an_finding *dead = rf(x->runs, x->bi, F_DEAD_UNITS);
-    if (!dead)
+    const an_finding *hi = rf(x->runs, x->bi, F_LR_TOO_HIGH);
+    if (!hi)
         return 0;
     R->lr = LR_LOWER;
-    R->lr_factor = an_k(K_LR_DEAD_FACTOR);
+    R->lr_factor = an_k(K_LR_HIGH_FACTOR);
     R->lr_suggested = x->base->lr * R->lr_factor;
-    SAY0(R, SEC_LR, R_LR_DEAD, dead, -1);
-    SAY(R, SEC_LR_LINE, R_LR_LOWER_DEAD, NULL, (int)x->bi, R->lr_suggested, R->lr_factor);
+    SAY0(R, SEC_LR, R_LR_HIGH, hi, -1);
+    SAY(R, SEC_LR_LINE, R_LR_LOWER_HIGH, NULL, (int)x->bi, R->lr_suggested, R->lr_factor);
     return 1;
 }
 
@@ -229,6 +248,17 @@ static int lr_rule_no_ratio(lr_ctx *x)
 static int lr_rule_too_low(lr_ctx *x)
 {
     recommendation *R = x->R;
+    const an_finding *low = rf(x->runs, x->bi, F_LR_TOO_LOW);
+    if (!x->pure && low) {
+        /* live gradients, a small ratio throughout: as far as the ratio says, at most LR_RAISE_MAX
+         * (a run that learns nothing: its weights are where they started, so the ratio grows in
+         * proportion to the lr, at most LR_RAISE_FLAT_MAX) */
+        double cap = rec_fv(low, "learns") != 0 ? an_k(K_LR_RAISE_MAX) : an_k(K_LR_RAISE_FLAT_MAX);
+        R->lr = LR_RAISE;
+        R->lr_factor = fmin(cap, an_k(K_RATIO_TARGET) / rec_fv(low, "ratio_p90"));
+        SAY(R, SEC_LR, R_LR_LOW, low, -1, R->lr_factor, cap);
+        return 0;
+    }
     const an_finding *small = rf(x->runs, x->bi, F_STEPS_TOO_SMALL);
     if (x->pure || !small)
         return 0;
@@ -240,12 +270,15 @@ static int lr_rule_too_low(lr_ctx *x)
     return 0;
 }
 
-/* (d)3 Update/weight ratio r and (d)5 loss spikes. Decides: a baseline that learns without
- * spikes and r <= RATIO_STRONG (and r >= RATIO_LOW, or a 16-bit-weights run): LR_KEEP; r >
- * RATIO_HIGH: LR_LOWER x max(LR_LOWER_MIN, RATIO_TARGET / r); r < RATIO_LOW: LR_RAISE x
- * min(LR_RAISE_MAX, RATIO_TARGET / r); more than SPIKE_RATE_MAX loss spikes (at least
- * SPIKE_MIN_COUNT): LR_LOWER x LR_STEP (a heuristic); else LR_KEEP. Item figure: the factor
- * (keep: above RATIO_HIGH, the final-window and first losses). */
+/* (d)3 Otherwise, and (d)5 loss spikes. Decides: a baseline that learns (measured against its
+ * start, or its training loss below LEARNED_FRACTION of its first) and that no finding of its
+ * history says is too high or too low: LR_KEEP, whatever its update/weight ratio r (the
+ * RATIO_LOW..RATIO_HIGH band is a rule of thumb a run that learns outweighs). A baseline that
+ * does not learn: r > RATIO_HIGH: LR_LOWER x max(LR_LOWER_MIN, RATIO_TARGET / r); r < RATIO_LOW:
+ * LR_RAISE x min(LR_RAISE_MAX, RATIO_TARGET / r); else LR_KEEP. More than SPIKE_RATE_MAX loss
+ * spikes (at least SPIKE_MIN_COUNT) are a heuristic: an untested hypothesis (a lower lr or a longer
+ * warm-up, WHAT_WARMUP) that ampdiag tune tests; they never change the lr here. Item figure: the
+ * factor (keep: above RATIO_HIGH, the final-window and first losses). */
 static int lr_rule_ratio(lr_ctx *x)
 {
     recommendation *R = x->R;
@@ -253,12 +286,18 @@ static int lr_rule_ratio(lr_ctx *x)
     double r = x->ratio;
     const an_finding *q = rf(x->runs, x->bi, F_UPDATE_RATIO), *sp = rf(x->runs, x->bi, F_LOSS_SPIKES);
     int spiky = sp && rec_fv(sp, "above") != 0;
-    int healthy = !has(base, F_NOT_LEARNING) && !run_failed(base) && !spiky;
+    int learns = an_run_learns(base) == 1 && !run_failed(base);
+    if (spiky) {
+        SAY0(R, SEC_LR, R_LR_SPIKES, sp, -1);
+        rec_decision *d = rec_decide(R, WHAT_WARMUP, CONF_HYPOTHESIS);
+        if (d) {
+            snprintf(d->to, sizeof d->to, "longer");
+            rec_because(d, sp);
+        }
+    }
     if (R->lr != LR_UNKNOWN)
         return 0; /* lr_rule_too_low decided */
-    if (healthy && (r <= an_k(K_RATIO_STRONG) && (r >= an_k(K_RATIO_LOW) || x->pure))) {
-        /* one healthy run: keep unless the evidence is strong; the RATIO_LOW..RATIO_HIGH band
-         * is a rule of thumb that a run which trains without spikes outweighs */
+    if (learns) {
         R->lr = LR_KEEP;
         SAY(R, SEC_LR, R_LR_KEEP_HEALTHY, q, -1, r > an_k(K_RATIO_HIGH), base->tail_mean, base->loss_first);
     } else if (r > an_k(K_RATIO_HIGH)) {
@@ -269,16 +308,6 @@ static int lr_rule_ratio(lr_ctx *x)
         R->lr = LR_RAISE;
         R->lr_factor = fmin(an_k(K_LR_RAISE_MAX), an_k(K_RATIO_TARGET) / r);
         SAY(R, SEC_LR, R_LR_RATIO_LOW, q, -1, R->lr_factor);
-    } else if (spiky) {
-        R->lr = LR_LOWER;
-        R->lr_factor = an_k(K_LR_STEP);
-        SAY0(R, SEC_LR, R_LR_SPIKES, sp, -1);
-        x->conf = CONF_HYPOTHESIS;
-        rec_decision *d = rec_decide(R, WHAT_WARMUP, CONF_HYPOTHESIS);
-        if (d) {
-            snprintf(d->to, sizeof d->to, "longer");
-            rec_because(d, sp);
-        }
     } else {
         R->lr = LR_KEEP;
         SAY(R, SEC_LR, R_LR_KEEP_BAND, q, -1, (double)base->loss_spikes);
@@ -313,7 +342,10 @@ static int lr_rule_line(lr_ctx *x)
     case LR_KEEP: SAY(R, SEC_LR_LINE, R_LR_KEEP, NULL, (int)x->bi, lr); break;
     case LR_KEEP_MASTER: SAY(R, SEC_LR_LINE, R_LR_KEEP_MASTER, NULL, (int)x->bi, lr); break;
     case LR_LOWER: SAY(R, SEC_LR_LINE, R_LR_LOWER, NULL, (int)x->bi, R->lr_suggested, R->lr_factor); break;
-    case LR_RAISE: SAY(R, SEC_LR_LINE, R_LR_RAISE, NULL, (int)x->bi, R->lr_suggested, R->lr_factor); break;
+    case LR_RAISE:
+        SAY(R, SEC_LR_LINE, rf(x->runs, x->bi, F_LR_TOO_LOW) ? R_LR_RAISE_LOW : R_LR_RAISE, NULL, (int)x->bi,
+            R->lr_suggested, R->lr_factor);
+        break;
     default: break;
     }
     return 1;
@@ -321,7 +353,7 @@ static int lr_rule_line(lr_ctx *x)
 
 typedef int (*lr_rule)(lr_ctx *);
 static const lr_rule lr_rules[] = {
-    lr_rule_sweep, lr_rule_format_first, lr_rule_divergence, lr_rule_format_caused, lr_rule_dead_units,
+    lr_rule_sweep, lr_rule_format_first, lr_rule_inputs_first, lr_rule_divergence, lr_rule_format_caused, lr_rule_too_high,
     lr_rule_no_ratio, lr_rule_too_low, lr_rule_ratio, lr_rule_master_weights, lr_rule_line,
 };
 

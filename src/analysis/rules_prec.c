@@ -19,6 +19,113 @@ void rule_target_gate(prec_ctx *x)
         rec_summary(&R->bf16, SAY(R, SEC_BF16_AGAINST, R_TARGET_NO_BF16, NULL, -1, R->target));
 }
 
+/* ---- (b)0 Valid comparisons only ---- */
+
+/* (b)0 The runs must be comparable. Reads: the comparison's notes (another model, other data,
+ * another number of planned steps, another seed where no band over seeds was measured) and each
+ * run's validation set (F_VAL_DEGENERATE: one class, or fewer than VAL_MIN_ROWS rows). Decides:
+ * undecided, each reason first (SEC_WHY). */
+void rule_comparable(prec_ctx *x)
+{
+    recommendation *R = x->R;
+    const an_finding_list *l = &x->c->list;
+    for (size_t i = 0; i < x->n; i++) {
+        if (i == x->bi)
+            continue;
+        const an_finding *f;
+        if ((f = an_finding_find(l, F_CMP_MODEL, (int)i)))
+            x->invalid = SAY0(R, SEC_WHY, R_FIRST_MODEL, f, -1) >= 0;
+        if ((f = an_finding_find(l, F_CMP_DATA, (int)i)))
+            x->invalid = SAY0(R, SEC_WHY, R_FIRST_DATA, f, -1) >= 0;
+        f = an_finding_find(l, F_CMP_STEPS, (int)i);
+        if (f && rec_fv(f, "planned") >= 0 && rec_fv(f, "base_planned") >= 0 &&
+            rec_fv(f, "planned") != rec_fv(f, "base_planned"))
+            x->invalid = SAY0(R, SEC_WHY, R_FIRST_STEPS, f, -1) >= 0;
+        if ((f = an_finding_find(l, F_CMP_SEED, (int)i)) && !x->c->band_from_seeds)
+            x->invalid = SAY0(R, SEC_WHY, R_FIRST_SEED, f, -1) >= 0;
+    }
+    /* the validation set: the baseline's, else the first run's that has one degenerate */
+    const an_finding *v = rf(x->runs, x->bi, F_VAL_DEGENERATE);
+    for (size_t i = 0; i < x->n && !v; i++)
+        v = rf(x->runs, i, F_VAL_DEGENERATE);
+    if (v)
+        x->invalid = SAY0(R, SEC_WHY, R_FIRST_VALIDATION, v, -1) >= 0;
+    if (x->invalid)
+        x->undecided = 1;
+}
+
+int rec_first_layer(const an_run *r)
+{
+    for (size_t l = 0; l < r->nlayers; l++)
+        if (r->layers[l].params > 0)
+            return (int)l;
+    return -1;
+}
+
+/* Trouble that starts at the inputs: in run r, a forward overflow or NaN/inf in the first layer
+ * with parameters or the one after it (that reads its output), or its units dying. */
+static int first_layer_trouble(const an_run *r)
+{
+    static const an_fid at_first[] = {F_FWD_OVERFLOW, F_ACT_OVERFLOW, F_BF16_OVERFLOW, F_FWD_NONFINITE,
+                                      F_DEAD_UNITS};
+    int L = rec_first_layer(r);
+    if (L < 0)
+        return 0;
+    for (size_t k = 0; k < NELEM(at_first); k++)
+        for (const an_finding *f = NULL; (f = an_finding_next(an_run_findings(r), at_first[k], -1, f));)
+            if (f->s.layer >= 0 && f->s.layer <= L + (at_first[k] != F_DEAD_UNITS))
+                return 1;
+    return 0;
+}
+
+const an_finding *rec_inputs_cause(const an_run *runs, size_t n, size_t bi)
+{
+    const an_finding *in = an_run_finding(&runs[bi], F_INPUT_SCALE);
+    for (size_t i = 0; i < n && !in; i++)
+        in = an_run_finding(&runs[i], F_INPUT_SCALE);
+    if (!in)
+        return NULL;
+    if (run_failed(&runs[bi]) || an_run_learns(&runs[bi]) == 0)
+        return in;
+    for (size_t i = 0; i < n; i++)
+        if (first_layer_trouble(&runs[i]))
+            return in;
+    return NULL;
+}
+
+/* The inputs as a cause. Reads: F_INPUT_SCALE (inputs far from unit scale) of the runs, with
+ * trouble that starts in the first layer (rec_inputs_cause). Decides: the inputs are named first
+ * (SEC_WHY) and standardising them is the first remedy (rule_remedies: --standardize on). */
+void rule_inputs(prec_ctx *x)
+{
+    const an_finding *f = rec_inputs_cause(x->runs, x->n, x->bi);
+    if (!f)
+        return;
+    x->inputs_cause = 1;
+    SAY0(x->R, SEC_WHY, R_INPUTS_FIRST, f, -1);
+}
+
+/* The likely causes of a baseline that fails or does not learn, each a finding of its history
+ * (SEC_WHY): the lr too high, too low (or its steps too small), units dead, the inputs. */
+void rec_baseline_causes(prec_ctx *x)
+{
+    const an_run *b = x->base;
+    recommendation *R = x->R;
+    const an_finding *f;
+    if (x->inputs_cause)
+        return; /* the inputs, named first (rule_inputs): the history of a run on them says little */
+    if ((f = rf(x->runs, x->bi, F_LR_TOO_HIGH)))
+        SAY0(R, SEC_WHY, R_CAUSE_LR_HIGH, f, -1);
+    else if ((f = rf(x->runs, x->bi, F_LR_TOO_LOW)))
+        SAY0(R, SEC_WHY, R_CAUSE_LR_LOW, f, -1);
+    else if ((f = rf(x->runs, x->bi, F_STEPS_TOO_SMALL)))
+        SAY0(R, SEC_WHY, R_CAUSE_STEPS_SMALL, f, -1);
+    else if ((f = rf(x->runs, x->bi, F_DEAD_UNITS)))
+        SAY0(R, SEC_WHY, R_CAUSE_DEAD, f, -1);
+    if (!x->inputs_cause && (f = an_run_finding(b, F_INPUT_SCALE)))
+        SAY0(R, SEC_WHY, R_CAUSE_INPUTS, f, -1);
+}
+
 /* (b)1 The baseline must train. Reads: the FP32 baseline's divergence and non-finite loss (and
  * AdamW eps in FP16 state, the format cause); without an FP32 baseline, every run's. Decides:
  * undecided, with the reason first. */
@@ -35,6 +142,8 @@ void rule_baseline_trains(prec_ctx *x)
             SAY0(R, SEC_WHY, R_BASELINE_DIVERGES, rf(x->runs, x->bi, F_DIVERGED), -1);
         else
             SAY0(R, SEC_WHY, R_BASELINE_LOSS_NONFINITE, rf(x->runs, x->bi, F_LOSS_NONFINITE), -1);
+        if (!failed_by_format(base))
+            rec_baseline_causes(x);
     } else if (!x->have_fp32 && rec_every_run_fails(x->runs, x->n)) {
         x->undecided = 1;
         SAY0(R, SEC_WHY, R_EVERY_RUN_FAILS, NULL, -1);
@@ -192,9 +301,10 @@ int rec_eval_cause(prec_ctx *x, size_t i, rec_format *f, rec_sec against, ampdia
 {
     const an_run *r = &x->runs[i];
     const an_finding *e = rf(x->runs, i, F_EVAL_ONLY_NONFINITE);
-    if (r == x->base || !e || has(x->base, F_EVAL_NONFINITE) || !x->base->nevals)
+    const ampdiag_trace_eval *bev = an_final_eval(x->base);
+    if (r == x->base || !e || has(x->base, F_EVAL_NONFINITE) || !bev)
         return 0;
-    double be = x->base->evals[x->base->nevals - 1].loss;
+    double be = bev->loss;
     int item = SAY(x->R, against, R_EVAL_OVERFLOW, e, -1, fmt, be);
     if (!x->eval_run)
         SAY(x->R, SEC_WHY, R_EVAL_FIRST, e, -1, fmt, be);

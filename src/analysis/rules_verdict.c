@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+static int flat_cause(const an_run *b);
+
 /* The baseline does not train (rule_baseline_trains): undecided, fix the lr (or the optimizer
  * state's format) first. */
 static int verdict_undecided_applies(const prec_ctx *x) { return x->undecided; }
@@ -15,10 +17,13 @@ static void verdict_undecided(prec_ctx *x)
 {
     recommendation *R = x->R;
     R->precision = REC_UNDECIDED;
-    rec_mid m = !x->have_fp32 ? R_V_UNDECIDED_ALL
-                : failed_by_format(x->base) ? R_V_UNDECIDED_ADAM
-                                            : R_V_UNDECIDED_LR;
-    SAY0(R, SEC_VERDICT, m, NULL, (int)x->bi);
+    rec_mid m = x->invalid                   ? R_V_UNDECIDED_INVALID
+                : x->baseline_flat             ? R_V_UNDECIDED_FLAT
+                : !x->have_fp32                ? R_V_UNDECIDED_ALL
+                : failed_by_format(x->base)    ? R_V_UNDECIDED_ADAM
+                                               : R_V_UNDECIDED_LR;
+    int cause = x->inputs_cause ? 0 : flat_cause(x->base);
+    SAY(R, SEC_VERDICT, m, NULL, (int)x->bi, x->inputs_cause, cause == 2, cause == 1);
 }
 
 /* BF16 viable: bf16 (no scaler to tune, no skipped steps, FP32's exponent range); with FP32
@@ -164,35 +169,42 @@ static void rule_island_warning(prec_ctx *x)
         SAY(R, SEC_WARN, R_ISLANDS_OFFER, NULL, -1, x->share, x->share > an_k(K_ISLAND_SHARE_MAX));
 }
 
-/* Why a baseline that does not learn does not learn, when its findings say: steps too small
- * (1) or dead units (2); 0 otherwise. */
-static int flat_cause(const an_run *b) { return has(b, F_STEPS_TOO_SMALL) ? 1 : has(b, F_DEAD_UNITS) ? 2 : 0; }
+/* Why a baseline that does not learn does not learn, when its findings say: steps too small or
+ * the lr too low (1) or dead units or the lr too high (2); 0 otherwise. */
+static int flat_cause(const an_run *b)
+{
+    return has(b, F_LR_TOO_HIGH) || has(b, F_DEAD_UNITS)         ? 2
+           : has(b, F_LR_TOO_LOW) || has(b, F_STEPS_TOO_SMALL) ? 1
+                                                               : 0;
+}
 
-/* Baseline sanity, first: runs of another model or data set than the baseline's (their gaps
- * mix that difference with the precision), and an FP32 baseline that trains without failing
- * but does not learn (nothing to hold the 16-bit runs against). Item figures: the cause (steps
- * too small, dead units), the ratio, the lost share above LOST_MAX (NaN: below), the dead
- * layer, an accuracy was evaluated. */
+/* (b)1 Baseline sanity: a baseline that trains without failing but does not learn (measured
+ * against its start: F_DOES_NOT_LEARN; a trace without an initial evaluation: its training loss
+ * stays above FLAT_FRACTION of its first, F_LEARNS_NOTHING) holds nothing to compare the 16-bit
+ * runs against: undecided, and the likely causes from its history named (baseline_causes).
+ * Item figures (F_LEARNS_NOTHING's words): the cause (steps too small, dead units), the ratio,
+ * the lost share above LOST_MAX (NaN: below), the dead layer, an accuracy was evaluated. */
 static void rule_baseline_sanity(prec_ctx *x)
 {
     const an_run *b = x->base;
-    for (size_t i = 0; i < x->n; i++) {
-        const an_finding *m = an_finding_find(&x->c->list, F_CMP_MODEL, (int)i);
-        const an_finding *d = an_finding_find(&x->c->list, F_CMP_DATA, (int)i);
-        if (m)
-            SAY0(x->R, SEC_WHY, R_FIRST_MODEL, m, -1);
-        if (d)
-            SAY0(x->R, SEC_WHY, R_FIRST_DATA, d, -1);
-    }
+    if (run_failed(b))
+        return; /* rule_baseline_trains said it */
+    const an_finding *no = rf(x->runs, x->bi, F_DOES_NOT_LEARN);
     const an_finding *flat = rf(x->runs, x->bi, F_LEARNS_NOTHING);
-    if (!x->have_fp32 || !flat)
+    if (!no && !flat)
         return;
     x->baseline_flat = 1;
-    const an_finding *small = rf(x->runs, x->bi, F_STEPS_TOO_SMALL), *dead = rf(x->runs, x->bi, F_DEAD_UNITS);
-    double lost = rec_fv(small, "lost_share");
-    SAY(x->R, SEC_WHY, R_FIRST_NOT_LEARNING, flat, -1, flat_cause(b) == 1, flat_cause(b) == 2,
-        rec_fv(small, "ratio"), lost > an_k(K_LOST_MAX) ? lost : NAN, dead ? dead->s.layer : -1,
-        b->nevals && strcmp(b->eval_metric, "accuracy") == 0);
+    x->undecided = 1;
+    if (no) {
+        SAY0(x->R, SEC_WHY, R_FIRST_NO_LEARNING, no, -1);
+    } else {
+        const an_finding *small = rf(x->runs, x->bi, F_STEPS_TOO_SMALL), *dead = rf(x->runs, x->bi, F_DEAD_UNITS);
+        double lost = rec_fv(small, "lost_share");
+        SAY(x->R, SEC_WHY, R_FIRST_NOT_LEARNING, flat, -1, flat_cause(b) == 1, flat_cause(b) == 2,
+            rec_fv(small, "ratio"), lost > an_k(K_LOST_MAX) ? lost : NAN, dead ? dead->s.layer : -1,
+            an_final_eval(b) && strcmp(b->eval_metric, "accuracy") == 0);
+    }
+    rec_baseline_causes(x);
 }
 
 /* Causes ranked: a baseline that does not learn, an evaluation that alone overflows, and a run
@@ -201,9 +213,6 @@ static void rule_baseline_sanity(prec_ctx *x)
  * latter the verdict. */
 static void rule_cause_first(prec_ctx *x)
 {
-    if (x->baseline_flat)
-        SAY(x->R, SEC_VERDICT, R_V_FIRST_FLAT, NULL, (int)x->bi, flat_cause(x->base) == 1,
-            flat_cause(x->base) == 2);
     if (x->eval_run)
         SAY(x->R, SEC_VERDICT, R_V_FIRST_EVAL, rf(x->runs, x->eval_i, F_EVAL_ONLY_NONFINITE), -1,
             is_prec(x->eval_run, PREC_FP16) ? AMPDIAG_FP16 : AMPDIAG_BF16);
@@ -260,8 +269,10 @@ typedef void (*prec_rule)(prec_ctx *);
 /* The precision rules (b), in the order they run; each reads what the ones before found. */
 static const prec_rule precision_rules[] = {
     rule_target_gate,         /* (b)2 */
+    rule_comparable,          /* (b)0: other model, data, steps or seeds; a degenerate validation set */
+    rule_inputs,              /* (b)0: inputs far from unit scale, trouble in the first layer */
     rule_baseline_trains,     /* (b)1 */
-    rule_baseline_sanity,     /* (b)1: different model/data, a baseline that does not learn */
+    rule_baseline_sanity,     /* (b)1: a baseline that does not learn */
     rule_forward_overflow,    /* (b)3 */
     rule_forward_headroom,    /* (b)8 */
     rule_fp16_runs,           /* (b)4 */
@@ -271,6 +282,7 @@ static const prec_rule precision_rules[] = {
     rule_bf16_weights_whatif, /* (b)6 (v) */
     rule_adam_eps,            /* (b)8 */
     rule_viability,           /* (b)7 */
+    rule_table_agrees,        /* (b)7: a format whose run failed is never viable */
     rule_verdict,             /* (b)7 */
     rule_island_warning,      /* (b)8 */
     rule_cause_first,         /* causes ranked: a format cause names itself in the verdict */

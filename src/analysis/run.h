@@ -69,6 +69,7 @@ typedef struct an_cell {
     uint64_t lost;                              /* lost updates (kind update) */
     uint64_t lost_if[2];                        /* ... that FP16 [0] / BF16 [1] weights would lose */
     uint64_t first_count, first_zero;           /* count and zeros of the first record */
+    uint64_t last_count, last_zero;             /* ... and of the last */
     double absmax;       /* largest finite |x| as held; -1 while none */
     int64_t absmax_step;
     double absmin_nz;    /* smallest non-zero finite |x| as held; +inf while none */
@@ -264,9 +265,22 @@ typedef struct an_run {
     size_t tail_w;           /* steps in the final window */
     double tail_mean, tail_sd; /* training loss over the final window (finite values) */
 
-    /* evaluations */
+    /* evaluations (the initial one, step -1, first where the run made one) */
     ampdiag_trace_eval *evals;
     size_t nevals;
+    /* the validation examples of the initial and the final evaluation (/eval_examples): loss
+     * and metric by example; n 0 where the trace has none */
+    double *ex0_loss, *ex0_metric, *ex1_loss, *ex1_metric;
+    size_t nex0, nex1;
+    int64_t ex1_step;        /* the evaluation ex1 belongs to (-1: none) */
+
+    /* the data as the run saw it (traces/FORMAT.md: data_*, input_*); -1 / NaN when not
+     * recorded (older traces) */
+    int64_t data_rows, data_val_rows, data_classes, data_val_classes;
+    double data_val_chance;
+    int data_labels_sorted;
+    double input_min, input_max, input_rms, input_std_min, input_std_max;
+    int standardized;        /* --standardize on: 1, off: 0, not recorded: -1 */
 
     /* loss scale. With scale events in the trace (ampdiag's writer records one per scaler
      * action), backoffs and growths count them and the minimum includes the scale the last
@@ -346,5 +360,9 @@ int an_whatif_column(an_run *r, const char *format, int lib_format, const an_wha
                      double min_subnormal);
 
 const char *an_layer_name(const an_run *r, int layer); /* "(global)" for -1, "?" if unknown */
+/* The initial evaluation (step -1, on the initial weights), or NULL. */
+const ampdiag_trace_eval *an_initial_eval(const an_run *r);
+/* The last evaluation after a step (the final one), or NULL. */
+const ampdiag_trace_eval *an_final_eval(const an_run *r);
 
 #endif

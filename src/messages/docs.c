@@ -107,6 +107,13 @@ int msg_rules_markdown(FILE *f)
         doc_text(f, msg_decision_rows[w].text);
         fprintf(f, " | observed, measured or hypothesis |\n");
     }
+    fprintf(f, "\n### ampdiag tune's words\n\nWhy tune made each run, what it kept, and its verification "
+            "(`tune.json`: `runs[].why_id`, `verification_id`).\n\n| id | words |\n|---|---|\n");
+    for (int t = 0; t < MT_N; t++) {
+        fprintf(f, "| `%s` | ", msg_tune_rows[t].key);
+        doc_text(f, msg_tune_rows[t].text);
+        fprintf(f, " |\n");
+    }
     return ferror(f) ? -1 : 0;
 }
 
@@ -208,6 +215,32 @@ static int check_one(FILE *out, const char *what, const char *t, an_fid f, const
     return x.bad;
 }
 
+/* A row of tune's words in check mode: its figures and strings. */
+static int check_tune(FILE *out, const msg_tune_row *r)
+{
+    static const double v[REC_MAXV] = {0};
+    static const char *const sv[MSG_TUNE_MAXS] = {"", "", "", ""};
+    msg_src x;
+    memset(&x, 0, sizeof x);
+    x.run = -1;
+    x.check = 1;
+    x.v = v;
+    x.vnames = r->fig;
+    x.s = sv;
+    x.snames = r->str;
+    char buf[4096];
+    msg_expand(buf, sizeof buf, r->text, &x);
+    if (x.bad && out) {
+        int bad = x.bad;
+        x.bad = 0;
+        x.report = out;
+        fprintf(out, "tune %s: ", r->key);
+        msg_expand(buf, sizeof buf, r->text, &x);
+        x.bad = bad;
+    }
+    return x.bad;
+}
+
 int msg_check_templates(FILE *out)
 {
     int bad = 0;
@@ -227,5 +260,15 @@ int msg_check_templates(FILE *out)
     static const char *const value[REC_MAXV] = {"value"};
     for (int w = 0; w < REC_NWHATS; w++)
         bad += check_one(out, rec_what_key((rec_what)w), msg_decision_rows[w].text, F_NONE, value);
+    for (int t = 0; t < MT_N; t++) {
+        const msg_tune_row *r = &msg_tune_rows[t];
+        if (!r->key || !r->text) {
+            if (out)
+                fprintf(out, "tune row %d has no row\n", t);
+            bad++;
+            continue;
+        }
+        bad += check_tune(out, r);
+    }
     return bad;
 }

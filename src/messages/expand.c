@@ -140,7 +140,12 @@ static int lookup_figure(const msg_src *x, const char *name, val *v)
 {
     for (int i = 0; x->vnames && i < REC_MAXV && x->vnames[i]; i++)
         if (strcmp(x->vnames[i], name) == 0) {
-            *v = num(x->v[i], NULL);
+            *v = num(x->v ? x->v[i] : NAN, NULL);
+            return 1;
+        }
+    for (int i = 0; x->snames && i < MSG_TUNE_MAXS && x->snames[i]; i++)
+        if (strcmp(x->snames[i], name) == 0) {
+            *v = str(x->s && x->s[i] ? x->s[i] : "");
             return 1;
         }
     if (!x->f)
@@ -452,7 +457,7 @@ void msg_expand(char *buf, size_t n, const char *t, msg_src *x)
 
 void msg_finding(char *buf, size_t n, const msg_ctx *c, const an_finding *f)
 {
-    msg_src x = {c, f, NULL, NULL, -1, 0, 0, 0, NULL, NULL};
+    msg_src x = {c, f, NULL, NULL, -1, 0, 0, 0, NULL, NULL, NULL, NULL};
     msg_expand(buf, n, msg_finding_rows[f->id].text, &x);
 }
 
@@ -476,13 +481,13 @@ static const char *item_text(const rec_item *it, int brief)
 
 void msg_item(char *buf, size_t n, const msg_ctx *c, const rec_item *it)
 {
-    msg_src x = {c, it->f, it->v, msg_item_rows[it->msg].fig, it->run, 0, 0, 0, NULL, NULL};
+    msg_src x = {c, it->f, it->v, msg_item_rows[it->msg].fig, it->run, 0, 0, 0, NULL, NULL, NULL, NULL};
     msg_expand(buf, n, item_text(it, 0), &x);
 }
 
 void msg_item_short(char *buf, size_t n, const msg_ctx *c, const rec_item *it)
 {
-    msg_src x = {c, it->f, it->v, msg_item_rows[it->msg].fig, it->run, 0, 0, 0, NULL, NULL};
+    msg_src x = {c, it->f, it->v, msg_item_rows[it->msg].fig, it->run, 0, 0, 0, NULL, NULL, NULL, NULL};
     const char *t = item_text(it, 1);
     msg_expand(buf, n, t ? t : "", &x);
 }
@@ -519,12 +524,32 @@ void msg_decision(char *buf, size_t n, const msg_ctx *c, const rec_decision *d)
 {
     static const char *const names[REC_MAXV] = {"value"};
     const double v[REC_MAXV] = {d->value};
-    msg_src x = {c, NULL, v, names, -1, 0, 0, 0, NULL, d->to};
+    msg_src x = {c, NULL, v, names, -1, 0, 0, 0, NULL, d->to, NULL, NULL};
     msg_expand(buf, n, msg_decision_rows[d->what].text, &x);
 }
 
 void msg_decision_why(char *buf, size_t n, const msg_ctx *c, const rec_decision *d)
 {
-    msg_src x = {c, d->nbecause ? d->because[0] : NULL, d->v, msg_item_rows[d->why].fig, -1, 0, 0, 0, NULL, NULL};
+    msg_src x = {c, d->nbecause ? d->because[0] : NULL, d->v, msg_item_rows[d->why].fig, -1, 0, 0, 0, NULL, NULL, NULL, NULL};
     msg_expand(buf, n, d->why == R_NONE ? "" : msg_item_rows[d->why].text, &x);
 }
+
+/* ------------------------------------------------------------------------------------------
+ * ampdiag tune's words
+ * ------------------------------------------------------------------------------------------ */
+
+void msg_tune(char *buf, size_t n, msg_tune_id id, const double *v, size_t nv, const char *const *s,
+              size_t ns)
+{
+    double vv[REC_MAXV];
+    const char *ss[MSG_TUNE_MAXS] = {NULL};
+    for (size_t i = 0; i < REC_MAXV; i++)
+        vv[i] = v && i < nv ? v[i] : NAN;
+    for (size_t i = 0; i < MSG_TUNE_MAXS; i++)
+        ss[i] = s && i < ns ? s[i] : NULL;
+    const msg_tune_row *r = &msg_tune_rows[(int)id >= 0 && id < MT_N ? id : 0];
+    msg_src x = {NULL, NULL, vv, r->fig, -1, 0, 0, 0, NULL, NULL, ss, r->str};
+    msg_expand(buf, n, r->text, &x);
+}
+
+const char *msg_tune_key(msg_tune_id id) { return (int)id >= 0 && id < MT_N ? msg_tune_rows[id].key : "?"; }

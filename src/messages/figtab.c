@@ -133,7 +133,30 @@ void msg_noise_band(char *buf, size_t n, const an_comparison *c)
                  "baseline's final-window training loss");
     char src[400];
     expand_plain(src, sizeof src, t);
-    snprintf(buf, n, "+-%s (%s)", band, src);
+    size_t np = 0, ex = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; c->gap && i < c->nruns; i++)
+        if (c->gap[i].paired) {
+            np++;
+            ex = c->gap[i].examples;
+            lo = fmin(lo, c->gap[i].band);
+            hi = fmax(hi, c->gap[i].band);
+        }
+    if (!np) {
+        snprintf(buf, n, "+-%s (%s)", band, src);
+        return;
+    }
+    char a[48], b[48], pt[400], pe[480];
+    msg_pct(a, sizeof a, lo);
+    msg_pct(b, sizeof b, hi);
+    snprintf(pt, sizeof pt, "paired: the larger of {K.NOISE_BAND_MIN} and {K.NOISE_SE} standard errors of the "
+             "differences of each run's %zu validation examples from the baseline's%s", ex,
+             c->band_from_seeds ? ", and at least the band over seeds" : "");
+    expand_plain(pe, sizeof pe, pt);
+    if (lo == hi)
+        snprintf(buf, n, "+-%s (%s); unpaired +-%s (%s)", a, pe, band, src);
+    else
+        snprintf(buf, n, "+-%s..%s by run (%s); unpaired +-%s (%s)", a, b, pe, band, src);
 }
 
 /* "fc1.act" */

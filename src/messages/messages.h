@@ -91,6 +91,39 @@ void msg_whatif_row(char *buf, size_t n, const an_run *r, const an_finding *f);
 void msg_whatif_hidden(char *buf, size_t n, const char *columns);
 
 /* ------------------------------------------------------------------------------------------
+ * ampdiag tune's words: why it made each run, what it measured and adopted, its verification
+ * ------------------------------------------------------------------------------------------ */
+
+typedef enum msg_tune_id {
+    MT_WHY_GIVEN,          /* the precisions as given, at the lr given */
+    MT_WHY_REMEDY,         /* FP32 with the options the advice names for every run */
+    MT_WHY_LRFIND,         /* the LR range test, from the same initial weights */
+    MT_WHY_LR_BRACKET,     /* FP32 around the lr the search starts from */
+    MT_WHY_LR_NEIGHBOUR,   /* FP32 beside the best lr measured, further the way it improves */
+    MT_WHY_LR_LOWER,       /* nothing learned yet: FP32 below every lr tried */
+    MT_WHY_HYPOTHESIS,     /* FP32 with a hypothesis of the advice (clip, warm-up) */
+    MT_WHY_PRECISIONS,     /* the 16-bit precisions at the yardstick's lr and options */
+    MT_WHY_RECOMMENDED,    /* the recommended precision with the options for its run */
+    MT_LRFIND,             /* what the range test suggested */
+    MT_ADOPTED,            /* a tested option kept: it measured better */
+    MT_REJECTED,           /* ... not kept */
+    MT_YARDSTICK,          /* the yardstick: the best FP32 run measured */
+    MT_VERIFIED,           /* the run verified */
+    MT_FAIL_UNHEALTHY,     /* a candidate that is not healthy */
+    MT_FAIL_NOT_LEARNING,  /* ... that does not learn */
+    MT_FAIL_GAP,           /* ... worse than the yardstick beyond the paired band */
+    MT_NOTHING_LEARNS,     /* no FP32 run tune made learns */
+    MT_NOT_VERIFIED,       /* no candidate passed */
+    MT_N
+} msg_tune_id;
+
+/* The words of tune's row id with its figures v[0..nv) and strings s[0..ns) (named by the row). */
+void msg_tune(char *buf, size_t n, msg_tune_id id, const double *v, size_t nv, const char *const *s,
+              size_t ns);
+/* The stable id of a row (JSON). */
+const char *msg_tune_key(msg_tune_id id);
+
+/* ------------------------------------------------------------------------------------------
  * Numbers as every renderer prints them
  * ------------------------------------------------------------------------------------------ */
 

@@ -23,6 +23,16 @@ extern const msg_row msg_finding_rows[AN_NFINDINGS];
 extern const msg_row msg_item_rows[REC_NMIDS];
 extern const msg_row msg_decision_rows[REC_NWHATS];
 
+/* A row of ampdiag tune's words: its figures and its strings by name. */
+#define MSG_TUNE_MAXS 4
+typedef struct msg_tune_row {
+    const char *key;
+    const char *fig[REC_MAXV];
+    const char *str[MSG_TUNE_MAXS];
+    const char *text;
+} msg_tune_row;
+extern const msg_tune_row msg_tune_rows[MT_N];
+
 /* What a template may name. */
 typedef struct msg_src {
     const msg_ctx *c;
@@ -35,6 +45,8 @@ typedef struct msg_src {
     int bad;
     FILE *report;               /* where check mode describes them (may be NULL) */
     const char *to;             /* a decision's "to" (or NULL) */
+    const char *const *s;       /* strings by name (tune's words), or NULL */
+    const char *const *snames;
 } msg_src;
 
 /* Expand template t into buf[0..n) (always terminated). */

@@ -62,8 +62,10 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
                           "{K.FLAT_FRACTION} of its first training loss, {first:g4}",
                           NULL},
     [F_DEAD_UNITS] = {NULL, F_NONE, {0},
-                      "{run}: {zero_share:pct} of {layer}'s weight-gradient values are exactly 0 (at its first "
-                      "record {first_zero_share:pct}): units died",
+                      "{run}: {zero_share:pct} of {layer}'s weight-gradient values are exactly 0 at its last "
+                      "record (at its first {first_zero_share:pct}): {died:pct} of those that were live died, "
+                      "at least {K.DIED_SHARE}, while its training loss stays at {window:g3} from {first:g3}: "
+                      "units died",
                       NULL},
     [F_STEPS_TOO_SMALL] = {NULL, F_NONE, {0},
                            "{run} does not learn and its update/weight ratio {ratio:g3} is below the ~{K.RATIO_TARGET} "
@@ -72,6 +74,43 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
     [F_UPDATE_RATIO] = {NULL, F_NONE, {0}, "{run}: update/weight ratio {ratio:g3} (" RATIO_SRC "; target ~{K.RATIO_TARGET})",
                         NULL},
     [F_LOSS_SPIKES] = {NULL, F_NONE, {0}, "{run}: {count} loss spikes in {steps} steps, first at step {first_step}", NULL},
+    [F_LEARNS] = {NULL, F_NONE, {0},
+                  "{run} learns: eval loss {final:g4} at step {step} from {initial:g4} at the start ({change:+g3}, "
+                  "beyond the {?paired:paired }noise {band:g2} = {K.LEARN_SE} standard errors{?paired: of the "
+                  "differences of its {examples} validation examples}){#accuracy:, accuracy {accuracy:pct} "
+                  "above chance {chance:pct} by more than {acc_band:pct}}",
+                  NULL},
+    [F_DOES_NOT_LEARN] = {NULL, F_NONE, {0},
+                          "{run} does not learn: eval loss {final:g4} at step {step} from {initial:g4} at the "
+                          "start ({change:+g3}){!loss_ok:, not lower by more than the {?paired:paired }noise "
+                          "{band:g2} ({K.LEARN_SE} standard errors{?paired: of the differences of its {examples} "
+                          "validation examples})}{!acc_ok:{#accuracy:, accuracy {accuracy:pct} not above chance "
+                          "{chance:pct} by more than {acc_band:pct}}}",
+                          "it does not learn (eval loss {final:g3} from {initial:g3})"},
+    [F_VAL_DEGENERATE] = {NULL, F_NONE, {0},
+                          "{run}: its validation set judges nothing: {?one_class:every one of its {rows:int} "
+                          "rows is of one class (of {classes:int}){?sorted:, the labels being sorted in "
+                          "file order}}{!one_class:{rows:int} rows, fewer than {K.VAL_MIN_ROWS}}",
+                          "the validation set is degenerate"},
+    [F_INPUT_SCALE] = {NULL, F_NONE, {0},
+                       "{run}: its inputs are far from unit scale: {?large:a feature's standard deviation "
+                       "reaches {std_max:g3} (largest |x| {absmax:g3}), more than {K.INPUT_SCALE_FAR}}"
+                       "{!large:their root mean square is {rms:g3}, below 1/{K.INPUT_SCALE_FAR}}",
+                       NULL},
+    [F_LR_TOO_HIGH] = {NULL, F_NONE, {0},
+                       "{run}: its lr is too high: {?diverged:it diverges from step {fail_step:int}}"
+                       "{!diverged:{?explosion:its training loss explodes early (to {loss_peak:g3} at step "
+                       "{peak_step:int}, from {first:g3}){?sticks: and then sticks}}{#died:{?explosion:; }units "
+                       "died after large early updates ({died:pct} of {layer}'s live weight gradients went to 0; "
+                       "its update/weight ratio reached {early_ratio:g2} at step {ratio_step:int}, above "
+                       "{K.RATIO_EARLY_HIGH})}}",
+                       "the lr is too high"},
+    [F_LR_TOO_LOW] = {NULL, F_NONE, {0},
+                      "{run}: its lr is too low: its gradients live, and its update/weight ratio is small "
+                      "throughout (90th percentile {ratio_p90:g2}, below {K.RATIO_LOW}) while it "
+                      "{?learns:learns slowly (final-window training loss {window:g4} from {first:g4})}"
+                      "{!learns:does not learn}",
+                      NULL},
     [F_FWD_OVERFLOW] = {NULL, F_NONE, {0},
                         "{run}: {layer} {kind} reach {absmax:g4} (2^{absmax:l2}) at step {step}, above FP16's "
                         "{K.FP16_MAX}",
@@ -216,6 +255,49 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "low}{?dead:; the cause: units died ({dead_layer:layer}'s weight gradients are mostly 0): the lr is too "
       "high}; a 16-bit run that matches it shows little: the format findings below hold for these values, but "
       "fix the training first (see LR)", NULL),
+    I(R_FIRST_STEPS, "first_steps_differ", F_CMP_STEPS, {0},
+      "first: {run} was planned for {planned:int} steps, the baseline {run2} for {base_planned:int}: their losses "
+      "are not comparable", NULL),
+    I(R_FIRST_SEED, "first_seed_differs", F_CMP_SEED, {0},
+      "first: {run} has seed {seed:int}, the baseline {run2} {base_seed:int}, and no band over seeds was measured: "
+      "the gap would mix seed-to-seed noise with the precision (give runs of one seed, or of the baseline's "
+      "configuration with several seeds)", NULL),
+    I(R_FIRST_VALIDATION, "first_validation_degenerate", F_VAL_DEGENERATE, {0},
+      "first: {run}'s validation set judges nothing: {?one_class:every one of its {rows:int} rows is of one class "
+      "(of {classes:int}){?sorted:, the labels being sorted in file order (shuffle the file or give /x_val and "
+      "/y_val)}}{!one_class:{rows:int} rows, fewer than {K.VAL_MIN_ROWS}}: no loss or accuracy of it says "
+      "whether a precision works", NULL),
+    I(R_FIRST_NO_LEARNING, "first_baseline_does_not_learn_eval", F_DOES_NOT_LEARN, {0},
+      "first: the baseline {run} does not learn: its eval loss {final:g4} at step {step} is not below its "
+      "initial {initial:g4} by more than the {?paired:paired }noise {band:g2}{!acc_ok:{#accuracy:, and its "
+      "accuracy {accuracy:pct} is not above chance {chance:pct} by more than {acc_band:pct}}}: there is nothing "
+      "to hold a 16-bit run against", NULL),
+    I(R_CAUSE_LR_HIGH, "cause_lr_too_high", F_LR_TOO_HIGH, {0},
+      "likely cause: the lr is too high: {?diverged:{run} diverges from step {fail_step:int}}{!diverged:"
+      "{?explosion:its training loss explodes early (to {loss_peak:g3} at step {peak_step:int}, from "
+      "{first:g3}){?sticks: and then sticks}}{#died:{?explosion:; }units died after large early updates "
+      "({died:pct} of {layer}'s live weight gradients went to 0; the update/weight ratio reached "
+      "{early_ratio:g2} at step {ratio_step:int}, above {K.RATIO_EARLY_HIGH})}}", NULL),
+    I(R_CAUSE_LR_LOW, "cause_lr_too_low", F_LR_TOO_LOW, {0},
+      "likely cause: the lr is too low: the gradients live and the update/weight ratio stays small (90th "
+      "percentile {ratio_p90:g2}, below {K.RATIO_LOW})", NULL),
+    I(R_CAUSE_STEPS_SMALL, "cause_steps_too_small", F_STEPS_TOO_SMALL, {0},
+      "likely cause: the steps are too small (update/weight ratio {ratio:g3}, target ~{K.RATIO_TARGET}): the lr "
+      "is too low", NULL),
+    I(R_CAUSE_INPUTS, "cause_inputs", F_INPUT_SCALE, {0},
+      "possible cause: the inputs are far from unit scale ({?large:a feature's standard deviation reaches "
+      "{std_max:g3}}{!large:root mean square {rms:g3}}): standardise them (--standardize on)", NULL),
+    I(R_CAUSE_DEAD, "cause_dead_units", F_DEAD_UNITS, {0},
+      "likely cause: units died ({died:pct} of {layer}'s live weight gradients went to 0): the lr is too high or "
+      "the initialisation poor", NULL),
+    I(R_CAUSE_VALIDATION, "cause_validation", F_VAL_DEGENERATE, {0},
+      "the validation set judges nothing ({rows:int} rows{?one_class:, one class}): learning cannot be measured",
+      NULL),
+    I(R_INPUTS_FIRST, "first_standardize_inputs", F_INPUT_SCALE, {0},
+      "first: {run}'s inputs are far from unit scale ({?large:a feature's standard deviation reaches "
+      "{std_max:g3}, largest |x| {absmax:g3}, more than {K.INPUT_SCALE_FAR}}{!large:root mean square {rms:g3}, "
+      "below 1/{K.INPUT_SCALE_FAR}}) and the trouble starts at the first layer: standardise the inputs "
+      "(--standardize on) before any precision or lr remedy", NULL),
     I(R_FP16_FWD_OVERFLOW, "fp16_forward_overflow", F_FWD_OVERFLOW, {0},
       "forward overflow: {layer} {kind} reach {absmax:g4} (2^{absmax:l2}) at step {step} in {run}, above FP16's "
       "{K.FP16_MAX} (>= {K.FP16_OVERFLOW_AT} rounds to inf); loss scaling cannot help the forward pass. Layers "
@@ -341,6 +423,14 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "undecided: the FP32 baseline does not train; fix the learning rate first", NULL),
     I(R_V_UNDECIDED_ALL, "undecided_every_run_fails", F_NONE, {0},
       "undecided: every run fails; run FP32 or lower the learning rate first", NULL),
+    I(R_V_UNDECIDED_INVALID, "undecided_invalid_comparison", F_NONE, {"inputs"},
+      "undecided: these runs cannot be compared (see why); fix that first{?inputs: (and standardise the inputs: "
+      "--standardize on)}", NULL),
+    I(R_V_UNDECIDED_FLAT, "undecided_baseline_does_not_learn", F_NONE, {"inputs", "high", "low"},
+      "undecided: the baseline {run} does not learn, so no precision can be judged against it"
+      "{?high:; likely cause: its lr is too high}{?low:; likely cause: its lr is too low}; "
+      "{?inputs:standardise the inputs first (--standardize on), then }fix the training (see why; ampdiag tune "
+      "measures the lr) and compare again", NULL),
     I(R_V_BF16, "bf16", F_NONE, {"from_trace", "no_run"},
       "bf16 (autocast with FP32 master weights){?from_trace:; predicted from the FP32 trace: confirm with a bf16 "
       "run}{?no_run:; no bf16 run given: confirm with one}", NULL),
@@ -367,9 +457,6 @@ const msg_row msg_item_rows[REC_NMIDS] = {
     I(R_V_FP32_NO_BF16, "fp32_no_bf16", F_NONE, {"target", "share"},
       "fp32 (target {target:target} has no BF16 and FP16 is ruled out)", NULL),
     I(R_V_FP32, "fp32", F_NONE, {"target", "share"}, "fp32 (both 16-bit formats are ruled out)", NULL),
-    I(R_V_FIRST_FLAT, "first_baseline_flat", F_NONE, {"small", "dead"},
-      "first: the FP32 baseline {run} does not learn (its loss stays near its first value){?small:: its lr is "
-      "too low (see LR)}{?dead:: its units died, the lr is too high (see LR)}, fix the training first", NULL),
     I(R_V_FIRST_EVAL, "first_cause_eval", F_EVAL_ONLY_NONFINITE, {"fmt"},
       "first cause of {run}'s NaN: its evaluation overflows {fmt:fmt}" EVAL_WHERE " while its training stays "
       "finite (validation inputs beyond the training range)", NULL),
@@ -430,13 +517,6 @@ const msg_row msg_item_rows[REC_NMIDS] = {
     I(R_LR_FORMAT_CAUSED, "lr_format_caused", F_NONE, {"diverged", "step"},
       "{run} {?diverged:diverges}{!diverged:has a non-finite loss} from step {step:int} while {baseline} trains: "
       "format-caused, fix the precision first, not the lr", NULL),
-    I(R_LR_DEAD, "lr_dead_units", F_DEAD_UNITS, {0},
-      "{run} does not learn: its final-window training loss {window:g4} is not below {K.LEARNED_FRACTION} of its "
-      "first training loss, {first:g4} (the loss of predicting the class prior), and {zero_share:pct} of "
-      "{layer}'s weight-gradient values are exactly 0: units died (too large a step pushed them below zero for "
-      "every example): the lr is too high, never too low; lr x {K.LR_DEAD_FACTOR}", NULL),
-    I(R_LR_LOWER_DEAD, "lr_lower_dead", F_NONE, {"lr", "factor"},
-      "lower to {lr:g3} (x{factor:g3}): units died and the loss stays at its first value", NULL),
     I(R_LR_NO_RATIO, "lr_no_ratio", F_NONE, {0}, "no update/weight ratios recorded in {run}: no lr advice", NULL),
     I(R_LR_TOO_LOW, "lr_too_low", F_STEPS_TOO_SMALL, {"cap", "factor", "lost"},
       "{run} does not learn{?flat: at all}{!flat: enough}: its final-window training loss {window:g4} is not "
@@ -457,8 +537,9 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "update/weight ratio {ratio:g3} (" RATIO_SRC ") in {run} is below {K.RATIO_LOW} (target "
       "~{K.RATIO_TARGET}): lr x min({K.LR_RAISE_MAX}, {K.RATIO_TARGET}/{ratio:g3}) = x{factor:g3}", NULL),
     I(R_LR_SPIKES, "lr_loss_spikes", F_LOSS_SPIKES, {0},
-      "{count} loss spikes in {steps} steps of {run} (more than {K.SPIKE_RATE_MAX}; first at step {first_step}): lr "
-      "x {K.LR_STEP} and/or a longer warm-up (heuristic)", NULL),
+      "untested: {count} loss spikes in {steps} steps of {run} (more than {K.SPIKE_RATE_MAX}; first at step "
+      "{first_step}): a lower lr or a longer warm-up might help; a heuristic, so a hypothesis that ampdiag tune "
+      "tests, not a change to the lr here", NULL),
     I(R_LR_KEEP_BAND, "lr_keep_band", F_UPDATE_RATIO, {"spikes"},
       "update/weight ratio {ratio:g3} (" RATIO_SRC ") in {run}, within {K.RATIO_LOW}..{K.RATIO_HIGH} (target "
       "~{K.RATIO_TARGET}); {spikes:int} loss spikes", NULL),
@@ -471,10 +552,36 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "keep {lr:g} and use FP32 master weights (do not raise it to beat BF16 rounding)", NULL),
     I(R_LR_LOWER, "lr_lower", F_NONE, {"lr", "factor"}, "lower to {lr:g3} (x{factor:g3})", NULL),
     I(R_LR_RAISE, "lr_raise", F_NONE, {"lr", "factor"}, "raise to {lr:g3} (x{factor:g3})", NULL),
+    I(R_LR_HIGH, "lr_too_high", F_LR_TOO_HIGH, {0},
+      "{run}'s history says the lr is too high: {!diverged:{?explosion:its training loss explodes early (to "
+      "{loss_peak:g3} at step {peak_step:int}, from {first:g3}){?sticks: and then sticks}}{#died:{?explosion:; }"
+      "units died after large early updates ({died:pct} of {layer}'s live weight gradients went to 0 while the "
+      "update/weight ratio reached {early_ratio:g2} at step {ratio_step:int}, above {K.RATIO_EARLY_HIGH}: the "
+      "tiny ratio after that is zero gradients, not a small lr)}}{?diverged:it diverges from step "
+      "{fail_step:int}}: lr x {K.LR_HIGH_FACTOR} (how far is for a measurement: ampdiag tune)", NULL),
+    I(R_LR_LOW, "lr_too_low", F_LR_TOO_LOW, {"factor", "cap"},
+      "{run}'s history says the lr is too low: its gradients live and its update/weight ratio stays small "
+      "(90th percentile {ratio_p90:g2}, below {K.RATIO_LOW}) while it {?learns:learns slowly}{!learns:does not "
+      "learn: its weights have hardly moved, so the ratio grows in proportion to the lr}: lr x min({cap:g}, "
+      "{K.RATIO_TARGET}/{ratio_p90:g2}) = x{factor:g3}", NULL),
+    I(R_LR_INPUTS_FIRST, "lr_inputs_first", F_INPUT_SCALE, {0},
+      "{run}'s inputs are far from unit scale and the trouble starts at the first layer: standardise them "
+      "first (--standardize on); the history of a run on such inputs says little about its lr, so keep it and "
+      "judge it again after", NULL),
+    I(R_LR_LOWER_HIGH, "lr_lower_too_high", F_NONE, {"lr", "factor"},
+      "lower to {lr:g3} (x{factor:g3}): the history shows the lr too high", NULL),
+    I(R_LR_RAISE_LOW, "lr_raise_too_low", F_NONE, {"lr", "factor"},
+      "raise to {lr:g3} (x{factor:g3}): the history shows the lr too low", NULL),
     I(R_CLIP_NONE, "clip_none", F_CLIP_FEW_NORMS, {0},
       "no value: {n} finite, unskipped gradient norms after the first {warmup} steps of {run} ({K.CLIP_MIN_NORMS} "
       "needed)", NULL),
-    I(R_CLIP_LINE, "clip", F_CLIP_VALUE, {0}, "{value:g3}: would clip {share:pct} of steps", NULL),
+    I(R_CLIP_LINE, "clip", F_CLIP_VALUE, {0},
+      "{value:g3}: would clip {share:pct} of steps, the spike included (untested: a hypothesis ampdiag tune "
+      "tests)", NULL),
+    I(R_CLIP_NO_SPIKES, "clip_not_offered", F_CLIP_VALUE, {"spike", "sane"},
+      "none offered: {!spike:the gradient-norm history shows no spike clipping would catch (no norm "
+      "{K.NORM_SPIKE_FACTOR}x its rolling median followed by a loss spike)}{?spike:{!sane:the value the norms "
+      "give ({value:g3}) would clip no step}}", NULL),
     I(R_CLIP_VALUE, "clip_value", F_CLIP_VALUE, {0},
       "{value:g3} = max(P{K.CLIP_QUANTILE:pint} {p99:g3}, median {median:g3} + {K.CLIP_MADS} x {K.MAD_SIGMA} x MAD "
       "{mad:g3} = {robust:g3}) of {n} unscaled, finite, pre-clip gradient norms of {run} after step {warmup}: "
@@ -501,6 +608,9 @@ const msg_row msg_item_rows[REC_NMIDS] = {
     I(R_REM_LOSS_SCALE, "remedy_loss_scale", F_NONE, {"k", "flush"},
       "the fp16 verdict needs dynamic loss scaling, initial scale 2^{k:int}{?flush: (gradients flush to zero "
       "without it)}", NULL),
+    I(R_REM_STANDARDIZE, "remedy_standardize", F_NONE, {0},
+      "the inputs are far from unit scale and the trouble starts at the first layer: standardise them (each "
+      "feature minus its training mean, over its standard deviation)", NULL),
     I(R_DEC_LOSS_SCALE, "loss_scale_dynamic", F_NONE, {"k", "flush"},
       "dynamic loss scaling, initial scale 2^{k:int}, as the fp16 run given scaled", NULL),
     I(R_FAIL_EVAL, "fail_eval", F_EVAL_NONFINITE, {"eval_step"},
@@ -533,8 +643,60 @@ const msg_row msg_decision_rows[REC_NWHATS] = {
     [WHAT_FP32_LAYERS] = {"fp32_layers", F_NONE, {0}, "keep {to} in FP32", NULL},
     [WHAT_LOSS_SCALE] = {"loss_scale", F_NONE, {0}, "loss scale: {to}{#value:, initial {value:scale}}", NULL},
     [WHAT_LR] = {"lr", F_NONE, {0}, "lr: {to}{#value: {value:g3}}", NULL},
-    [WHAT_CLIP] = {"clip", F_NONE, {0}, "clip the gradient norm at {value:g3}", NULL},
+    [WHAT_CLIP] = {"clip", F_NONE, {0}, "clip the gradient norm at {value:g3} (untested)", NULL},
     [WHAT_OPT_STATE] = {"optimizer_state", F_NONE, {0}, "optimizer state in {to}", NULL},
     [WHAT_MASTER_WEIGHTS] = {"master_weights", F_NONE, {0}, "master weights in {to}", NULL},
-    [WHAT_WARMUP] = {"warmup", F_NONE, {0}, "a {to} lr warm-up", NULL},
+    [WHAT_WARMUP] = {"warmup", F_NONE, {0}, "a {to} lr warm-up (untested)", NULL},
+    [WHAT_INPUTS] = {"inputs", F_NONE, {0}, "standardise the inputs (--standardize on)", NULL},
+};
+
+#define T(id, k, ...) [id] = {k, __VA_ARGS__}
+
+const msg_tune_row msg_tune_rows[MT_N] = {
+    T(MT_WHY_GIVEN, "given", {"lr"}, {"precisions", "options"},
+      "the configuration as given: {precisions} at lr {lr:g}{?options: with {options}}"),
+    T(MT_WHY_REMEDY, "remedy", {"lr"}, {"options"},
+      "the advice names {options} for every run: FP32 with it at lr {lr:g}, kept if it measures better"),
+    T(MT_WHY_LRFIND, "lrfind", {"lr_min", "lr_max", "steps"}, {"why"},
+      "{why}: the LR range test (lr {lr_min:g} -> {lr_max:g} over {steps:int} steps) from the same initial "
+      "weights"),
+    T(MT_WHY_LR_BRACKET, "lr_bracket", {"lr", "from"}, {"source"},
+      "the lr measured: FP32 at {lr:g}, around {from:g} ({source})"),
+    T(MT_WHY_LR_NEIGHBOUR, "lr_neighbour", {"lr", "best"}, {0},
+      "the lr measured: FP32 at {lr:g}, beside the best so far ({best:g}), the way it improves"),
+    T(MT_WHY_LR_LOWER, "lr_lower", {"lr", "lowest"}, {0},
+      "no FP32 run learns yet: FP32 at {lr:g}, below the lowest lr tried ({lowest:g})"),
+    T(MT_WHY_HYPOTHESIS, "hypothesis", {"lr"}, {"options", "what"},
+      "a hypothesis of the advice ({what}, untested): FP32 with {options} at lr {lr:g}, kept if it measures "
+      "better"),
+    T(MT_WHY_PRECISIONS, "precisions", {"lr"}, {"precisions", "options"},
+      "{precisions} at the yardstick's lr {lr:g}{?options: with {options}}"),
+    T(MT_WHY_RECOMMENDED, "recommended", {"lr"}, {"precision", "options"},
+      "the recommendation: {precision} at lr {lr:g} with {options}, the options for its run"),
+    T(MT_LRFIND, "lrfind_result", {"valley", "steepest", "minimum", "start"}, {"source"},
+      "the LR range test suggests {start:g} ({source}; valley {valley:g}, steepest {steepest:g}, minimum / 10 "
+      "{minimum:g})"),
+    T(MT_ADOPTED, "adopted", {"eval", "base_eval"}, {"options"},
+      "{options}: kept (FP32 eval loss {eval:g4}, {base_eval:g4} without it)"),
+    T(MT_REJECTED, "rejected", {"eval", "base_eval", "learns"}, {"options"},
+      "{options}: not kept (FP32 eval loss {eval:g4}{!learns:, and it does not learn}, {base_eval:g4} without "
+      "it)"),
+    T(MT_YARDSTICK, "yardstick", {"lr", "eval", "initial", "runs"}, {"options"},
+      "the yardstick: FP32 at lr {lr:g}{?options: with {options}}, eval loss {eval:g4} from {initial:g4}: the best "
+      "of the {runs:int} FP32 runs measured that learn"),
+    T(MT_VERIFIED, "verified", {"lr", "eval", "initial", "base_eval", "band", "paired"}, {"precision", "options",
+      "path"},
+      "{precision} at lr {lr:g}{?options: with {options}} ({path}): learns (eval loss {eval:g4} from {initial:g4}), "
+      "healthy (complete, no NaN/inf, skips within the limit), eval loss within the {?paired:paired }noise band "
+      "+-{band:pct} of the yardstick's {base_eval:g4}"),
+    T(MT_FAIL_UNHEALTHY, "not_healthy", {"lr"}, {"precision", "why"}, "{precision} at lr {lr:g}: not healthy: {why}"),
+    T(MT_FAIL_NOT_LEARNING, "not_learning", {"lr"}, {"precision", "why"},
+      "{precision} at lr {lr:g}: does not learn: {why}"),
+    T(MT_FAIL_GAP, "worse", {"lr", "eval", "base_eval", "rel", "band", "paired"}, {"precision"},
+      "{precision} at lr {lr:g}: eval loss {eval:g4} vs the yardstick's {base_eval:g4} ({rel:spct}), worse beyond "
+      "the {?paired:paired }noise band +-{band:pct}"),
+    T(MT_NOTHING_LEARNS, "nothing_learns", {"runs", "lr_min", "lr_max"}, {"why"},
+      "nothing learns: none of the {runs:int} FP32 runs tune made (lr {lr_min:g} .. {lr_max:g}) learns{?why:; "
+      "{why}}: the model, the data or the options are the problem, not the precision or the lr"),
+    T(MT_NOT_VERIFIED, "not_verified", {0}, {"why"}, "no configuration passed: {why}"),
 };

@@ -40,7 +40,7 @@ static double gv(const an_finding *g, const char *name)
 static int loss_is_eval(const report_in *in)
 {
     const an_finding *g = first_gap(in);
-    return g ? gv(g, "eval") != 0 : in->runs[in->c->baseline].nevals > 0;
+    return g ? gv(g, "eval") != 0 : an_final_eval(&in->runs[in->c->baseline]) != NULL;
 }
 
 const char *report_row_label(const report_in *in, int row)
@@ -88,7 +88,7 @@ static void loss_cell(char *buf, size_t n, const report_in *in, size_t i)
     char a[48];
     if (i == in->c->baseline) {
         const an_finding *g0 = first_gap(in);
-        double v = g0 ? gv(g0, "base") : an_fig(r, r->nevals ? FIG_EVAL_LOSS : FIG_LOSS_WINDOW).v;
+        double v = g0 ? gv(g0, "base") : an_fig(r, an_final_eval(r) ? FIG_EVAL_LOSS : FIG_LOSS_WINDOW).v;
         fmt_num(buf, n, v, 4);
     } else if (!g) {
         snprintf(buf, n, "-");

@@ -103,7 +103,11 @@ static void json_gap(jw *w, const report_in *in, size_t i)
     jw_num(w, "baseline", fv(g, "base"));
     jw_num(w, "value", fv(g, "value"));
     jw_num(w, "relative", rel);
-    jw_bool(w, "within_band", isfinite(rel) && fabs(rel) <= in->c->band);
+    jw_bool(w, "within_band", isfinite(rel) && fabs(rel) <= fv(g, "band"));
+    jw_num(w, "band", fv(g, "band"));
+    jw_bool(w, "paired", fv(g, "paired") != 0);
+    jw_num(w, "paired_band", fv(g, "paired_band"));
+    jw_opt_int(w, "examples", fv(g, "paired") != 0 ? (int64_t)fv(g, "examples") : -1);
     jw_num(w, "curve_max_relative", fv(g, "curve_rel"));
     jw_opt_int(w, "curve_max_from", (int64_t)fv(g, "curve_from"));
     jw_opt_int(w, "curve_max_to", (int64_t)fv(g, "curve_to"));
@@ -123,13 +127,16 @@ static void json_loss(jw *w, const an_run *r)
     jw_int(w, "nonfinite_steps", (int64_t)r->loss_nonfinite);
     jw_opt_int(w, "first_nonfinite_step", r->first_nonfinite_loss_step);
     jw_close(w, '}');
-    if (r->nevals) {
-        const ampdiag_trace_eval *e = &r->evals[r->nevals - 1];
+    const ampdiag_trace_eval *e = an_final_eval(r), *e0 = an_initial_eval(r);
+    if (e) {
         jw_open(w, "eval", '{');
         jw_int(w, "step", e->step);
         jw_num(w, "loss", e->loss);
         jw_num(w, "metric", e->metric);
         jw_int(w, "count", (int64_t)r->nevals);
+        jw_num(w, "initial_loss", e0 ? e0->loss : NAN);
+        jw_num(w, "initial_metric", e0 ? e0->metric : NAN);
+        jw_u64(w, "examples", r->nex1);
         jw_close(w, '}');
     } else {
         jw_null(w, "eval");
@@ -563,6 +570,17 @@ static void json_noise_band(jw *w, const an_comparison *c)
     jw_str(w, "source", c->band_from_seeds ? "seeds" : c->band_from_eval ? "baseline_eval_standard_error"
                                                                         : "baseline_final_window");
     jw_int(w, "seeds", (int64_t)c->band_seeds);
+    size_t np = 0;
+    double lo = INFINITY, hi = -INFINITY;
+    for (size_t i = 0; c->gap && i < c->nruns; i++)
+        if (c->gap[i].paired) {
+            np++;
+            lo = fmin(lo, c->gap[i].band);
+            hi = fmax(hi, c->gap[i].band);
+        }
+    jw_int(w, "paired_runs", (int64_t)np);
+    jw_num(w, "paired_min", np ? lo : NAN);
+    jw_num(w, "paired_max", np ? hi : NAN);
     jw_num(w, "baseline_final_window_relative", c->tail_noise_rel);
     msg_noise_band(text, sizeof text, c);
     jw_str(w, "text", text);
