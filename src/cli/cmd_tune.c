@@ -1,20 +1,33 @@
 /*
- * cmd_tune.c - `ampdiag tune`: the closed loop. A recommendation is only as good as the run that
- * follows it, so tune runs the baseline and the candidate precisions (`ampdiag sweep` into
- * DIR/round-K), compares them (the rules of `ampdiag compare`), and, while the advice changes the
- * learning rate or names a remedy for every run (--optim-state fp32), runs the next round with
- * them; at most --rounds rounds. The recommended configuration (its precision and the remedies
- * for its run: --fp32-layers, --loss-scale dynamic --scale-init S) is run beside FP32 in
- * DIR/verify when the last round did not run it as it is; that run verifies the advice: it
- * must be healthy against the FP32 run of its round (status complete, no NaN/inf in its loss,
- * forward pass or evaluation, skips within the limit, eval loss within the noise band) and must
- * not be worse than the first baseline beyond that band. The report (stdout as text,
- * DIR/tune.md, DIR/tune.json) gives each round's evidence and the remedies applied, and says
- * whether the recommendation was verified.
+ * cmd_tune.c - `ampdiag tune`: the advice settled by measurement. A recommendation is only as good
+ * as the run that follows it, so tune runs what compare would judge and measures what it would
+ * guess:
+ *
+ *   1. the precisions as given (round-1), and compare's advice on them;
+ *   2. the options the advice names for every run (--standardize on, --optim-state fp32), tested:
+ *      FP32 with them, kept where it measures better;
+ *   3. the learning rate, measured: where the FP32 baseline diverges or does not learn, the LR
+ *      range test (a run of ampdiag lrfind's, from the same initial weights) says where to start;
+ *      FP32 runs around the start (x sqrt(10) each way), then beside the best one the way it
+ *      improves, until the best has been measured on both sides (at most --rounds rounds). The
+ *      best FP32 run that learns is the yardstick; when none learns, tune says so and exits 1;
+ *   4. the advice's hypotheses at the yardstick (a clip value, a longer warm-up): tested the same
+ *      way, kept where they measure better;
+ *   5. the 16-bit precisions at the yardstick's lr and options, compare's advice on them, and the
+ *      recommended precision with the options for its run (--fp32-layers, --loss-scale ...);
+ *   6. the verification: the recommended configuration, else another 16-bit run, else the
+ *      yardstick itself: the first that learns (measured against its start), is healthy and whose
+ *      eval loss is within the paired noise band of the yardstick's, verified.
+ *
+ * No configuration is run twice. Every round is a sweep (ampdiag sweep: local runs or one Slurm
+ * job array, src/cli/launch.c) into DIR/NAME. The report (stdout, DIR/tune.md, DIR/tune.json)
+ * lists every run and why it was made, what was kept, and what was verified; its words are the
+ * message table's (src/messages/: msg_tune).
  */
 #include "analysis/compare.h"
 #include "analysis/findings.h"
 #include "analysis/load.h"
+#include "analysis/lrfind.h"
 #include "analysis/recommend.h"
 #include "messages/messages.h"
 #include "cli/cli.h"
@@ -32,10 +45,17 @@
 #include <string.h>
 #include <sys/stat.h>
 
-
 #define PROG "ampdiag tune"
-#define TUNE_MAX_ROUNDS 10
-#define TUNE_JSON_VERSION 1
+#define TUNE_JSON_VERSION 2
+#define TUNE_MAX_RUNS 96         /* runs tune makes at most */
+#define TUNE_MAX_ROUNDS 48       /* sweeps */
+#define TUNE_MAX_SEARCH 10       /* --rounds at most */
+#define TUNE_MAX_REMEDIES 8
+#define TUNE_MAX_NOTES 24
+#define LR_STEP 3.1622776601683795 /* sqrt(10): the lr search's step */
+#define LRFIND_MIN 1e-7            /* the range test's span and steps (ampdiag lrfind's defaults) */
+#define LRFIND_MAX 10.0
+#define LRFIND_STEPS 100
 
 static void usage(FILE *f)
 {
@@ -43,24 +63,29 @@ static void usage(FILE *f)
             "usage: ampdiag tune -o DIR [--precisions P,...] [--lr X] [--rounds N] [-j N]\n"
             "                    [--target T] [--launcher local|slurm] [run options]\n"
             "\n"
-            "The closed loop: run the precisions at the lr (ampdiag sweep into DIR/round-1),\n"
-            "compare them, and while the advice changes the lr or names an option for every run\n"
-            "(--optim-state fp32), run the next round with it (at most --rounds rounds). The\n"
-            "recommended configuration, with the options the advice names for its run\n"
-            "(--fp32-layers, --loss-scale dynamic --scale-init S), is run beside FP32 in\n"
-            "DIR/verify unless the last round ran it as it is. Its run verifies the advice:\n"
-            "healthy against the FP32 run of its round (complete, no NaN/inf in loss, forward\n"
-            "pass or evaluation, skips within 1 in 500 after calibration, eval loss within the\n"
-            "noise band) and not worse than the first FP32 run beyond the band. The report goes\n"
-            "to stdout, DIR/tune.md and DIR/tune.json; each round's runs and sweep reports stay\n"
-            "in DIR/round-K/ (DIR/verify/).\n"
+            "The advice settled by measurement. tune runs the precisions as given (DIR/round-1)\n"
+            "and compares them; tests the options the advice names for every run (FP32 with\n"
+            "them, kept where it measures better); measures the learning rate: where FP32\n"
+            "diverges or does not learn, the LR range test from the same initial weights says\n"
+            "where to start, then FP32 runs around it (x sqrt(10) each way) and beside the best\n"
+            "until it is measured on both sides; the best FP32 run that learns is the yardstick\n"
+            "(none: tune says so and exits 1). It tests the advice's hypotheses (a clip value, a\n"
+            "longer warm-up) the same way, runs the 16-bit precisions at the yardstick's lr and\n"
+            "the recommended one with the options for its run, and verifies the first of them\n"
+            "(else the yardstick itself) that learns (its final eval loss below its initial one\n"
+            "beyond the paired noise), is healthy (complete, no NaN/inf, skips within the limit)\n"
+            "and is within the paired noise band of the yardstick. No configuration is run twice.\n"
+            "The report goes to stdout, DIR/tune.md and DIR/tune.json (every run and why it was\n"
+            "made); each round's runs stay in DIR/NAME/.\n"
             "\n"
             "options:\n"
             "  -o, --out DIR       output directory (created if missing)\n"
-            "  --precisions LIST   as ampdiag sweep (default fp32,fp16,bf16; fp32 is the baseline)\n"
-            "  --lr X              the first round's learning rate (default: the runs' own, from\n"
+            "  --precisions LIST   as ampdiag sweep (default fp32,fp16,bf16; fp32 is the baseline and\n"
+            "                      always run)\n"
+            "  --lr X              the learning rate to start from (default: the runs' own, from\n"
             "                      --scenario or ampdiag run's default 1e-3)\n"
-            "  --rounds N          at most N rounds (default 3, at most 10)\n"
+            "  --rounds N          at most N rounds of the lr search beyond its first (default 4, at\n"
+            "                      most 10)\n"
             "  -j, --jobs N        runs at once in a round (default 1; slurm: no limit)\n"
             "  --launcher L        local (default) or slurm: each round's runs as one Slurm job\n"
             "                      array, DIR on a file system the nodes share (ampdiag sweep\n"
@@ -70,9 +95,9 @@ static void usage(FILE *f)
             "Every option of `ampdiag run` goes to each run (--model, --data, -s/--steps,\n"
             "--optimizer, --scenario, ...), except --precision, --out and --lr, which tune sets.\n"
             "\n"
-            "exit status: 0 the recommendation was verified, 1 it was not (the report says why),\n"
-            "2 bad usage or a run refused its options, 3 I/O failure, 130 (143) stopped by SIGINT\n"
-            "(SIGTERM)\n");
+            "exit status: 0 a configuration was verified, 1 none was (nothing learns; the report\n"
+            "says why), 2 bad usage or a run refused its options, 3 I/O failure, 130 (143)\n"
+            "stopped by SIGINT (SIGTERM)\n");
 }
 
 enum { T_OUT = 1, T_PRECISIONS, T_LR, T_ROUNDS, T_JOBS, T_TARGET, T_HELP, T_REFUSE, T_PASS, T_LAUNCHER };
@@ -89,24 +114,23 @@ static int tune_id_of(const char *name)
     return strcmp(name, "--precision") == 0 || strcmp(name, "--dry-run") == 0 ? T_REFUSE : T_PASS;
 }
 
-/* Remedies (the decisions of recommend.h that are run options) as tune applies them: those for
- * every run stay in force from the round whose advice named them on; those for the recommended
- * precision's run go to its run in the verification round. */
-#define TUNE_MAX_REMEDIES 8
+/* ------------------------------------------------------------------------------------------
+ * Options tune adds to runs: the advice's remedies and hypotheses
+ * ------------------------------------------------------------------------------------------ */
 
-typedef struct tune_remedy {
+typedef struct tune_opt {
     rec_scope scope;
     char option[32];
     char value[256];
-    char why[512];
-} tune_remedy;
+    char why[512];      /* the advice's words for it */
+} tune_opt;
 
-typedef struct remedy_set {
-    tune_remedy m[TUNE_MAX_REMEDIES];
+typedef struct opt_set {
+    tune_opt m[TUNE_MAX_REMEDIES];
     size_t n;
-} remedy_set;
+} opt_set;
 
-static int set_has(const remedy_set *s, const char *option)
+static int set_has(const opt_set *s, const char *option)
 {
     for (size_t i = 0; i < s->n; i++)
         if (strcmp(s->m[i].option, option) == 0)
@@ -114,11 +138,29 @@ static int set_has(const remedy_set *s, const char *option)
     return 0;
 }
 
-/* "--optim-state fp32 --fp32-layers fc1" (or "" when both sets are empty). */
-static void set_text(char *buf, size_t n, const remedy_set *a, const remedy_set *b)
+/* Add (or replace) an option of the set. */
+static void set_put(opt_set *s, rec_scope scope, const char *option, const char *value, const char *why)
+{
+    tune_opt *t = NULL;
+    for (size_t i = 0; i < s->n && !t; i++)
+        if (strcmp(s->m[i].option, option) == 0)
+            t = &s->m[i];
+    if (!t) {
+        if (s->n >= TUNE_MAX_REMEDIES)
+            return;
+        t = &s->m[s->n++];
+    }
+    t->scope = scope;
+    snprintf(t->option, sizeof t->option, "%s", option);
+    snprintf(t->value, sizeof t->value, "%s", value);
+    snprintf(t->why, sizeof t->why, "%s", why ? why : "");
+}
+
+/* "--standardize on --clip 0.5" (the sets in order; "" when empty). */
+static void set_text(char *buf, size_t n, const opt_set *a, const opt_set *b)
 {
     buf[0] = 0;
-    const remedy_set *sets[2] = {a, b};
+    const opt_set *sets[2] = {a, b};
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; sets[k] && i < sets[k]->n; i++) {
             size_t len = strlen(buf);
@@ -126,95 +168,146 @@ static void set_text(char *buf, size_t n, const remedy_set *a, const remedy_set 
         }
 }
 
+/* ------------------------------------------------------------------------------------------
+ * The state: every run tune made and every round it ran
+ * ------------------------------------------------------------------------------------------ */
+
 /* What every round shares: the output directory, -j, the target, the run options passed on. */
 typedef struct tune_cfg {
-    const char *out, *precisions, *jobs; /* jobs: NULL = the sweep's default */
-    const char *launcher;                /* --launcher, passed to the sweeps (NULL: local) */
+    const char *out, *jobs;  /* jobs: NULL = the sweep's default */
+    char precisions[128];    /* fp32 first */
+    const char *launcher;    /* --launcher, passed to the sweeps (NULL: local) */
     rec_target target;
     char **pass;
     int npass;
+    int search_rounds;
 } tune_cfg;
 
-/* One round: the lr it ran at, the remedies its runs got, its runs and what compare
- * concluded. */
-typedef struct tune_round {
-    double lr;
-    char dir[4096];
-    remedy_set every;       /* remedies all its runs got */
-    remedy_set own;         /* remedies only the run of own_prec got (the verification) */
-    char own_prec[16];
-    an_run *runs;
-    size_t n;
-    size_t base;            /* the FP32 run (compare's baseline) */
-    an_comparison c;
-    recommendation R;
-    int have;               /* runs loaded and the rules applied */
-} tune_round;
+enum { K_RUN = 0, K_LRFIND = 1 };
 
-/* What the message table may name in a round's words: its runs, its baseline, its advice. */
-static msg_ctx round_ctx(const tune_round *r)
-{
-    msg_ctx m = {.runs = r->runs, .nruns = r->n, .baseline = (long)r->base, .R = &r->R};
-    return m;
-}
+/* One run tune made, and what one load of its trace measured. */
+typedef struct trun {
+    char path[4400];
+    char precision[16];
+    double lr;                 /* as the trace recorded it */
+    char options[1024];        /* what tune added (the every-run options, then the run's own) */
+    int kind;                  /* K_RUN, or K_LRFIND (the range test: no candidate) */
+    int round;                 /* the round that made it */
+    msg_tune_id why_id;
+    char why[800];
+    char command_line[1024];
+    char status[32];
+    double eval, eval0, metric; /* final and initial eval loss, final accuracy */
+    int learns;                /* an_run_learns: 1, 0, -1 */
+    char unhealthy[700];       /* why it is not healthy ("" when it is) */
+    char learning[900];        /* the words of its learning finding */
+    char degenerate[900];      /* the words of F_VAL_DEGENERATE ("" when its validation set judges) */
+    int64_t steps_planned;
+} trun;
 
-/* The remedies of round r of this scope whose option *have does not hold yet, added to *to (when
- * it does not hold them either). Returns how many were new. */
-static size_t take_new(const tune_round *r, rec_scope scope, const remedy_set *have, remedy_set *to)
+/* The advice of compare on a set of runs, as text and as the numbers tune follows. */
+typedef struct advice {
+    int have;
+    rec_precision precision;
+    char verdict[2400];
+    rec_lr_verdict lr;
+    double lr_suggested;
+    char lr_text[900];
+    opt_set every, own;        /* the options it names for every run / for the recommended run */
+    double clip;               /* a clip value it offers (a hypothesis), NaN */
+    int warmup;                /* it names a longer warm-up (a hypothesis) */
+    size_t nruns;
+} advice;
+
+typedef struct tround {
+    char name[64];
+    char dir[4300];
+    msg_tune_id why_id;
+    char why[800];
+    double lr;                 /* the round's (first) lr */
+    char options[1024];
+    size_t first_run, nruns;   /* its runs in the state's list */
+    advice adv;                /* compare's advice where tune asked for it */
+} tround;
+
+typedef struct note {
+    msg_tune_id id;
+    char text[900];
+} note;
+
+typedef struct tune_state {
+    const tune_cfg *cfg;
+    trun runs[TUNE_MAX_RUNS];
+    size_t nruns;
+    tround rounds[TUNE_MAX_ROUNDS];
+    size_t nrounds;
+    opt_set every;             /* the every-run options kept so far */
+    note notes[TUNE_MAX_NOTES];
+    size_t nnotes;
+    long first_base;           /* round 1's FP32 run */
+    long yard;                 /* the yardstick (-1: none) */
+    long chosen;               /* the verified run (-1: none) */
+    int verified;
+    msg_tune_id verification_id;
+    char verification[2400];
+    double band;               /* the band the chosen run was judged against */
+    char failures[4][900];     /* why candidates failed, in order */
+    size_t nfail;
+} tune_state;
+
+static void add_note(tune_state *S, msg_tune_id id, const char *text)
 {
-    const rec_decision *d[TUNE_MAX_REMEDIES];
-    size_t n = rec_remedies(&r->R, d, TUNE_MAX_REMEDIES), added = 0;
-    msg_ctx m = round_ctx(r);
-    for (size_t i = 0; i < n; i++) {
-        if (d[i]->scope != scope || set_has(have, d[i]->option) || set_has(to, d[i]->option) ||
-            to->n >= TUNE_MAX_REMEDIES)
-            continue;
-        tune_remedy *t = &to->m[to->n++];
-        t->scope = d[i]->scope;
-        snprintf(t->option, sizeof t->option, "%s", d[i]->option);
-        snprintf(t->value, sizeof t->value, "%s", d[i]->option_value);
-        msg_decision_why(t->why, sizeof t->why, &m, d[i]);
-        added++;
+    if (S->nnotes < TUNE_MAX_NOTES) {
+        S->notes[S->nnotes].id = id;
+        snprintf(S->notes[S->nnotes].text, sizeof S->notes[S->nnotes].text, "%s", text);
+        S->nnotes++;
     }
-    return added;
+    fprintf_text(stderr, "%s: %s\n", PROG, text);
 }
 
-static void round_free(tune_round *r)
+/* Two learning rates are the same (as written with %.6g on a command line and read back). */
+static int same_lr(double a, double b) { return fabs(a - b) <= 1e-5 * fmax(fabs(a), fabs(b)); }
+
+/* The run of precision prec, lr and options, or -1. */
+static long find_run(const tune_state *S, const char *prec, double lr, const char *options, int kind)
 {
-    if (!r->have)
-        return;
-    rec_free(&r->R);
-    an_comparison_free(&r->c);
-    for (size_t i = 0; i < r->n; i++)
-        an_free(&r->runs[i]);
-    free(r->runs);
-    r->have = 0;
+    for (size_t i = 0; i < S->nruns; i++) {
+        const trun *t = &S->runs[i];
+        if (t->kind == kind && strcmp(t->precision, prec) == 0 && same_lr(t->lr, lr) &&
+            strcmp(t->options, options) == 0)
+            return (long)i;
+    }
+    return -1;
 }
 
-/* Run `ampdiag sweep` of precisions into the round's directory, with the remedies of sets a and
- * b after the options passed on (so they override them); its report goes to DIR/sweep.txt
- * (DIR/sweep-TAG.txt). Returns the sweep's exit status (0, 1: a --fail-on condition, which tune
+/* ------------------------------------------------------------------------------------------
+ * Running a round: ampdiag sweep into DIR/NAME
+ * ------------------------------------------------------------------------------------------ */
+
+/* Run `ampdiag sweep` of precisions at lr (NaN: the runs' own) into dir, with the options tune
+ * adds and extra ones after those passed on (so they override them); its report goes to
+ * DIR/sweep-TAG.txt. Returns the sweep's exit status (0, 1: a --fail-on condition, which tune
  * does not ask for), or EXIT_IO. */
-static int run_sweep(const tune_cfg *t, const tune_round *r, const char *tag, const char *precisions,
-                     const remedy_set *a, const remedy_set *b)
+static int run_sweep(const tune_cfg *t, const char *dir, const char *tag, const char *precisions, double lr,
+                     const opt_set *a, const opt_set *b, const char *const *extra, size_t nextra)
 {
-    char lrs[64], out[4200];
-    snprintf(lrs, sizeof lrs, "%.6g", r->lr);
-    snprintf(out, sizeof out, "%s/sweep%s%s.txt", r->dir, tag ? "-" : "", tag ? tag : "");
+    char lrs[64], out[4500];
+    snprintf(lrs, sizeof lrs, "%.6g", lr);
+    snprintf(out, sizeof out, "%s/sweep-%s.txt", dir, tag);
     size_t nrem = 2 * (a->n + (b ? b->n : 0));
-    char **argv = calloc((size_t)t->npass + nrem + 16, sizeof *argv);
+    char **argv = calloc((size_t)t->npass + nrem + nextra + 16, sizeof *argv);
     if (!argv)
         return EXIT_IO;
     int k = 1;
     argv[k++] = "sweep";
     argv[k++] = "--precisions";
     argv[k++] = (char *)precisions;
-    if (isfinite(r->lr)) { /* else the runs' own lr (given, a scenario's, or the default) */
+    if (isfinite(lr)) { /* else the runs' own lr (given, a scenario's, or the default) */
         argv[k++] = "--lrs";
         argv[k++] = lrs;
     }
     argv[k++] = "-o";
-    argv[k++] = (char *)r->dir;
+    argv[k++] = (char *)dir;
     if (t->jobs) {
         argv[k++] = "-j";
         argv[k++] = (char *)t->jobs;
@@ -225,12 +318,14 @@ static int run_sweep(const tune_cfg *t, const tune_round *r, const char *tag, co
     }
     for (int i = 0; i < t->npass; i++)
         argv[k++] = t->pass[i];
-    const remedy_set *sets[2] = {a, b};
+    const opt_set *sets[2] = {a, b};
     for (int s = 0; s < 2; s++)
         for (size_t i = 0; sets[s] && i < sets[s]->n; i++) {
             argv[k++] = (char *)sets[s]->m[i].option;
             argv[k++] = (char *)sets[s]->m[i].value;
         }
+    for (size_t i = 0; i < nextra; i++)
+        argv[k++] = (char *)extra[i];
     argv[k] = NULL;
     int rc = cli_run_self(argv, out, PROG);
     free(argv);
@@ -243,186 +338,729 @@ static int is_trace(const struct dirent *e)
     return n > 7 && strncmp(e->d_name, "run-", 4) == 0 && strcmp(e->d_name + n - 3, ".h5") == 0;
 }
 
-/* Load the round's traces (FP32 first: compare's baseline) and apply the rules. */
-static int round_analyse(tune_round *r, rec_target target)
+/* What one load of run t's trace measures: status, evaluations, learning, health. 0 or EXIT_IO. */
+static int measure(trun *t)
 {
-    struct dirent **ents = NULL;
-    int ne = scandir(r->dir, &ents, is_trace, alphasort);
-    if (ne <= 0) {
-        fprintf_text(stderr, "%s: no traces in '%s'\n", PROG, r->dir);
-        free(ents);
-        return EXIT_IO;
-    }
-    r->runs = calloc((size_t)ne, sizeof *r->runs);
-    int rc = r->runs ? 0 : EXIT_IO;
-    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
+    an_run r;
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
     char err[1024];
-    for (int i = 0; i < ne; i++) {
-        char p[8192];
-        snprintf(p, sizeof p, "%s/%s", r->dir, ents[i]->d_name);
-        if (!rc && an_load(p, &ao, &r->runs[r->n], err, sizeof err) != 0) {
-            fprintf_text(stderr, "%s: %s\n", PROG, err);
-            rc = EXIT_IO;
-        }
-        if (r->runs)
-            r->n += !rc;
-        free(ents[i]);
-    }
-    free(ents);
-    if (rc)
-        return rc;
-    r->base = 0;
-    for (size_t i = 0; i < r->n; i++)
-        if (r->runs[i].prec == PREC_FP32) {
-            r->base = i;
-            break;
-        }
-    if (an_compare(r->runs, r->n, r->base, &r->c) ||
-        recommend(r->runs, r->n, &r->c, target, 0, &r->R))
+    if (an_load(t->path, &ao, &r, err, sizeof err) != 0) {
+        fprintf_text(stderr, "%s: %s\n", PROG, err);
+        an_free(&r);
         return EXIT_IO;
-    r->lr = r->runs[r->base].lr; /* as the runs recorded it */
-    r->have = 1;
+    }
+    snprintf(t->precision, sizeof t->precision, "%s", r.precision);
+    t->lr = r.lr;
+    snprintf(t->command_line, sizeof t->command_line, "%s", r.command_line);
+    snprintf(t->status, sizeof t->status, "%s", r.status_text);
+    t->steps_planned = r.steps_planned;
+    const ampdiag_trace_eval *e = an_final_eval(&r), *e0 = an_initial_eval(&r);
+    t->eval = e ? (isfinite(e->loss) ? e->loss : INFINITY) : NAN;
+    t->metric = e ? e->metric : NAN;
+    t->eval0 = e0 ? e0->loss : NAN;
+    t->learns = an_run_learns(&r);
+    msg_ctx m = msg_ctx_run(&r);
+    const an_finding *bad = an_run_unhealthy(&r);
+    t->unhealthy[0] = 0;
+    if (bad)
+        msg_finding(t->unhealthy, sizeof t->unhealthy, &m, bad);
+    const an_finding *lf = an_run_finding(&r, F_LEARNS);
+    if (!lf)
+        lf = an_run_finding(&r, F_DOES_NOT_LEARN);
+    if (!lf)
+        lf = an_run_finding(&r, F_LEARNS_NOTHING);
+    t->learning[0] = 0;
+    if (lf)
+        msg_finding(t->learning, sizeof t->learning, &m, lf);
+    const an_finding *dg = an_run_finding(&r, F_VAL_DEGENERATE);
+    t->degenerate[0] = 0;
+    if (dg)
+        msg_finding(t->degenerate, sizeof t->degenerate, &m, dg);
+    an_free(&r);
     return 0;
 }
 
-/* The run of precision p in a round, or NULL. */
-static const an_run *run_of(const tune_round *r, rec_precision p, size_t *idx)
+/* The traces of dir not yet in the state, registered as the round's runs. 0 or an exit status. */
+static int register_runs(tune_state *S, size_t round, int kind, const char *opts)
 {
-    const char *want = rec_precision_name(p);
-    for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->runs[i].precision, want) == 0) {
-            *idx = i;
-            return &r->runs[i];
-        }
-    return NULL;
-}
-
-/* The verification of the last round's recommendation. */
-typedef struct verdict {
-    int verified;
-    char why[2048];      /* what held or failed */
-    const char *path;    /* the run verified (NULL when none) */
-    double eval, base_eval, first_eval, band;
-} verdict;
-
-/* Why run r (index i of round last) is not healthy, or "" when it is: the analysis's own health
- * verdict (an_run_unhealthy: complete, no NaN/inf in its loss, forward pass or evaluation,
- * skips within the limit), then its eval loss against the FP32 run's of its round (its
- * F_CMP_GAP finding: outside the noise band) and against the first baseline's (first_eval). */
-static void unhealthy(char *buf, size_t n, const tune_round *last, size_t i, double eval, double first_eval)
-{
-    msg_ctx m = round_ctx(last);
-    const an_run *r = &last->runs[i];
-    const an_finding *f = an_run_unhealthy(r);
-    const an_finding *g = an_finding_find(&last->c.list, F_CMP_GAP, (int)i);
-    buf[0] = 0;
-    if (f)
-        msg_finding(buf, n, &m, f);
-    else if (i != last->base && g && g->v[an_finding_fig(F_CMP_GAP, "outside")] > 0)
-        snprintf(buf, n, "its eval loss is worse than the FP32 run's beyond the noise band");
-    else if (isfinite(first_eval) && !(eval <= first_eval * (1 + last->c.band)))
-        snprintf(buf, n, "its eval loss is worse than the first baseline's beyond the noise band");
-}
-
-static double last_eval(const an_run *r) { return r->find->last_eval ? r->find->last_eval->loss : NAN; }
-
-/* Verify the recommendation of round adv with the runs of round last (the same round, or the
- * verification round that ran the recommended configuration beside FP32). */
-static void verify(const tune_round *first, const tune_round *adv, const tune_round *last, verdict *v)
-{
-    memset(v, 0, sizeof *v);
-    v->eval = v->base_eval = v->first_eval = NAN;
-    v->band = last->c.band;
-    size_t i;
-    const an_run *r = run_of(last, adv->R.precision, &i);
-    if (adv->R.precision == REC_UNDECIDED || !r) {
-        char vt[1500];
-        msg_ctx m = round_ctx(adv);
-        msg_verdict(vt, sizeof vt, &m);
-        snprintf(v->why, sizeof v->why, "no configuration to verify: %s", vt);
-        return;
+    tround *rd = &S->rounds[round];
+    char options[1024], why[800];
+    snprintf(options, sizeof options, "%s", opts);
+    snprintf(why, sizeof why, "%s", rd->why);
+    struct dirent **ents = NULL;
+    int ne = scandir(rd->dir, &ents, is_trace, alphasort);
+    if (ne < 0) {
+        fprintf_text(stderr, "%s: cannot read '%s': %s\n", PROG, rd->dir, strerror(errno));
+        return EXIT_IO;
     }
-    v->path = r->path;
-    v->eval = last_eval(r);
-    v->base_eval = last_eval(&last->runs[last->base]);
-    v->first_eval = last_eval(&first->runs[first->base]);
-    char bad[600], e[32], be[32], fe[32], with[700] = "";
-    unhealthy(bad, sizeof bad, last, i, v->eval, v->first_eval);
-    fmt_num(e, sizeof e, v->eval, 4);
-    fmt_num(be, sizeof be, v->base_eval, 4);
-    fmt_num(fe, sizeof fe, v->first_eval, 4);
-    set_text(with, sizeof with, &last->every, strcmp(last->own_prec, r->precision) == 0 ? &last->own : NULL);
-    v->verified = bad[0] == 0;
-    snprintf(v->why, sizeof v->why, "%s at lr %g%s%s (%s): %s; eval loss %s vs fp32 %s at that lr and "
-             "%s at the first lr, noise band +-%.3g%%", rec_precision_name(adv->R.precision), last->lr,
-             with[0] ? " with " : "", with, r->path,
-             bad[0] ? bad : "complete, no NaN/inf, skips within the limit, eval loss within the noise band",
-             e, be, fe, 100 * last->c.band);
-}
-
-/* What a round's runs got beyond the options passed on: "--optim-state fp32 (every run);
- * --fp32-layers fc1 (fp16 run)", or "". */
-static void applied_text(char *buf, size_t n, const tune_round *r)
-{
-    char a[600], b[600];
-    set_text(a, sizeof a, &r->every, NULL);
-    set_text(b, sizeof b, &r->own, NULL);
-    snprintf(buf, n, "%s%s%s%s%s%s%s", a, a[0] ? " (every run)" : "", a[0] && b[0] ? "; " : "", b,
-             b[0] ? " (" : "", b[0] ? r->own_prec : "", b[0] ? " run)" : "");
-}
-
-static void report_text(FILE *f, const tune_round *rs, int nr, const verdict *v)
-{
-    char ap[1300], line[2000];
-    for (int k = 0; k < nr; k++) {
-        const tune_round *r = &rs[k];
-        msg_ctx m = round_ctx(r);
-        fprintf_text(f, "round %d: lr %g (%s)\n", k + 1, r->lr, r->dir);
-        applied_text(ap, sizeof ap, r);
-        if (ap[0])
-            fprintf_text(f, "  applied  %s\n", ap);
-        msg_verdict(line, sizeof line, &m);
-        fprintf_text(f, "  verdict  %s\n", line);
-        const rec_decision *d[TUNE_MAX_REMEDIES];
-        size_t nd = rec_remedies(&r->R, d, TUNE_MAX_REMEDIES);
-        for (size_t i = 0; i < nd; i++) {
-            msg_remedy(line, sizeof line, &m, d[i]);
-            fprintf_text(f, "  remedy   %s\n", line);
-        }
-        msg_section(line, sizeof line, &m, SEC_LR_LINE, " ");
-        fprintf_text(f, "  lr       %s\n", line);
-        for (size_t i = 0; i < r->R.items.n; i++)
-            if (r->R.items.v[i].sec == SEC_LR) {
-                msg_item(line, sizeof line, &m, &r->R.items.v[i]);
-                fprintf_text(f, "           %s\n", line);
+    int rc = 0;
+    for (int i = 0; i < ne; i++) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", rd->dir, ents[i]->d_name);
+        int known = 0;
+        for (size_t k = 0; k < S->nruns && !known; k++)
+            known = strcmp(S->runs[k].path, p) == 0;
+        if (!rc && !known) {
+            if (S->nruns >= TUNE_MAX_RUNS) {
+                fprintf_text(stderr, "%s: more than %d runs: stopping\n", PROG, TUNE_MAX_RUNS);
+                rc = EXIT_IO;
+            } else {
+                trun *t = &S->runs[S->nruns];
+                memset(t, 0, sizeof *t);
+                snprintf(t->path, sizeof t->path, "%s", p);
+                snprintf(t->options, sizeof t->options, "%s", options);
+                t->kind = kind;
+                t->round = (int)round;
+                t->why_id = rd->why_id;
+                snprintf(t->why, sizeof t->why, "%s", why);
+                if (!(rc = measure(t))) {
+                    S->nruns++;
+                    rd->nruns++;
+                }
             }
+        }
+        free(ents[i]);
     }
-    fprintf_text(f, "%s: %s\n", v->verified ? "Verified" : "NOT verified", v->why);
+    free(ents);
+    return rc;
 }
 
-static void report_md(FILE *f, const tune_round *rs, int nr, const verdict *v)
+/* A round: the precisions (comma-separated) at lr with the options (a: every run; b: the run's own;
+ * extra: after them, not recorded as tune's options), into DIR/name, leaving out every precision
+ * already run with that lr and those options; why says why. *round := its index (-1 when nothing
+ * was new). 0 or an exit status. */
+static int do_round(tune_state *S, const char *name, const char *precisions, double lr, const opt_set *a,
+                    const opt_set *b, const char *const *extra, size_t nextra, int kind, msg_tune_id why_id,
+                    const char *why, long *round)
 {
-    char ap[1300], line[2000];
-    fprintf(f, "# ampdiag tune\n\n**%s**: ", v->verified ? "Verified" : "Not verified");
-    str_fputs(v->why, SINK_MD, f);
-    fprintf(f, "\n\n| round | lr | applied | verdict | lr advice |\n|---|---|---|---|---|\n");
-    for (int k = 0; k < nr; k++) {
-        applied_text(ap, sizeof ap, &rs[k]);
-        fprintf(f, "| %d | %g | ", k + 1, rs[k].lr);
-        str_fputs(ap[0] ? ap : "-", SINK_MD, f);
-        fputs(" | ", f);
-        msg_ctx m = round_ctx(&rs[k]);
-        msg_verdict(line, sizeof line, &m);
-        str_fputs(line, SINK_MD, f);
-        fputs(" | ", f);
-        msg_section(line, sizeof line, &m, SEC_LR_LINE, " ");
-        str_fputs(line, SINK_MD, f);
-        fputs(" |\n", f);
+    const tune_cfg *t = S->cfg;
+    *round = -1;
+    char options[1024], todo[128] = "", copy[128];
+    set_text(options, sizeof options, a, b);
+    snprintf(copy, sizeof copy, "%s", precisions);
+    for (char *save = NULL, *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        if (!isfinite(lr) || find_run(S, p, lr, options, kind) < 0) {
+            size_t len = strlen(todo);
+            snprintf(todo + len, sizeof todo - len, "%s%s", len ? "," : "", p);
+        }
+    if (!todo[0])
+        return 0;
+    if (S->nrounds >= TUNE_MAX_ROUNDS) {
+        fprintf_text(stderr, "%s: more than %d rounds: stopping\n", PROG, TUNE_MAX_ROUNDS);
+        return EXIT_IO;
     }
+    tround *rd = &S->rounds[S->nrounds];
+    memset(rd, 0, sizeof *rd);
+    snprintf(rd->name, sizeof rd->name, "%s", name);
+    snprintf(rd->dir, sizeof rd->dir, "%s/%s", t->out, name);
+    snprintf(rd->why, sizeof rd->why, "%s", why);
+    snprintf(rd->options, sizeof rd->options, "%s", options);
+    rd->why_id = why_id;
+    rd->lr = lr;
+    rd->first_run = S->nruns;
+    fprintf_text(stderr, "%s: %s: %s at lr %g%s%s -> %s\n", PROG, name, todo, lr, options[0] ? " with " : "",
+                 options, rd->dir);
+    if (mkdir(rd->dir, 0777) != 0 && errno != EEXIST) {
+        fprintf_text(stderr, "%s: cannot create '%s': %s\n", PROG, rd->dir, strerror(errno));
+        return EXIT_IO;
+    }
+    int st = run_sweep(t, rd->dir, "runs", todo, lr, a, b, extra, nextra);
+    if (st != 0 && st != EXIT_FAIL_ON) {
+        fprintf_text(stderr, "%s: the sweep of %s failed (exit %d; see %s/sweep-runs.txt and the run logs "
+                     "there)\n", PROG, name, st, rd->dir);
+        return st;
+    }
+    *round = (long)S->nrounds++;
+    return register_runs(S, (size_t)*round, kind, options);
 }
 
-/* The remedies of set s as JSON objects {option, value, runs} ("every" or the precision). */
-static void json_applied(jw *w, const remedy_set *s, const char *runs)
+/* ------------------------------------------------------------------------------------------
+ * compare's advice on a set of tune's runs (the first the baseline)
+ * ------------------------------------------------------------------------------------------ */
+
+static int advise(const tune_state *S, const long *idx, size_t n, advice *A)
+{
+    memset(A, 0, sizeof *A);
+    A->clip = NAN;
+    A->lr_suggested = NAN;
+    an_run *runs = calloc(n ? n : 1, sizeof *runs);
+    if (!runs)
+        return EXIT_IO;
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
+    char err[1024];
+    int rc = 0;
+    size_t loaded = 0;
+    for (size_t i = 0; i < n && !rc; i++, loaded++)
+        if (an_load(S->runs[idx[i]].path, &ao, &runs[i], err, sizeof err) != 0) {
+            fprintf_text(stderr, "%s: %s\n", PROG, err);
+            rc = EXIT_IO;
+        }
+    an_comparison c;
+    recommendation R;
+    int have_c = 0, have_r = 0;
+    if (!rc && !(have_c = an_compare(runs, n, 0, &c) == 0))
+        rc = EXIT_IO;
+    if (!rc && !(have_r = recommend(runs, n, &c, S->cfg->target, 0, &R) == 0))
+        rc = EXIT_IO;
+    if (!rc) {
+        msg_ctx m = {.runs = runs, .nruns = n, .baseline = 0, .R = &R};
+        A->have = 1;
+        A->nruns = n;
+        A->precision = R.precision;
+        msg_verdict(A->verdict, sizeof A->verdict, &m);
+        A->lr = R.lr;
+        A->lr_suggested = R.lr_suggested;
+        msg_section(A->lr_text, sizeof A->lr_text, &m, SEC_LR_LINE, " ");
+        const rec_decision *d[TUNE_MAX_REMEDIES];
+        size_t nd = rec_remedies(&R, d, TUNE_MAX_REMEDIES);
+        for (size_t i = 0; i < nd; i++) {
+            char why[512];
+            msg_decision_why(why, sizeof why, &m, d[i]);
+            set_put(d[i]->scope == REM_EVERY_RUN ? &A->every : &A->own, d[i]->scope, d[i]->option,
+                    d[i]->option_value, why);
+        }
+        for (size_t i = 0; i < R.decisions.n; i++) {
+            const rec_decision *x = &R.decisions.v[i];
+            if (x->what == WHAT_CLIP && isfinite(x->value) && x->value > 0)
+                A->clip = x->value;
+            if (x->what == WHAT_WARMUP)
+                A->warmup = 1;
+        }
+    }
+    if (have_r)
+        rec_free(&R);
+    if (have_c)
+        an_comparison_free(&c);
+    for (size_t i = 0; i < loaded; i++)
+        an_free(&runs[i]);
+    free(runs);
+    return rc;
+}
+
+/* The pair (yardstick y, candidate k) compared: k's eval loss against y's paired noise band.
+ * *outside := worse beyond the band; *band, *paired, *rel of the gap. 0 or EXIT_IO. */
+static int gap_of(const tune_state *S, long y, long k, int *outside, double *band, int *paired, double *rel)
+{
+    an_run runs[2];
+    memset(runs, 0, sizeof runs);
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
+    char err[1024];
+    int rc = 0;
+    for (int i = 0; i < 2 && !rc; i++)
+        if (an_load(S->runs[i ? k : y].path, &ao, &runs[i], err, sizeof err) != 0) {
+            fprintf_text(stderr, "%s: %s\n", PROG, err);
+            rc = EXIT_IO;
+        }
+    an_comparison c;
+    if (!rc && an_compare(runs, 2, 0, &c) != 0)
+        rc = EXIT_IO;
+    else if (!rc) {
+        const an_finding *g = an_finding_find(&c.list, F_CMP_GAP, 1);
+        *outside = g ? g->v[an_finding_fig(F_CMP_GAP, "outside")] != 0 : 1;
+        *band = g ? g->v[an_finding_fig(F_CMP_GAP, "band")] : c.band;
+        *paired = g ? g->v[an_finding_fig(F_CMP_GAP, "paired")] != 0 : 0;
+        *rel = g ? g->v[an_finding_fig(F_CMP_GAP, "rel")] : NAN;
+        an_comparison_free(&c);
+    }
+    an_free(&runs[0]);
+    an_free(&runs[1]);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The stages
+ * ------------------------------------------------------------------------------------------ */
+
+/* a measures better than b: it learns, and b does not or its final eval loss is higher. */
+static int better(const trun *a, const trun *b)
+{
+    return a->learns == 1 && (b->learns != 1 || a->eval < b->eval);
+}
+
+/* The FP32 run of a round (-1: none). */
+static long fp32_of_round(const tune_state *S, long round)
+{
+    const tround *rd = &S->rounds[round];
+    for (size_t i = rd->first_run; i < rd->first_run + rd->nruns; i++)
+        if (strcmp(S->runs[i].precision, "fp32") == 0)
+            return (long)i;
+    return -1;
+}
+
+/* 1. The precisions as given, and compare's advice on them. */
+static int stage_given(tune_state *S, double lr, long *base)
+{
+    char why[800];
+    const char *s[2] = {S->cfg->precisions, ""};
+    msg_tune(why, sizeof why, MT_WHY_GIVEN, (const double[]){lr}, 1, s, 2);
+    long rd;
+    opt_set none = {.n = 0};
+    int rc = do_round(S, "round-1", S->cfg->precisions, lr, &none, NULL, NULL, 0, K_RUN, MT_WHY_GIVEN, why, &rd);
+    if (rc)
+        return rc;
+    if (rd < 0 || (*base = fp32_of_round(S, rd)) < 0) {
+        fprintf_text(stderr, "%s: round 1 left no FP32 trace in '%s'\n", PROG, S->cfg->out);
+        return EXIT_IO;
+    }
+    tround *r = &S->rounds[rd];
+    if (!isfinite(lr)) { /* the runs' own lr: say which */
+        r->lr = S->runs[*base].lr;
+        msg_tune(why, sizeof why, MT_WHY_GIVEN, &r->lr, 1, s, 2);
+        snprintf(r->why, sizeof r->why, "%s", why);
+        for (size_t i = r->first_run; i < r->first_run + r->nruns; i++)
+            snprintf(S->runs[i].why, sizeof S->runs[i].why, "%s", why);
+    }
+    long idx[16];
+    size_t n = 0;
+    idx[n++] = *base;
+    for (size_t i = r->first_run; i < r->first_run + r->nruns && n < 16; i++)
+        if ((long)i != *base)
+            idx[n++] = (long)i;
+    return advise(S, idx, n, &r->adv);
+}
+
+/* 2. The options an advice names for every run, tested: FP32 with them at base's lr, kept where it
+ * measures better than base. *base := the FP32 run the search goes on from. */
+static int stage_every(tune_state *S, const advice *A, long *base, int k)
+{
+    opt_set cand = S->every;
+    size_t added = 0;
+    for (size_t i = 0; i < A->every.n; i++)
+        if (!set_has(&cand, A->every.m[i].option)) {
+            set_put(&cand, REM_EVERY_RUN, A->every.m[i].option, A->every.m[i].value, A->every.m[i].why);
+            added++;
+        }
+    if (!added)
+        return 0;
+    char name[32], why[800], opts[1024];
+    set_text(opts, sizeof opts, &cand, NULL);
+    const char *s[1] = {opts};
+    double lr = S->runs[*base].lr;
+    msg_tune(why, sizeof why, MT_WHY_REMEDY, &lr, 1, s, 1);
+    snprintf(name, sizeof name, "remedy-%d", k);
+    long rd;
+    int rc = do_round(S, name, "fp32", lr, &cand, NULL, NULL, 0, K_RUN, MT_WHY_REMEDY, why, &rd);
+    if (rc)
+        return rc;
+    long r = find_run(S, "fp32", lr, opts, K_RUN);
+    if (r < 0)
+        return 0;
+    char txt[900];
+    const double v[3] = {S->runs[r].eval, S->runs[*base].eval, S->runs[r].learns == 1};
+    if (better(&S->runs[r], &S->runs[*base])) {
+        S->every = cand;
+        *base = r;
+        msg_tune(txt, sizeof txt, MT_ADOPTED, v, 2, s, 1);
+        add_note(S, MT_ADOPTED, txt);
+        /* what the advice says of the run with them: more options for every run? */
+        advice B;
+        long one = r;
+        if ((rc = advise(S, &one, 1, &B)))
+            return rc;
+        if (rd >= 0)
+            S->rounds[rd].adv = B;
+        if (k < 3)
+            return stage_every(S, &B, base, k + 1);
+    } else {
+        msg_tune(txt, sizeof txt, MT_REJECTED, v, 3, s, 1);
+        add_note(S, MT_REJECTED, txt);
+    }
+    return 0;
+}
+
+/* The LR range test (fp32, from the same initial weights): its suggestion into *start (NaN: none),
+ * the words into a note. 0 or an exit status. */
+static int stage_lrfind(tune_state *S, const char *reason, double *start)
+{
+    *start = NAN;
+    char why[800], sched[64], steps[32];
+    const char *s[1] = {reason};
+    msg_tune(why, sizeof why, MT_WHY_LRFIND, (const double[]){LRFIND_MIN, LRFIND_MAX, LRFIND_STEPS}, 3, s, 1);
+    snprintf(sched, sizeof sched, "range:%.17g", LRFIND_MIN);
+    snprintf(steps, sizeof steps, "%d", LRFIND_STEPS);
+    const char *extra[] = {"--schedule", sched, "--steps", steps, "--eval-every", "0", "--trace-every", "0",
+                           "--hist-every", "0"};
+    long rd;
+    int rc = do_round(S, "lrfind", "fp32", LRFIND_MAX, &S->every, NULL, extra, sizeof extra / sizeof extra[0],
+                      K_LRFIND, MT_WHY_LRFIND, why, &rd);
+    if (rc || rd < 0)
+        return rc;
+    const trun *t = &S->runs[S->rounds[rd].first_run];
+    an_run r;
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
+    char err[1024];
+    if (an_load(t->path, &ao, &r, err, sizeof err) != 0) {
+        fprintf_text(stderr, "%s: %s\n", PROG, err);
+        an_free(&r);
+        return EXIT_IO;
+    }
+    double *lr = malloc((r.nsteps ? r.nsteps : 1) * sizeof *lr), *loss = malloc((r.nsteps ? r.nsteps : 1) * sizeof *loss);
+    size_t n = 0;
+    for (size_t i = 0; lr && loss && i < r.nsteps; i++)
+        if (!r.steps[i].skipped && r.steps[i].lr > 0 && isfinite(r.steps[i].loss)) {
+            lr[n] = r.steps[i].lr;
+            loss[n++] = r.steps[i].loss;
+        }
+    lr_suggest sg;
+    lr_suggest_from(lr ? lr : (double[]){0}, loss ? loss : (double[]){0}, lr && loss ? n : 0, &sg);
+    free(lr);
+    free(loss);
+    an_free(&r);
+    const char *source = isfinite(sg.valley) ? "valley" : isfinite(sg.steepest) ? "steepest" : "minimum / 10";
+    *start = isfinite(sg.valley) ? sg.valley : isfinite(sg.steepest) ? sg.steepest : sg.minimum;
+    char txt[900];
+    const char *ss[1] = {isfinite(*start) ? source : "no suggestion: the loss never fell"};
+    msg_tune(txt, sizeof txt, MT_LRFIND, (const double[]){sg.valley, sg.steepest, sg.minimum, *start}, 4, ss, 1);
+    add_note(S, MT_LRFIND, txt);
+    return 0;
+}
+
+/* The FP32 runs with the every-run options kept: the best that learns (-1: none), the lowest and
+ * highest lr tried. */
+static long best_fp32(const tune_state *S, double *lo, double *hi, size_t *count)
+{
+    char opts[1024];
+    set_text(opts, sizeof opts, &S->every, NULL);
+    long best = -1;
+    *lo = INFINITY;
+    *hi = -INFINITY;
+    *count = 0;
+    for (size_t i = 0; i < S->nruns; i++) {
+        const trun *t = &S->runs[i];
+        if (t->kind != K_RUN || strcmp(t->precision, "fp32") || strcmp(t->options, opts))
+            continue;
+        (*count)++;
+        *lo = fmin(*lo, t->lr);
+        *hi = fmax(*hi, t->lr);
+        if (t->learns == 1 && t->unhealthy[0] == 0 && (best < 0 || t->eval < S->runs[best].eval))
+            best = (long)i;
+    }
+    return best;
+}
+
+/* FP32 at the lrs (those not run yet), a round of the search. */
+static int search_round(tune_state *S, int k, const double *lrs, size_t n, msg_tune_id id, const double *v,
+                        size_t nv, const char *source)
+{
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char name[48], why[800];
+        double vv[2] = {lrs[i], nv > 0 ? v[0] : NAN};
+        const char *s[1] = {source};
+        msg_tune(why, sizeof why, id, vv, 2, s, 1);
+        snprintf(name, sizeof name, "lr-%d-%zu", k, i + 1);
+        long rd;
+        rc = do_round(S, name, "fp32", lrs[i], &S->every, NULL, NULL, 0, K_RUN, id, why, &rd);
+    }
+    return rc;
+}
+
+/* 3. The lr, measured: the search, and the yardstick it leaves. */
+static int stage_lr(tune_state *S, long base, const advice *A)
+{
+    const trun *b = &S->runs[base];
+    double start = b->lr;
+    const char *source = "the lr given";
+    int rc;
+    if (b->learns != 1 || b->unhealthy[0]) {
+        const char *reason = b->learns != 1 ? "the FP32 baseline does not learn" : "the FP32 baseline is not healthy";
+        if ((rc = stage_lrfind(S, reason, &start)))
+            return rc;
+        source = "the LR range test's suggestion";
+        if (!(start > 0 && isfinite(start))) {
+            start = b->lr / 10;
+            source = "a tenth of the lr given: the range test suggests none";
+        }
+    }
+    double br[3] = {start, start * LR_STEP, start / LR_STEP};
+    if ((rc = search_round(S, 1, br, 3, MT_WHY_LR_BRACKET, &start, 1, source)))
+        return rc;
+    for (int k = 2; k <= S->cfg->search_rounds + 1; k++) {
+        double lo, hi;
+        size_t count;
+        long best = best_fp32(S, &lo, &hi, &count);
+        double next[2];
+        size_t nn = 0;
+        if (best < 0) {
+            /* nothing learns: go the way the history says (too low: up), else down */
+            int up = A && A->lr == LR_RAISE;
+            next[nn++] = up ? hi * LR_STEP : lo / LR_STEP;
+            if ((rc = search_round(S, k, next, nn, MT_WHY_LR_LOWER, up ? &hi : &lo, 1, "")))
+                return rc;
+            continue;
+        }
+        double bl = S->runs[best].lr, cand[2] = {bl * LR_STEP, bl / LR_STEP};
+        for (int j = 0; j < 2; j++)
+            if (find_run(S, "fp32", cand[j], S->runs[best].options, K_RUN) < 0)
+                next[nn++] = cand[j];
+        if (!nn)
+            break; /* measured on both sides */
+        if ((rc = search_round(S, k, next, nn, MT_WHY_LR_NEIGHBOUR, &bl, 1, "")))
+            return rc;
+    }
+    return 0;
+}
+
+/* 4. The advice's hypotheses at the yardstick: a clip value, a longer warm-up; each kept where FP32
+ * with it measures better than the yardstick. */
+static int stage_hypotheses(tune_state *S)
+{
+    long one = S->yard;
+    advice A;
+    int rc = advise(S, &one, 1, &A);
+    if (rc)
+        return rc;
+    for (int h = 0; h < 2; h++) {
+        char value[64];
+        const char *option, *what;
+        if (h == 0) {
+            if (!isfinite(A.clip))
+                continue;
+            option = "--clip";
+            what = "clip";
+            snprintf(value, sizeof value, "%.6g", A.clip);
+        } else {
+            if (!A.warmup)
+                continue;
+            option = "--schedule";
+            what = "a longer warm-up";
+            long w = S->runs[S->yard].steps_planned > 0 ? S->runs[S->yard].steps_planned / 10 : 0;
+            snprintf(value, sizeof value, "cosine:%ld", w > 10 ? w : 10);
+        }
+        opt_set cand = S->every;
+        set_put(&cand, REM_EVERY_RUN, option, value, what);
+        char opts[1024], why[800], name[32], txt[900];
+        set_text(opts, sizeof opts, &cand, NULL);
+        char one_opt[320];
+        snprintf(one_opt, sizeof one_opt, "%s %s", option, value);
+        const char *s[2] = {opts, what};
+        double lr = S->runs[S->yard].lr;
+        msg_tune(why, sizeof why, MT_WHY_HYPOTHESIS, &lr, 1, s, 2);
+        snprintf(name, sizeof name, "hypothesis-%d", h + 1);
+        long rd;
+        if ((rc = do_round(S, name, "fp32", lr, &cand, NULL, NULL, 0, K_RUN, MT_WHY_HYPOTHESIS, why, &rd)))
+            return rc;
+        long r = find_run(S, "fp32", lr, opts, K_RUN);
+        if (r < 0)
+            continue;
+        const char *so[1] = {one_opt};
+        const double v[3] = {S->runs[r].eval, S->runs[S->yard].eval, S->runs[r].learns == 1};
+        if (better(&S->runs[r], &S->runs[S->yard]) && S->runs[r].unhealthy[0] == 0) {
+            S->every = cand;
+            S->yard = r;
+            msg_tune(txt, sizeof txt, MT_ADOPTED, v, 2, so, 1);
+            add_note(S, MT_ADOPTED, txt);
+        } else {
+            msg_tune(txt, sizeof txt, MT_REJECTED, v, 3, so, 1);
+            add_note(S, MT_REJECTED, txt);
+        }
+    }
+    return 0;
+}
+
+/* The precisions of the configuration but fp32 ("fp16,bf16"). */
+static void sixteen_bit(const tune_cfg *t, char *buf, size_t n)
+{
+    char copy[128];
+    buf[0] = 0;
+    snprintf(copy, sizeof copy, "%s", t->precisions);
+    for (char *save = NULL, *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        if (strcmp(p, "fp32")) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, n - len, "%s%s", len ? "," : "", p);
+        }
+}
+
+/* One candidate against the yardstick: 1 verified (the words in S->verification), 0 not (the
+ * words of why appended to S->failures); or an exit status as -1 - status. */
+static int check_candidate(tune_state *S, long k)
+{
+    const trun *c = &S->runs[k], *y = &S->runs[S->yard];
+    char why[900];
+    const char *s2[2] = {c->precision, c->unhealthy};
+    if (c->unhealthy[0]) {
+        msg_tune(why, sizeof why, MT_FAIL_UNHEALTHY, &c->lr, 1, s2, 2);
+    } else if (c->learns != 1) {
+        const char *s3[2] = {c->precision, c->learning};
+        msg_tune(why, sizeof why, MT_FAIL_NOT_LEARNING, &c->lr, 1, s3, 2);
+    } else {
+        int outside = 0, paired = 0;
+        double band = NAN, rel = NAN;
+        if (k != S->yard) {
+            int rc = gap_of(S, S->yard, k, &outside, &band, &paired, &rel);
+            if (rc)
+                return -1 - rc;
+        }
+        if (!outside) {
+            char opts[1024];
+            snprintf(opts, sizeof opts, "%s", c->options);
+            const char *s[3] = {c->precision, opts, c->path};
+            const double v[7] = {c->lr, c->eval, c->eval0, y->eval, band, paired, k == S->yard};
+            msg_tune(S->verification, sizeof S->verification, MT_VERIFIED, v, 7, s, 3);
+            S->verification_id = MT_VERIFIED;
+            S->band = band;
+            return 1;
+        }
+        const char *s1[1] = {c->precision};
+        const double v[6] = {c->lr, c->eval, y->eval, rel, band, paired};
+        msg_tune(why, sizeof why, MT_FAIL_GAP, v, 6, s1, 1);
+    }
+    if (S->nfail < 4)
+        snprintf(S->failures[S->nfail++], sizeof S->failures[0], "%s", why);
+    fprintf_text(stderr, "%s: %s\n", PROG, why);
+    return 0;
+}
+
+/* 5 and 6. The 16-bit precisions at the yardstick's lr and options, compare's advice on them, the
+ * recommended precision with the options for its run; then the verification. */
+static int stage_precisions(tune_state *S)
+{
+    const trun *y = &S->runs[S->yard];
+    double lr = y->lr;
+    char p16[128], why[800], opts[1024];
+    sixteen_bit(S->cfg, p16, sizeof p16);
+    set_text(opts, sizeof opts, &S->every, NULL);
+    int rc;
+    long rd = -1;
+    advice A;
+    memset(&A, 0, sizeof A);
+    if (p16[0]) {
+        const char *s[2] = {p16, opts};
+        msg_tune(why, sizeof why, MT_WHY_PRECISIONS, &lr, 1, s, 2);
+        if ((rc = do_round(S, "precisions", p16, lr, &S->every, NULL, NULL, 0, K_RUN, MT_WHY_PRECISIONS, why, &rd)))
+            return rc;
+        /* the yardstick and the 16-bit runs at its lr and options */
+        long idx[16];
+        size_t n = 0;
+        idx[n++] = S->yard;
+        for (size_t i = 0; i < S->nruns && n < 16; i++)
+            if ((long)i != S->yard && S->runs[i].kind == K_RUN && strcmp(S->runs[i].precision, "fp32") &&
+                same_lr(S->runs[i].lr, lr) && strcmp(S->runs[i].options, opts) == 0)
+                idx[n++] = (long)i;
+        if ((rc = advise(S, idx, n, &A)))
+            return rc;
+        if (rd >= 0)
+            S->rounds[rd].adv = A;
+    }
+    /* the candidates: the recommended precision (with the options for its run), the other 16-bit
+     * runs (bf16 before fp16), the yardstick */
+    long cand[20];
+    size_t nc = 0;
+    if (A.have && (A.precision == REC_FP16 || A.precision == REC_BF16)) {
+        const char *p = rec_precision_name(A.precision);
+        if (A.own.n) {
+            char own[1024];
+            set_text(own, sizeof own, &A.own, NULL);
+            const char *s[2] = {p, own};
+            msg_tune(why, sizeof why, MT_WHY_RECOMMENDED, &lr, 1, s, 2);
+            long r2;
+            if ((rc = do_round(S, "recommended", p, lr, &S->every, &A.own, NULL, 0, K_RUN, MT_WHY_RECOMMENDED, why,
+                               &r2)))
+                return rc;
+            char both[1024];
+            set_text(both, sizeof both, &S->every, &A.own);
+            long k = find_run(S, p, lr, both, K_RUN);
+            if (k >= 0)
+                cand[nc++] = k;
+        }
+        long k = find_run(S, p, lr, opts, K_RUN);
+        if (k >= 0)
+            cand[nc++] = k;
+    }
+    static const char *const order[] = {"bf16", "fp16", "bf16-pure"};
+    for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
+        long k = find_run(S, order[o], lr, opts, K_RUN);
+        int dup = 0;
+        for (size_t j = 0; j < nc; j++)
+            dup |= cand[j] == k;
+        if (k >= 0 && !dup && nc < 19)
+            cand[nc++] = k;
+    }
+    cand[nc++] = S->yard;
+    for (size_t j = 0; j < nc; j++) {
+        int v = check_candidate(S, cand[j]);
+        if (v < 0)
+            return -1 - v;
+        if (v == 1) {
+            S->chosen = cand[j];
+            S->verified = 1;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Reports
+ * ------------------------------------------------------------------------------------------ */
+
+static void run_line(char *buf, size_t n, const trun *t)
+{
+    char e[32], e0[32];
+    fmt_num(e, sizeof e, t->eval, 4);
+    fmt_num(e0, sizeof e0, t->eval0, 4);
+    snprintf(buf, n, "%-9s lr %-10g %s eval %s from %s%s%s", t->precision, t->lr,
+             t->kind == K_LRFIND ? "(range test)" : t->learns == 1 ? "learns" : "does not learn", e, e0,
+             t->unhealthy[0] ? "; not healthy" : "", t->options[0] ? "" : "");
+}
+
+static void report_text(FILE *f, const tune_state *S)
+{
+    char line[1200];
+    for (size_t k = 0; k < S->nrounds; k++) {
+        const tround *r = &S->rounds[k];
+        fprintf_text(f, "%s (%s): %s\n", r->name, r->dir, r->why);
+        for (size_t i = r->first_run; i < r->first_run + r->nruns; i++) {
+            run_line(line, sizeof line, &S->runs[i]);
+            fprintf_text(f, "  %s%s%s\n", line, S->runs[i].options[0] ? " with " : "", S->runs[i].options);
+        }
+        if (r->adv.have) {
+            fprintf_text(f, "  verdict  %s\n", r->adv.verdict);
+            fprintf_text(f, "  lr       %s\n", r->adv.lr_text);
+        }
+    }
+    for (size_t i = 0; i < S->nnotes; i++)
+        fprintf_text(f, "%s\n", S->notes[i].text);
+    fprintf_text(f, "%s: %s\n", S->verified ? "Verified" : "NOT verified", S->verification);
+}
+
+static void report_md(FILE *f, const tune_state *S)
+{
+    fprintf(f, "# ampdiag tune\n\n**%s**: ", S->verified ? "Verified" : "Not verified");
+    str_fputs(S->verification, SINK_MD, f);
+    fprintf(f, "\n\n| round | run | lr | options | eval loss | learns | why |\n|---|---|---|---|---|---|---|\n");
+    for (size_t i = 0; i < S->nruns; i++) {
+        const trun *t = &S->runs[i];
+        char e[32];
+        fprintf(f, "| ");
+        str_fputs(S->rounds[t->round].name, SINK_MD, f);
+        fprintf(f, " | ");
+        str_fputs(t->precision, SINK_MD, f);
+        fprintf(f, " | %g | ", t->lr);
+        str_fputs(t->options[0] ? t->options : "-", SINK_MD, f);
+        fprintf(f, " | %s | %s | ", fmt_num(e, sizeof e, t->eval, 4),
+                t->kind == K_LRFIND ? "-" : t->learns == 1 ? "yes" : "no");
+        str_fputs(t->why, SINK_MD, f);
+        fprintf(f, " |\n");
+    }
+    if (S->nnotes)
+        fprintf(f, "\n");
+    for (size_t i = 0; i < S->nnotes; i++) {
+        fprintf(f, "- ");
+        str_fputs(S->notes[i].text, SINK_MD, f);
+        fprintf(f, "\n");
+    }
+    for (size_t k = 0; k < S->nrounds; k++)
+        if (S->rounds[k].adv.have) {
+            fprintf(f, "\n%s: ", S->rounds[k].name);
+            str_fputs(S->rounds[k].adv.verdict, SINK_MD, f);
+            fprintf(f, " LR: ");
+            str_fputs(S->rounds[k].adv.lr_text, SINK_MD, f);
+            fprintf(f, "\n");
+        }
+}
+
+static void json_opts(jw *w, const opt_set *s, const char *runs)
 {
     for (size_t i = 0; i < s->n; i++) {
         jw_open(w, NULL, '{');
@@ -434,74 +1072,133 @@ static void json_applied(jw *w, const remedy_set *s, const char *runs)
     }
 }
 
-/* One round: its lr, directory, the remedies applied, its runs with their command lines, and
- * what compare advised. */
-static void json_round(jw *w, const tune_round *r)
+static void json_run(jw *w, const tune_state *S, size_t i)
 {
+    const trun *t = &S->runs[i];
     jw_open(w, NULL, '{');
-    jw_num(w, "lr", r->lr);
-    jw_str(w, "dir", r->dir);
-    jw_open(w, "applied", '[');
-    json_applied(w, &r->every, "every");
-    json_applied(w, &r->own, r->own_prec);
-    jw_close(w, ']');
-    jw_open(w, "runs", '[');
-    for (size_t i = 0; i < r->n; i++) {
-        jw_open(w, NULL, '{');
-        jw_str(w, "precision", r->runs[i].precision);
-        jw_str(w, "path", r->runs[i].path);
-        jw_str(w, "command_line", r->runs[i].command_line);
-        jw_close(w, '}');
-    }
-    jw_close(w, ']');
-    msg_ctx m = round_ctx(r);
-    char line[2000];
-    jw_str(w, "precision", rec_precision_name(r->R.precision));
-    msg_verdict(line, sizeof line, &m);
-    jw_str(w, "verdict", line);
-    jw_open(w, "remedies", '[');
-    const rec_decision *d[TUNE_MAX_REMEDIES];
-    size_t nd = rec_remedies(&r->R, d, TUNE_MAX_REMEDIES);
-    for (size_t i = 0; i < nd; i++) {
-        jw_open(w, NULL, '{');
-        jw_str(w, "option", d[i]->option);
-        jw_str(w, "value", d[i]->option_value);
-        jw_str(w, "scope", rec_scope_name(d[i]->scope));
-        msg_decision_why(line, sizeof line, &m, d[i]);
-        jw_str(w, "why", line);
-        jw_close(w, '}');
-    }
-    jw_close(w, ']');
-    jw_str(w, "lr_advice", rec_lr_name(r->R.lr));
-    jw_num(w, "lr_suggested", r->R.lr_suggested);
-    msg_section(line, sizeof line, &m, SEC_LR_LINE, " ");
-    jw_str(w, "lr_text", line);
+    jw_str(w, "path", t->path);
+    jw_str(w, "precision", t->precision);
+    jw_num(w, "lr", t->lr);
+    jw_str(w, "options", t->options);
+    jw_str(w, "round", S->rounds[t->round].name);
+    jw_str(w, "why_id", msg_tune_key(t->why_id));
+    jw_str(w, "why", t->why);
+    jw_bool(w, "range_test", t->kind == K_LRFIND);
+    jw_str(w, "status", t->status);
+    jw_num(w, "eval_loss", t->eval);
+    jw_num(w, "initial_eval_loss", t->eval0);
+    jw_num(w, "accuracy", t->metric);
+    if (t->learns < 0)
+        jw_null(w, "learns");
+    else
+        jw_bool(w, "learns", t->learns == 1);
+    jw_str(w, "learning", t->learning);
+    jw_bool(w, "healthy", t->unhealthy[0] == 0);
+    jw_str(w, "unhealthy", t->unhealthy[0] ? t->unhealthy : NULL);
+    jw_str(w, "command_line", t->command_line);
+    jw_bool(w, "yardstick", (long)i == S->yard);
+    jw_bool(w, "verified", (long)i == S->chosen);
     jw_close(w, '}');
 }
 
-static void report_json(FILE *f, const tune_round *rs, int nr, const verdict *v)
+static void json_round(jw *w, const tune_state *S, size_t k)
+{
+    const tround *r = &S->rounds[k];
+    jw_open(w, NULL, '{');
+    jw_str(w, "name", r->name);
+    jw_num(w, "lr", r->lr);
+    jw_str(w, "dir", r->dir);
+    jw_str(w, "why_id", msg_tune_key(r->why_id));
+    jw_str(w, "why", r->why);
+    jw_str(w, "options", r->options);
+    jw_open(w, "runs", '[');
+    for (size_t i = r->first_run; i < r->first_run + r->nruns; i++) {
+        jw_open(w, NULL, '{');
+        jw_str(w, "precision", S->runs[i].precision);
+        jw_str(w, "path", S->runs[i].path);
+        jw_str(w, "command_line", S->runs[i].command_line);
+        jw_close(w, '}');
+    }
+    jw_close(w, ']');
+    if (r->adv.have) {
+        jw_str(w, "precision", rec_precision_name(r->adv.precision));
+        jw_str(w, "verdict", r->adv.verdict);
+        jw_open(w, "remedies", '[');
+        const opt_set *sets[2] = {&r->adv.every, &r->adv.own};
+        for (int s = 0; s < 2; s++)
+            for (size_t i = 0; i < sets[s]->n; i++) {
+                jw_open(w, NULL, '{');
+                jw_str(w, "option", sets[s]->m[i].option);
+                jw_str(w, "value", sets[s]->m[i].value);
+                jw_str(w, "scope", rec_scope_name(sets[s]->m[i].scope));
+                jw_str(w, "why", sets[s]->m[i].why);
+                jw_close(w, '}');
+            }
+        jw_close(w, ']');
+        jw_str(w, "lr_advice", rec_lr_name(r->adv.lr));
+        jw_num(w, "lr_suggested", r->adv.lr_suggested);
+        jw_str(w, "lr_text", r->adv.lr_text);
+    } else {
+        jw_str(w, "verdict", "");
+    }
+    jw_close(w, '}');
+}
+
+static void report_json(FILE *f, const tune_state *S)
 {
     jw w;
     jw_begin(&w, f);
     jw_open(&w, NULL, '{');
     jw_str(&w, "format", "ampdiag-tune");
     jw_int(&w, "format_version", TUNE_JSON_VERSION);
-    jw_bool(&w, "verified", v->verified);
-    jw_str(&w, "verification", v->why);
-    jw_str(&w, "run", v->path);
-    jw_num(&w, "eval_loss", v->eval);
-    jw_num(&w, "fp32_eval_loss", v->base_eval);
-    jw_num(&w, "first_fp32_eval_loss", v->first_eval);
-    jw_num(&w, "noise_band", v->band);
+    jw_bool(&w, "verified", S->verified);
+    jw_str(&w, "verification_id", msg_tune_key(S->verification_id));
+    jw_str(&w, "verification", S->verification);
+    const trun *c = S->chosen >= 0 ? &S->runs[S->chosen] : NULL, *y = S->yard >= 0 ? &S->runs[S->yard] : NULL;
+    jw_str(&w, "run", c ? c->path : NULL);
+    jw_str(&w, "precision", c ? c->precision : NULL);
+    jw_num(&w, "lr", c ? c->lr : NAN);
+    jw_num(&w, "eval_loss", c ? c->eval : NAN);
+    jw_num(&w, "fp32_eval_loss", y ? y->eval : NAN);
+    jw_num(&w, "first_fp32_eval_loss", S->first_base >= 0 ? S->runs[S->first_base].eval : NAN);
+    jw_num(&w, "noise_band", S->band);
+    jw_open(&w, "yardstick", '{');
+    jw_str(&w, "run", y ? y->path : NULL);
+    jw_num(&w, "lr", y ? y->lr : NAN);
+    jw_num(&w, "eval_loss", y ? y->eval : NAN);
+    jw_close(&w, '}');
     jw_open(&w, "remedies_applied", '[');
-    if (nr > 0) {
-        json_applied(&w, &rs[nr - 1].every, "every");
-        json_applied(&w, &rs[nr - 1].own, rs[nr - 1].own_prec);
+    json_opts(&w, &S->every, "every");
+    if (c && S->chosen != S->yard) {
+        /* the options of the verified run beyond the every-run ones */
+        for (size_t k = 0; k < S->nrounds; k++)
+            if (S->rounds[k].adv.have && !strcmp(S->rounds[k].name, "precisions") && c->options[0]) {
+                char every[1024];
+                set_text(every, sizeof every, &S->every, NULL);
+                if (strcmp(c->options, every))
+                    json_opts(&w, &S->rounds[k].adv.own, c->precision);
+            }
     }
     jw_close(&w, ']');
+    jw_open(&w, "notes", '[');
+    for (size_t i = 0; i < S->nnotes; i++) {
+        jw_open(&w, NULL, '{');
+        jw_str(&w, "id", msg_tune_key(S->notes[i].id));
+        jw_str(&w, "text", S->notes[i].text);
+        jw_close(&w, '}');
+    }
+    jw_close(&w, ']');
+    jw_open(&w, "failed_candidates", '[');
+    for (size_t i = 0; i < S->nfail; i++)
+        jw_str(&w, NULL, S->failures[i]);
+    jw_close(&w, ']');
+    jw_open(&w, "runs", '[');
+    for (size_t i = 0; i < S->nruns; i++)
+        json_run(&w, S, i);
+    jw_close(&w, ']');
     jw_open(&w, "rounds", '[');
-    for (int k = 0; k < nr; k++)
-        json_round(&w, &rs[k]);
+    for (size_t k = 0; k < S->nrounds; k++)
+        json_round(&w, S, k);
     jw_close(&w, ']');
     jw_close(&w, '}');
     jw_end(&w);
@@ -522,7 +1219,7 @@ static int check_reports(const char *dir)
 }
 
 /* Write the Markdown and JSON reports into dir. 0 or EXIT_IO. */
-static int write_reports(const char *dir, const tune_round *rs, int nr, const verdict *v)
+static int write_reports(const char *dir, const tune_state *S)
 {
     static const char *const names[2] = {"tune.md", "tune.json"};
     for (int k = 0; k < 2; k++) {
@@ -535,9 +1232,9 @@ static int write_reports(const char *dir, const tune_round *rs, int nr, const ve
             return EXIT_IO;
         }
         if (k)
-            report_json(f, rs, nr, v);
+            report_json(f, S);
         else
-            report_md(f, rs, nr, v);
+            report_md(f, S);
         if (ferror(f) | fclose(f)) {
             fprintf_text(stderr, "%s: cannot write '%s'\n", PROG, p);
             return EXIT_IO;
@@ -546,34 +1243,7 @@ static int write_reports(const char *dir, const tune_round *rs, int nr, const ve
     return 0;
 }
 
-/* Run and analyse one round into DIR/round-K (or DIR/NAME): the precisions with the every-run
- * remedies (r->every); with remedies for one precision's run (r->own), that precision runs in
- * a second sweep that adds them. r->lr, r->every, r->own and r->own_prec are set by the caller.
- * 0 or an exit status. */
-static int do_round(const tune_cfg *t, tune_round *r, int k, const char *name, const char *precisions)
-{
-    if (name)
-        snprintf(r->dir, sizeof r->dir, "%s/%s", t->out, name);
-    else
-        snprintf(r->dir, sizeof r->dir, "%s/round-%d", t->out, k);
-    char ap[1300];
-    applied_text(ap, sizeof ap, r);
-    fprintf_text(stderr, "%s: %s %d (%s%s%s) at lr %g%s%s -> %s\n", PROG, name ? name : "round", k, precisions,
-                 r->own.n ? "," : "", r->own.n ? r->own_prec : "", r->lr, ap[0] ? " with " : "", ap, r->dir);
-    if (mkdir(r->dir, 0777) != 0 && errno != EEXIST) {
-        fprintf_text(stderr, "%s: cannot create '%s': %s\n", PROG, r->dir, strerror(errno));
-        return EXIT_IO;
-    }
-    int st = run_sweep(t, r, r->own.n ? precisions : NULL, precisions, &r->every, NULL);
-    if ((st == 0 || st == EXIT_FAIL_ON) && r->own.n)
-        st = run_sweep(t, r, r->own_prec, r->own_prec, &r->every, &r->own);
-    if (st != 0 && st != EXIT_FAIL_ON) {
-        fprintf_text(stderr, "%s: the sweep of round %d failed (exit %d; see %s/sweep*.txt and the run logs "
-                     "there)\n", PROG, k, st, r->dir);
-        return st;
-    }
-    return round_analyse(r, t->target);
-}
+/* ------------------------------------------------------------------------------------------ */
 
 static int parse_num(const char *what, const char *s, double lo, double hi, double *v)
 {
@@ -588,56 +1258,74 @@ static int parse_num(const char *what, const char *s, double lo, double hi, doub
     return 0;
 }
 
-/* The rounds: each runs at the lr and with the every-run remedies in force; the next one follows
- * while the advice moves the lr or names a new every-run remedy (at most rounds). Returns 0 or
- * an exit status; *nr the rounds run. */
-static int tune_rounds(const tune_cfg *t, tune_round *rs, int rounds, double lr, int *nr)
+/* --precisions with fp32 first (the baseline, always run). 0 or EXIT_USAGE after a message. */
+static int set_precisions(tune_cfg *t, const char *list)
 {
-    remedy_set every = {.n = 0};
-    int rc = 0;
-    while (!rc && *nr < rounds) {
-        tune_round *r = &rs[*nr];
-        r->lr = lr;
-        r->every = every;
-        if ((rc = do_round(t, r, *nr + 1, NULL, t->precisions)))
-            break;
-        (*nr)++;
-        int moves = (r->R.lr == LR_LOWER || r->R.lr == LR_RAISE) && isfinite(r->R.lr_suggested) &&
-                    r->R.lr_suggested > 0;
-        size_t added = take_new(r, REM_EVERY_RUN, &every, &every);
-        if (!moves && !added)
-            break;
-        if (moves)
-            lr = r->R.lr_suggested;
-        else
-            lr = r->lr; /* the same lr, as the runs recorded it */
+    char copy[128];
+    if (strlen(list) >= sizeof copy - 8) {
+        fprintf_text(stderr, "%s: --precisions '%s': too long\n", PROG, list);
+        return EXIT_USAGE;
     }
-    return rc;
+    snprintf(t->precisions, sizeof t->precisions, "fp32");
+    snprintf(copy, sizeof copy, "%s", list);
+    for (char *save = NULL, *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        if (strcmp(p, "fp32")) {
+            size_t len = strlen(t->precisions);
+            snprintf(t->precisions + len, sizeof t->precisions - len, ",%s", p);
+        }
+    return 0;
 }
 
-/* The recommended configuration of the last round, when that round did not run it as it is (a
- * predicted precision, or remedies for its run): run it beside FP32 into DIR/verify. 0 or an
- * exit status; *nr counts the round. */
-static int tune_verify_round(const tune_cfg *t, tune_round *rs, int *nr)
+/* The whole loop. 0 or an exit status. */
+static int tune(tune_state *S, double lr)
 {
-    const tune_round *last = &rs[*nr - 1];
-    rec_precision p = last->R.precision;
-    size_t ri;
-    if (p == REC_UNDECIDED || *nr >= TUNE_MAX_ROUNDS)
+    long base;
+    int rc = stage_given(S, lr, &base);
+    if (rc)
+        return rc;
+    S->first_base = base;
+    if (S->runs[base].degenerate[0]) { /* nothing measured on it says anything: stop here */
+        const char *s[1] = {S->runs[base].degenerate};
+        msg_tune(S->verification, sizeof S->verification, MT_CANNOT_JUDGE, NULL, 0, s, 1);
+        S->verification_id = MT_CANNOT_JUDGE;
         return 0;
-    tune_round *v = &rs[*nr];
-    v->lr = last->lr;
-    v->every = last->every;
-    take_new(last, REM_RECOMMENDED, &v->every, &v->own);
-    if (run_of(last, p, &ri) && v->own.n == 0)
+    }
+    if ((rc = stage_every(S, &S->rounds[0].adv, &base, 1)))
+        return rc;
+    if ((rc = stage_lr(S, base, &S->rounds[0].adv)))
+        return rc;
+    double lo, hi;
+    size_t count;
+    S->yard = best_fp32(S, &lo, &hi, &count);
+    if (S->yard < 0) {
+        const trun *b = &S->runs[base];
+        const char *s[1] = {b->learning[0] ? b->learning : b->unhealthy};
+        msg_tune(S->verification, sizeof S->verification, MT_NOTHING_LEARNS, (const double[]){(double)count, lo, hi},
+                 3, s, 1);
+        S->verification_id = MT_NOTHING_LEARNS;
         return 0;
-    snprintf(v->own_prec, sizeof v->own_prec, "%s", rec_precision_name(p));
-    char prec[64];
-    snprintf(prec, sizeof prec, v->own.n ? "fp32" : "fp32,%s", rec_precision_name(p));
-    int rc = do_round(t, v, *nr + 1, "verify", prec);
-    if (!rc)
-        (*nr)++;
-    return rc;
+    }
+    char txt[900], opts[1024];
+    set_text(opts, sizeof opts, &S->every, NULL);
+    const trun *y = &S->runs[S->yard];
+    const char *s[1] = {opts};
+    msg_tune(txt, sizeof txt, MT_YARDSTICK, (const double[]){y->lr, y->eval, y->eval0, (double)count}, 4, s, 1);
+    add_note(S, MT_YARDSTICK, txt);
+    if ((rc = stage_hypotheses(S)))
+        return rc;
+    if ((rc = stage_precisions(S)))
+        return rc;
+    if (!S->verified) {
+        char all[2400] = "";
+        for (size_t i = 0; i < S->nfail; i++) {
+            size_t len = strlen(all);
+            snprintf(all + len, sizeof all - len, "%s%s", i ? "; " : "", S->failures[i]);
+        }
+        const char *s2[1] = {all};
+        msg_tune(S->verification, sizeof S->verification, MT_NOT_VERIFIED, NULL, 0, s2, 1);
+        S->verification_id = MT_NOT_VERIFIED;
+    }
+    return 0;
 }
 
 int cmd_tune(int argc, char **argv)
@@ -645,19 +1333,21 @@ int cmd_tune(int argc, char **argv)
     cli_opt table[CLI_MAX_OPTS + 1];
     if (cli_with_run_options(table, own_options, tune_id_of))
         return EXIT_USAGE;
-    tune_cfg t = {.out = NULL, .precisions = "fp32,fp16,bf16", .jobs = NULL, .target = TGT_ANY};
-    double lr = NAN, rounds = 3, jv;
+    tune_cfg t = {.out = NULL, .jobs = NULL, .target = TGT_ANY, .search_rounds = 4};
+    double lr = NAN, rounds = 4, jv;
+    int rc = set_precisions(&t, "fp32,fp16,bf16");
     t.pass = calloc((size_t)argc * 2 + 1, sizeof *t.pass);
     if (!t.pass)
         return EXIT_IO;
     cli_parser p;
-    int rc = cli_parser_init(&p, "tune", table, argc, argv, 0) ? EXIT_USAGE : 0;
+    if (!rc && cli_parser_init(&p, "tune", table, argc, argv, 0))
+        rc = EXIT_USAGE;
     for (int id; !rc && (id = cli_next(&p)) != CLI_DONE;) {
         switch (id) {
         case T_OUT: t.out = p.arg; break;
-        case T_PRECISIONS: t.precisions = p.arg; break;
+        case T_PRECISIONS: rc = set_precisions(&t, p.arg); break;
         case T_LR: rc = parse_num("--lr", p.arg, 1e-12, 1e6, &lr) ? EXIT_USAGE : 0; break;
-        case T_ROUNDS: rc = parse_num("--rounds", p.arg, 1, TUNE_MAX_ROUNDS, &rounds) ? EXIT_USAGE : 0; break;
+        case T_ROUNDS: rc = parse_num("--rounds", p.arg, 1, TUNE_MAX_SEARCH, &rounds) ? EXIT_USAGE : 0; break;
         case T_JOBS: rc = parse_num("--jobs", p.arg, 1, 64, &jv) ? EXIT_USAGE : 0; t.jobs = p.arg; break;
         case T_TARGET:
             if (rec_target_parse(p.arg, &t.target) != 0) {
@@ -696,6 +1386,7 @@ int cmd_tune(int argc, char **argv)
         default: rc = EXIT_USAGE; break;
         }
     }
+    t.search_rounds = (int)rounds;
     if (!rc && !t.out) {
         fprintf_text(stderr, "%s: no output directory (-o DIR)\n", PROG);
         rc = EXIT_USAGE;
@@ -708,26 +1399,21 @@ int cmd_tune(int argc, char **argv)
     }
     if (!rc)
         rc = check_reports(t.out);
-    tune_round *rs = calloc(TUNE_MAX_ROUNDS, sizeof *rs);
-    int nr = 0;
-    if (!rs && !rc)
+    tune_state *S = rc ? NULL : calloc(1, sizeof *S);
+    if (!rc && !S)
         rc = EXIT_IO;
-    if (!rc)
-        rc = tune_rounds(&t, rs, (int)rounds, lr, &nr);
-    int adv = nr - 1; /* the round whose recommendation is verified */
-    if (!rc && nr > 0)
-        rc = tune_verify_round(&t, rs, &nr);
-    if (!rc && nr > 0) {
-        verdict v;
-        verify(&rs[0], &rs[adv], &rs[nr - 1], &v);
-        report_text(stdout, rs, nr, &v);
-        rc = write_reports(t.out, rs, nr, &v);
-        if (!rc && !v.verified)
-            rc = EXIT_FAIL_ON;
+    if (!rc) {
+        S->cfg = &t;
+        S->first_base = S->yard = S->chosen = -1;
+        rc = tune(S, lr);
+        if (!rc && S->nruns > 0) {
+            report_text(stdout, S);
+            rc = write_reports(t.out, S);
+            if (!rc && !S->verified)
+                rc = EXIT_FAIL_ON;
+        }
     }
-    for (int k = 0; k < nr; k++)
-        round_free(&rs[k]);
-    free(rs);
+    free(S);
     free(t.pass);
     if (fflush(stdout) != 0 && !rc)
         rc = EXIT_IO;

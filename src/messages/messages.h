@@ -114,6 +114,7 @@ typedef enum msg_tune_id {
     MT_FAIL_GAP,           /* ... worse than the yardstick beyond the paired band */
     MT_NOTHING_LEARNS,     /* no FP32 run tune made learns */
     MT_NOT_VERIFIED,       /* no candidate passed */
+    MT_CANNOT_JUDGE,       /* the validation set judges nothing: no run can be verified */
     MT_N
 } msg_tune_id;
 

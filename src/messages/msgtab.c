@@ -684,11 +684,12 @@ const msg_tune_row msg_tune_rows[MT_N] = {
     T(MT_YARDSTICK, "yardstick", {"lr", "eval", "initial", "runs"}, {"options"},
       "the yardstick: FP32 at lr {lr:g}{?options: with {options}}, eval loss {eval:g4} from {initial:g4}: the best "
       "of the {runs:int} FP32 runs measured that learn"),
-    T(MT_VERIFIED, "verified", {"lr", "eval", "initial", "base_eval", "band", "paired"}, {"precision", "options",
-      "path"},
+    T(MT_VERIFIED, "verified", {"lr", "eval", "initial", "base_eval", "band", "paired", "is_yard"},
+      {"precision", "options", "path"},
       "{precision} at lr {lr:g}{?options: with {options}} ({path}): learns (eval loss {eval:g4} from {initial:g4}), "
-      "healthy (complete, no NaN/inf, skips within the limit), eval loss within the {?paired:paired }noise band "
-      "+-{band:pct} of the yardstick's {base_eval:g4}"),
+      "healthy (complete, no NaN/inf, skips within the limit){?is_yard:, the yardstick itself: no 16-bit run "
+      "passed}{!is_yard:, eval loss within the {?paired:paired }noise band +-{band:pct} of the yardstick's "
+      "{base_eval:g4}}"),
     T(MT_FAIL_UNHEALTHY, "not_healthy", {"lr"}, {"precision", "why"}, "{precision} at lr {lr:g}: not healthy: {why}"),
     T(MT_FAIL_NOT_LEARNING, "not_learning", {"lr"}, {"precision", "why"},
       "{precision} at lr {lr:g}: does not learn: {why}"),
@@ -699,4 +700,7 @@ const msg_tune_row msg_tune_rows[MT_N] = {
       "nothing learns: none of the {runs:int} FP32 runs tune made (lr {lr_min:g} .. {lr_max:g}) learns{?why:; "
       "{why}}: the model, the data or the options are the problem, not the precision or the lr"),
     T(MT_NOT_VERIFIED, "not_verified", {0}, {"why"}, "no configuration passed: {why}"),
+    T(MT_CANNOT_JUDGE, "cannot_judge", {0}, {"why"},
+      "no run can be verified: {why}; fix the validation set (shuffle the file, or give /x_val and /y_val "
+      "with several classes and enough rows), then tune again"),
 };
