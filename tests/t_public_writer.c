@@ -96,7 +96,8 @@ typedef struct tables {
     ampdiag_trace_eval *evals;
     ampdiag_trace_format *formats;
     ampdiag_trace_whatif *whatif;
-    size_t nl, ns, nt, nh, ne, nv, nf, nw;
+    ampdiag_trace_eval_example *examples;
+    size_t nl, ns, nt, nh, ne, nv, nf, nw, nx;
 } tables;
 
 static int read_all(ampdiag_trace_reader *r, tables *T)
@@ -106,7 +107,8 @@ static int read_all(ampdiag_trace_reader *r, tables *T)
         ampdiag_trace_read_hists(r, 0, SIZE_MAX, &T->hists, &T->nh) ||
         ampdiag_trace_read_events(r, &T->events, &T->ne) || ampdiag_trace_read_evals(r, &T->evals, &T->nv) ||
         ampdiag_trace_read_formats(r, &T->formats, &T->nf) ||
-        ampdiag_trace_read_whatif(r, 0, SIZE_MAX, &T->whatif, &T->nw))
+        ampdiag_trace_read_whatif(r, 0, SIZE_MAX, &T->whatif, &T->nw) ||
+        ampdiag_trace_read_eval_examples(r, 0, SIZE_MAX, &T->examples, &T->nx))
         return fail("read");
     return 0;
 }
@@ -121,6 +123,7 @@ static void free_all(tables *T)
     free(T->evals);
     free(T->formats);
     free(T->whatif);
+    free(T->examples);
 }
 
 static int write_all(ampdiag_trace_writer *w, const tables *T)
@@ -149,6 +152,25 @@ static int write_all(ampdiag_trace_writer *w, const tables *T)
         if (ampdiag_trace_append_eval_se(w, T->evals[i].step, T->evals[i].loss, T->evals[i].metric,
                                          T->evals[i].loss_se) < 0)
             return fail("eval");
+    /* the examples of each evaluation, as runs of rows of one step (0..n-1, in order) */
+    for (size_t i = 0; i < T->nx;) {
+        size_t j = i;
+        while (j < T->nx && T->examples[j].step == T->examples[i].step &&
+               T->examples[j].example == (int64_t)(j - i))
+            j++;
+        double *loss = malloc((j - i) * sizeof *loss), *metric = malloc((j - i) * sizeof *metric);
+        int bad = !loss || !metric;
+        for (size_t k = i; !bad && k < j; k++) {
+            loss[k - i] = T->examples[k].loss;
+            metric[k - i] = T->examples[k].metric;
+        }
+        bad = bad || ampdiag_trace_append_eval_examples(w, T->examples[i].step, loss, metric, j - i) < 0;
+        free(loss);
+        free(metric);
+        if (bad)
+            return fail("eval examples");
+        i = j > i ? j : i + 1;
+    }
     for (size_t i = 0; i < T->ns; i++)
         if (ampdiag_trace_append_step(w, &T->steps[i]) < 0)
             return fail("step");

@@ -40,6 +40,13 @@ TESTS += tests/t_messages
 # t_format_axis.sh: a format added to the table (a dummy one, in a trace) reaches every report
 TESTS += tests/t_format_axis.sh
 EXTRA_DIST += tests/t_format_axis.sh
+# t_advice_cases: issue 26's four failures on data of its own (written there), through run,
+# compare's rules and tune, each fixed by the mechanisms, not a special case
+check_PROGRAMS += tests/t_advice_cases
+tests_t_advice_cases_SOURCES = tests/t_advice_cases.c
+tests_t_advice_cases_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
+tests_t_advice_cases_LDADD = $(AMPDIAG_ANALYSIS_LIBS) $(HDF5_LIBS) -lm
+TESTS += tests/t_advice_cases
 check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm

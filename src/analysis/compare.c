@@ -314,7 +314,7 @@ static void paired_band(an_gap *g, const an_run *b, const an_run *r)
     if (!g->have || !g->eval || b->nex1 < 2 || b->nex1 != r->nex1 || b->ex1_step != g->step ||
         r->ex1_step != g->step || !isfinite(g->base) || g->base == 0)
         return;
-    double se = an_paired_se(b->ex1_loss, r->ex1_loss, b->nex1);
+    double se = an_paired_se(b->ex1_loss, r->ex1_loss, b->nex1, 0, NULL);
     if (!isfinite(se))
         return;
     g->paired = 1;

@@ -77,9 +77,9 @@ static an_const consts[AN_NCONSTS] = {
                     "many standard errors of their per-example differences (paired), and its accuracy "
                     "above chance by more than this many binomial standard errors"},
     [K_PAIRED_WINSOR] = {"PAIRED_WINSOR", 0.01, KS_PCT,
-                         "the per-example differences are winsorized at this share on each side "
-                         "before their standard error is taken: one example alone cannot make the "
-                         "noise"},
+                         "learning is tested on the per-example differences winsorized at this "
+                         "share on each side: one example whose initial loss is huge neither "
+                         "makes nor hides the decrease"},
     [K_VAL_MIN_ROWS] = {"VAL_MIN_ROWS", 10, KS_INT,
                         "a validation set of fewer rows judges nothing: comparisons are undecided"},
     [K_INPUT_SCALE_FAR] = {"INPUT_SCALE_FAR", 100, KS_G,

@@ -178,7 +178,7 @@ static void adam_eps_finding(fctx *x)
 
 static int failed(const an_run *r) { return r->diverged || r->loss_nonfinite > 0; }
 
-double an_paired_se(const double *a, const double *b, size_t n)
+double an_paired_se(const double *a, const double *b, size_t n, int winsorized, double *mean)
 {
     if (n < 2)
         return NAN;
@@ -193,7 +193,7 @@ double an_paired_se(const double *a, const double *b, size_t n)
         }
     }
     sort_doubles(d, n);
-    size_t k = (size_t)(an_k(K_PAIRED_WINSOR) * (double)n);
+    size_t k = winsorized ? (size_t)(an_k(K_PAIRED_WINSOR) * (double)n) : 0;
     if (2 * k + 2 > n)
         k = 0;
     double m = 0, ss = 0;
@@ -207,6 +207,8 @@ double an_paired_se(const double *a, const double *b, size_t n)
         ss += v * v;
     }
     free(d);
+    if (mean)
+        *mean = m;
     return sqrt(ss / (double)(n - 1)) / sqrt((double)n);
 }
 
@@ -222,14 +224,18 @@ static void measured_learning(fctx *x)
     const ampdiag_trace_eval *e0 = an_initial_eval(r), *e1 = an_final_eval(r);
     if (!e0 || !e1)
         return;
-    double k = an_k(K_LEARN_SE), band = NAN, change = e1->loss - e0->loss;
+    double k = an_k(K_LEARN_SE), band = NAN, change = e1->loss - e0->loss, test = change;
     size_t n = 0;
     int paired = 0;
     if (r->nex0 >= 2 && r->nex0 == r->nex1 && r->ex1_step == e1->step) {
-        double se = an_paired_se(r->ex0_loss, r->ex1_loss, r->nex0);
+        /* winsorized: one example whose initial loss is huge (an input in raw units) neither makes
+         * nor hides the decrease */
+        double wm;
+        double se = an_paired_se(r->ex0_loss, r->ex1_loss, r->nex0, 1, &wm);
         if (isfinite(se)) {
             n = r->nex0;
             band = k * se;
+            test = wm;
             paired = 1;
         }
     }
@@ -240,7 +246,7 @@ static void measured_learning(fctx *x)
             band = an_k(K_NOISE_BAND_MIN) * fabs(e0->loss);
         n = r->nex1;
     }
-    int loss_ok = isfinite(e0->loss) && isfinite(e1->loss) && isfinite(band) && change < -band;
+    int loss_ok = isfinite(e0->loss) && isfinite(e1->loss) && isfinite(band) && change < 0 && test < -band;
     double acc = NAN, chance = NAN, acc_band = NAN;
     int acc_ok = 1;
     if (strcmp(r->eval_metric, "accuracy") == 0 && !isnan(e1->metric)) {
@@ -376,7 +382,9 @@ static void lr_history(fctx *x, int dead)
     double died = most_died(r, &layer);
     int learns = learned(x);
     int fp32_failed = failed(r) && r->prec == PREC_FP32;
-    int explosion = (nonfinite_early || (isfinite(first) && first > 0 && peak > an_k(K_LOSS_RISE) * first));
+    /* an FP16 run's explosion is its format's first (overflow); the precision rules judge it */
+    int explosion = r->prec != PREC_FP16 &&
+                    (nonfinite_early || (isfinite(first) && first > 0 && peak > an_k(K_LOSS_RISE) * first));
     int sticks = explosion && !learns && !failed(r);
     int large_early = ratio > an_k(K_RATIO_EARLY_HIGH);
     if (fp32_failed || (explosion && !learns) || (dead && large_early)) {

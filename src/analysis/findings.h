@@ -72,9 +72,10 @@ const an_finding *an_run_finding(const an_run *r, an_fid id);
 const an_finding *an_run_unhealthy(const an_run *r);
 
 /* The standard error of the mean of the per-example differences b[i] - a[i] over n >= 2 examples,
- * the differences winsorized at PAIRED_WINSOR of them on each side; NaN when some difference is
- * not finite or n < 2 (or out of memory). */
-double an_paired_se(const double *a, const double *b, size_t n);
+ * and that mean into *mean (may be NULL); winsorized: the differences clamped to the ones
+ * PAIRED_WINSOR of them in from each end first. NaN when some difference is not finite or n < 2
+ * (or out of memory). */
+double an_paired_se(const double *a, const double *b, size_t n, int winsorized, double *mean);
 
 /* 1 when the run learns, 0 when it does not, -1 when nothing says: measured against its start
  * (F_LEARNS, F_DOES_NOT_LEARN), else judged from its training loss (F_LEARNS_NOTHING: 0). */

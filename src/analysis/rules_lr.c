@@ -299,7 +299,8 @@ static int lr_rule_ratio(lr_ctx *x)
         return 0; /* lr_rule_too_low decided */
     if (learns) {
         R->lr = LR_KEEP;
-        SAY(R, SEC_LR, R_LR_KEEP_HEALTHY, q, -1, r > an_k(K_RATIO_HIGH), base->tail_mean, base->loss_first);
+        SAY(R, SEC_LR, R_LR_KEEP_HEALTHY, q, -1, r > an_k(K_RATIO_HIGH), base->tail_mean, base->loss_first,
+            r < an_k(K_RATIO_LOW));
     } else if (r > an_k(K_RATIO_HIGH)) {
         R->lr = LR_LOWER;
         R->lr_factor = fmax(an_k(K_LR_LOWER_MIN), an_k(K_RATIO_TARGET) / r);

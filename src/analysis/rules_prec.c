@@ -99,8 +99,14 @@ const an_finding *rec_inputs_cause(const an_run *runs, size_t n, size_t bi)
 void rule_inputs(prec_ctx *x)
 {
     const an_finding *f = rec_inputs_cause(x->runs, x->n, x->bi);
-    if (!f)
+    if (!f) {
+        /* far from unit scale without trouble yet: named, not a remedy (a run that works stays
+         * as it is) */
+        const an_finding *in = rf(x->runs, x->bi, F_INPUT_SCALE);
+        if (in)
+            SAY0(x->R, SEC_WARN, R_INPUTS_WARN, in, -1);
         return;
+    }
     x->inputs_cause = 1;
     SAY0(x->R, SEC_WHY, R_INPUTS_FIRST, f, -1);
 }

@@ -298,6 +298,10 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "{std_max:g3}, largest |x| {absmax:g3}, more than {K.INPUT_SCALE_FAR}}{!large:root mean square {rms:g3}, "
       "below 1/{K.INPUT_SCALE_FAR}}) and the trouble starts at the first layer: standardise the inputs "
       "(--standardize on) before any precision or lr remedy", NULL),
+    I(R_INPUTS_WARN, "inputs_far_from_unit_scale", F_INPUT_SCALE, {0},
+      "{run}'s inputs are far from unit scale ({?large:a feature's standard deviation reaches {std_max:g3}, "
+      "largest |x| {absmax:g3}}{!large:root mean square {rms:g3}}): nothing goes wrong with them here, but "
+      "standardised inputs (--standardize on) leave every format more headroom", NULL),
     I(R_FP16_FWD_OVERFLOW, "fp16_forward_overflow", F_FWD_OVERFLOW, {0},
       "forward overflow: {layer} {kind} reach {absmax:g4} (2^{absmax:l2}) at step {step} in {run}, above FP16's "
       "{K.FP16_MAX} (>= {K.FP16_OVERFLOW_AT} rounds to inf); loss scaling cannot help the forward pass. Layers "
@@ -525,11 +529,13 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "non-zero updates round away even in its FP32 weights (fl(w + dw) == w)}: the lr is too low, not too high; "
       "{?flat:its weights have hardly moved, so the ratio grows in proportion to the lr: }lr x min({cap:g}, "
       "{K.RATIO_TARGET}/{ratio:g3}) = x{factor:g3}", NULL),
-    I(R_LR_KEEP_HEALTHY, "lr_keep_healthy", F_UPDATE_RATIO, {"above", "window", "first"},
-      "{run} trains (final-window training loss {window:g4}, first training loss {first:g4}) without loss "
-      "spikes: keep the lr; its update/weight ratio {ratio:g3} (" RATIO_SRC "; target ~{K.RATIO_TARGET})"
-      "{?above: is above the {K.RATIO_HIGH} rule of thumb, not enough to change a run that trains (a sweep, "
-      "ampdiag sweep --lrs, would show a better one)}{!above: is within {K.RATIO_LOW}..{K.RATIO_HIGH}}", NULL),
+    I(R_LR_KEEP_HEALTHY, "lr_keep_healthy", F_UPDATE_RATIO, {"above", "window", "first", "below"},
+      "{run} learns (final-window training loss {window:g4}, first training loss {first:g4}): keep the lr; its "
+      "update/weight ratio {ratio:g3} (" RATIO_SRC "; target ~{K.RATIO_TARGET})"
+      "{?above: is above the {K.RATIO_HIGH} rule of thumb}{?below: is below the {K.RATIO_LOW} rule of thumb}"
+      "{?above:, not enough to change a run that learns (ampdiag tune measures a better lr where there is "
+      "one)}{?below:, not enough to change a run that learns (ampdiag tune measures a better lr where there is "
+      "one)}{!above:{!below: is within {K.RATIO_LOW}..{K.RATIO_HIGH}}}", NULL),
     I(R_LR_RATIO_HIGH, "lr_ratio_high", F_UPDATE_RATIO, {"factor"},
       "update/weight ratio {ratio:g3} (" RATIO_SRC ") in {run} is above {K.RATIO_HIGH} (target "
       "~{K.RATIO_TARGET}): lr x max({K.LR_LOWER_MIN}, {K.RATIO_TARGET}/{ratio:g3}) = x{factor:g3}", NULL),

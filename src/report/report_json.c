@@ -103,7 +103,7 @@ static void json_gap(jw *w, const report_in *in, size_t i)
     jw_num(w, "baseline", fv(g, "base"));
     jw_num(w, "value", fv(g, "value"));
     jw_num(w, "relative", rel);
-    jw_bool(w, "within_band", isfinite(rel) && fabs(rel) <= fv(g, "band"));
+    jw_bool(w, "within_band", isfinite(rel) && rel <= fv(g, "band"));
     jw_num(w, "band", fv(g, "band"));
     jw_bool(w, "paired", fv(g, "paired") != 0);
     jw_num(w, "paired_band", fv(g, "paired_band"));
@@ -410,6 +410,22 @@ static void json_remedies(jw *w, const report_in *in)
     jw_close(w, ']');
 }
 
+static void json_ref(jw *w, const char *k, const an_finding *f);
+
+/* A decision's confidence and the ids of the findings behind it (null and [] without one). */
+static void json_decided(jw *w, const recommendation *R, rec_what what)
+{
+    const rec_decision *d = NULL;
+    for (size_t i = 0; i < R->decisions.n && !d; i++)
+        if (R->decisions.v[i].what == what)
+            d = &R->decisions.v[i];
+    jw_str(w, "confidence", d ? rec_conf_key(d->conf) : NULL);
+    jw_open(w, "because", '[');
+    for (size_t k = 0; d && k < d->nbecause; k++)
+        json_ref(w, NULL, d->because[k]);
+    jw_close(w, ']');
+}
+
 static void json_lr_clip(jw *w, const report_in *in)
 {
     const recommendation *R = in->R;
@@ -421,9 +437,12 @@ static void json_lr_clip(jw *w, const report_in *in)
     jw_num(w, "current", R->lr_current);
     jw_num(w, "factor", R->lr_factor);
     jw_num(w, "suggested", R->lr_suggested);
+    json_decided(w, R, WHAT_LR);
     json_section(w, "reasons", in, SEC_LR);
     jw_close(w, '}');
     jw_open(w, "clip", '{');
+    jw_bool(w, "offered", R->clip_have);
+    json_decided(w, R, WHAT_CLIP);
     jw_num(w, "value", R->clip_have ? R->clip_value : NAN);
     jw_num(w, "fraction_clipped", R->clip_have ? R->clip_frac : NAN);
     jw_num(w, "autoclip_p10", R->clip_have ? R->clip_autoclip : NAN);

@@ -367,12 +367,13 @@ def test_precisions():
     pngs = [f for f in os.listdir(path("plots")) if f.endswith(".png")] if os.path.isdir(path("plots")) else []
     ok(r3.returncode == 0 and "loss.png" in pngs, "ampdiag plot: exit %d, %d charts" % (r3.returncode, len(pngs)))
     # the layer kept in FP32 reaches 1e6: the FP32 baseline alone would predict an FP16 overflow there;
-    # with the bf16 run's compute column, compare knows autocast keeps it in FP32
+    # with the bf16 run's compute column, compare knows autocast keeps it in FP32 (12 steps do not
+    # show learning, so both verdicts are undecided: the evidence against FP16 is what differs)
     alone = run("compare", files[0])
     both = run("compare", files[0], files[1])
     said = "big activations reach"
-    ok(said in alone.stdout and said not in both.stdout and "Not fp16" in alone.stdout and
-       "Not fp16" not in both.stdout and both.returncode == 0,
+    ok(said in alone.stdout and said not in both.stdout and "forward overflow: big" in alone.stdout and
+       "forward overflow" not in both.stdout and both.returncode == 0,
        "compare: the fp32 run alone names 'big' (1e6 > 65504) as an FP16 overflow; with the bf16 run, whose "
        "compute column says autocast keeps it in FP32, it does not")
     return runs
