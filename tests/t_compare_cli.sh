@@ -191,6 +191,12 @@ ok $? "healthy: text output has the table and the LR and clip evidence"
 grep -Eq '^\| (final eval loss|final-window training loss) \|' "$T/healthy.md" && grep -q '^\*\*Verdict:\*\* bf16' "$T/healthy.md" && grep -q '^### Clip' "$T/healthy.md"
 ok $? "healthy: Markdown has the verdict, the table and the sections"
 
+# observed beats predicted: a healthy fp16 run that learns, with no bf16 run given, keeps fp16
+# (bf16 would only be predicted; what a run did decides)
+cmp obs "$T/h-fp32.h5" "$T/h-fp16.h5"
+jcheck "$T/obs.json" 'P["verdict"] == "fp16" and not P["predicted"] and P["bf16"]["viable"] and P["reasons"][0].startswith("fp16 was run and is healthy") and "keep fp16" in P["reasons"][0]' \
+    "healthy fp16 observed, bf16 only predicted: fp16 kept, the reason says why"
+
 # ---------------------------------------------------------------- forward overflow
 cmp fo "$T/fo-fp32.h5" "$T/fo-fp16.h5" --fail-on overflow
 jcheck "$T/fo.json" 'P["islands"]["layers"].startswith("fc1") and 0.5 < P["islands"]["params_share"] <= 1 and abs(P["islands"]["flops_share"] - P["islands"]["params_share"]) < 0.05 and P["islands"]["forward_finite"] in (True, False)' \

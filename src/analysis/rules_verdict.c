@@ -29,7 +29,17 @@ static void verdict_undecided(prec_ctx *x)
 /* BF16 viable: bf16 (no scaler to tune, no skipped steps, FP32's exponent range); with FP32
  * master weights when a bf16-pure run lost updates; predicted when no bf16 run was given. Item
  * figures: predicted from the FP32 trace, predicted with no trace to read. */
-static int verdict_bf16_applies(const prec_ctx *x) { return x->R->bf16.viable; }
+/* Observed beats predicted: an FP16 run that was run and is healthy, within the noise band and
+ * learning, where BF16 is only predicted, keeps fp16 (what a run did decides; a preference for
+ * a format nobody ran is no reason to change one that works). */
+static int fp16_observed_ok(const prec_ctx *x)
+{
+    const rec_format *f16 = &x->R->fp16;
+    return f16->viable && x->fp16_healthy && !x->fp16_healthy->fp32_layers[0] && !x->R->bf16.observed &&
+           !an_run_unhealthy(x->fp16_healthy) && an_run_learns(x->fp16_healthy) == 1;
+}
+
+static int verdict_bf16_applies(const prec_ctx *x) { return x->R->bf16.viable && !fp16_observed_ok(x); }
 static void verdict_bf16(prec_ctx *x)
 {
     recommendation *R = x->R;
@@ -54,7 +64,10 @@ static void verdict_fp16(prec_ctx *x)
     recommendation *R = x->R;
     const rec_format *f16 = &R->fp16;
     R->precision = REC_FP16;
-    SAY(R, SEC_WHY, R_WHY_FP16, NULL, -1, !R->bf16.supported);
+    if (R->bf16.viable)
+        SAY(R, SEC_WHY, R_WHY_FP16_OBSERVED, NULL, (int)(x->fp16_healthy - x->runs));
+    else
+        SAY(R, SEC_WHY, R_WHY_FP16, NULL, -1, !R->bf16.supported);
     R->predicted = !f16->observed;
     const an_finding *fu = rf(x->runs, R->scale_run, F_FLUSH_UNSCALED);
     int without = (f16->needs_scaling & 1) && fu;

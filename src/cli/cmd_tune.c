@@ -203,6 +203,7 @@ typedef struct trun {
     char learning[900];        /* the words of its learning finding */
     char degenerate[900];      /* the words of F_VAL_DEGENERATE ("" when its validation set judges) */
     int64_t steps_planned;
+    char optim_state[16];      /* the optimizer state's format */
 } trun;
 
 /* The advice of compare on a set of runs, as text and as the numbers tune follows. */
@@ -354,6 +355,7 @@ static int measure(trun *t)
     snprintf(t->command_line, sizeof t->command_line, "%s", r.command_line);
     snprintf(t->status, sizeof t->status, "%s", r.status_text);
     t->steps_planned = r.steps_planned;
+    snprintf(t->optim_state, sizeof t->optim_state, "%s", r.optim_state);
     const ampdiag_trace_eval *e = an_final_eval(&r), *e0 = an_initial_eval(&r);
     t->eval = e ? (isfinite(e->loss) ? e->loss : INFINITY) : NAN;
     t->metric = e ? e->metric : NAN;
@@ -630,6 +632,13 @@ static int stage_every(tune_state *S, const advice *A, long *base, int k)
             set_put(&cand, REM_EVERY_RUN, A->every.m[i].option, A->every.m[i].value, A->every.m[i].why);
             added++;
         }
+    /* an optimizer state held in 16 bits: its rounding may cost the training (a hypothesis,
+     * measured like the rest) */
+    const char *st = S->runs[*base].optim_state;
+    if (st[0] && strcmp(st, "fp32") && !set_has(&cand, "--optim-state")) {
+        set_put(&cand, REM_EVERY_RUN, "--optim-state", "fp32", "the optimizer state is held in 16 bits");
+        added++;
+    }
     if (!added)
         return 0;
     char name[32], why[800], opts[1024];

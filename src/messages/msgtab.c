@@ -478,6 +478,9 @@ const msg_row msg_item_rows[REC_NMIDS] = {
     I(R_WHY_FP16, "fp16_healthy", F_NONE, {"no_bf16"},
       "fp16 with dynamic loss scaling is healthy{?no_bf16:; the target has no BF16}{!no_bf16:; bf16 is ruled out "
       "(see bf16 below)}", NULL),
+    I(R_WHY_FP16_OBSERVED, "fp16_observed", F_NONE, {0},
+      "{run} was run and is healthy: it learns, within the noise band of the baseline; bf16, which nobody "
+      "ran, would likely work too, but what a run did decides: keep fp16", NULL),
     I(R_WHY_FP16_ISLANDS, "fp16_islands_rescue", F_NONE, {"share", "no_bf16"},
       "the forward overflow is confined to layers holding {share:pc0} of the parameters: keeping them in FP32 "
       "rescues fp16{?no_bf16: (the target has no BF16)}{!no_bf16: (bf16 is ruled out, see below)}", NULL),
