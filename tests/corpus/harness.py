@@ -82,20 +82,25 @@ class Ctx:
 
 
 def find_python(explicit):
-    """The first Python (as tests/find_python.sh) whose data.py check passes: (py, has sklearn)."""
+    """The Python for data.py: of $AMPDIAG_PYTHON, the source tree's .venv and python3
+    (tests/find_python.sh's order), the first with numpy, h5py and scikit-learn, else the first
+    with numpy and h5py: (py or None, has scikit-learn)."""
     cands = [explicit] if explicit else [os.environ.get("AMPDIAG_PYTHON"),
                                          os.path.join(os.environ.get("srcdir", "."), ".venv/bin/python"), "python3"]
+    first = None
     for c in cands:
         if not c:
             continue
         try:
-            if subprocess.run([c, os.path.join(HERE, "data.py"), "check"], capture_output=True).returncode == 0:
-                sk = subprocess.run([c, os.path.join(HERE, "data.py"), "check", "sklearn"],
-                                    capture_output=True).returncode == 0
-                return c, sk
+            if subprocess.run([c, os.path.join(HERE, "data.py"), "check", "sklearn"],
+                              capture_output=True).returncode == 0:
+                return c, True
+            if first is None and subprocess.run([c, os.path.join(HERE, "data.py"), "check"],
+                                                capture_output=True).returncode == 0:
+                first = c
         except OSError:
             pass
-    return None, False
+    return first, False
 
 
 def run_offers(ampdiag):
@@ -277,6 +282,13 @@ class Config:
             if r and r.get("weights") and os.path.exists(r["weights"] + ".losses.json"):
                 r["_losses"] = json.load(open(r["weights"] + ".losses.json"))["losses"]
 
+    def first_error(self, name):
+        try:
+            with open(os.path.join(self.d, name + ".log")) as f:
+                return next((ln.strip() for ln in f if ln.startswith("ampdiag")), "exit 2")
+        except OSError:
+            return "exit 2"
+
     def healthy_run(self, r):
         return r is not None and r["rc"] == 0 and r["status"] == "complete" and finite(r["eval_loss"])
 
@@ -355,6 +367,10 @@ class Config:
         # the initial evaluation: one step at lr 0, evaluated after it
         self.init = self.run("init", self.base_options(opts) + [["--lr", "0"], ["--steps", "1"],
                                                                 ["--eval-every", "1"]], stats=False)
+        if self.init["rc"] == 2:  # ampdiag refused the configuration (bad input): not a case
+            res.update(skipped="ampdiag run refused it: %s" % self.first_error("init"))
+            json.dump(res, open(done, "w"), indent=1)
+            return res
         layers = self.init.get("layers") or []
         self.layers_json = os.path.join(self.d, "layers.json")
         json.dump(layers, open(self.layers_json, "w"))
@@ -695,27 +711,39 @@ def main(argv):
     ap.add_argument("-n", type=int, default=200)
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("-j", "--jobs", type=int, default=1)
-    ap.add_argument("--cases", help="a JSON file of hand-written cases with expected outcomes (cases.json)")
+    ap.add_argument("--family", choices=("mlp", "transformer"),
+                    help="only configurations of this model family (the first N of them)")
+    ap.add_argument("--cases", help="also these hand-written cases with expected outcomes (cases.json; -n 0 for "
+                    "the cases alone)")
     ap.add_argument("--ids", help="only these configuration ids (comma-separated)")
     ap.add_argument("--tap", action="store_true", help="print TAP: one test per configuration (and case)")
     ap.add_argument("--known", help="known failures: lines 'ID reason' (TAP TODO while they fail)")
+    ap.add_argument("--write-known", metavar="FILE",
+                    help="write the lines that fail now as a known-failures list (to review, never to hide a "
+                         "regression)")
     ap.add_argument("--keep", action="store_true", help="keep the traces and tune's folders")
     ap.add_argument("--python", help="the Python for data.py (default: as tests/find_python.sh)")
     a = ap.parse_args(argv)
     ctx = Ctx(a)
     os.makedirs(ctx.out, exist_ok=True)
     man = os.path.join(ctx.out, "manifest.json")
-    me = {"seed": a.seed, "ampdiag": ctx.ampdiag, "grid": GRID, "seed_offsets": list(SEED_OFFSETS)}
+    me = {"seed": a.seed, "family": a.family, "ampdiag": ctx.ampdiag, "grid": GRID, "seed_offsets": list(SEED_OFFSETS),
+          "generator": gen.GEN_VERSION}
     if os.path.exists(man) and json.load(open(man)) != me:
         sys.stderr.write("harness: %s holds results of another seed, grid or ampdiag: use another -o\n" % ctx.out)
         return 2
     json.dump(me, open(man, "w"))
-    items = []
-    if a.cases:
-        for c in json.load(open(a.cases)):
-            items.append(c)
+    if a.family:  # the first N configurations of that model family, from --first on
+        items, i = [], a.first
+        while len(items) < a.n:
+            c = gen.config(a.seed, i)
+            if ("transformer" in c["tags"]) == (a.family == "transformer"):
+                items.append(c)
+            i += 1
     else:
         items = [gen.config(a.seed, i) for i in range(a.first, a.first + a.n)]
+    if a.cases:
+        items += json.load(open(a.cases))
     if a.ids:
         want = set(a.ids.split(","))
         items = [c for c in items if c["id"] in want]
@@ -764,12 +792,45 @@ def main(argv):
         json.dump({"seed": a.seed, "grid": GRID, "summary": g, "results": results}, f, indent=1)
     with open(os.path.join(ctx.out, "summary.txt"), "w") as f:
         f.write(text)
+    if a.write_known:
+        with open(a.write_known, "w") as f:
+            for c, r in zip(items, results):
+                for key, why in failing_lines(c, r):
+                    f.write("%s %s\n" % (key, why))
     if a.tap:
         print("1..%d" % tap_n[0])
         sys.stdout.write("".join("# " + ln + "\n" for ln in text.splitlines()))
         return 1 if failed[0] else 0
     sys.stdout.write(text)
     return 0 if all(g["goals"].values()) else 1
+
+
+def corpus_failures(res):
+    """What fails the goals that must hold at 0 in a configuration's result."""
+    o, bad = res.get("outcome", {}), []
+    if o.get("false_verification"):
+        bad.append("false verification: %s" % res["tune"]["result"]["why"])
+    if o.get("compare_harmed"):
+        bad.append("compare's advice harmed a healthy configuration: %s" % res["compare"]["vs_orig"]["why"])
+    if o.get("tune_harmed"):
+        bad.append("tune harmed a healthy configuration: %s" % res["tune"]["vs_orig"]["why"])
+    return bad
+
+
+def clean(text):
+    """A detail without this machine's paths (the trace a tune report names)."""
+    return re.sub(r" ?\([^()]*/[^()]*\.h5\)", "", text or "")
+
+
+def failing_lines(c, res):
+    """(known-failures key, reason) of each line that fails now."""
+    if "skipped" in res:
+        return []
+    if "expect" in c:
+        return [("%s:%s" % (c["id"], name), clean(detail)) for name, ok, detail in check_case(res, c["expect"])
+                if not ok]
+    bad = corpus_failures(res)
+    return [(c["id"], clean("; ".join(bad)))] if bad else []
 
 
 def report_tap(c, res, known, tap_n, failed):
@@ -783,7 +844,7 @@ def report_tap(c, res, known, tap_n, failed):
             failed[0] = 1
         print(s)
         if not ok or todo is not None:
-            print("# " + detail)
+            print("# " + clean(detail))
         sys.stdout.flush()
     if "skipped" in res:
         tap_n[0] += 1
@@ -794,15 +855,8 @@ def report_tap(c, res, known, tap_n, failed):
             key = "%s:%s" % (c["id"], name)
             line(ok, "%s: %s" % (c["id"], name), detail, known.get(key) if key in known else None)
         return
-    o = res["outcome"]
     todo = known.get(c["id"])
-    bad = []
-    if o.get("false_verification"):
-        bad.append("false verification: %s" % res["tune"]["result"]["why"])
-    if o.get("compare_harmed"):
-        bad.append("compare's advice harmed a healthy configuration: %s" % res["compare"]["vs_orig"]["why"])
-    if o.get("tune_harmed"):
-        bad.append("tune harmed a healthy configuration: %s" % res["tune"]["vs_orig"]["why"])
+    bad = corpus_failures(res)
     name = "%s (%s; %s): no false verification, no healthy run harmed" % (
         c["id"], res["label"], ",".join(c.get("tags", [])) or "sane")
     line(not bad, name, "; ".join(bad) or "holds now", todo)
