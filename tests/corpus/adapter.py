@@ -7,7 +7,8 @@ exactly what this returns, and judges the run, never the advice's words.
 
 What it reads today, and why:
   recommendation.precision.verdict   "undecided" -> no re-run (compare declined; the harness
-                                     counts it apart). Else the precision of the re-run
+                                     counts it apart), even when remedies are named with it
+                                     (the harness records them). Else the precision of the re-run
                                      ("fp32", "fp16", "bf16": bf16 keeps FP32 master weights).
   recommendation.precision.fp32_layers  -> --fp32-layers (also named in remedies)
   recommendation.remedies[]          each {option, value}: set on the re-run, for both scopes

@@ -6,8 +6,10 @@
 # t_advice_corpus.sh (make check): the fixed-seed subset of 30 configurations and the failures
 # of issue 26 (cases.json): no false verification, no healthy configuration harmed; each
 # failure's expected outcome, TODO while known-failures.txt lists it. A few minutes.
-TESTS += tests/t_advice_corpus.sh
-EXTRA_DIST += tests/t_advice_corpus.sh tests/corpus/corpus.mk tests/corpus/gen.py tests/corpus/data.py \
+# t_advice_harness.sh: the corpus's own parts (selftest.py: generator, adapter, bands, data.py).
+TESTS += tests/t_advice_harness.sh tests/t_advice_corpus.sh
+EXTRA_DIST += tests/t_advice_harness.sh tests/corpus/selftest.py \
+	tests/t_advice_corpus.sh tests/corpus/corpus.mk tests/corpus/gen.py tests/corpus/data.py \
 	tests/corpus/adapter.py tests/corpus/harness.py tests/corpus/cases.json tests/corpus/known-failures.txt \
 	docs/advice-corpus.md
 

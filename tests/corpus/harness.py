@@ -6,8 +6,9 @@ Standard library only; the cases that need numpy, h5py or scikit-learn (real dat
 initial weights, per-example losses) go through data.py with the first Python that has them,
 and are skipped without it.
 
-  harness.py --ampdiag PATH -o DIR [--seed S] [-n N] [--first K] [-j J]
-             [--cases FILE] [--ids ID,...] [--tap] [--known FILE] [--keep] [--python PY]
+  harness.py --ampdiag PATH -o DIR [--seed S] [-n N] [--first K] [--family mlp|transformer]
+             [-j J] [--cases FILE] [--ids ID,...] [--tap] [--known FILE] [--write-known FILE]
+             [--keep] [--python PY]
 
 DIR keeps one folder per configuration (DIR/cfg/ID/result.json once it is done): a run that is
 stopped resumes where it was, a configuration at a time. DIR/results.json holds every
@@ -23,7 +24,9 @@ table. See docs/advice-corpus.md for the definitions; in short:
   band           paired where possible: 2 standard errors of the per-example differences of
                  the two runs' validation losses (FP32 forward of the saved weights, checked
                  against ampdiag's own eval loss); else 2 * sqrt(se_a^2 + se_b^2) from the
-                 traces' eval loss standard errors (unpaired, wider)
+                 traces' eval loss standard errors (unpaired, wider). Between two different
+                 runs, at least the seed band: 2 standard deviations of the eval losses of the
+                 ground truth's lr with the configuration's seed and S+100, S+200
   ground truth   the best (lowest eval loss) FP32 run that learns, over lr GRID plus the
                  configuration's own lr, everything else as configured (16-bit settings off)
   broken         the configuration as given does not learn (diverges, NaN, no progress) or
@@ -724,6 +727,12 @@ def main(argv):
     ap.add_argument("--keep", action="store_true", help="keep the traces and tune's folders")
     ap.add_argument("--python", help="the Python for data.py (default: as tests/find_python.sh)")
     a = ap.parse_args(argv)
+    if not (os.path.isfile(a.ampdiag) and os.access(a.ampdiag, os.X_OK)):
+        sys.stderr.write("harness: --ampdiag %s: not an executable file\n" % a.ampdiag)
+        return 2
+    if a.n < 0 or a.first < 0 or a.jobs < 1:
+        sys.stderr.write("harness: -n and --first must be >= 0, -j >= 1\n")
+        return 2
     ctx = Ctx(a)
     os.makedirs(ctx.out, exist_ok=True)
     man = os.path.join(ctx.out, "manifest.json")
