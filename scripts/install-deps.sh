@@ -15,23 +15,31 @@
 #                                           offline test of pip install ./python builds with it),
 #                                           and ml_dtypes (the OCP FP8/FP6/FP4/E8M0 element types
 #                                           of the block-format oracle, tests/t_quant_oracle.sh)
+#   scripts/install-deps.sh --with-sklearn  also Debian's python3-sklearn, python3-h5py (and numpy)
+#                                           for the advice corpus's real data sets (scikit-learn's
+#                                           digits, wine and breast cancer), scaled initial weights
+#                                           and per-example losses (tests/t_advice_corpus.sh, make
+#                                           check-advice; docs/advice-corpus.md)
 #   scripts/install-deps.sh --with-slurm    also Slurm and munge (slurm-wlm, munge) for
 #                                           make check-slurm, which starts a one-node cluster of
 #                                           its own (tests/t_slurm.sh; docs/cluster.md)
 set -eu
 with_torch=0
 with_slurm=0
+with_sklearn=0
 for a in "$@"; do
     case $a in
     --with-torch) with_torch=1 ;;
     --with-slurm) with_slurm=1 ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    --with-sklearn) with_sklearn=1 ;;
+    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
 PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev zlib1g-dev hdf5-tools libopenblas-dev gnuplot-nox time help2man"
 [ $with_torch -eq 0 ] || PKGS="$PKGS python3 python3-venv"
 [ $with_slurm -eq 0 ] || PKGS="$PKGS slurm-wlm munge"
+[ $with_sklearn -eq 0 ] || PKGS="$PKGS python3 python3-numpy python3-h5py python3-sklearn"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

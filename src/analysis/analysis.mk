@@ -61,12 +61,6 @@ EXTRA_DIST += tests/t_tune.sh
 TESTS += tests/t_lrfind.sh
 EXTRA_DIST += tests/t_lrfind.sh
 
-# The longer check of the advice (minutes): tune follows compare's advice on the mlp and the
-# transformer, healthy and broken, and every case must end verified.
-check-advice: ampdiag$(EXEEXT)
-	AMPDIAG=./ampdiag$(EXEEXT) $(SHELL) $(srcdir)/tests/advice.sh
-EXTRA_DIST += tests/advice.sh
-.PHONY: check-advice
 EXTRA_DIST += tests/t_compare_cli.sh tests/t_sweep.sh docs/recommendations.md docs/compare-json.md
 
 # ---------------------------------------------------------------- benchmark

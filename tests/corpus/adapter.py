@@ -1,0 +1,67 @@
+"""adapter.py - the ONE place that reads compare's advice: `ampdiag compare --format json`
+(docs/compare-json.md, format_version 1) -> the options of the re-run that follows it.
+
+When the JSON of the advice changes (issue 26: typed decisions with confidences), this
+function, and only it, changes with it. The harness (harness.py) re-runs the configuration with
+exactly what this returns, and judges the run, never the advice's words.
+
+What it reads today, and why:
+  recommendation.precision.verdict   "undecided" -> no re-run (compare declined; the harness
+                                     counts it apart), even when remedies are named with it
+                                     (the harness records them). Else the precision of the re-run
+                                     ("fp32", "fp16", "bf16": bf16 keeps FP32 master weights).
+  recommendation.precision.fp32_layers  -> --fp32-layers (also named in remedies)
+  recommendation.remedies[]          each {option, value}: set on the re-run, for both scopes
+                                     ("every-run" and "recommended": the re-run is the
+                                     recommended run)
+  recommendation.lr                  verdict "lower", "raise" or "pick" with a suggested lr ->
+                                     --lr suggested; "keep", "keep-use-master-weights",
+                                     "unknown" -> the lr as given
+  recommendation.clip                not applied: docs/recommendations.md, "Remedies": the clip
+                                     value is a guard, not a remedy (tune does not apply it
+                                     either). When a future JSON marks a clip as a decision to
+                                     apply, apply it here.
+Every other option of the configuration stays as the user gave it. An option the advice
+names that `ampdiag run` does not offer (e.g. a future --standardize on an older build)
+makes the advice unappliable: the harness records it and counts the configuration as not
+fixed.
+"""
+
+
+def run_options_from_compare(report, options, run_offers):
+    """report: compare's JSON (a dict); options: the configuration's `ampdiag run` options as
+    [[OPTION, VALUE or None], ...]; run_offers: the set of options `ampdiag run --help` lists.
+    Returns {"decided": bool, "why": str, "options": [[OPTION, VALUE], ...] or None,
+    "changes": [str, ...], "unappliable": [OPTION, ...]}."""
+    rec = report["recommendation"]
+    prec = rec["precision"]
+    verdict = prec["verdict"]
+    if verdict == "undecided":
+        why = (prec.get("reasons") or [prec.get("text") or "undecided"])[0]
+        return {"decided": False, "why": why, "options": None, "changes": [], "unappliable": []}
+    out = [list(o) for o in options]
+    changes, unappliable = [], []
+
+    def put(opt, val):
+        if opt not in run_offers:
+            unappliable.append(opt)
+            return
+        for o in out:
+            if o[0] == opt:
+                if o[1] != val:
+                    changes.append("%s %s -> %s" % (opt, o[1], val))
+                o[1] = val
+                return
+        out.append([opt, val])
+        changes.append("%s %s" % (opt, val) if val is not None else opt)
+
+    put("--precision", verdict)
+    if prec.get("fp32_layers"):
+        put("--fp32-layers", ",".join(prec["fp32_layers"]))
+    for m in rec.get("remedies") or []:
+        put(m["option"], m["value"])
+    lr = rec.get("lr") or {}
+    if lr.get("verdict") in ("lower", "raise", "pick") and lr.get("suggested") is not None:
+        put("--lr", "%.6g" % lr["suggested"])
+    return {"decided": True, "why": prec.get("text") or verdict, "options": out, "changes": changes,
+            "unappliable": unappliable}
