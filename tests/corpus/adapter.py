@@ -1,31 +1,41 @@
 """adapter.py - the ONE place that reads compare's advice: `ampdiag compare --format json`
 (docs/compare-json.md, format_version 1) -> the options of the re-run that follows it.
 
-When the JSON of the advice changes (issue 26: typed decisions with confidences), this
-function, and only it, changes with it. The harness (harness.py) re-runs the configuration with
-exactly what this returns, and judges the run, never the advice's words.
+When the JSON of the advice changes, this function, and only it, changes with it. The harness
+(harness.py) re-runs the configuration with exactly what this returns, and judges the run, never
+the advice's words.
 
-What it reads today, and why:
-  recommendation.precision.verdict   "undecided" -> no re-run (compare declined; the harness
-                                     counts it apart), even when remedies are named with it
-                                     (the harness records them). Else the precision of the re-run
-                                     ("fp32", "fp16", "bf16": bf16 keeps FP32 master weights).
+What it reads, and why (docs/compare-json.md, "recommendation"):
+  recommendation.precision.verdict   "undecided" -> no re-run: compare declined (the runs cannot
+                                     be compared, the validation set cannot judge, or the FP32
+                                     baseline does not learn) and says "run tune"; the harness
+                                     counts it apart, even when remedies are named with it (it
+                                     records them). Else the precision of the re-run ("fp32",
+                                     "fp16", "bf16": bf16 keeps FP32 master weights), predicted
+                                     or observed alike: it is the verdict.
   recommendation.precision.fp32_layers  -> --fp32-layers (also named in remedies)
   recommendation.remedies[]          each {option, value}: set on the re-run, for both scopes
                                      ("every-run" and "recommended": the re-run is the
-                                     recommended run)
+                                     recommended run). "--standardize on" (inputs far from unit
+                                     scale) is one: the data named as a cause is part of the
+                                     advice, the first remedy where it is given.
+  recommendation.decisions[]         a decision carrying a run option (`option`, `option_value`)
+                                     that remedies did not name is set too (remedies are those
+                                     decisions today; this keeps the two from drifting apart),
+                                     except what=clip and what=warmup: a clip value and a longer
+                                     warm-up are hypotheses compare calls untested (tune tests
+                                     them), not its single-shot advice.
   recommendation.lr                  verdict "lower", "raise" or "pick" with a suggested lr ->
-                                     --lr suggested; "keep", "keep-use-master-weights",
-                                     "unknown" -> the lr as given
-  recommendation.clip                not applied: docs/recommendations.md, "Remedies": the clip
-                                     value is a guard, not a remedy (tune does not apply it
-                                     either). When a future JSON marks a clip as a decision to
-                                     apply, apply it here.
+                                     --lr suggested (a heuristic never changes `suggested`:
+                                     docs/compare-json.md); "keep", "keep-use-master-weights",
+                                     "unknown" -> the lr as given.
+  recommendation.clip                not applied (above).
 Every other option of the configuration stays as the user gave it. An option the advice
-names that `ampdiag run` does not offer (e.g. a future --standardize on an older build)
-makes the advice unappliable: the harness records it and counts the configuration as not
-fixed.
+names that `ampdiag run` does not offer makes the advice unappliable: the harness records it
+and counts the configuration as not fixed.
 """
+
+NOT_APPLIED = ("clip", "warmup")
 
 
 def run_options_from_compare(report, options, run_offers):
@@ -41,8 +51,10 @@ def run_options_from_compare(report, options, run_offers):
         return {"decided": False, "why": why, "options": None, "changes": [], "unappliable": []}
     out = [list(o) for o in options]
     changes, unappliable = [], []
+    named = set()
 
     def put(opt, val):
+        named.add(opt)
         if opt not in run_offers:
             unappliable.append(opt)
             return
@@ -60,6 +72,9 @@ def run_options_from_compare(report, options, run_offers):
         put("--fp32-layers", ",".join(prec["fp32_layers"]))
     for m in rec.get("remedies") or []:
         put(m["option"], m["value"])
+    for d in rec.get("decisions") or []:
+        if d.get("option") and d["option"] not in named and d.get("what") not in NOT_APPLIED:
+            put(d["option"], d.get("option_value"))
     lr = rec.get("lr") or {}
     if lr.get("verdict") in ("lower", "raise", "pick") and lr.get("suggested") is not None:
         put("--lr", "%.6g" % lr["suggested"])

@@ -117,6 +117,16 @@ def main(argv):
                                          offers)
     ok(r["decided"] and r["unappliable"] == ["--standardize-inputs-someday"],
        "adapter: an option ampdiag run does not offer makes the advice unappliable")
+    rep = report("bf16", remedies=[("--standardize", "on")])
+    rep["recommendation"]["decisions"] = [
+        {"what": "inputs", "option": "--standardize", "option_value": "on", "confidence": "hypothesis"},
+        {"what": "clip", "option": "--clip", "option_value": "2.5", "confidence": "hypothesis"},
+        {"what": "warmup", "option": None, "option_value": None, "confidence": "hypothesis"},
+        {"what": "optimizer_state", "option": "--optim-state", "option_value": "fp32", "confidence": "observed"}]
+    r = adapter.run_options_from_compare(rep, opts, offers)
+    ok(r["decided"] and ["--standardize", "on"] in r["options"] and ["--optim-state", "fp32"] in r["options"] and
+       not any(o[0] == "--clip" for o in r["options"]) and not r["unappliable"],
+       "adapter: --standardize on and a decision's run option are set; a clip hypothesis is not", r)
     with tempfile.TemporaryDirectory() as t:
         tr = os.path.join(t, "low.h5")
         p = subprocess.run([amp, "run", "--scenario", "lr-too-low", "--steps", "100", "-o", tr, "--progress",
@@ -127,10 +137,12 @@ def main(argv):
             rec = rj["recommendation"]
             given = [["--optimizer", "sgd"], ["--momentum", "0"], ["--lr", "1e-06"], ["--precision", "fp32"]]
             r = adapter.run_options_from_compare(rj, given, offers)
-            ok(p.returncode == 0 and rec["lr"]["verdict"] == "raise" and r["decided"] and
-               ["--lr", "%.6g" % rec["lr"]["suggested"]] in r["options"] and
-               ["--precision", rec["precision"]["verdict"]] in r["options"] and ["--optimizer", "sgd"] in r["options"],
-               "adapter: compare's real JSON (lr far too low) -> its lr and its precision, the rest as given", r)
+            # a baseline that does not learn: compare names the cause (the lr, raised) but decides no
+            # precision ("undecided": tune measures the lr), so the single-shot advice has no re-run
+            ok(p.returncode == 0 and rec["lr"]["verdict"] == "raise" and rec["lr"]["suggested"] > 1e-6 and
+               rec["precision"]["verdict"] == "undecided" and not r["decided"] and r["options"] is None and
+               "does not learn" in r["why"],
+               "adapter: compare's real JSON (lr far too low): undecided, the lr raised, no re-run", r)
         except (ValueError, KeyError) as e:
             ok(False, "adapter: compare's real JSON (lr far too low)", e)
 
