@@ -21,6 +21,12 @@ corpus runs without them: the cases that need them are skipped and say so.
                                          softmax cross-entropy of the validation rows in FP32
                                          (mlp-form models only: linear, relu, gelu, layernorm)
 
+  data.py examples TRACE.h5 OUT.json   the per-example losses a trace recorded itself
+                                         (/eval_examples, traces/FORMAT.md): {"initial": the
+                                         initial evaluation's (step -1), "final": the last
+                                         evaluation's, "accuracy0", "accuracy"}, by validation
+                                         row; null lists when the trace has none
+
 RECIPE (JSON): {"source": "digits"|"wine"|"breast_cancer"|"text", "prep": "raw"|"std",
 "scale": S, "order": "shuffled"|"shipped"|"sorted", "val": "split"|"auto"|"oneclass"|"tiny",
 "seed": N}: prep std standardises each feature with the training rows' mean and standard
@@ -237,6 +243,33 @@ def evaluate(data, layers_json, weights):
         os.replace(tmp, w + ".losses.json")
 
 
+def trace_examples(trace, out):
+    """The per-example losses of a trace's initial and last evaluation (by validation row)."""
+    import h5py
+    import numpy as np
+    res = {"initial": None, "final": None, "accuracy0": None, "accuracy": None}
+    try:
+        with h5py.File(trace, "r") as f:
+            if "eval_examples" in f:
+                t = f["eval_examples"][()]
+                step, ex = np.asarray(t["step"]), np.asarray(t["example"])
+                loss, met = np.asarray(t["loss"], dtype=np.float64), np.asarray(t["metric"], dtype=np.float64)
+                for key, acc, sel in (("initial", "accuracy0", step == -1),
+                                      ("final", "accuracy", step == (step.max() if len(step) else -1))):
+                    if sel.any() and (key == "initial" or step.max() >= 0):
+                        o = np.argsort(ex[sel], kind="stable")
+                        v = loss[sel][o]
+                        res[key] = [float(x) if math.isfinite(x) else None for x in v]
+                        m = met[sel][o]
+                        res[acc] = float(m.mean()) if np.all(np.isfinite(m)) else None
+    except (OSError, KeyError, ValueError):
+        pass
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(res, f)
+    os.replace(tmp, out)
+
+
 def main(argv):
     if len(argv) < 2:
         sys.stderr.write(__doc__)
@@ -255,6 +288,9 @@ def main(argv):
         return 0
     if cmd == "scale-init" and len(argv) == 6:
         scale_init(argv[2], argv[3], float(argv[4]), argv[5])
+        return 0
+    if cmd == "examples" and len(argv) == 4:
+        trace_examples(argv[2], argv[3])
         return 0
     if cmd == "eval" and len(argv) >= 5:
         evaluate(argv[2], argv[3], argv[4:])

@@ -172,6 +172,7 @@ class Config:
             s.update(status=inf["status"], eval_loss=e.get("loss"), eval_se=e.get("loss_se"), eval_acc=e.get("metric"),
                      eval_step=e.get("last_step"), steps=inf["counts"]["steps"], lr=inf["attributes"].get("lr"),
                      precision=inf["attributes"].get("precision"),
+                     standardize=inf["attributes"].get("standardize") == "on",
                      command_line=inf["attributes"].get("command_line"),
                      layers=[{"name": L["name"], "op": L["op"]} for L in inf["layers"]])
         try:
@@ -275,9 +276,16 @@ class Config:
     # ------------------------------------------------------------------ measures
     def per_example(self, runs):
         """Per-example validation losses for the runs that saved weights (paired band)."""
-        if not self.paired_ok:
+        # a run that standardised its inputs saw other inputs than data.py's file holds: data.py
+        # cannot evaluate its weights; the losses it recorded itself (/eval_examples: its initial
+        # and its last evaluation, by validation row, the rows data.py evaluates) stand in
+        for r in runs:
+            if r and r.get("standardize"):
+                self.trace_examples(r)
+        if not self.paired_ok:  # the other runs have none: a standardised run pairs with its own step 0 only
             return
-        todo = [r for r in runs if r and r.get("weights") and not os.path.exists(r["weights"] + ".losses.json")]
+        runs = [r for r in runs if r and not r.get("standardize")]
+        todo = [r for r in runs if r.get("weights") and not os.path.exists(r["weights"] + ".losses.json")]
         if todo:
             subprocess.run([self.ctx.py, os.path.join(HERE, "data.py"), "eval", self.facts["file"], self.layers_json]
                            + [r["weights"] for r in todo], capture_output=True, env=self.ctx.env)
@@ -308,6 +316,44 @@ class Config:
         sb = b["eval_se"] if finite(b.get("eval_se")) else 0.0
         return a["eval_loss"] - b["eval_loss"], 2 * math.sqrt(sa * sa + sb * sb), False
 
+    def trace_examples(self, r):
+        if not self.ctx.py or not r.get("trace") or "_losses0" in r:
+            return
+        out = os.path.join(self.d, r["name"] + ".examples.json")
+        if not os.path.exists(out) and os.path.exists(r["trace"]):
+            subprocess.run([self.ctx.py, os.path.join(HERE, "data.py"), "examples", r["trace"], out],
+                           capture_output=True, env=self.ctx.env)
+        try:
+            ex = json.load(open(out))
+        except (OSError, ValueError):
+            return
+        fin, ini = ex.get("final"), ex.get("initial")
+        if fin and None not in fin and finite(r.get("eval_loss")) and \
+                abs(sum(fin) / len(fin) - r["eval_loss"]) <= 1e-3 * max(1.0, abs(r["eval_loss"])):
+            r["_losses"] = fin
+        if ini and None not in ini:
+            r["_losses0"], r["_acc0"] = ini, ex.get("accuracy0")
+
+    def init_for(self, r):
+        """The initial evaluation a run is judged against: the same initial weights evaluated on
+        the inputs the run saw (a run that standardised its inputs starts from another loss than
+        one on the raw inputs: its own step 0, measured by a run at lr 0 with --standardize on)."""
+        if not r.get("standardize"):
+            return self.init
+        l0 = r.get("_losses0")
+        if l0 and len(l0) > 1:  # its own step 0, recorded in its trace
+            n, m = len(l0), sum(l0) / len(l0)
+            sd = math.sqrt(sum((v - m) ** 2 for v in l0) / (n - 1))
+            return {"name": r["name"] + " at step 0", "rc": 0, "status": "complete", "eval_loss": m,
+                    "eval_se": sd / math.sqrt(n), "eval_acc": r.get("_acc0"),
+                    "_losses": l0 if r.get("_losses") else None}
+        if getattr(self, "init_std", None) is None:
+            self.init_std = self.run("init-std", self.base_options(self.opts) + [
+                ["--standardize", "on"], ["--lr", "0"], ["--steps", "1"], ["--eval-every", "1"]], stats=False,
+                weights=False)
+            self.init_std["standardize"] = True
+        return self.init_std
+
     def learns(self, r):
         """(learns?, why)"""
         if r is None:
@@ -318,16 +364,19 @@ class Config:
             return False, "status %s" % r["status"]
         if not finite(r["eval_loss"]):
             return False, "eval loss %s" % r["eval_loss"]
-        d, band, paired = self.diff(r, self.init)
+        init = self.init_for(r)
+        if not self.healthy_run(init):
+            return False, "no initial evaluation to judge it against (%s)" % init["status"]
+        d, band, paired = self.diff(r, init)
         if not d < -band:
             return False, "eval loss %.4g from %.4g at step 0: no decrease beyond the %s band %.3g" % (
-                r["eval_loss"], self.init["eval_loss"], "paired" if paired else "unpaired", band)
+                r["eval_loss"], init["eval_loss"], "paired" if paired else "unpaired", band)
         c, n = self.facts["chance"], self.facts["n_val"]
         if finite(r.get("eval_acc")):
             lim = c + 2 * math.sqrt(max(c * (1 - c), 1e-12) / max(n, 1))
             if r["eval_acc"] <= lim:
                 return False, "accuracy %.3f not above chance %.3f (+2 SE: %.3f)" % (r["eval_acc"], c, lim)
-        return True, "eval loss %.4g from %.4g (%s band %.3g)" % (r["eval_loss"], self.init["eval_loss"],
+        return True, "eval loss %.4g from %.4g (%s band %.3g)" % (r["eval_loss"], init["eval_loss"],
                                                                   "paired" if paired else "unpaired", band)
 
     def judge(self, r, ref, what):
@@ -365,6 +414,7 @@ class Config:
             res.update(skipped=skip)
             json.dump(res, open(done, "w"), indent=1)
             return res
+        self.opts, self.init_std = opts, None
         lr = float(opt_get(opts, "--lr"))
         prec = opt_get(opts, "--precision", "fp32")
         # the initial evaluation: one step at lr 0, evaluated after it

@@ -155,6 +155,13 @@ def main(argv):
     d, band, paired = f.diff(run_("a", 1.0, 0.03, 0.9), run_("b", 0.9, 0.04, 0.9))
     ok(not paired and abs(d - 0.1) < 1e-12 and abs(band - 0.1) < 1e-12,
        "band: unpaired 2 * sqrt(0.03^2 + 0.04^2) = 0.1")
+    # a run that standardised its inputs is judged against its own step 0 (the same initial
+    # weights on the standardised inputs), not against the raw inputs' initial loss
+    raw = Fake(run_("init", 0.05, 0.01, 0.10), 0.10, 400)
+    raw.init_std = run_("init-std", 0.70, 0.01, 0.10)
+    std = dict(run_("s", 0.10, 0.01, 0.95), standardize=True)
+    ok(raw.learns(std)[0] and "from 0.7 " in raw.learns(std)[1] and not raw.learns(run_("r", 0.10, 0.01, 0.95))[0],
+       "learns: a standardised run from its own step 0, a raw one from the raw step 0", raw.learns(std))
     L = f.learns(run_("r", 1.0, 0.05, 0.5))
     ok(L[0], "learns: loss 2.3 -> 1.0 and accuracy 0.5 over chance 0.1", L)
     L = f.learns(run_("r", 1.0, 0.05, 0.12))
