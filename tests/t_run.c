@@ -121,7 +121,8 @@ static void sum_kind(const tr *t, const char *layer, int kind, uint64_t *count, 
 
 static void test_healthy(void)
 {
-    ok(run("run --steps 80 --progress none --eval-every 40 -o %s", p("a.h5")) == 0, "fp32 mlp run of 80 steps exits 0");
+    ok(run("run --steps 80 --progress none --eval-every 40 --trace-every 1 -o %s", p("a.h5")) == 0,
+       "fp32 mlp run of 80 steps traced every step exits 0");
     ok(file_has("out.txt", "run complete: 80 steps") && file_has("out.txt", "next: ampdiag info"),
        "the summary says complete and what to do next");
     tr t;
@@ -175,9 +176,9 @@ static void test_healthy(void)
      * skipped steps, evaluations mid-run and sparse tracing */
     static const char *const cfgs[] = {
         "--precision fp16 --steps 23 --trace-every 3 --hist-every 6 --eval-every 7",
-        "--scenario fp16-forward-overflow --steps 12 --hist-every 4",
-        "--scenario bf16-pure-lost-updates --steps 15 --hist-every 5 --eval-every 4",
-        "--model transformer --precision bf16 --steps 6 --batch 4 --hist-every 2",
+        "--scenario fp16-forward-overflow --steps 12 --hist-every 4 --trace-every 1",
+        "--scenario bf16-pure-lost-updates --steps 15 --hist-every 5 --eval-every 4 --trace-every 1",
+        "--model transformer --precision bf16 --steps 6 --batch 4 --hist-every 2 --trace-every 1",
     };
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
         int rc0 = run("run %s --trace-threads 0 --progress none --overwrite -o %s", cfgs[k], p("i0.h5"));
@@ -223,6 +224,36 @@ static void test_healthy(void)
            "%s: /steps and /tensors in step order, every step recorded", cfgs[k]);
         unload(&t1); unload(&t2);
     }
+
+    /* the default: full records at a cadence chosen from the measured cost, within 5% */
+    ok(run("run --steps 200 --progress none --overwrite -o %s", p("bud.h5")) == 0 && load(&t1, p("bud.h5")) == 0,
+       "a default run of 200 steps (budget 5%%)");
+    ampdiag_trace_traced *tr = NULL;
+    size_t ntr = 0;
+    int rd = t1.r ? ampdiag_trace_read_traced(t1.r, &tr, &ntr) : -1;
+    const char *cad = t1.r ? ampdiag_trace_attr_str(t1.r, AMPDIAG_ATTR_TRACE_CADENCE) : NULL;
+    ok(rd == 0 && ntr >= 3 && tr[0].step == 0 && tr[0].reason == AMPDIAG_REASON_FIRST &&
+           tr[ntr - 1].step == 199 && tr[ntr - 1].reason == AMPDIAG_REASON_LAST && cad &&
+           strcmp(cad, "budget") == 0 && ampdiag_trace_attr_double(t1.r, AMPDIAG_ATTR_TRACE_BUDGET, 0) == 5.0,
+       "/traced: the first step, the last, %zu rows in all; trace_cadence budget, trace_budget 5", ntr);
+    int ncad = 0, spaced = 1, chosen = 1, match = 1;
+    for (size_t i = 1; i < ntr; i++) {
+        if (tr[i].reason != AMPDIAG_REASON_CADENCE)
+            continue;
+        ncad++;
+        spaced &= tr[i].cadence > 0 && tr[i].step - tr[i - 1].step >= tr[i].cadence;
+        double want = ceil(tr[i].record_ms / (0.05 * tr[i].step_ms));
+        chosen &= tr[i].record_ms > 0 && tr[i].step_ms > 0 && fabs(want - tr[i].cadence) <= 1;
+    }
+    for (size_t i = 0, k = 0; i < t1.nt; i++) { /* every tensor record's step has a row, in order */
+        while (k < ntr && tr[k].step < t1.tensors[i].step) k++;
+        match &= k < ntr && tr[k].step == t1.tensors[i].step;
+    }
+    ok(ncad > 0 && spaced && chosen && match,
+       "%d cadence rows, each at least its cadence after the record before, the cadence ceil(record / (5%% step)); "
+       "tensor records only at those steps", ncad);
+    free(tr);
+    unload(&t1);
 
     /* the summary's minimum loss scale includes the scale the last backoff left: 10 backoffs
      * from 2^16 end at 2^6 */

@@ -75,6 +75,14 @@ void mon_spike_init(mon_spike *s)
     s->med = s->mad = NAN;
 }
 
+/* The rule against a window's median and MAD. */
+static int is_spike(double loss, double med, double mad)
+{
+    /* the 1e-12 relative slack keeps a loss equal to the median within rounding from counting
+     * when the MAD is a rounding error itself */
+    return mad > 0 && loss > med + MON_SPIKE_MADS * MON_MAD_TO_SD * mad + 1e-12 * fabs(med);
+}
+
 int mon_spike_push(mon_spike *s, double loss)
 {
     if (!isfinite(loss))
@@ -83,13 +91,18 @@ int mon_spike_push(mon_spike *s, double loss)
     if (s->w.n >= MON_SPIKE_MIN_HISTORY) {
         s->med = mon_window_median(&s->w);
         s->mad = mon_window_mad(&s->w, s->med);
-        /* the 1e-12 relative slack keeps a loss equal to the median within rounding from
-         * counting when the MAD is a rounding error itself */
-        spike = s->mad > 0 &&
-                loss > s->med + MON_SPIKE_MADS * MON_MAD_TO_SD * s->mad + 1e-12 * fabs(s->med);
+        spike = is_spike(loss, s->med, s->mad);
     }
     mon_window_push(&s->w, loss);
     return spike;
+}
+
+int mon_spike_test(const mon_spike *s, double loss)
+{
+    if (!isfinite(loss) || s->w.n < MON_SPIKE_MIN_HISTORY)
+        return 0;
+    double med = mon_window_median(&s->w);
+    return is_spike(loss, med, mon_window_mad(&s->w, med));
 }
 
 void mon_diverge_init(mon_diverge *d)

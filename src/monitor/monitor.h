@@ -48,6 +48,9 @@ void mon_spike_init(mon_spike *s);
 /* Feed one loss (non-finite losses are ignored and never spikes). Returns 1 when it is a spike
  * against the losses before it; s->med and s->mad then hold that window's median and MAD. */
 int mon_spike_push(mon_spike *s, double loss);
+/* Whether feeding this loss would report a spike (the same rule as mon_spike_push), without
+ * feeding it. */
+int mon_spike_test(const mon_spike *s, double loss);
 
 /* ------------------------------------------------------------------------------------------
  * Divergence: a loss that is non-finite or above MON_DIVERGE_FACTOR times the first loss

@@ -203,7 +203,7 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
     int rc;
     switch (f->type) {
     case FT_F32: case FT_F64: rc = plan_float(o, mt, f->type); break;
-    case FT_KIND: case FT_CODE: case FT_SCALING: rc = plan_enum(o, mt, f->type); break;
+    case FT_KIND: case FT_CODE: case FT_SCALING: case FT_REASON: rc = plan_enum(o, mt, f->type); break;
     case FT_HIST: rc = plan_bins(o, mt); break;
     case FT_STR: rc = plan_str(o, mt); break;
     default: rc = plan_int(o, mt, f->type); break;
@@ -279,7 +279,7 @@ trace_chunks *trace_chunks_plan(hid_t d, hid_t ftype, const trace_table *tb, uin
             continue;
         }
         ok = plan_field(o, f, ftype, p->row_size) == 0;
-        if (o->op != OP_ENUM && (f->type == FT_KIND || f->type == FT_CODE || f->type == FT_SCALING))
+        if (o->op != OP_ENUM && FT_IS_ENUM(f->type))
             p->int_enums = 1;
         if (o->op == OP_BYTES || o->op == OP_STR)
             p->direct = 0;

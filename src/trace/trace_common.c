@@ -28,6 +28,11 @@ static const char *const event_names[AMPDIAG_NEVENT_CODES] = {
 static const char *const status_names[] = {"running", "complete", "diverged", "interrupted"};
 
 static const char *const scaling_names[AMPDIAG_NSCALINGS] = {"none", "delayed"};
+
+static const char *const reason_names[AMPDIAG_NREASONS] = {
+    "cadence", "every", "first", "last", "nonfinite", "skipped_step", "loss_spike",
+    "grad_norm_spike", "after_event",
+};
 #define NSTATUS ((int)(sizeof status_names / sizeof status_names[0]))
 
 const char *ampdiag_kind_name(int kind)
@@ -43,6 +48,17 @@ const char *ampdiag_event_name(int code)
 const char *ampdiag_scaling_name(int scaling)
 {
     return scaling >= 0 && scaling < AMPDIAG_NSCALINGS ? scaling_names[scaling] : NULL;
+}
+
+const char *ampdiag_reason_name(int reason)
+{
+    return reason >= 0 && reason < AMPDIAG_NREASONS ? reason_names[reason] : NULL;
+}
+
+int ampdiag_reason_is_event(int reason)
+{
+    return reason == AMPDIAG_REASON_NONFINITE || reason == AMPDIAG_REASON_SKIPPED ||
+           reason == AMPDIAG_REASON_LOSS_SPIKE || reason == AMPDIAG_REASON_GRAD_SPIKE;
 }
 
 const char *ampdiag_status_name(int status)
@@ -64,6 +80,7 @@ int ampdiag_kind_parse(const char *name) { return parse_name(kind_names, AMPDIAG
 int ampdiag_event_parse(const char *name) { return parse_name(event_names, AMPDIAG_NEVENT_CODES, name); }
 int ampdiag_status_parse(const char *name) { return parse_name(status_names, NSTATUS, name); }
 int ampdiag_scaling_parse(const char *name) { return parse_name(scaling_names, AMPDIAG_NSCALINGS, name); }
+int ampdiag_reason_parse(const char *name) { return parse_name(reason_names, AMPDIAG_NREASONS, name); }
 
 int trace_enum_parse(trace_ftype t, const char *name)
 {
@@ -71,6 +88,7 @@ int trace_enum_parse(trace_ftype t, const char *name)
     case FT_KIND: return ampdiag_kind_parse(name);
     case FT_CODE: return ampdiag_event_parse(name);
     case FT_SCALING: return ampdiag_scaling_parse(name);
+    case FT_REASON: return ampdiag_reason_parse(name);
     default: return -1;
     }
 }
@@ -195,6 +213,15 @@ static const trace_field whatif_fields[] = {
     F(ampdiag_trace_whatif, subnormal, FT_U64),
 };
 
+static const trace_field traced_fields[] = {
+    F(ampdiag_trace_traced, step, FT_I64),
+    F(ampdiag_trace_traced, reason, FT_REASON),
+    F(ampdiag_trace_traced, event_step, FT_I64),
+    F(ampdiag_trace_traced, cadence, FT_I32),
+    F(ampdiag_trace_traced, record_ms, FT_F64),
+    F(ampdiag_trace_traced, step_ms, FT_F64),
+};
+
 /*
  * Chunk rows. Shuffle + deflate compress a compound column-wise, so long chunks compress best
  * (a 1024-row /tensors chunk to about 1/11 of its size); but under SWMR every flush rewrites the
@@ -202,7 +229,8 @@ static const trace_field whatif_fields[] = {
  * space (HDF5 does not reuse freed space while in SWMR mode; close compacts the file). So the
  * tables that gain few rows per flush (/steps, /events, /eval, /layers) have 64-row chunks, and
  * /histograms (2.3 KB rows) 64; /tensors, which gains layers x 5 rows per step, 1024, and
- * /whatif (about 4 rows per tensor row, 45 bytes each) 2048. /formats is written once.
+ * /whatif (about 4 rows per tensor row, 45 bytes each) 2048. /formats is written once; /traced
+ * gains a row per traced step (41 bytes): 64.
  */
 const trace_table trace_tables[TBL_N] = {
     [TBL_LAYERS] = {"/layers", "layer", layer_fields, NF(layer_fields), sizeof(ampdiag_trace_layer),
@@ -221,6 +249,8 @@ const trace_table trace_tables[TBL_N] = {
                      sizeof(ampdiag_trace_format), 16, offsetof(ampdiag_trace_format, index), 1, 2},
     [TBL_WHATIF] = {"/whatif", "what-if", whatif_fields, NF(whatif_fields),
                     sizeof(ampdiag_trace_whatif), 2048, offsetof(ampdiag_trace_whatif, step), 0, 2},
+    [TBL_TRACED] = {"/traced", "traced step", traced_fields, NF(traced_fields),
+                    sizeof(ampdiag_trace_traced), 64, offsetof(ampdiag_trace_traced, step), 0, 0},
 };
 
 static hid_t enum_type(const char *const *names, int n, int for_file)
@@ -268,6 +298,7 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file)
     case FT_KIND: return enum_type(kind_names, AMPDIAG_NKINDS, for_file);
     case FT_CODE: return enum_type(event_names, AMPDIAG_NEVENT_CODES, for_file);
     case FT_SCALING: return enum_type(scaling_names, AMPDIAG_NSCALINGS, for_file);
+    case FT_REASON: return enum_type(reason_names, AMPDIAG_NREASONS, for_file);
     case FT_HIST: {
         hsize_t dim = AMPDIAG_HIST_BINS;
         return H5Tarray_create2(for_file ? H5T_STD_U64LE : H5T_NATIVE_UINT64, 1, &dim);
@@ -619,8 +650,7 @@ int trace_copy_text(char *dst, size_t size, const char *src, size_t srcmax)
 static void fix_unknown_enums(const trace_table *tb, void *rows, size_t n)
 {
     for (size_t f = 0; f < tb->nfields; f++) {
-        if (tb->fields[f].type != FT_KIND && tb->fields[f].type != FT_CODE &&
-            tb->fields[f].type != FT_SCALING)
+        if (!FT_IS_ENUM(tb->fields[f].type))
             continue;
         for (size_t i = 0; i < n; i++) {
             char *p = (char *)rows + i * tb->rec_size + tb->fields[f].offset;
@@ -638,7 +668,8 @@ size_t trace_field_msize(const trace_field *f)
 {
     switch (f->type) {
     case FT_I64: case FT_U64: case FT_F64: return 8;
-    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: case FT_SCALING: return 4;
+    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: case FT_SCALING: case FT_REASON:
+        return 4;
     case FT_STR: return f->size;
     case FT_HIST: return AMPDIAG_HIST_BINS * sizeof(uint64_t);
     }

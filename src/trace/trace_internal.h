@@ -24,8 +24,12 @@ typedef enum trace_ftype {
     FT_KIND, /* int32_t        <-> enum "tensor_kind" (uint8) */
     FT_CODE, /* int32_t        <-> enum "event_code" (uint8) */
     FT_SCALING, /* int32_t     <-> enum "whatif_scaling" (uint8) */
+    FT_REASON, /* int32_t      <-> enum "record_reason" (uint8) */
     FT_HIST  /* uint64_t[281]  <-> uint64 array [281] */
 } trace_ftype;
+
+/* The enum field types (stored as HDF5 enums, or plain integers in files of other writers). */
+#define FT_IS_ENUM(t) ((t) == FT_KIND || (t) == FT_CODE || (t) == FT_SCALING || (t) == FT_REASON)
 
 typedef struct trace_field {
     const char *name;
@@ -39,7 +43,7 @@ typedef struct trace_field {
 } trace_field;
 
 enum { TBL_LAYERS, TBL_STEPS, TBL_TENSORS, TBL_HISTS, TBL_EVENTS, TBL_EVALS, TBL_FORMATS, TBL_WHATIF,
-       TBL_N };
+       TBL_TRACED, TBL_N };
 
 typedef struct trace_table {
     const char *path;          /* "/steps" */
@@ -51,7 +55,8 @@ typedef struct trace_table {
     size_t key_offset;         /* int64 step, or int32 index for /layers: -1 in fill rows */
     int key_is_i32;
     int since;                 /* the format version that made the table required: an older
-                                  trace without it reads it as empty */
+                                  trace without it reads it as empty; 0: optional in every
+                                  version (a trace without it reads it as empty) */
 } trace_table;
 
 extern const trace_table trace_tables[TBL_N];
@@ -62,8 +67,8 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file);
 hid_t trace_table_type(const trace_table *tb, int for_file);
 /* The same with only the fields this version writes (no v1_only field): the writer's types. */
 hid_t trace_table_wtype(const trace_table *tb, int for_file);
-/* This version's value of an enum member name of an enum field type (FT_KIND, FT_CODE,
- * FT_SCALING); -1 when it does not know the name. */
+/* This version's value of an enum member name of an enum field type (FT_IS_ENUM); -1 when it
+ * does not know the name. */
 int trace_enum_parse(trace_ftype t, const char *name);
 /* Fill a record with the table's fill value (key = -1, floats NaN, the rest 0). */
 void trace_fill_record(const trace_table *tb, void *rec);

@@ -6,6 +6,7 @@
 #include "ampdiag_trace.h"
 #include "backend/backend.h"
 #include "monitor/monitor.h"
+#include "train/cadence.h"
 #include "train/data.h"
 #include "train/fp8.h"
 #include "train/tracer.h"
@@ -38,7 +39,9 @@ void train_config_default(train_config *c)
     c->loss_scale = "dynamic";
     c->seed = 1;
     c->shuffle = 1;
-    c->trace_every = 1;
+    c->trace_every = -1;
+    c->trace_budget = CADENCE_DEFAULT_BUDGET;
+    c->trace_after = CADENCE_DEFAULT_AFTER;
     c->hist_every = 50;
     c->fp8_history = FP8_DEFAULT_HISTORY;
     c->fp8_margin = 0;
@@ -164,6 +167,8 @@ typedef struct run {
     /* tracing: the statistics of a traced step are taken by the tracer (a worker thread) while
      * training goes on, and written to the trace a step or two later (see step_once) */
     tracer *tr;
+    cadence cd;                  /* which steps are traced in full, and why */
+    long last_hist;              /* the last step that took histograms (-1: none) */
     fp8_delayed *f8;             /* FP8 delayed-scaling amax histories (NULL: not counted) */
     struct tslot *slots;         /* NSLOTS, used in turn by traced steps */
     long ntraced;
@@ -202,6 +207,7 @@ typedef struct tslot {
     long step;
     int hist, skip;
     int buf;                     /* its update's copies are in R->w_old[buf], R->dw[buf] */
+    ampdiag_trace_traced trow;   /* its /traced row: why it was traced */
     double acts_s;               /* how long its activations' job took */
     lslot *L;                    /* [nlayers] */
     uint64_t last;               /* the step's last job */
@@ -318,6 +324,8 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
     if (R->upd_slot == S)
         post_update(R);
     tracer_wait(R->tr, S->last);
+    if ((rc = ampdiag_trace_append_traced(R->w, &S->trow)) < 0)
+        return trace_fail(rc, err, errlen);
     static const model_tensor_kind order[3] = {MT_ACTIVATION, MT_ACTIVATION_GRAD, MT_WEIGHT_GRAD};
     for (int k = 0; k < 3; k++) {
         model_tensor_kind mk = order[k];
@@ -515,7 +523,7 @@ static int write_fp8_settings(run *R, char *err, size_t errlen)
 {
     const train_config *c = R->c;
     int rc;
-    if (c->fp8_history <= 0 || c->trace_every <= 0 || !R->m->bk->whatif_scaled)
+    if (c->fp8_history <= 0 || c->trace_every == 0 || !R->m->bk->whatif_scaled)
         return 0;
     if ((rc = ampdiag_trace_set_attr_int(R->w, AMPDIAG_ATTR_FP8_AMAX_HISTORY, c->fp8_history)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(R->w, AMPDIAG_ATTR_FP8_MARGIN, c->fp8_margin)) < 0 ||
@@ -606,7 +614,13 @@ static int write_header(run *R, char *err, size_t errlen)
         (rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_CLIP, c->clip)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_STEPS_PLANNED, c->steps)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_BATCH, c->batch)) < 0 ||
-        (rc = ampdiag_trace_set_attr_int(w, "trace_every", c->trace_every)) < 0 ||
+        (rc = ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_TRACE_CADENCE,
+                                         c->trace_every < 0 ? "budget" : c->trace_every ? "every" : "none")) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_TRACE_EVERY, c->trace_every > 0 ? c->trace_every : 0)) < 0 ||
+        (c->trace_every < 0 &&
+         (rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_TRACE_BUDGET, c->trace_budget)) < 0) ||
+        (c->trace_every != 0 &&
+         (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_TRACE_AFTER_EVENT, c->trace_after)) < 0) ||
         (rc = ampdiag_trace_set_attr_int(w, "hist_every", c->hist_every)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, "params", (int64_t)R->m->nparams)) < 0)
         return trace_fail(rc, err, errlen);
@@ -650,18 +664,13 @@ typedef struct step_state {
     ampdiag_trace_step rec;      /* the step record being filled */
 } step_state;
 
-/* Start step t: its time, whether it is traced and, if so, the slot it takes (the one NSLOTS
- * traced steps back, whose records are written out first). 0 or a TRAIN_ error. */
-static int step_begin(run *R, step_state *s, long t, char *err, size_t errlen)
+/* Step t of s is traced in full, for reason: it takes a slot (the one NSLOTS traced steps back,
+ * whose records are written out first), with histograms where it is the first traced step at
+ * or after a multiple of --hist-every. 0 or a TRAIN_ error. */
+static int take_slot(run *R, step_state *s, int reason, int64_t event_step, char *err, size_t errlen)
 {
     const train_config *c = R->c;
-    s->t = t;
-    s->ts = now_s();
-    s->traced = c->trace_every > 0 && (t % c->trace_every == 0 || t == c->steps - 1);
-    s->S = NULL;
-    if (!s->traced)
-        return 0;
-    int hist = c->hist_every > 0 && t % c->hist_every == 0;
+    long t = s->t, H = c->hist_every;
     tslot *S = &R->slots[R->ntraced % NSLOTS];
     int rc;
     for (int k = 0; k < R->qn; k++)
@@ -669,9 +678,63 @@ static int step_begin(run *R, step_state *s, long t, char *err, size_t errlen)
             return rc;
     S->buf = (int)(R->ntraced++ & 1);
     S->step = t;
-    S->hist = hist;
+    S->hist = H > 0 && (R->last_hist < 0 || t / H > R->last_hist / H);
+    if (S->hist)
+        R->last_hist = t;
     S->skip = 0;
+    cadence_taken(&R->cd, t, reason);
+    cadence_row(&R->cd, t, reason, event_step, &S->trow);
+    s->traced = 1;
     s->S = S;
+    return 0;
+}
+
+/* Start step t: its time, the measure of the step before, and whether it is planned for full
+ * records (then its slot). 0 or a TRAIN_ error. */
+static int step_begin(run *R, step_state *s, long t, char *err, size_t errlen)
+{
+    s->t = t;
+    s->ts = now_s();
+    s->traced = 0;
+    s->S = NULL;
+    if (!R->tr)
+        return 0;
+    cadence_tick(&R->cd, t, tracer_inline_cpu_s(R->tr));
+    int64_t ev;
+    int reason = cadence_plan(&R->cd, t, &ev);
+    return reason < 0 ? 0 : take_slot(R, s, reason, ev, err, errlen);
+}
+
+/* An event in step t (a non-finite loss or gradient, a skipped update, a loss or gradient-norm
+ * spike; cadence.h): the step's full records, whatever the cadence. They are known after the
+ * backward pass, and the step's activations and gradients are still in memory (the next
+ * forward and backward wait for the tracer's jobs), and so are its weights: a step not planned
+ * for full records takes its slot and hands its tensors over now, and its update keeps its
+ * copies (apply_update). A planned step keeps its slot, now under the event's reason. 0 or a
+ * TRAIN_ error. */
+static int trace_event(run *R, step_state *s, char *err, size_t errlen)
+{
+    if (!R->tr)
+        return 0;
+    int spike = mon_spike_test(&R->spike, s->loss);
+    int reason = cadence_event(&R->cd, s->t, s->loss, s->norm, s->found || s->fwd_li >= 0, s->skip, spike);
+    if (reason < 0)
+        return 0;
+    if (s->traced) {
+        s->S->trow.reason = reason;
+        s->S->trow.event_step = s->t;
+        return 0;
+    }
+    int rc = take_slot(R, s, reason, s->t, err, errlen);
+    if (rc)
+        return rc;
+    tslot *S = s->S;
+    hand_over(S, MT_ACTIVATION);
+    R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
+    hand_over(S, MT_ACTIVATION_GRAD);
+    hand_over(S, MT_WEIGHT_GRAD);
+    R->tk_grads = S->last = tracer_post(R->tr, job_gradients, S);
+    tracer_kick(R->tr);
     return 0;
 }
 
@@ -1021,7 +1084,10 @@ static int evaluate_every(run *R, const step_state *s, int stop, char *err, size
     long t = s->t;
     if (c->eval_every > 0 && (t + 1) % c->eval_every == 0 && t + 1 < c->steps && !stop) {
         tracer_drain(R->tr); /* the evaluation's forward overwrites the activations */
-        return evaluate(R, t, err, errlen);
+        cadence_pause(&R->cd);
+        int rc = evaluate(R, t, err, errlen);
+        cadence_resume(&R->cd);
+        return rc;
     }
     return 0;
 }
@@ -1051,7 +1117,8 @@ static int step_once(run *R, long t, double t0, int *stop, char *err, size_t err
      * any later ones whose statistics are ready */
     if ((rc = flush_records(R, t - 2, err, errlen)) ||
         (rc = explain_nonfinite(R, &s, err, errlen)) ||
-        (rc = update_scaler(R, &s, err, errlen)))
+        (rc = update_scaler(R, &s, err, errlen)) ||
+        (rc = trace_event(R, &s, err, errlen)))
         return rc;
     s.coef = s.skip ? 1.0f : clip_coefficient(s.norm, R->c->clip);
     s.lr = schedule_lr(&R->sched, t);
@@ -1081,8 +1148,11 @@ static int background_threads(const train_config *c)
 static int tracing_init(run *R, char *err, size_t errlen)
 {
     const train_config *c = R->c;
-    if (c->trace_every <= 0)
+    R->last_hist = -1;
+    if (c->trace_every == 0)
         return 0;
+    cadence_config cc = {c->trace_every, c->trace_budget / 100.0, c->trace_after, c->steps};
+    cadence_init(&R->cd, &cc);
     int threads = background_threads(c);
     int nl = R->m->nlayers;
     size_t np = R->m->nparams ? R->m->nparams : 1;
