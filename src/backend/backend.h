@@ -119,6 +119,11 @@ struct backend {
      * the delayed-scaling FP8 counts then take whatif_scaled's pass for every threshold. */
     int (*count_at_least)(const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
                           uint64_t *counts);
+    /* ampdiag_tstats_compute_ge on the buffer: tstats and, in the same pass, count_at_least's
+     * counts (k <= 8 thresholds, ge host memory; h may be NULL). 0 or -1 as that. NULL where a
+     * backend has none: tstats, then count_at_least (the delayed-scaling FP8 counts, fp8.h). */
+    int (*tstats_ge)(const backend *bk, const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h,
+                     size_t k, const uint32_t *ge, uint64_t *counts);
 
     /* ---------------------------------------------------------------- GEMM
      * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when

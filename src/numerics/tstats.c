@@ -36,6 +36,7 @@
 #endif
 
 #define TSTATS_BLOCK 4096 /* values per block: counts per lane stay below 2^15 */
+#define Z_MAX_EXTRA 8     /* extra thresholds of ampdiag_tstats_compute_ge */
 #define TSTATS_LANES 8
 #define NFMT AMPDIAG_NFORMATS
 
@@ -692,9 +693,7 @@ static inline void fast_body(const float *x, size_t nv, const struct fastplan *p
     fast_reduce(&c, fb);
 }
 
-/* The clean-block kernel, with (eb) and without the exponent bytes; compiled for AVX2 and for
- * AVX-512VL/BW, whose 32 vector registers hold every accumulator (the same instructions, EVEX
- * encoded where they name the upper 16 registers). */
+/* The clean-block kernel, with (eb) and without the exponent bytes. */
 typedef void (*fast_fn)(const float *, size_t, const struct fastplan *, struct fastblock *, uint8_t *);
 
 __attribute__((target("avx2,fma")))
@@ -706,14 +705,6 @@ static void fast_avx2(const float *x, size_t nv, const struct fastplan *plan, st
         fast_body(x, nv, plan, fb, NULL);
 }
 
-__attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw")))
-static void fast_avx512vl(const float *x, size_t nv, const struct fastplan *plan, struct fastblock *fb, uint8_t *eb)
-{
-    if (eb)
-        fast_body(x, nv, plan, fb, eb);
-    else
-        fast_body(x, nv, plan, fb, NULL);
-}
 
 /*
  * Histogram of byte-packed exponent fields, bit-sliced: a pass takes 8 consecutive fields
@@ -886,13 +877,12 @@ static void hist_window_avx2(const float *x, size_t nv, uint8_t *eb, int flo, in
 
 typedef void (*block_fn)(const float *, size_t, struct block *);
 
-/* The kernels this CPU runs: 2 = the clean-block AVX2 path with AVX-512VL's vpternlogd in the
- * histogram's adders and the clean kernel compiled for AVX-512VL/BW's 32 registers, 1 = the same
- * without AVX-512, 0 = the portable kernel.
+/* The kernels this CPU runs: 2 = the 512-bit path (accumulate_z512; AVX-512 F, BW, DQ and VL),
+ * 1 = the clean-block AVX2 path, 0 = the portable kernel.
  * AMPDIAG_TSTATS_IMPL=avx2 or =generic forces a lesser one (the tests run all three); the choice
- * is read from the environment once, and again by ampdiag_tstats_impl(). An AVX-512 kernel with
- * mask-register counts for the record was measured slower than AVX2 here (compares into k
- * registers share one port). */
+ * is read from the environment once, and again by ampdiag_tstats_impl(). (An AVX-512 kernel
+ * counting with compares into mask registers was measured slower than AVX2 on Intel and on AMD
+ * Zen 5: those compares share one or two ports; the 512-bit path counts with plain adds.) */
 static _Atomic int kernel_choice = -1;
 
 static int choose_kernel(void)
@@ -905,7 +895,8 @@ static int choose_kernel(void)
         return 0;
     if (want && strcmp(want, "avx2") == 0)
         return 1;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")
                ? 2 : 1;
 #else
     return 0;
@@ -924,7 +915,7 @@ static int pick_kernel(void)
 
 const char *ampdiag_tstats_impl(void)
 {
-    static const char *const names[3] = {"generic", "avx2", "avx2+avx512vl"};
+    static const char *const names[3] = {"generic", "avx2", "avx512"};
     int k = choose_kernel();
     atomic_store_explicit(&kernel_choice, k, memory_order_relaxed);
     return names[k];
@@ -1115,6 +1106,256 @@ static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, 
         n -= nb;
     }
 }
+
+/*
+ * The 512-bit path (AVX-512 F/BW/DQ/VL, the default where the CPU has them).
+ *
+ * A block (at most TSTATS_BLOCK values, a multiple of 64) is read once from memory by z_pass1,
+ * which keeps only what every value needs: the extremes (unsigned max of the bit patterns: the
+ * most negative value; signed max: the largest non-negative one; unsigned min of |x| bits - 1:
+ * the smallest non-zero |x|), the count of zeros and of negative values, the sums, and two
+ * 16-bit keys of every value, stored in L1: hi16(|x| - 1) (a zero's is all ones) and hi16(|x|).
+ * Counting uses no mask register (compares into masks share one port here): a count "key
+ * below t" is the sign bit of key - t, shifted down and added, 32 values at a time.
+ *
+ * Then, from the block's range of |x| (a finite block: a block with NaN or inf is redone by
+ * the full kernel), each class threshold of the format table and each extra threshold (the
+ * FP8 delayed-scaling ones: ampdiag_tstats_compute_ge) is settled without looking at a value
+ * when it lies at or below the smallest non-zero |x| (every non-zero value reaches it) or
+ * above the largest (none does); only those in between are counted, from the stored keys
+ * (thresholds whose 16 low bits, or those of threshold - 1, are zero: every OCP FP8 threshold,
+ * FP16's underflow threshold, non-zero) or with a 32-bit compare of the block, still in L1.
+ * Most thresholds lie outside most blocks' range.
+ *
+ * Sums: float partial sums of 16 values a lane (256 a fold), folded into double sums; their
+ * error is at most 16 units of float rounding of the sum of the magnitudes (squares), within
+ * AMPDIAG_TSTATS_SUM_RTOL (ampdiag.h). Blocks whose largest |x| reaches 2^60 (a float square
+ * could overflow) or stays below 2^-60 (squares would lose bits in float's subnormals) take
+ * double sums instead.
+ */
+#define Z512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+#define Z512_INLINE __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) static inline
+#define Z_GROUP 64          /* values a step of z_pass1 */
+#define Z_FOLD 256          /* values between folds of the float sums (16 a lane) */
+#define Z_PREFETCH 16384    /* bytes ahead: at ~40 GB/s a 4 KiB distance left the loop waiting on DRAM */
+#define Z_SUM_HI 0x5d800000u /* 2^60 */
+#define Z_SUM_LO 0x21800000u /* 2^-60 */
+
+/* What z_pass1 found in a block. */
+struct zblock {
+    uint32_t umax;   /* unsigned max of the bit patterns */
+    int32_t smax;    /* signed max */
+    uint32_t am1;    /* unsigned min of |x| bits - 1 (UINT32_MAX: no non-zero value) */
+    uint64_t zero, neg;
+    double sum, sq;
+};
+
+/* 16-bit lane counters to 32-bit lanes, summed. */
+Z512_INLINE uint64_t z_sum16(__m512i c)
+{
+    return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(_mm512_madd_epi16(c, _mm512_set1_epi16(1)));
+}
+
+Z512 static void z_pass1(const float *x, size_t nv, uint16_t *km_out, uint16_t *ka_out, struct zblock *zb)
+{
+    const __m512i M = _mm512_set1_epi32(0x7fffffff), m1 = _mm512_set1_epi32(-1), M16 = _mm512_set1_epi16(0x7fff);
+    /* word i of permutex2var(a, hi, b): the high half of dword i of a (i < 16) or of b */
+    const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                                        25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512i umax = _mm512_setzero_si512(), smax = _mm512_set1_epi32(INT32_MIN), amin = m1;
+    __m512i cz = _mm512_setzero_si512(), cn = cz;
+    __m512d ds = _mm512_setzero_pd(), dq = ds;
+    for (size_t i = 0; i < nv; i += Z_FOLD) {
+        __m512 fs = _mm512_setzero_ps(), fq = fs;
+        size_t end = nv - i < Z_FOLD ? nv : i + Z_FOLD;
+        for (size_t k = i; k < end; k += Z_GROUP) {
+            const char *pf = (const char *)(x + k) + Z_PREFETCH;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            _mm_prefetch(pf + 128, _MM_HINT_T0);
+            _mm_prefetch(pf + 192, _MM_HINT_T0);
+            __m512i u[4], am[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                u[j] = _mm512_loadu_si512((const void *)(x + k + 16 * (size_t)j));
+                am[j] = _mm512_add_epi32(_mm512_and_si512(u[j], M), m1);
+                amin = _mm512_min_epu32(amin, am[j]);
+                umax = _mm512_max_epu32(umax, u[j]);
+                smax = _mm512_max_epi32(smax, u[j]);
+                __m512 v = _mm512_castsi512_ps(u[j]);
+                fs = _mm512_add_ps(fs, v);
+                fq = _mm512_fmadd_ps(v, v, fq);
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m512i ku = _mm512_permutex2var_epi16(u[2 * h], hi, u[2 * h + 1]);
+                __m512i km = _mm512_permutex2var_epi16(am[2 * h], hi, am[2 * h + 1]);
+                cz = _mm512_add_epi16(cz, _mm512_srli_epi16(km, 15));                       /* a zero */
+                cn = _mm512_add_epi16(cn, _mm512_srli_epi16(_mm512_andnot_si512(km, ku), 15)); /* sign, non-zero */
+                _mm512_store_si512((void *)(km_out + k + 32 * (size_t)h), km);
+                _mm512_store_si512((void *)(ka_out + k + 32 * (size_t)h), _mm512_and_si512(ku, M16));
+            }
+        }
+        ds = _mm512_add_pd(ds, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(fs)),
+                                             _mm512_cvtps_pd(_mm512_extractf32x8_ps(fs, 1))));
+        dq = _mm512_add_pd(dq, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(fq)),
+                                             _mm512_cvtps_pd(_mm512_extractf32x8_ps(fq, 1))));
+    }
+    zb->umax = (uint32_t)_mm512_reduce_max_epu32(umax);
+    zb->smax = _mm512_reduce_max_epi32(smax);
+    zb->am1 = (uint32_t)_mm512_reduce_min_epu32(amin);
+    zb->zero = z_sum16(cz);
+    zb->neg = z_sum16(cn);
+    zb->sum = _mm512_reduce_add_pd(ds);
+    zb->sq = _mm512_reduce_add_pd(dq);
+}
+
+/* How many of the nk keys (a multiple of 32, at most TSTATS_BLOCK) are below t (signed 16-bit;
+ * every key and t lie in [-1, 0x7f80]). */
+Z512 static uint64_t z_below16(const uint16_t *k, size_t nk, int16_t t)
+{
+    const __m512i T = _mm512_set1_epi16(t);
+    __m512i c = _mm512_setzero_si512();
+    for (size_t i = 0; i < nk; i += 32)
+        c = _mm512_add_epi16(c, _mm512_srli_epi16(_mm512_sub_epi16(_mm512_load_si512((const void *)(k + i)), T), 15));
+    return z_sum16(c);
+}
+
+/* How many of the nv values (a multiple of 16) have |x| bits below g (g <= 2^31). */
+Z512 static uint64_t z_below32(const float *x, size_t nv, uint32_t g)
+{
+    const __m512i M = _mm512_set1_epi32(0x7fffffff), G = _mm512_set1_epi32((int)g);
+    __m512i c = _mm512_setzero_si512();
+    for (size_t i = 0; i < nv; i += 16)
+        c = _mm512_add_epi32(c, _mm512_srli_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), M), G), 31));
+    return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(c);
+}
+
+/* The sums of nv finite values (a multiple of 16) in double, for blocks float sums cannot take. */
+Z512 static void z_sums_double(const float *x, size_t nv, double *sum, double *sq)
+{
+    __m512d s = _mm512_setzero_pd(), q = s;
+    for (size_t i = 0; i < nv; i += 8) {
+        __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        s = _mm512_add_pd(s, v);
+        q = _mm512_fmadd_pd(v, v, q);
+    }
+    *sum = _mm512_reduce_add_pd(s);
+    *sq = _mm512_reduce_add_pd(q);
+}
+
+/* Exponent fields (|x| bits >> 23) of nv values as bytes, from the keys hi16(|x|). */
+Z512 static void z_fields(const uint16_t *ka, size_t nv, uint8_t *eb)
+{
+    for (size_t i = 0; i < nv; i += 32)
+        _mm256_store_si256((__m256i *)(void *)(eb + i),
+                           _mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_load_si512((const void *)(ka + i)), 7)));
+}
+
+/* G(g) = #(|x| bits >= g) over a finite block of nv values with nz non-zero values whose
+ * non-zero |x| bits lie in [lo, hi] (none when nz = 0), from the keys or the values. */
+static uint64_t z_count_ge(const float *x, size_t nv, const uint16_t *km, const uint16_t *ka, uint64_t nz,
+                           uint32_t lo, uint32_t hi, uint32_t g)
+{
+    if (nz == 0 || g > hi)
+        return 0;
+    if (g <= lo)
+        return nz; /* (g >= 1: a zero never counts) */
+    if (((g - 1u) & 0xffffu) == 0) /* |x| >= g  <=>  hi16(|x| - 1) >= hi16(g - 1) */
+        return nv - z_below16(km, nv, (int16_t)((g - 1u) >> 16));
+    if ((g & 0xffffu) == 0) /* |x| >= g  <=>  hi16(|x|) >= hi16(g) */
+        return nv - z_below16(ka, nv, (int16_t)(g >> 16));
+    return nv - z_below32(x, nv, g);
+}
+
+/* The keys and exponent bytes of a block (z_pass1, z_fields). */
+struct zbuf {
+    uint16_t km[TSTATS_BLOCK] __attribute__((aligned(64)));
+    uint16_t ka[TSTATS_BLOCK] __attribute__((aligned(64)));
+    uint8_t eb[TSTATS_BLOCK] __attribute__((aligned(64)));
+};
+
+/* One block of nv values (a multiple of 64, at most TSTATS_BLOCK) into s and h, and the counts
+ * of |x| bits at least ge[j] (j < k) into g_out. */
+static void z_block(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t nv, size_t k, const uint32_t *ge,
+                    uint64_t *g_out, struct zbuf *zbuf)
+{
+    uint16_t *km = zbuf->km, *ka = zbuf->ka;
+    uint8_t *eb = zbuf->eb;
+    struct zblock zb;
+    z_pass1(x, nv, km, ka, &zb);
+    uint32_t negmax = (zb.umax >> 31) ? zb.umax & 0x7fffffffu : 0;
+    uint32_t posmax = zb.smax >= 0 ? (uint32_t)zb.smax : 0;
+    uint32_t amax = negmax > posmax ? negmax : posmax;
+    if (amax >= AMPDIAG_F32_INF) { /* NaN or inf: the full kernel, every class by compares */
+        add_block(block_avx2, s, h, x, nv);
+        for (size_t j = 0; j < k; j++)
+            g_out[j] += block_count_at_least(x, nv, ge[j]);
+        return;
+    }
+    int any_nz = zb.am1 != UINT32_MAX;
+    uint32_t amin = zb.am1 + 1u;
+    uint64_t nz = nv - zb.zero;
+    /* extremes: the most negative value is the largest pattern with the sign set; the largest
+     * is the largest without it, else (every sign set) -0 or the smallest |x| negated */
+    float fmin = (zb.umax >> 31) ? ampdiag_f32_from_bits(zb.umax)
+                 : zb.zero      ? 0.0f
+                                : ampdiag_f32_from_bits(amin);
+    float fmax = zb.smax >= 0 ? ampdiag_f32_from_bits((uint32_t)zb.smax)
+                 : zb.zero   ? -0.0f
+                             : -ampdiag_f32_from_bits(amin);
+    record_extremes(s, fmin, fmax, ampdiag_f32_from_bits(amax), any_nz ? ampdiag_f32_from_bits(amin) : INFINITY);
+    if (any_nz && (amax >= Z_SUM_HI || amax < Z_SUM_LO))
+        z_sums_double(x, nv, &zb.sum, &zb.sq);
+    uint64_t g[NFMT][3];
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < 3; j++)
+            g[f][j] = z_count_ge(x, nv, km, ka, nz, amin, amax, g_threshold(f, j));
+    classes_from_g(s->whatif, g, nz, 0);
+    for (size_t j = 0; j < k; j++)
+        g_out[j] += z_count_ge(x, nv, km, ka, nz, amin, amax, ge[j]);
+    s->count += nv;
+    s->n_zero += zb.zero;
+    s->n_neg += zb.neg;
+    s->n_pos += nz - zb.neg;
+    s->sum += zb.sum;
+    s->sumsq += zb.sq;
+    if (h) {
+        h->bin[AMPDIAG_HIST_ZERO] += zb.zero;
+        int flo = (int)(amin >> 23), fhi = (int)(amax >> 23);
+        if (any_nz && fhi >= 1) {
+            z_fields(ka, nv, eb);
+            hist_window_avx2(x, nv, eb, flo > 1 ? flo : 1, fhi, h, count8_avx512vl);
+        }
+        if (any_nz && amin < AMPDIAG_F32_MIN_NORMAL) /* float32 subnormals: rare, placed exactly */
+            for (size_t i = 0; i < nv; i++) {
+                uint32_t a = load_bits(x, i) & 0x7fffffffu;
+                if (a != 0 && a < AMPDIAG_F32_MIN_NORMAL)
+                    h->bin[subnormal_bin(a)]++;
+            }
+    }
+}
+
+/* The 512-bit path over x[0..n): blocks of TSTATS_BLOCK, tails shorter than 64 one value at a
+ * time; counts[j] += #(|x| bits >= ge[j]) for j < k. */
+static void accumulate_z512(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n, size_t k, const uint32_t *ge,
+                            uint64_t *counts)
+{
+    struct zbuf zbuf; /* 20 KiB: the keys stay in L1 for the block's counts */
+    while (n > 0) {
+        size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
+        size_t nv = nb - nb % Z_GROUP;
+        if (nv)
+            z_block(s, h, x, nv, k, ge, counts, &zbuf);
+        if (nb > nv) {
+            accumulate_scalar(s, h, x + nv, nb - nv);
+            for (size_t j = 0; j < k; j++)
+                counts[j] += block_count_at_least(x + nv, nb - nv, ge[j]);
+        }
+        x += nb;
+        n -= nb;
+    }
+}
 #endif
 
 void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n)
@@ -1123,13 +1364,36 @@ void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *
     int k = pick_kernel();
     if (k) {
         if (k == 2)
-            accumulate_fast(s, h, x, n, fast_avx512vl, count8_avx512vl);
+            accumulate_z512(s, h, x, n, 0, NULL, NULL);
         else
             accumulate_fast(s, h, x, n, fast_avx2, count8_avx2);
         return;
     }
 #endif
     accumulate_generic(s, h, x, n);
+}
+
+int ampdiag_tstats_compute_ge(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h, size_t k,
+                              const uint32_t *ge, uint64_t *counts)
+{
+    if (k > Z_MAX_EXTRA)
+        return -1;
+    for (size_t j = 0; j < k; j++)
+        if (ge[j] < 1u || ge[j] > AMPDIAG_F32_INF)
+            return -1;
+    ampdiag_tstats_init(s);
+    if (h)
+        ampdiag_hist_init(h);
+    for (size_t j = 0; j < k; j++)
+        counts[j] = 0;
+#ifdef TSTATS_HAVE_AVX2
+    if (pick_kernel() == 2) {
+        accumulate_z512(s, h, x, n, k, ge, counts);
+        return 0;
+    }
+#endif
+    ampdiag_tstats_accumulate(s, h, x, n);
+    return ampdiag_count_at_least(x, n, k, ge, counts);
 }
 
 void ampdiag_tstats_compute(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h)

@@ -258,10 +258,9 @@ static void stats_of(tslot *S, model_tensor_kind mk)
     const backend *bk = S->R->m->bk;
     for (int i = 0; i < S->R->m->nlayers; i++) {
         lslot *l = &S->L[i];
-        if (l->have[mk]) {
-            bk->tstats(bk, l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL);
-            fp8_delayed_count(S->R->f8, bk, i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]);
-        }
+        if (l->have[mk])
+            fp8_stats(S->R->f8, bk, i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL,
+                      &l->f8[mk]);
     }
 }
 
@@ -294,9 +293,8 @@ static void job_updates(void *arg)
             continue;
         size_t off = (size_t)(L->p - m->params);
         lslot *l = &S->L[i];
-        bk->tstats(bk, w_old + off, L->nparams, &l->st[MT_WEIGHT], S->hist ? &l->h[MT_WEIGHT] : NULL);
-        fp8_delayed_count(R->f8, bk, i, AMPDIAG_KIND_WEIGHT, w_old + off, L->nparams, &l->st[MT_WEIGHT],
-                          &l->f8[MT_WEIGHT]);
+        fp8_stats(R->f8, bk, i, AMPDIAG_KIND_WEIGHT, w_old + off, L->nparams, &l->st[MT_WEIGHT],
+                  S->hist ? &l->h[MT_WEIGHT] : NULL, &l->f8[MT_WEIGHT]);
         optim_stats_init(&l->upd);
         if (S->hist)
             ampdiag_hist_init(&l->hu);

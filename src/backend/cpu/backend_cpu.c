@@ -414,6 +414,13 @@ static int cpu_count_at_least(const backend *bk, const float *x, size_t n, size_
     return ampdiag_count_at_least(x, n, k, ge, counts);
 }
 
+static int cpu_tstats_ge(const backend *bk, const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h, size_t k,
+                         const uint32_t *ge, uint64_t *counts)
+{
+    (void)bk;
+    return ampdiag_tstats_compute_ge(x, n, s, h, k, ge, counts);
+}
+
 /* ------------------------------------------------------------------------------- GEMM */
 
 /* Rows of C per sgemm call for a large output: about GEMM_CHUNK values (1 MiB), so that
@@ -1049,6 +1056,7 @@ static const backend cpu_backend = {
     .tstats = cpu_tstats,
     .whatif_scaled = cpu_whatif_scaled,
     .count_at_least = cpu_count_at_least,
+    .tstats_ge = cpu_tstats_ge,
     .gemm = cpu_gemm,
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
