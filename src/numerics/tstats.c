@@ -1211,25 +1211,9 @@ Z512 static void z_pass1(const float *x, size_t nv, uint16_t *km_out, uint16_t *
 }
 
 /* How many of the nk keys (a multiple of 32, at most TSTATS_BLOCK) are below t (signed 16-bit;
- * every key and t lie in [-1, 0x7f80]). */
-Z512 static uint64_t z_below16(const uint16_t *k, size_t nk, int16_t t)
-{
-    const __m512i T = _mm512_set1_epi16(t);
-    __m512i c = _mm512_setzero_si512();
-    for (size_t i = 0; i < nk; i += 32)
-        c = _mm512_add_epi16(c, _mm512_srli_epi16(_mm512_sub_epi16(_mm512_load_si512((const void *)(k + i)), T), 15));
-    return z_sum16(c);
-}
-
-/* How many of the nv values (a multiple of 16) have |x| bits below g (g <= 2^31). */
-Z512 static uint64_t z_below32(const float *x, size_t nv, uint32_t g)
-{
-    const __m512i M = _mm512_set1_epi32(0x7fffffff), G = _mm512_set1_epi32((int)g);
-    __m512i c = _mm512_setzero_si512();
-    for (size_t i = 0; i < nv; i += 16)
-        c = _mm512_add_epi32(c, _mm512_srli_epi32(_mm512_sub_epi32(_mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), M), G), 31));
-    return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(c);
-}
+ * every key and t lie in [-1, 0x7f80]): z_below16_N for N thresholds at once; how many of nv
+ * values (a multiple of 16) have |x| bits below g (g <= 2^31): z_below32_N. Counting is the sign
+ * of key - t shifted down and added (no mask register). */
 
 /* The sums of nv finite values (a multiple of 16) in double, for blocks float sums cannot take. */
 Z512 static void z_sums_double(const float *x, size_t nv, double *sum, double *sq)
@@ -1244,6 +1228,85 @@ Z512 static void z_sums_double(const float *x, size_t nv, double *sum, double *s
     *sq = _mm512_reduce_add_pd(q);
 }
 
+/* The same for n (1..4) thresholds t[] at once (one load of the keys for all): below[i] +=. */
+#define Z_BELOW16_N(N)                                                                                   \
+    Z512 static void z_below16_##N(const uint16_t *k, size_t nk, const int16_t *t, uint64_t *below)      \
+    {                                                                                                    \
+        __m512i T[N], c[N];                                                                              \
+        _Pragma("GCC unroll 4")                                                                          \
+        for (int j = 0; j < (N); j++) {                                                                  \
+            T[j] = _mm512_set1_epi16(t[j]);                                                              \
+            c[j] = _mm512_setzero_si512();                                                               \
+        }                                                                                                \
+        for (size_t i = 0; i < nk; i += 32) {                                                            \
+            __m512i v = _mm512_load_si512((const void *)(k + i));                                        \
+            _Pragma("GCC unroll 4")                                                                      \
+            for (int j = 0; j < (N); j++)                                                                \
+                c[j] = _mm512_add_epi16(c[j], _mm512_srli_epi16(_mm512_sub_epi16(v, T[j]), 15));         \
+        }                                                                                                \
+        for (int j = 0; j < (N); j++)                                                                    \
+            below[j] += z_sum16(c[j]);                                                                   \
+    }
+#define Z_BELOW32_N(N)                                                                                   \
+    Z512 static void z_below32_##N(const float *x, size_t nv, const uint32_t *g, uint64_t *below)        \
+    {                                                                                                    \
+        const __m512i M = _mm512_set1_epi32(0x7fffffff);                                                 \
+        __m512i G[N], c[N];                                                                              \
+        _Pragma("GCC unroll 4")                                                                          \
+        for (int j = 0; j < (N); j++) {                                                                  \
+            G[j] = _mm512_set1_epi32((int)g[j]);                                                         \
+            c[j] = _mm512_setzero_si512();                                                               \
+        }                                                                                                \
+        for (size_t i = 0; i < nv; i += 16) {                                                            \
+            __m512i a = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), M);                  \
+            _Pragma("GCC unroll 4")                                                                      \
+            for (int j = 0; j < (N); j++)                                                                \
+                c[j] = _mm512_add_epi32(c[j], _mm512_srli_epi32(_mm512_sub_epi32(a, G[j]), 31));         \
+        }                                                                                                \
+        for (int j = 0; j < (N); j++)                                                                    \
+            below[j] += (uint64_t)(uint32_t)_mm512_reduce_add_epi32(c[j]);                               \
+    }
+Z_BELOW16_N(1)
+Z_BELOW16_N(2)
+Z_BELOW16_N(3)
+Z_BELOW16_N(4)
+Z_BELOW32_N(1)
+Z_BELOW32_N(2)
+Z_BELOW32_N(3)
+Z_BELOW32_N(4)
+
+/* Thresholds of a block still to count, by what they are counted from. */
+#define Z_MAXQ (3 * NFMT + Z_MAX_EXTRA)
+struct zqueue {
+    int n;
+    uint32_t g[Z_MAXQ];   /* the thresholds (|x| bits at least g) ... */
+    uint64_t *out[Z_MAXQ]; /* ... and where their counts go */
+};
+
+/* The counts of a queue's thresholds: keys k (hi16(|x| - 1) or hi16(|x|), with the threshold's
+ * hi16(g - 1) or hi16(g) as the compare) or, k NULL, the values themselves; up to 4 at once. */
+static void z_run_queue(const struct zqueue *q, const float *x, size_t nv, const uint16_t *k, int minus1)
+{
+    static void (*const f16[5])(const uint16_t *, size_t, const int16_t *, uint64_t *) = {
+        NULL, z_below16_1, z_below16_2, z_below16_3, z_below16_4};
+    static void (*const f32[5])(const float *, size_t, const uint32_t *, uint64_t *) = {
+        NULL, z_below32_1, z_below32_2, z_below32_3, z_below32_4};
+    for (int i = 0; i < q->n; i += 4) {
+        int m = q->n - i < 4 ? q->n - i : 4;
+        uint64_t below[4] = {0, 0, 0, 0};
+        if (k) {
+            int16_t t[4];
+            for (int j = 0; j < m; j++)
+                t[j] = (int16_t)((minus1 ? q->g[i + j] - 1u : q->g[i + j]) >> 16);
+            f16[m](k, nv, t, below);
+        } else {
+            f32[m](x, nv, q->g + i, below);
+        }
+        for (int j = 0; j < m; j++)
+            *q->out[i + j] = nv - below[j];
+    }
+}
+
 /* Exponent fields (|x| bits >> 23) of nv values as bytes, from the keys hi16(|x|). */
 Z512 static void z_fields(const uint16_t *ka, size_t nv, uint8_t *eb)
 {
@@ -1252,20 +1315,24 @@ Z512 static void z_fields(const uint16_t *ka, size_t nv, uint8_t *eb)
                            _mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_load_si512((const void *)(ka + i)), 7)));
 }
 
-/* G(g) = #(|x| bits >= g) over a finite block of nv values with nz non-zero values whose
- * non-zero |x| bits lie in [lo, hi] (none when nz = 0), from the keys or the values. */
-static uint64_t z_count_ge(const float *x, size_t nv, const uint16_t *km, const uint16_t *ka, uint64_t nz,
-                           uint32_t lo, uint32_t hi, uint32_t g)
+/* G(g) = #(|x| bits >= g) into *out over a finite block with nz non-zero values whose non-zero
+ * |x| bits lie in [lo, hi] (none when nz = 0): settled by that range, or queued to be counted
+ * from the keys (q[0]: hi16(|x| - 1), q[1]: hi16(|x|)) or the values (q[2]). */
+static void z_settle(uint64_t nz, uint32_t lo, uint32_t hi, uint32_t g, uint64_t *out, struct zqueue q[3])
 {
-    if (nz == 0 || g > hi)
-        return 0;
-    if (g <= lo)
-        return nz; /* (g >= 1: a zero never counts) */
-    if (((g - 1u) & 0xffffu) == 0) /* |x| >= g  <=>  hi16(|x| - 1) >= hi16(g - 1) */
-        return nv - z_below16(km, nv, (int16_t)((g - 1u) >> 16));
-    if ((g & 0xffffu) == 0) /* |x| >= g  <=>  hi16(|x|) >= hi16(g) */
-        return nv - z_below16(ka, nv, (int16_t)(g >> 16));
-    return nv - z_below32(x, nv, g);
+    if (nz == 0 || g > hi) {
+        *out = 0;
+        return;
+    }
+    if (g <= lo) {
+        *out = nz; /* (g >= 1: a zero never counts) */
+        return;
+    }
+    /* |x| >= g  <=>  hi16(|x| - 1) >= hi16(g - 1) where g - 1 has zero low bits, or
+     * hi16(|x|) >= hi16(g) where g has */
+    struct zqueue *qq = ((g - 1u) & 0xffffu) == 0 ? &q[0] : (g & 0xffffu) == 0 ? &q[1] : &q[2];
+    qq->g[qq->n] = g;
+    qq->out[qq->n++] = out;
 }
 
 /* The keys and exponent bytes of a block (z_pass1, z_fields). */
@@ -1307,13 +1374,19 @@ static void z_block(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n
     record_extremes(s, fmin, fmax, ampdiag_f32_from_bits(amax), any_nz ? ampdiag_f32_from_bits(amin) : INFINITY);
     if (any_nz && (amax >= Z_SUM_HI || amax < Z_SUM_LO))
         z_sums_double(x, nv, &zb.sum, &zb.sq);
-    uint64_t g[NFMT][3];
+    uint64_t g[NFMT][3], gx[Z_MAX_EXTRA];
+    struct zqueue q[3] = {{0}, {0}, {0}};
     for (int f = 0; f < NFMT; f++)
         for (int j = 0; j < 3; j++)
-            g[f][j] = z_count_ge(x, nv, km, ka, nz, amin, amax, g_threshold(f, j));
+            z_settle(nz, amin, amax, g_threshold(f, j), &g[f][j], q);
+    for (size_t j = 0; j < k; j++)
+        z_settle(nz, amin, amax, ge[j], &gx[j], q);
+    z_run_queue(&q[0], x, nv, km, 1);
+    z_run_queue(&q[1], x, nv, ka, 0);
+    z_run_queue(&q[2], x, nv, NULL, 0);
     classes_from_g(s->whatif, g, nz, 0);
     for (size_t j = 0; j < k; j++)
-        g_out[j] += z_count_ge(x, nv, km, ka, nz, amin, amax, ge[j]);
+        g_out[j] += gx[j];
     s->count += nv;
     s->n_zero += zb.zero;
     s->n_neg += zb.neg;
