@@ -474,16 +474,26 @@ static void test_grad_norm(const backend *cpu)
     free(g);
 }
 
-static int same_stats(const ampdiag_tstats *a, const ampdiag_tstats *b)
+/* Counts, extremes exact; sums within twice the documented bound (ampdiag.h: the CPU's kernels
+ * may add 16 values a lane in float, AMPDIAG_TSTATS_SUM_RTOL of the magnitudes of x[0..n)). */
+static int same_stats(const ampdiag_tstats *a, const ampdiag_tstats *b, const float *x, size_t n)
 {
     const uint64_t *ca = &a->count, *cb = &b->count; /* the 13 counts lead the record */
     for (int i = 0; i < 13; i++)
         if (ca[i] != cb[i])
             return 0;
+    double sabs = 0, ssq = 0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(x[i])) {
+            sabs += fabs((double)x[i]);
+            ssq += (double)x[i] * (double)x[i];
+        }
+    double r = 2 * AMPDIAG_TSTATS_SUM_RTOL + 4 * (double)n * 0x1p-53;
     return ampdiag_f32_bits(a->min) == ampdiag_f32_bits(b->min) && ampdiag_f32_bits(a->max) == ampdiag_f32_bits(b->max) &&
            ampdiag_f32_bits(a->absmax) == ampdiag_f32_bits(b->absmax) &&
-           ampdiag_f32_bits(a->absmin_nz) == ampdiag_f32_bits(b->absmin_nz) && close_rel(a->sum, b->sum, 1e-12) &&
-           close_rel(a->sumsq, b->sumsq, 1e-12);
+           ampdiag_f32_bits(a->absmin_nz) == ampdiag_f32_bits(b->absmin_nz) &&
+           (fabs(a->sum - b->sum) <= r * sabs || (isinf(a->sum) && a->sum == b->sum)) &&
+           (fabs(a->sumsq - b->sumsq) <= r * ssq || (isinf(a->sumsq) && a->sumsq == b->sumsq));
 }
 
 /* The statistics of x as the kernel computes them: two "blocks" merged, the histogram by bins. */
@@ -515,15 +525,15 @@ static void test_tstats(const backend *cpu)
         for (int k = 0; k < 4; k++) {
             stats_as_gpu(x, sizes[k], &sg, hg);
             cpu->tstats(cpu, x, sizes[k], &sc, hc);
-            ok(same_stats(&sg, &sc) && memcmp(hg, hc, sizeof *hg) == 0,
-               "tstats of %zu values%s: counts, extremes and histogram exact, sums to 1e-12", sizes[k],
+            ok(same_stats(&sg, &sc, x, sizes[k]) && memcmp(hg, hc, sizeof *hg) == 0,
+               "tstats of %zu values%s: counts, extremes and histogram exact, sums within 2^-19", sizes[k],
                special ? " with NaN, inf, zeros and subnormals" : "");
         }
     }
     float nonfinite[3] = {NAN, INFINITY, -INFINITY};
     stats_as_gpu(nonfinite, 3, &sg, hg);
     cpu->tstats(cpu, nonfinite, 3, &sc, hc);
-    ok(same_stats(&sg, &sc) && sg.absmin_nz == INFINITY && sg.max == -INFINITY,
+    ok(same_stats(&sg, &sc, nonfinite, 3) && sg.absmin_nz == INFINITY && sg.max == -INFINITY,
        "tstats of only non-finite values: the empty extremes");
     free(x), free(hg), free(hc);
 }
