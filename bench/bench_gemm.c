@@ -2,11 +2,11 @@
  * bench_gemm.c - the CBLAS sgemm this build links (configure --with-blas), on one thread, at
  * the shapes of ampdiag's presets: the mlp (batch 64, width 256), the transformer (d_model 64,
  * d_ff 256, 32 tokens, batch 8 and 64) and the width-2048 mlp of bench/bench_torch.py, forward
- * (x W^T), weight gradient (dy^T x) and input gradient (dy W). Prints GFLOP/s by thread CPU
- * time (best of 5 timed runs of about a second in all), so that BLAS libraries, or one
- * library's kernels (OPENBLAS_CORETYPE, BLIS_ARCH_TYPE), can be compared on the shapes that
- * matter here.
- * Usage: bench_gemm [seconds per shape (default 0.3)]
+ * (x W^T), weight gradient (dy^T x) and input gradient (dy W). Prints GFLOP/s by the process's
+ * CPU time (all threads: run it with OPENBLAS_NUM_THREADS=1, as ampdiag runs its BLAS; best of
+ * 5 timed runs of about a second in all), so that BLAS libraries, or one library's kernels
+ * (OPENBLAS_CORETYPE, BLIS_ARCH_TYPE), can be compared on the shapes that matter here.
+ * Usage: OPENBLAS_NUM_THREADS=1 bench_gemm [seconds per shape (default 0.3)]
  */
 #include <cblas.h>
 #include <stdio.h>
@@ -16,7 +16,7 @@
 static double cpu_now(void)
 {
     struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
