@@ -154,7 +154,8 @@ static void test_healthy(void)
     unload(&t);
 
     /* the same seed gives the same numbers */
-    ok(run("run --steps 20 --progress none -o %s", p("b1.h5")) == 0 && run("run --steps 20 --progress none -o %s", p("b2.h5")) == 0,
+    ok(run("run --steps 20 --trace-every 1 --progress none -o %s", p("b1.h5")) == 0 &&
+           run("run --steps 20 --trace-every 1 --progress none -o %s", p("b2.h5")) == 0,
        "two runs with the same seed");
     tr t1, t2;
     if (load(&t1, p("b1.h5")) || load(&t2, p("b2.h5"))) { ok(0, "determinism traces readable"); return; }
@@ -170,6 +171,27 @@ static void test_healthy(void)
                x->fp16_underflow == y->fp16_underflow && x->lost_updates == y->lost_updates;
     }
     ok(same, "same seed: identical losses, norms and tensor records");
+    unload(&t1); unload(&t2);
+    /* under the budget, which steps are recorded depends on measured times: the training does
+     * not, and a step recorded by both runs has the same records */
+    ok(run("run --steps 120 --progress none -o %s --overwrite", p("b1.h5")) == 0 &&
+           run("run --steps 120 --trace-budget 20 --progress none -o %s --overwrite", p("b2.h5")) == 0,
+       "two runs with the same seed, budgets 5%% and 20%%");
+    if (load(&t1, p("b1.h5")) || load(&t2, p("b2.h5"))) { ok(0, "budget traces readable"); return; }
+    same = t1.ns == t2.ns && t1.ns == 120;
+    for (size_t i = 0; same && i < t1.ns; i++)
+        same = memcmp(&t1.steps[i].loss, &t2.steps[i].loss, sizeof(double)) == 0 &&
+               memcmp(&t1.steps[i].grad_norm, &t2.steps[i].grad_norm, sizeof(double)) == 0;
+    size_t common = 0;
+    for (size_t i = 0; same && i < t1.nt; i++)
+        for (size_t j = 0; j < t2.nt; j++)
+            if (t2.tensors[j].step == t1.tensors[i].step && t2.tensors[j].layer == t1.tensors[i].layer &&
+                t2.tensors[j].kind == t1.tensors[i].kind) {
+                same = memcmp(&t1.tensors[i], &t2.tensors[j], sizeof t1.tensors[i]) == 0;
+                common++;
+                break;
+            }
+    ok(same && common > 0, "budget: identical losses and norms; the %zu records of steps both recorded identical", common);
     unload(&t1); unload(&t2);
 
     /* statistics taken on the tracer thread are the ones taken inline: every record, including

@@ -233,8 +233,8 @@ static int print_summary(const train_config *c, const train_result *r)
         an_free(&run);
         return EXIT_IO;
     }
-    report_run_extra x = {r->wall_s, r->trace_bytes, r->trace_threads, r->trace_wait_s,
-                          c->trace_every != 0};
+    report_run_extra x = {r->wall_s, r->trace_bytes, r->trace_threads, r->trace_wait_s, c->trace_every != 0,
+                          c->trace_every < 0 ? c->trace_budget : NAN, r->full_steps, r->event_steps, r->cadence};
     report_run_summary(stdout, &run, &run.find, &x);
     an_free(&run);
     return 0;

@@ -622,6 +622,17 @@ static void summary_head(FILE *f, const an_run *r, const report_run_extra *x)
     fprintf_text(f, "run %s: %zu steps in %ld:%02ld:%02ld -> %s (%.1f %s)\n", r->status_text, r->nsteps,
                  t / 3600, (t / 60) % 60, t % 60, r->path, kb >= 1024 ? kb / 1024.0 : kb,
                  kb >= 1024 ? "MB" : "KB");
+    if (x->traced) {
+        fprintf(f, "  full tensor records at %ld of %zu steps", x->full_steps, r->nsteps);
+        if (x->cadence > 0)
+            fprintf(f, " (every %d steps", x->cadence);
+        if (x->cadence > 0 && isfinite(x->trace_budget))
+            fprintf(f, ", chosen for a budget of %g%% of the CPU time", x->trace_budget);
+        fprintf(f, "%s", x->cadence > 0 ? ")" : "");
+        if (x->event_steps > 0)
+            fprintf(f, "; %ld for events of their own", x->event_steps);
+        fprintf(f, "\n");
+    }
     if (x->traced && x->trace_threads && x->wall_s > 0)
         fprintf(f, "  tensor statistics on a second thread; training waited %.2f s for it (%.1f%% of "
                    "the run)\n", x->trace_wait_s, 100.0 * x->trace_wait_s / x->wall_s);

@@ -682,6 +682,8 @@ static int take_slot(run *R, step_state *s, int reason, int64_t event_step, char
     S->skip = 0;
     cadence_taken(&R->cd, t, reason);
     cadence_row(&R->cd, t, reason, event_step, &S->trow);
+    R->r->full_steps++;
+    R->r->cadence = S->trow.cadence;
     s->traced = 1;
     s->S = S;
     return 0;
@@ -718,6 +720,7 @@ static int trace_event(run *R, step_state *s, char *err, size_t errlen)
     int reason = cadence_event(&R->cd, s->t, s->loss, s->norm, s->found || s->fwd_li >= 0, s->skip, spike);
     if (reason < 0)
         return 0;
+    R->r->event_steps++;
     if (s->traced) {
         s->S->trow.reason = reason;
         s->S->trow.event_step = s->t;

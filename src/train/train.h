@@ -84,6 +84,9 @@ typedef struct train_result {
     double wall_s;
     int trace_threads;         /* 1: tensor statistics were taken on a worker thread */
     double trace_wait_s;       /* time the training thread waited for that thread */
+    long full_steps;           /* steps recorded in full (/traced rows) ... */
+    long event_steps;          /* ... of which for an event of their own */
+    int cadence;               /* the cadence at the end (0: none) */
     long long trace_bytes;
     size_t nparams;
     int nlayers;
