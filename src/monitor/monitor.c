@@ -73,6 +73,18 @@ void mon_spike_init(mon_spike *s)
 {
     mon_window_init(&s->w);
     s->med = s->mad = NAN;
+    s->cached = 0;
+}
+
+/* The window's median and MAD into s->cmed, s->cmad (once per window: a test and the push
+ * after it share them). */
+static void window_stats(mon_spike *s)
+{
+    if (!s->cached) {
+        s->cmed = mon_window_median(&s->w);
+        s->cmad = mon_window_mad(&s->w, s->cmed);
+        s->cached = 1;
+    }
 }
 
 /* The rule against a window's median and MAD. */
@@ -89,20 +101,22 @@ int mon_spike_push(mon_spike *s, double loss)
         return 0;
     int spike = 0;
     if (s->w.n >= MON_SPIKE_MIN_HISTORY) {
-        s->med = mon_window_median(&s->w);
-        s->mad = mon_window_mad(&s->w, s->med);
+        window_stats(s);
+        s->med = s->cmed;
+        s->mad = s->cmad;
         spike = is_spike(loss, s->med, s->mad);
     }
     mon_window_push(&s->w, loss);
+    s->cached = 0;
     return spike;
 }
 
-int mon_spike_test(const mon_spike *s, double loss)
+int mon_spike_test(mon_spike *s, double loss)
 {
     if (!isfinite(loss) || s->w.n < MON_SPIKE_MIN_HISTORY)
         return 0;
-    double med = mon_window_median(&s->w);
-    return is_spike(loss, med, mon_window_mad(&s->w, med));
+    window_stats(s);
+    return is_spike(loss, s->cmed, s->cmad);
 }
 
 void mon_diverge_init(mon_diverge *d)

@@ -16,11 +16,11 @@
  *     the event is known after the backward pass, before the update), and so are the
  *     --trace-after-event steps after it.
  *
- * The cost is measured, not assumed: at the start of every step the process's CPU time and the
- * training thread's are read; what the other threads (the tracer and the trace writer) used,
+ * The cost is measured, not assumed: every 16 steps the process's CPU time and the training
+ * thread's are read; what the other threads (the tracer and the trace writer) used,
  * the tracer's jobs run inline on the training thread, and the extra training-thread time of
- * traced steps over untraced ones make the tracing cost; the training thread's time on untraced
- * steps makes the step's. Both are smoothed over the last ~500 steps.
+ * traced windows over untraced ones make the tracing cost; the training thread's time over
+ * windows of untraced steps makes the step's. Both are smoothed over the last ~500 steps.
  */
 #ifndef AMPDIAG_CADENCE_H
 #define AMPDIAG_CADENCE_H
@@ -52,6 +52,9 @@ typedef struct cadence {
     double excl, pause0;  /* training-thread time to leave out of this step (an evaluation) */
     long tick_step;       /* the step the last tick began; -1 before the first */
     int tick_traced;      /* whether that step was recorded in full */
+    long wstart;          /* the first step of the window the clocks measure (-1: none yet) */
+    long wsteps, wtraced; /* its steps done, and those recorded in full */
+    long since;           /* steps done since the last one recorded in full */
     double u;             /* smoothed CPU seconds of an untraced step (0: none measured yet) */
     long nu;              /* untraced steps measured */
     double cost, recs;    /* decayed sums: tracing CPU seconds, full records */
