@@ -37,7 +37,7 @@ batch_for() { case $1 in mlp) echo 64 ;; *) echo 8 ;; esac; }
 # best (smallest) value of column $2 among lines starting with key $1 in file $3
 best() { awk -v k="$1" -v c="$2" '$1 == k && (b == "" || $c < b) { b = $c } END { print b }' "$3"; }
 ratio() { awk -v t="$1" -v b="$2" 'BEGIN { printf "%.2fx", t / b }'; }
-echo "| model (batch) | precision | cores | tracing off: steps/s (CPU ms/step) | budget 5%: wall / CPU | every 10 steps: wall / CPU | every step: wall / CPU | every step inline: wall / CPU | a traced command's fixed CPU cost |"
+echo "| model (batch) | precision | cores | tracing off: steps/s (CPU ms/step) | budget 5%: wall / CPU | every 10 steps: wall / CPU | every step: wall / CPU | every step inline: wall / CPU | fixed CPU cost of a traced command: budget / every step |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for model in mlp transformer; do
     n=$(steps_for $model); b=$(batch_for $model)
@@ -67,7 +67,7 @@ for model in mlp transformer; do
         wall() { awk -v t="$(best "$1" 2 "$log.2")" -v f="$(best "${1}1" 2 "$log.2")" 'BEGIN { print t - f }'; }
         cpu() { awk -v t="$(best "$1" 3 "$log.2")" -v f="$(best "${1}1" 3 "$log.2")" 'BEGIN { print t - f }'; }
         fixed=$(awk -v a="$(best bud1 3 "$log.2")" -v b="$(best e11 3 "$log.2")" -v o="$(best off1 3 "$log.2")" \
-            'BEGIN { printf "+%.0f-%.0f ms", (a < b ? a : b) * 1000 - o * 1000, (a < b ? b : a) * 1000 - o * 1000 }')
+            'BEGIN { printf "+%.0f / +%.0f ms", a * 1000 - o * 1000, b * 1000 - o * 1000 }')
         off=$(wall off); coff=$(cpu off)
         cost() { echo "$(ratio "$(wall "$1")" "$off") / $(ratio "$(cpu "$1")" "$coff")"; }
         rate=$(awk -v n="$n" -v t="$off" -v c="$coff" 'BEGIN { printf "%.0f (%.3f)", n / t, c / n * 1000 }')
@@ -76,6 +76,6 @@ for model in mlp transformer; do
 done
 echo
 echo "(wall and CPU time per step relative to tracing off, from each command's time less that of a 1-step"
-echo " run with the same options; the fixed cost: budget and every step, 1-step runs against tracing off;"
+echo " run with the same options; the fixed cost: 1-step runs against tracing off, to the hundredth of a second;"
 echo " best of $REPS interleaved runs; CORES=$CORES of $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'),"
 echo " load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)"

@@ -87,8 +87,10 @@ void cadence_tick(cadence *cd, long t, double inline_s)
             cd->nu += cd->wsteps;
             double w = cd->nu < 512 ? n / (double)cd->nu : 1.0 - pow(DECAY, n);
             cd->u += w * (base / n - cd->u);
-        } else if (cd->wtraced > 0 && cd->nu > 0 && base > n * cd->u) {
-            cost += base - n * cd->u; /* the update's copies, handing over, writing the records */
+        } else if (cd->nu > 0 && base > n * cd->u) {
+            /* a window with traced steps or their tail: the update's copies, handing tensors
+             * over, appending the records two steps later */
+            cost += base - n * cd->u;
         }
         double d = pow(DECAY, n);
         cd->cost = d * cd->cost + cost;
