@@ -72,47 +72,107 @@ static void test_fixed(void)
        "tracing off (every 0): nothing is planned, not even on events");
 }
 
+/* A made-up run under the budget's plan: untraced steps take step_s of the training thread's
+ * CPU time, a full record rec_s of another thread's (in the window of its step), every step
+ * fixed_s more (a writer, say); events at steps [ev0, ev1). The clocks of cadence_tick are
+ * replaced by these times (cadence_window). Returns the share of the tracing cost in the
+ * untraced time, and the records on the cadence in *ncad. */
+static double simulate(cadence *cd, long steps, double step_s, double rec_s, double fixed_s, long ev0, long ev1,
+                       long *ncad)
+{
+    double main_s = 0, other_s = 0, win_main = 0, win_other = 0;
+    int prev = 0;
+    *ncad = 0;
+    for (long t = 0; t < steps; t++) {
+        /* what cadence_tick does at the start of step t, its clocks replaced by these times */
+        if (t > 0) {
+            cd->wsteps++;
+            cd->wtraced += prev;
+            cd->since = prev ? 0 : cd->since + 1;
+        }
+        cd->tick_step = t;
+        if (cd->wsteps >= 16 || cd->wstart < 0) {
+            cadence_window(cd, win_main + win_other, win_main, 0);
+            main_s += win_main;
+            other_s += win_other;
+            win_main = win_other = 0;
+        }
+        int64_t ev;
+        int r = cadence_plan(cd, t, &ev);
+        if (t >= ev0 && t < ev1) {
+            int e = cadence_event(cd, t, 1.0, 1.0, 1, 0, 0);
+            r = e >= 0 ? e : r;
+        }
+        if (r >= 0)
+            cadence_taken(cd, t, r);
+        *ncad += r == AMPDIAG_REASON_CADENCE;
+        prev = r >= 0;
+        win_main += step_s;
+        win_other += fixed_s + (r >= 0 ? rec_s : 0);
+    }
+    return other_s / main_s;
+}
+
 static void test_budget(void)
 {
     cadence cd;
-    cadence_config c = {-1, 0.05, 3, 1000};
+    cadence_config c = {-1, 0.05, 3, 1000000};
     cadence_init(&cd, &c);
     int64_t ev;
     ok(cadence_plan(&cd, 0, &ev) == AMPDIAG_REASON_FIRST && cadence_plan(&cd, 1, &ev) == -1 && cd.period == 0,
        "budget: the first step, then nothing until the costs are measured");
-    cadence_taken(&cd, 0, AMPDIAG_REASON_FIRST);
-    /* measured: a record costs 0.5 ms, an untraced step 1 ms; at 5%: every ceil(0.5 / 0.05) = 10 steps */
+
+    /* 1 ms steps, 0.5 ms records, 5%: about a record every 10 steps, the cost 5% */
+    long ncad;
+    cadence_init(&cd, &c);
+    double share = simulate(&cd, 20000, 1e-3, 0.5e-3, 0, -1, -1, &ncad);
+    long ncad_plain = ncad;
+    ok(fabs(share - 0.05) < 0.003 && ncad > 1800 && ncad < 2100 && cd.period == 10,
+       "record 0.5 ms, step 1 ms, budget 5%%: %ld cadence records in 20000 steps, cost %.2f%%, cadence %d", ncad,
+       100 * share, cd.period);
+    ampdiag_trace_traced row;
+    cadence_row(&cd, 20000, AMPDIAG_REASON_CADENCE, -1, &row);
+    ok(row.cadence == 10 && fabs(row.record_ms - 0.5) < 0.01 && fabs(row.step_ms - 1.0) < 1e-9 && row.event_step == -1,
+       "the row says the cadence and the costs behind it (%d, %.3f ms, %.3f ms)", row.cadence, row.record_ms,
+       row.step_ms);
+
+    /* a fixed 2% a step (writer, tracer's thread) is paid from the budget too: fewer records */
+    cadence_init(&cd, &c);
+    share = simulate(&cd, 20000, 1e-3, 0.5e-3, 0.02e-3, -1, -1, &ncad);
+    ok(fabs(share - 0.05) < 0.003 && ncad > 1000 && ncad < 1300,
+       "and a fixed 2%% a step: %ld cadence records, cost %.2f%%", ncad, 100 * share);
+
+    /* 300 steps of events (each recorded in full, 0.5 ms each: 50%% while they last) cost what
+     * they cost; the cadence waits until the debt (at most 10 records) is paid */
+    cadence_init(&cd, &c);
+    long ncad_ev;
+    share = simulate(&cd, 20000, 1e-3, 0.5e-3, 0, 5000, 5300, &ncad_ev);
+    ok(ncad_ev < ncad_plain && share > 0.05 && share < 0.05 + 0.5 * 300 / 20000.0,
+       "events at 300 steps: cadence records %ld, cost %.2f%% (their 0.75%% on top of the budget at most)", ncad_ev,
+       100 * share);
+
+    /* the cadence counts the credit: right after a record there is none for the next */
+    cadence_init(&cd, &c);
     cd.u = 1e-3;
-    cd.nu = 10;
+    cd.nu = 100;
     cd.cost = 2 * 0.5e-3;
     cd.recs = 2;
-    int r9 = cadence_plan(&cd, 9, &ev), r10 = cadence_plan(&cd, 10, &ev);
-    ok(r9 == -1 && r10 == AMPDIAG_REASON_CADENCE && cd.period == 10, "record 0.5 ms, step 1 ms, budget 5%%: period %d",
-       cd.period);
-    cadence_taken(&cd, 10, AMPDIAG_REASON_CADENCE);
-    cadence_event(&cd, 14, 1.0, 1.0, 1, 0, 0);
-    cadence_taken(&cd, 14, AMPDIAG_REASON_NONFINITE);
-    int r17 = cadence_plan(&cd, 17, &ev);
-    cadence_taken(&cd, 17, r17);
-    int r18 = cadence_plan(&cd, 18, &ev), r26 = cadence_plan(&cd, 26, &ev), r27 = cadence_plan(&cd, 27, &ev);
-    ok(r17 == AMPDIAG_REASON_AFTER_EVENT && r18 == -1 && r26 == -1 && r27 == AMPDIAG_REASON_CADENCE,
-       "the cadence counts from the last full record, whatever its reason (event at 14, after it to 17, next 27)");
-    ok(cadence_plan(&cd, 999, &ev) == AMPDIAG_REASON_LAST, "the last planned step");
-    ampdiag_trace_traced row;
-    cadence_row(&cd, 27, AMPDIAG_REASON_CADENCE, -1, &row);
-    ok(row.step == 27 && row.cadence == 10 && fabs(row.record_ms - 0.5) < 1e-9 && fabs(row.step_ms - 1.0) < 1e-9 &&
-           row.event_step == -1,
-       "the row says the cadence and the costs behind it (10, %.3f ms, %.3f ms)", row.record_ms, row.step_ms);
+    cd.credit = 0.4e-3;
+    int r9 = cadence_plan(&cd, 9, &ev);
+    cd.credit = 0.5e-3;
+    int r10 = cadence_plan(&cd, 10, &ev);
+    cadence_taken(&cd, 10, r10);
+    int r11 = cadence_plan(&cd, 11, &ev);
+    ok(r9 == -1 && r10 == AMPDIAG_REASON_CADENCE && r11 == -1 && fabs(cd.credit) < 1e-12 && cd.period == 10,
+       "a record when the credit covers one (0.4 ms: no, 0.5 ms: yes), then none until it grows again");
+    ok(cadence_plan(&cd, 999999, &ev) == AMPDIAG_REASON_LAST, "the last planned step");
     cd.cost = 2 * 40e-3; /* a record 40x a step: every 800 steps */
     cadence_plan(&cd, 100, &ev);
-    ok(cd.period == 800, "record 40 ms: period %d", cd.period);
+    ok(cd.period == 800, "record 40 ms: cadence %d", cd.period);
     cadence_config zero = {-1, 0, 3, 1000};
     cadence_init(&cd, &zero);
-    cd.u = 1e-3;
-    cd.nu = 10;
-    cd.cost = 1e-3;
-    cd.recs = 1;
-    ok(cadence_plan(&cd, 500, &ev) == -1 && cd.period == 0, "budget 0: no cadence at all");
+    share = simulate(&cd, 5000, 1e-3, 0.5e-3, 0, -1, -1, &ncad);
+    ok(ncad == 0 && cd.period == 0, "budget 0: no cadence at all (%ld records)", ncad);
 }
 
 /* ------------------------------------------------------------------ a NaN at a skipped step */

@@ -20,6 +20,8 @@
  * the next steps), measures the untraced step. */
 #define WINDOW 16
 #define TAIL 2
+/* The most the credit may owe, in records (after many records on events). */
+#define CREDIT_DEBT 10
 /* The longest cadence the budget chooses. */
 #define MAX_PERIOD 1000000
 
@@ -46,16 +48,59 @@ void cadence_init(cadence *cd, const cadence_config *c)
     cd->clocks = cpu_now(CLOCK_PROCESS_CPUTIME_ID, &cd->p0) == 0 && cpu_now(CLOCK_THREAD_CPUTIME_ID, &cd->m0) == 0;
 }
 
-/* The budget's cadence from the smoothed costs: full records every ceil(record / (budget *
- * step)) steps, so that their share of the CPU time stays within the budget. 0 while either
- * cost is unknown. */
+/* The smoothed cost of a record (seconds; 0 while unknown). */
+static double record_cost(const cadence *cd)
+{
+    return cd->recs > 0 && cd->cost > 0 ? cd->cost / cd->recs : 0;
+}
+
+/* The cadence the budget allows on average: every ceil(record / (budget * step)) steps. 0 while
+ * either cost is unknown. (For the /traced rows; the plan spends the budget's credit.) */
 static int choose_period(const cadence *cd)
 {
     if (cd->c.budget <= 0 || cd->nu < MIN_UNTRACED || cd->recs <= 0 || cd->u <= 0)
         return 0;
     double rec = cd->cost / cd->recs;
-    double p = ceil(rec / (cd->c.budget * cd->u));
+    double p = ceil(rec / (cd->c.budget * cd->u) - 1e-9);
     return p < 1 ? 1 : p > MAX_PERIOD ? MAX_PERIOD : (int)p;
+}
+
+void cadence_window(cadence *cd, double dp, double dm, double di)
+{
+    if (cd->wstart >= 0 && cd->wsteps > 0) {
+        double n = (double)cd->wsteps;
+        double other = dp - dm > 0 ? dp - dm : 0; /* the tracer's and the writer's threads */
+        double base = dm - di > 0 ? dm - di : 0;  /* the training thread, less inline tracing */
+        double cost = other + di;
+        if (cd->wtraced == 0 && cd->since >= cd->wsteps + TAIL && cd->wstart >= FIRST_MEASURED) {
+            /* the mean of the untraced windows so far, then a moving average of ~500 steps */
+            cd->nu += cd->wsteps;
+            double w = cd->nu < 512 ? n / (double)cd->nu : 1.0 - pow(DECAY, n);
+            cd->u += w * (base / n - cd->u);
+        } else if (cd->nu > 0 && base > n * cd->u) {
+            /* a window with traced steps or their tail: the update's copies, handing tensors
+             * over, appending the records two steps later */
+            cost += base - n * cd->u;
+        }
+        double d = pow(DECAY, n);
+        cd->cost = d * cd->cost + cost;
+        cd->recs = d * cd->recs + (double)cd->wtraced;
+        /* the budget's credit: its share of the window's untraced time, less what tracing took
+         * (the estimates reserved at the records of this window are given back: their cost is
+         * in `cost`, now or in the next windows) */
+        if (cd->nu > 0 && cd->c.budget > 0) {
+            double rec = record_cost(cd);
+            cd->credit += cd->c.budget * n * cd->u - cost + cd->reserved;
+            if (cd->credit > rec) /* at most one record saved up: no burst after a quiet spell */
+                cd->credit = rec;
+            if (cd->credit < -CREDIT_DEBT * rec) /* after a storm of events, recover in time */
+                cd->credit = -CREDIT_DEBT * rec;
+        }
+        cd->reserved = 0;
+    }
+    cd->wstart = cd->tick_step;
+    cd->wsteps = 0;
+    cd->wtraced = 0;
 }
 
 void cadence_tick(cadence *cd, long t, double inline_s)
@@ -76,33 +121,11 @@ void cadence_tick(cadence *cd, long t, double inline_s)
         cd->clocks = 0;
         return;
     }
-    if (cd->wstart >= 0 && cd->wsteps > 0) {
-        double n = (double)cd->wsteps;
-        double dm = m - cd->m0 - cd->excl, dp = p - cd->p0 - cd->excl, di = inline_s - cd->i0;
-        double other = dp - dm > 0 ? dp - dm : 0; /* the tracer's and the writer's threads */
-        double base = dm - di > 0 ? dm - di : 0;  /* the training thread, less inline tracing */
-        double cost = other + di;
-        if (cd->wtraced == 0 && cd->since >= cd->wsteps + TAIL && cd->wstart >= FIRST_MEASURED) {
-            /* the mean of the untraced windows so far, then a moving average of ~500 steps */
-            cd->nu += cd->wsteps;
-            double w = cd->nu < 512 ? n / (double)cd->nu : 1.0 - pow(DECAY, n);
-            cd->u += w * (base / n - cd->u);
-        } else if (cd->nu > 0 && base > n * cd->u) {
-            /* a window with traced steps or their tail: the update's copies, handing tensors
-             * over, appending the records two steps later */
-            cost += base - n * cd->u;
-        }
-        double d = pow(DECAY, n);
-        cd->cost = d * cd->cost + cost;
-        cd->recs = d * cd->recs + (double)cd->wtraced;
-    }
+    cadence_window(cd, p - cd->p0 - cd->excl, m - cd->m0 - cd->excl, inline_s - cd->i0);
     cd->p0 = p;
     cd->m0 = m;
     cd->i0 = inline_s;
     cd->excl = 0;
-    cd->wstart = t;
-    cd->wsteps = 0;
-    cd->wtraced = 0;
 }
 
 void cadence_pause(cadence *cd)
@@ -141,7 +164,11 @@ int cadence_plan(cadence *cd, long t, int64_t *event_step)
     }
     if (c->every > 0)
         return t % c->every == 0 ? AMPDIAG_REASON_EVERY : -1;
-    if (cd->period > 0 && t - cd->last_full >= cd->period)
+    /* the credit so far, with this window's share of the budget pro rata (its costs are charged
+     * at its end) */
+    double rec = record_cost(cd);
+    double avail = cd->credit + (cd->wstart >= 0 ? c->budget * cd->u * (double)(t - cd->wstart) : 0);
+    if (cd->period > 0 && rec > 0 && avail >= rec && t > cd->last_full)
         return AMPDIAG_REASON_CADENCE;
     return -1;
 }
@@ -167,6 +194,9 @@ int cadence_event(cadence *cd, long t, double loss, double grad_norm, int nonfin
 void cadence_taken(cadence *cd, long t, int reason)
 {
     (void)reason;
+    double rec = record_cost(cd);
+    cd->credit -= rec; /* reserved until the window's costs are measured */
+    cd->reserved += rec;
     cd->last_full = t;
     if (cd->tick_step == t)
         cd->tick_traced = 1;

@@ -6,9 +6,11 @@
  * counts, the first-NaN check: /steps and /events). Full tensor records (/tensors, /whatif,
  * /histograms) are taken:
  *   - on a cadence: fixed (--trace-every N), or chosen from the tracer's own measured cost so
- *     that the full records cost at most a budget, a share of the CPU time of untraced steps
- *     (--trace-budget PCT): every ceil(record / (budget * step)) steps, counted from the last
- *     full record whatever its reason;
+ *     that tracing costs at most a budget, a share of the CPU time of untraced steps
+ *     (--trace-budget PCT): a credit grows by the budget's share of each step's time and pays
+ *     for what tracing is measured to take; a record is taken when the credit covers the
+ *     measured cost of one (about every record / (budget * step) steps on average, whatever
+ *     records on events, fixed costs and the trace writer's flushes take);
  *   - at the first and the last planned step;
  *   - on events, whatever the cadence: a step whose loss or gradients are not finite, whose
  *     update the loss scaler skipped, or whose loss or gradient norm spiked (monitor.h's rule)
@@ -58,6 +60,9 @@ typedef struct cadence {
     double u;             /* smoothed CPU seconds of an untraced step (0: none measured yet) */
     long nu;              /* untraced steps measured */
     double cost, recs;    /* decayed sums: tracing CPU seconds, full records */
+    double credit;        /* the budget's share of the untraced time so far less what tracing
+                             took (seconds; at most one record's cost, at least -10 records') */
+    double reserved;      /* record costs taken from the credit since the last window */
     /* the plan */
     int period;           /* the budget's cadence now, in steps (0: not known yet) */
     long last_full;       /* the last step recorded in full (-1: none) */
@@ -71,6 +76,11 @@ void cadence_init(cadence *cd, const cadence_config *c);
 /* At the start of step t, before anything else of the step: measure the step before it (inline_s:
  * the CPU seconds the tracer's jobs have run inline on the training thread so far). */
 void cadence_tick(cadence *cd, long t, double inline_s);
+/* The measuring of cadence_tick once the clocks are read: the window of the steps counted since
+ * the last one (cd->wsteps, wtraced) took dp seconds of the process's CPU time, dm of the training
+ * thread's and di of inline tracing jobs; starts the next window at the current step. (Tests
+ * call it with made-up times.) */
+void cadence_window(cadence *cd, double dp, double dm, double di);
 /* Around work of the training thread that is neither training nor tracing (an evaluation):
  * left out of the step's time. */
 void cadence_pause(cadence *cd);
