@@ -80,12 +80,12 @@ command -v gnuplot > /dev/null 2>&1 && have_gnuplot=1
 
 # ------------------------------------------------------------------ traces
 for p in fp32 fp16 bf16; do
-    $ampdiag run --precision $p --steps 60 --hist-every 20 --eval-every 20 --progress none \
+    $ampdiag run --precision $p --steps 60 --hist-every 20 --eval-every 20 --trace-every 1 --progress none \
         -o "$tmp/$p.h5" > /dev/null 2> "$tmp/run.err" || { echo "Bail out! ampdiag run $p failed"; cat "$tmp/run.err"; exit 1; }
 done
-$ampdiag run --precision fp16 --data synthetic:blobs-raw --steps 30 --hist-every 10 --progress none \
+$ampdiag run --precision fp16 --data synthetic:blobs-raw --steps 30 --hist-every 10 --trace-every 1 --progress none \
     -o "$tmp/raw16.h5" > /dev/null 2> "$tmp/run.err" || { echo "Bail out! ampdiag run raw16 failed"; exit 1; }
-$ampdiag run --precision bf16 --model transformer --steps 8 --hist-every 4 --eval-every 4 \
+$ampdiag run --precision bf16 --model transformer --steps 8 --hist-every 4 --eval-every 4 --trace-every 1 \
     --progress none -o "$tmp/tr.h5" > /dev/null 2> "$tmp/run.err" || { echo "Bail out! ampdiag run transformer failed"; exit 1; }
 
 # ------------------------------------------------------------------ three runs, PNG and SVG

@@ -45,7 +45,11 @@ typedef struct report_run_extra {
     long long trace_bytes;
     int trace_threads;         /* statistics taken on a second thread */
     double trace_wait_s;       /* time training waited for it */
-    int traced;                /* tensor records were asked for (--trace-every > 0) */
+    int traced;                /* tensor records were asked for (--trace-every or --trace-budget) */
+    double trace_budget;       /* the budget in percent, or NaN for a fixed cadence */
+    long full_steps;           /* steps recorded in full ... */
+    long event_steps;          /* ... of which for an event of their own */
+    int cadence;               /* the last cadence (0: none) */
 } report_run_extra;
 
 int report_run_summary(FILE *f, const an_run *r, const report_run_extra *x, int width);
