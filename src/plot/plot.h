@@ -55,6 +55,7 @@ typedef struct plot_options {
     int jobs;                    /* gnuplot processes at once; 0 (default) = online CPUs */
     const char *whatif;          /* what-if columns beyond FP16 (and BF16's bands) to chart, as
                                     --what-if names them ("e4m3,e5m2", "fp8", "all"); NULL: none */
+    int alone;                   /* 1: a rank-0 trace by itself, not with the ranks beside it */
 } plot_options;
 
 void plot_options_init(plot_options *opt);

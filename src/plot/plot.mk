@@ -16,7 +16,7 @@ libampdiag_plot_la_CPPFLAGS = $(AM_CPPFLAGS) -DAMPDIAG_PKGDATADIR='"$(pkgdatadir
 ampdiag_SOURCES += src/cli/cmd_plot.c
 
 plotsdir = $(pkgdatadir)/plots
-dist_plots_DATA = plots/loss.gp plots/loss-scale.gp plots/grad-norm.gp plots/layer-ranges.gp \
+dist_plots_DATA = plots/loss.gp plots/loss-scale.gp plots/grad-norm.gp plots/layer-ranges.gp plots/ranks.gp \
 	plots/fp16-heatmap.gp plots/exponent-histogram.gp
 
 # t_plot: plot_traces() on synthetic traces with known values (data files, chart list, errors);
