@@ -47,6 +47,14 @@ check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
 TESTS += tests/t_compare tests/t_compare_cli.sh tests/t_sweep.sh
+# t_ranks: a distributed run's rank traces read together (src/analysis/ranks.h), on synthetic
+# per-rank traces written through the public writer (no PyTorch); t_ranks_cli.sh: info,
+# compare and plot of them (text, Markdown, JSON, the ranks chart, exit codes)
+check_PROGRAMS += tests/t_ranks
+tests_t_ranks_SOURCES = tests/t_ranks.c
+tests_t_ranks_LDADD = $(AMPDIAG_ANALYSIS_LIBS) -lm
+TESTS += tests/t_ranks tests/t_ranks_cli.sh
+EXTRA_DIST += tests/t_ranks_cli.sh
 # t_consistency.sh: run's summary, info, compare and plot give every shared figure alike
 TESTS += tests/t_consistency.sh
 EXTRA_DIST += tests/t_consistency.sh

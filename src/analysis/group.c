@@ -374,18 +374,18 @@ static int find_groups(arg_in *A, size_t nargs, unsigned flags, an_inputs *in)
         arg_in *a = &A[i];
         if (a->group)
             continue;
-        const an_rank_attrs *d = &a->runs[0].dist;
+        int64_t world = a->runs[0].dist.world_size;
         if (a->glob) {
-            a->group = d->have != 0;
+            a->group = a->runs[0].dist.have != 0;
             continue;
         }
         if (flags & AN_ARGS_ALONE)
             continue;
-        int rc = find_siblings(a, &a->runs[0]);
+        int rc = find_siblings(a, &a->runs[0]); /* (a->runs may move) */
         if (rc < 0)
             return -1;
         if (rc && add_note(in, "'%s' is rank 0 of %" PRId64 ": read with the %zu other rank trace%s beside it as "
-                           "one run (--alone reads it by itself)", a->arg, d->world_size, a->npaths - 1,
+                           "one run (--alone reads it by itself)", a->arg, world, a->npaths - 1,
                            a->npaths == 2 ? "" : "s"))
             return -1;
     }

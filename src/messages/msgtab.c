@@ -154,7 +154,7 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
                                    "same on every rank",
                                    "replicas of {layer} differ from step {first_step}"},
     [F_RANK_REDUCED_GRAD_MISMATCH] = {NULL, F_NONE, {0},
-                                      "{run}: {?record:{layer} {kind}}{!record:{what}} differ across ranks from step "
+                                      "{run}: {?record:{layer} {kind} differ}{!record:{what} differs} across ranks from step "
                                       "{first_step} ({steps} steps): rank {rank:int} {?record:mean }{value:g4}, rank "
                                       "{vs_rank:int} {vs_value:g4}{?record: (rms {rel:spct})}; every rank must hold "
                                       "the same{?reduced: after the gradient reduction}",
