@@ -371,12 +371,29 @@ static void agree_init(agree_acc *a, size_t n)
         a[i] = (agree_acc){.first = -1, .rank = -1, .vs = -1};
 }
 
-/* The pass's room: cursors on the ranks' traces (opened again), the slots of one step, the
- * accumulators. 0 or an AMPDIAG_TRACE_ error (message in err). */
+/* Cursors on the ranks' traces, opened again (the first is the merged run's reference too). 0
+ * or an AMPDIAG_TRACE_ error (message in err). */
+static int open_cursors(rview *v, char *err, size_t errlen)
+{
+    if (!(v->cur = calloc(v->n, sizeof *v->cur)))
+        return an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, v->R->rank[0].run.path, "ranks");
+    for (size_t r = 0; r < v->n; r++) {
+        an_rank *k = &v->R->rank[r];
+        int rc = ampdiag_trace_open(k->run.path, AMPDIAG_TRACE_READ_QUIET, &v->cur[r].rd);
+        if (rc)
+            return an_load_fail(err, errlen, rc, k->run.path, "open");
+        ampdiag_trace_counts cnt;
+        ampdiag_trace_get_counts(v->cur[r].rd, &cnt);
+        v->cur[r].total = cnt.tensors;
+    }
+    return 0;
+}
+
+/* The pass's room: the slots of one step, the accumulators. 0 or an AMPDIAG_TRACE_ error
+ * (message in err). */
 static int pass_setup(rview *v, char *err, size_t errlen)
 {
     size_t n = v->n, nl = v->nl;
-    v->cur = calloc(n, sizeof *v->cur);
     size_t cells = n * nl * AMPDIAG_NKINDS;
     v->slot = malloc((cells + 1) * sizeof *v->slot);
     v->have = malloc(cells + 1);
@@ -387,7 +404,7 @@ static int pass_setup(rview *v, char *err, size_t errlen)
     v->shard = calloc(nl + 1, sizeof *v->shard);
     v->vals = malloc(n * sizeof *v->vals);
     v->ratio = malloc((v->run->nsteps + 1) * sizeof *v->ratio);
-    if (!v->cur || !v->slot || !v->have || !v->div || !v->mis || !v->sp || !v->sp_sum || !v->shard ||
+    if (!v->slot || !v->have || !v->div || !v->mis || !v->sp || !v->sp_sum || !v->shard ||
         !v->vals || !v->ratio)
         return an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, v->run->path, "ranks");
     agree_init(v->div, nl);
@@ -401,15 +418,6 @@ static int pass_setup(rview *v, char *err, size_t errlen)
                                                    .kind = j & 2 ? AMPDIAG_KIND_ACTIVATION_GRAD
                                                                  : AMPDIAG_KIND_ACTIVATION,
                                                    .step = -1, .argmin = -1, .argmax = -1};
-    }
-    for (size_t r = 0; r < n; r++) {
-        an_rank *k = &v->R->rank[r];
-        int rc = ampdiag_trace_open(k->run.path, AMPDIAG_TRACE_READ_QUIET, &v->cur[r].rd);
-        if (rc)
-            return an_load_fail(err, errlen, rc, k->run.path, "open");
-        ampdiag_trace_counts cnt;
-        ampdiag_trace_get_counts(v->cur[r].rd, &cnt);
-        v->cur[r].total = cnt.tensors;
     }
     return 0;
 }
@@ -551,11 +559,11 @@ int an_rank_view(an_ranks *R, const an_options *opt, an_run *run, char *err, siz
         rc = an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, R->rank[0].run.path, "ranks");
         memset(run, 0, sizeof *run);
     } else {
-        rc = ampdiag_trace_open(R->rank[0].run.path, AMPDIAG_TRACE_READ_QUIET, &m.ref);
+        rc = open_cursors(&v, err, errlen);
         if (rc) {
-            an_load_fail(err, errlen, rc, R->rank[0].run.path, "open");
             memset(run, 0, sizeof *run);
         } else {
+            m.ref = v.cur[0].rd;
             m.records = view_records;
             m.finish = view_finish;
             m.ctx = &v;
@@ -563,7 +571,6 @@ int an_rank_view(an_ranks *R, const an_options *opt, an_run *run, char *err, siz
         }
     }
     run->ranks = R;
-    ampdiag_trace_reader_close(m.ref);
     free(m.steps);
     free(m.events);
     free(m.evals);

@@ -575,6 +575,18 @@ static void merged_status(const an_ranks *R, an_run *run)
     snprintf(run->status_text, sizeof run->status_text, "%s", first->run.status_text);
 }
 
+/* The merged run's first skip reason: the origin rank's, where the first NaN/inf names one and
+ * it skipped that step (its reason names the tensor the NaN came from). */
+static void origin_skip_reason(const an_ranks *R, an_run *run)
+{
+    const an_finding *f = an_finding_find(&R->list, F_RANK_FIRST_NONFINITE, -1);
+    if (!f || !f->v[4] || !run->skipped)
+        return;
+    for (size_t r = 0; r < R->n; r++)
+        if ((double)R->rank[r].rank == f->v[0] && R->rank[r].run.first_skip_step == run->first_skip_step)
+            mark_rank(run->first_skip_reason, sizeof run->first_skip_reason, R, r, R->rank[r].run.first_skip_reason);
+}
+
 int an_rank_findings(rview *v, an_run *run)
 {
     an_ranks *R = v->R;
@@ -585,5 +597,6 @@ int an_rank_findings(rview *v, an_run *run)
     spread_findings(R, v, &oom);
     sort_findings(&R->list);
     merged_status(R, run);
+    origin_skip_reason(R, run);
     return oom ? -1 : 0;
 }

@@ -29,5 +29,5 @@ TESTS += tests/t_plot tests/t_plot_cli.sh
 EXTRA_DIST += tests/t_plot_cli.sh
 
 # Example charts shown in the README (made by `ampdiag plot`, see docs/charts/README.md).
-EXTRA_DIST += docs/charts/README.md docs/charts/loss.png docs/charts/layer-ranges-activation_grad.png \
+EXTRA_DIST += docs/charts/README.md docs/charts/ranks-poison.png docs/charts/loss.png docs/charts/layer-ranges-activation_grad.png \
 	docs/charts/fp16-heatmap-fp32.png docs/charts/exponent-histogram-fp16-fc4.png
