@@ -111,7 +111,7 @@ static int sibling(const char *p0, int64_t k, char *out, size_t n)
 static int find_siblings(arg_in *a, const an_run *r0)
 {
     const an_rank_attrs *d = &r0->dist;
-    if (d->have != 1 || d->rank != 0 || d->world_size < 2 || d->world_size > 1000000)
+    if (d->have != 1 || d->rank != 0 || d->world_size < 2 || d->world_size > AN_MAX_WORLD)
         return 0;
     char p[4096];
     size_t found = 0;
@@ -199,6 +199,9 @@ static int check_group(const arg_in *a, an_run **sorted, char *err, size_t errle
         }
     }
     const an_run *ref = sorted[0];
+    if (ref->dist.world_size > AN_MAX_WORLD)
+        return fail(err, errlen, AMPDIAG_TRACE_ESCHEMA, "'%s': world_size %" PRId64 " (this reader takes up to %d "
+                    "ranks)", ref->path, ref->dist.world_size, AN_MAX_WORLD);
     char why[400];
     for (size_t i = 1; i < a->npaths; i++) {
         const an_run *r = sorted[i];

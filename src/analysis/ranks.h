@@ -101,6 +101,9 @@ typedef struct an_ranks {
 /* Frees the ranks' runs and everything else of R, and R. */
 void an_ranks_free(an_ranks *R);
 
+/* The most ranks a group may have (world_size). */
+#define AN_MAX_WORLD (1 << 20)
+
 /* Flags of an_load_args. */
 enum {
     AN_ARGS_ALONE = 1  /* a rank-0 trace is read by itself, not with the traces beside it */
