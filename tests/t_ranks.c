@@ -13,7 +13,8 @@
  *   reduced the NaN only in the reduced gradients (no activation records): the origin is not
  *           identifiable
  *   part    3 ranks, rank 1's trace missing, rank 2 stops at step 4
- *   hole    sharded, rank 1's fc2 weight shard missing at step 2
+ *   hole    sharded, rank 1's fc2 weight shard missing at step 2; rank 0's step-5 records written
+ *           after its step-6 records (out of step order: left out, counted)
  *   bad     groups that are not one run: another lr, a rank twice, a trace of one process
  *
  * usage: t_ranks                 the tests (TAP)
@@ -53,6 +54,7 @@ typedef struct spec {
     int lr_rank, lr_step;           /* that rank's lr differs at that step */
     int stop_rank, stop_step;       /* that rank stops after that step */
     int hole_rank, hole_step;       /* that rank's fc2 weight shard is not written at that step */
+    int late_rank, late_step;       /* that rank writes that step's records after the next step's */
     double lr_attr1;                /* rank 1's lr attribute (0: the others') */
     int rank_of[4];                 /* the rank attribute of trace r (-1: r; -2: none) */
 } spec;
@@ -66,6 +68,7 @@ static void spec_init(spec *s, const char *stem, int world, const char *sharding
     s->sharding = sharding;
     s->nsteps = 10;
     s->poison_rank = s->perturb_rank = s->skip_rank = s->lr_rank = s->stop_rank = s->hole_rank = -1;
+    s->late_rank = -1;
     for (int r = 0; r < 4; r++)
         s->rank_of[r] = -1;
 }
@@ -142,8 +145,8 @@ static int write_attrs(ampdiag_trace_writer *w, const spec *s, int r)
     return ampdiag_trace_set_rank(w, &d);
 }
 
-/* One step's tensor records of rank r (whole: r < 0); the sums of squares of its gradients,
- * weights and updates. */
+/* One step's tensor records of rank r (whole: r < 0; w NULL: none written); the sums of squares
+ * of its gradients, weights and updates. */
 static int write_tensors(ampdiag_trace_writer *w, const spec *s, int r, int64_t t, double *gss, double *wss,
                          double *uss)
 {
@@ -166,6 +169,8 @@ static int write_tensors(ampdiag_trace_writer *w, const spec *s, int r, int64_t 
             if (kind == AMPDIAG_KIND_UPDATE)
                 *uss += ss;
             /* lost-update counts that add up over the shards as over the whole */
+            if (!w)
+                continue;
             rc = kind == AMPDIAG_KIND_UPDATE ? ampdiag_trace_append_update(w, t, l, &st, st.count, 0, st.count)
                                              : ampdiag_trace_append_tensor(w, t, l, kind, &st, 0);
         }
@@ -219,10 +224,18 @@ static int write_trace(const char *path, const spec *s, int r)
         if ((rc = ampdiag_trace_add_layer(w, lname[l], "linear", "[?]", lparams[l])) < 0)
             goto fail;
     int last = r >= 0 && r == s->stop_rank ? s->stop_step : s->nsteps - 1;
+    double late[3] = {0, 0, 0};
     for (int64_t t = 0; t <= last; t++) {
         double gss = 0, wss = 0, uss = 0;
-        if ((rc = write_tensors(w, s, r, t, &gss, &wss, &uss)) < 0 ||
-            (rc = write_step(w, s, r, t, gss, wss, uss)) < 0)
+        int defer = r >= 0 && r == s->late_rank && t == s->late_step, after = r >= 0 && r == s->late_rank &&
+                                                                              t == s->late_step + 1;
+        if (!defer && (rc = write_tensors(w, s, r, t, &gss, &wss, &uss)) < 0)
+            goto fail;
+        if (after && (rc = write_tensors(w, s, r, t - 1, &late[0], &late[1], &late[2])) < 0)
+            goto fail;
+        if (defer) /* this step's sums, for its step record; its tensor records come after the next's */
+            write_tensors(NULL, s, r, t, &gss, &wss, &uss);
+        if ((rc = write_step(w, s, r, t, gss, wss, uss)) < 0)
             goto fail;
     }
     return ampdiag_trace_close(w, r >= 0 && r == s->stop_rank ? AMPDIAG_STATUS_INTERRUPTED : AMPDIAG_STATUS_COMPLETE);
@@ -265,6 +278,7 @@ static void specs(spec *s)
     s[3].stop_rank = 2, s[3].stop_step = 4;
     spec_init(&s[4], "hole", 2, "sharded");
     s[4].hole_rank = 1, s[4].hole_step = 2;
+    s[4].late_rank = 0, s[4].late_step = 5;
     spec_init(&s[5], "badlr", 2, "replicated");
     s[5].lr_attr1 = 2e-3;
     spec_init(&s[6], "twice", 2, "replicated");
@@ -474,11 +488,19 @@ static void check_hole(void)
     char err[1024];
     int rc = load("hole.rank0.h5", 0, &in, err, sizeof err);
     const an_run *m = !rc && in.n ? &in.runs[0] : NULL;
-    const an_finding *f = m ? finding(m, F_RANK_MISSING) : NULL;
+    const an_finding *f = NULL, *f0 = NULL;
+    while (m && (f = an_finding_next(an_run_findings(m), F_RANK_MISSING, -1, f)) && f->s.layer != 1)
+        f0 = f;
+    ok(f0 && fig(f0, "rank") == 0 && fig(f0, "first_step") == 5 && fig(f0, "records") == 1, "rank 0's fc1 shards "
+       "missing at step 5 (their records came out of order)");
     ok(f && fig(f, "shard") == 1 && fig(f, "rank") == 1 && f->s.layer == 1 && f->s.kind == AMPDIAG_KIND_WEIGHT &&
-       fig(f, "first_step") == 2 && fig(f, "records") == 1 &&
-       m->layers[1].cell[AMPDIAG_KIND_WEIGHT].records == 9 && m->layers[0].cell[AMPDIAG_KIND_WEIGHT].records == 10,
-       "rank 1's fc2 weight shard missing at step 2: a finding, and that step's fc2 weights left out of the merged run");
+       fig(f, "first_step") == 2 && fig(f, "records") == 2 &&
+       m->layers[1].cell[AMPDIAG_KIND_WEIGHT].records == 8 && m->layers[0].cell[AMPDIAG_KIND_WEIGHT].records == 9,
+       "rank 1's fc2 weight shard missing at step 2 (and rank 0's shards at step 5, out of order): findings, and "
+       "those steps' weights left out of the merged run");
+    ok(m && m->ranks && m->ranks->unsorted == 2 * AMPDIAG_NKINDS,
+       "rank 0's records of step 5, written after step 6's, are left out and counted (%zu)",
+       m && m->ranks ? m->ranks->unsorted : 0);
     an_inputs_free(&in);
 }
 

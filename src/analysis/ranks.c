@@ -77,17 +77,25 @@ static void merge_rec(ampdiag_trace_tensor *d, const ampdiag_trace_tensor *x)
     d->lost_if_bf16 = lb16;
 }
 
-/* Rank r's records of step s into the slots (its layers mapped to the merged run's); records
- * of an earlier step (out of order) are left out and counted. 0 or an AMPDIAG_TRACE_ error. */
+/* Rank r's next record of a step not done yet: records of a step already done (out of step
+ * order) are left out and counted. NULL at the end; *rc an error of the read. */
+static const ampdiag_trace_tensor *next_rec(rview *v, size_t r, int *rc)
+{
+    const ampdiag_trace_tensor *x;
+    while ((x = cur_peek(&v->cur[r], rc)) && x->step <= v->done) {
+        v->R->unsorted++;
+        v->cur[r].pos++;
+    }
+    return x;
+}
+
+/* Rank r's records of step s into the slots (its layers mapped to the merged run's). 0 or an
+ * AMPDIAG_TRACE_ error. */
 static int gather(rview *v, size_t r, int64_t s)
 {
     rcur *c = &v->cur[r];
     int rc = 0;
-    for (const ampdiag_trace_tensor *x; (x = cur_peek(c, &rc)) && x->step <= s; c->pos++) {
-        if (x->step < s) {
-            v->R->unsorted++;
-            continue;
-        }
+    for (const ampdiag_trace_tensor *x; (x = next_rec(v, r, &rc)) && x->step == s; c->pos++) {
         int L = x->layer >= 0 && (size_t)x->layer < v->lmap_n[r] ? v->lmap[r][x->layer] : -1;
         if (L < 0 || x->kind < 0 || x->kind >= AMPDIAG_NKINDS)
             continue;
@@ -279,11 +287,14 @@ static void shard_note(rview *v, int L, int kind, int64_t s, size_t missing, uin
 {
     shard_acc *a = &v->shard[L];
     if (missing != SIZE_MAX) {
+        if (a->records && a->last == s)
+            return;
         if (a->records++ == 0) {
             a->first = s;
             a->rank = v->R->rank[missing].rank;
             a->kind = kind;
         }
+        a->last = s;
     } else if (kind == AMPDIAG_KIND_WEIGHT && a->count_step < 0 && v->run->layers[L].params > 0 &&
                count != v->run->layers[L].params) {
         a->count_step = s;
@@ -343,7 +354,7 @@ static int pass(rview *v, an_tensor_pass *tp, char *err, size_t errlen)
         int64_t s = INT64_MAX;
         for (size_t r = 0; r < v->n; r++) {
             int rc = 0;
-            const ampdiag_trace_tensor *x = cur_peek(&v->cur[r], &rc);
+            const ampdiag_trace_tensor *x = next_rec(v, r, &rc);
             if (rc)
                 return an_load_fail(err, errlen, rc, v->R->rank[r].run.path, "tensor records");
             if (x && x->step < s)
@@ -362,6 +373,7 @@ static int pass(rview *v, an_tensor_pass *tp, char *err, size_t errlen)
         spreads(v, s);
         if (emit(v, s, tp))
             return an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, v->run->path, "tensor records");
+        v->done = s;
     }
 }
 
@@ -549,6 +561,7 @@ int an_rank_view(an_ranks *R, const an_options *opt, an_run *run, char *err, siz
     v.R = R;
     v.opt = opt;
     v.n = R->n;
+    v.done = INT64_MIN;
     an_merge_src m;
     memset(&m, 0, sizeof m);
     int rc = 0;

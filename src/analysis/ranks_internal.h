@@ -31,6 +31,7 @@ typedef struct agree_acc {
 typedef struct shard_acc {
     size_t records;            /* steps where a shard of the layer is missing */
     int64_t first, rank;       /* the first, and the rank whose shard it is */
+    int64_t last;              /* the last step counted */
     int kind;
     int64_t count_step;        /* the first step whose shards add up to other than the layer's
                                   parameters; -1 */
@@ -54,6 +55,7 @@ typedef struct rview {
     shard_acc *shard;          /* [nl] */
     double *vals;              /* [n] scratch */
     double *ratio;             /* [the merged run's steps] update ratios from the merged records */
+    int64_t done;              /* the last step the pass did (INT64_MIN before the first) */
 } rview;
 
 /* Activations and their gradients are each rank's own (its part of the batch); the weights,
