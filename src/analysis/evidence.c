@@ -123,6 +123,8 @@ static an_const consts[AN_NCONSTS] = {
     [K_WHATIF_MIN_FRACTION] = {"WHATIF_MIN_FRACTION", 1e-3, KS_PCT,
                                "share of a tensor a what-if format must overflow or flush to "
                                "hurt it"},
+    [K_RANK_SPREAD_TOP] = {"RANK_SPREAD_TOP", 3, KS_INT,
+                           "activation figures whose spread across ranks is named (the widest)"},
 };
 
 static pthread_once_t facts_once = PTHREAD_ONCE_INIT;
@@ -262,6 +264,38 @@ static const an_finding_def defs[AN_NFINDINGS] = {
     [F_CLIPPED_BY_RUN] = {"clipped_by_run", {{"clip", U_NORM}, {"clipped", U_COUNT}}, {0}, NOK},
     [F_BAD_ROWS] = {"unknown_tensor_rows", {{"rows", U_COUNT}}, {0}, NOK},
     [F_HIST_SAMPLED] = {"histograms_sampled", {{"read", U_COUNT}, {"total", U_COUNT}}, {0}, NOK},
+    [F_RANK_FIRST_NONFINITE] = {"rank_first_nonfinite",
+                                {{"rank", U_INDEX}, {"step", U_STEP}, {"ranks_affected", U_COUNT},
+                                 {"ranks", U_COUNT}, {"identified", U_FLAG}, {"local", U_COUNT}},
+                                {"phase", "local_ranks"}, NOK},
+    [F_RANK_REPLICA_DIVERGENCE] = {"rank_replica_divergence",
+                                   {{"first_step", U_STEP}, {"rank", U_INDEX}, {"vs_rank", U_INDEX},
+                                    {"delta_mean", U_VALUE}, {"rel_delta_rms", U_SHARE}, {"steps", U_COUNT},
+                                    {"ranks", U_COUNT}},
+                                   {0}, NOK},
+    [F_RANK_REDUCED_GRAD_MISMATCH] = {"rank_reduced_grad_mismatch",
+                                      {{"first_step", U_STEP}, {"rank", U_INDEX}, {"vs_rank", U_INDEX},
+                                       {"value", U_NONE}, {"vs_value", U_NONE}, {"rel", U_SHARE},
+                                       {"steps", U_COUNT}, {"record", U_FLAG}, {"reduced", U_FLAG}},
+                                      {"what"}, NOK},
+    [F_RANK_SKIP_DISAGREEMENT] = {"rank_skip_disagreement",
+                                  {{"rank", U_INDEX}, {"steps", U_COUNT}, {"first_step", U_STEP},
+                                   {"ranks", U_COUNT}},
+                                  {0}, NOK},
+    [F_RANK_STOPPED_EARLY] = {"rank_stopped_early",
+                              {{"rank", U_INDEX}, {"last_step", U_STEP}, {"stop_step", U_STEP},
+                               {"others_step", U_STEP}, {"event", U_FLAG}, {"others_complete", U_FLAG}},
+                              {"status", "message"}, NOK},
+    [F_RANK_MISSING] = {"rank_missing",
+                        {{"rank", U_INDEX}, {"world_size", U_COUNT}, {"read", U_COUNT}, {"records", U_COUNT},
+                         {"first_step", U_STEP}, {"count", U_COUNT}, {"params", U_COUNT}, {"trace", U_FLAG},
+                         {"shard", U_FLAG}, {"sum", U_FLAG}},
+                        {0}, NOK},
+    [F_RANK_SPREAD] = {"rank_spread",
+                       {{"step", U_STEP}, {"min", U_NONE}, {"max", U_NONE}, {"argmin", U_INDEX},
+                        {"argmax", U_INDEX}, {"rel", U_SHARE}, {"typical", U_SHARE}, {"steps", U_COUNT},
+                        {"tensor", U_FLAG}},
+                       {"figure", "words"}, KS(K_RANK_SPREAD_TOP)},
     [F_CMP_MODEL] = {"model_differs", {{0}}, {"model", "base_model"}, NOK},
     [F_CMP_DATA] = {"data_differs", {{0}}, {"data", "base_data"}, NOK},
     [F_CMP_SEED] = {"seed_differs", {{"seed", U_INDEX}, {"base_seed", U_INDEX}}, {0}, NOK},
@@ -291,6 +325,9 @@ const an_fid an_cause_order[] = {
     F_DEAD_UNITS, F_STEPS_TOO_SMALL, F_LEARNS_NOTHING, F_FLUSH_UNSCALED, F_LOST_UPDATES, F_CUT_OFF,
     F_INTERRUPTED, F_NONE,
 };
+
+/* --fail-on keeps the findings asked for as bits of a 64-bit set (recommend.h) */
+_Static_assert(AN_NFINDINGS <= 64, "more findings than --fail-on's set holds");
 
 const an_finding_def *an_finding_def_get(an_fid id)
 {

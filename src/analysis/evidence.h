@@ -73,6 +73,8 @@ typedef enum an_kid {
     K_NOISE_BAND_MIN, K_NOISE_SE, K_FINAL_WINDOW_SHARE, K_FINAL_WINDOW_MIN, K_CURVE_SEGMENTS,
     /* what-if formats */
     K_WHATIF_MIN_FRACTION,
+    /* ranks */
+    K_RANK_SPREAD_TOP,
     AN_NCONSTS
 } an_kid;
 
@@ -144,6 +146,14 @@ typedef enum an_fid {
     /* the trace itself */
     F_BAD_ROWS,
     F_HIST_SAMPLED,
+    /* a distributed run's ranks read together (ranks.h) */
+    F_RANK_FIRST_NONFINITE,      /* the first rank, step, layer and tensor with NaN/inf */
+    F_RANK_REPLICA_DIVERGENCE,   /* replicated weights differ across ranks */
+    F_RANK_REDUCED_GRAD_MISMATCH,/* reduced gradients, updates, norm, lr or loss scale differ */
+    F_RANK_SKIP_DISAGREEMENT,    /* a rank skipped steps the others did not */
+    F_RANK_STOPPED_EARLY,        /* a rank stopped before the others */
+    F_RANK_MISSING,              /* a rank's trace, or a shard's records, missing */
+    F_RANK_SPREAD,               /* a figure's widest spread across ranks */
     /* per comparison */
     F_CMP_MODEL,
     F_CMP_DATA,

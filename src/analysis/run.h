@@ -201,7 +201,7 @@ typedef struct an_attr {
 } an_attr;
 
 /* A /steps row as kept: the fields the analysis, the charts and the recommendations read (the
- * record read is 176 bytes, this 64; the first skip reason is kept in an_run). */
+ * record read is 176 bytes, this 72; the first skip reason is kept in an_run). */
 typedef struct an_step {
     int64_t step;
     double loss;
@@ -211,10 +211,23 @@ typedef struct an_step {
     double lr;
     double update_ratio;
     int32_t skipped;
+    double wall_ms;          /* the step's wall-clock time (the spread across ranks: ranks.h) */
 } an_step;
 
 struct an_findings;
 struct an_figures;
+struct an_ranks;
+
+/* The root attributes of one rank's trace in a distributed run (traces/FORMAT.md, "Distributed
+ * runs"), as ampdiag_trace_get_rank read them. */
+typedef struct an_rank_attrs {
+    int have;                /* 1: one rank's trace; 0: no rank attributes (one process); -1:
+                                they are there but invalid (err says why) */
+    int64_t rank, world_size;
+    char sharding[16];       /* "replicated", "sharded", "hybrid", "none" */
+    char backend[32], reduce_dtype[16];
+    char err[200];
+} an_rank_attrs;
 
 typedef struct an_run {
     char *path;
@@ -237,6 +250,7 @@ typedef struct an_run {
     int format_version;
     an_attr *attrs;          /* every root attribute, in the file's order */
     size_t nattrs;
+    an_rank_attrs dist;      /* the rank attributes of a distributed run's trace */
     ampdiag_trace_counts counts; /* rows of each table */
     int status;              /* ampdiag_trace_status */
     char status_text[32];
@@ -329,6 +343,8 @@ typedef struct an_run {
 
     struct an_figures *fig;        /* the headline figures (figures.h) */
     struct an_findings *find;      /* what the trace says, for every renderer (findings.h) */
+    struct an_ranks *ranks;        /* a run read from its ranks' traces (ranks.h): the ranks and
+                                      what reading them together found; NULL for one trace */
 } an_run;
 
 /* The run's what-if column of a library format under a scaling, or -1. */

@@ -18,7 +18,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ampdiag plot TRACE.h5 [TRACE.h5 ...] -o DIR [--format png|svg] [--clip X]\n"
-            "                    [--layers NAME,...] [--hist-steps S,...] [--what-if LIST]\n"
+            "                    [--layers NAME,...] [--hist-steps S,...] [--what-if LIST] [--alone]\n"
             "\n"
             "Draw gnuplot charts of one or more traces into DIR, runs overlaid and coloured by\n"
             "precision (fp32 grey, fp16 blue, bf16 vermillion):\n"
@@ -35,6 +35,13 @@ static void usage(FILE *f)
             "  FORMAT-heatmap-RUN.EXT    the same for each what-if format --what-if names\n"
             "  exponent-histogram-RUN-LAYER.EXT   exponent histograms of a layer's gradients\n"
             "                            at a few steps, FP16 and BF16 windows shaded\n"
+            "  ranks-RUN.EXT             a distributed run read from its ranks' traces: one line\n"
+            "                            per rank of the training loss, the gradient norm and the\n"
+            "                            loss scale\n"
+            "\n"
+            "A distributed run's rank traces are one run (a glob in quotes, 'run.rank*.h5', or\n"
+            "rank 0's trace with the others beside it): its charts draw the ranks merged (their\n"
+            "exponent histograms: the first rank's), and ranks-RUN.EXT each rank.\n"
             "\n"
             "Each chart NAME.EXT comes with its script NAME.gp and data (NAME*.dat, NAME*.bin);\n"
             "`cd DIR && gnuplot NAME.gp` redraws one, DIR/draw-all.sh all of them. The scripts\n"
@@ -55,6 +62,7 @@ static void usage(FILE *f)
             "                      formats: e4m3,e5m2_delayed; fp8; all): their heatmaps, and\n"
             "                      their formats' bands on the range charts\n"
             "  --no-draw           write data and scripts only\n"
+            "  --alone             read a rank-0 trace by itself, not with the ranks beside it\n"
             "  -h, --help\n"
             "\n"
             "exit status: 0 success, 2 bad usage or not a valid trace, 3 I/O error or gnuplot\n"
@@ -83,13 +91,13 @@ static size_t split_list(char *s, char **items, size_t max)
 
 enum { MAX_LIST = 256 };
 
-enum { O_OUT = 1, O_FORMAT, O_CLIP, O_LAYERS, O_HIST_STEPS, O_NO_DRAW, O_WHATIF, O_HELP };
+enum { O_OUT = 1, O_FORMAT, O_CLIP, O_LAYERS, O_HIST_STEPS, O_NO_DRAW, O_WHATIF, O_ALONE, O_HELP };
 
 static const cli_opt options[] = {
     {"--out", 'o', CLI_ARG, O_OUT}, {"--format", 0, CLI_ARG, O_FORMAT}, {"--clip", 0, CLI_ARG, O_CLIP},
     {"--layers", 0, CLI_ARG, O_LAYERS}, {"--hist-steps", 0, CLI_ARG, O_HIST_STEPS},
     {"--no-draw", 0, CLI_NOARG, O_NO_DRAW}, {"--what-if", 0, CLI_ARG, O_WHATIF},
-    {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+    {"--alone", 0, CLI_NOARG, O_ALONE}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
 
 int cmd_plot(int argc, char **argv)
 {
@@ -194,6 +202,9 @@ int cmd_plot(int argc, char **argv)
             break;
         case O_WHATIF:
             opt.whatif = p.arg;
+            break;
+        case O_ALONE:
+            opt.alone = 1;
             break;
         case CLI_POS:
             paths[npaths++] = v;

@@ -23,6 +23,7 @@ typedef struct compare_opts {
     const char *md_path;    /* also write the Markdown report here (NULL: no) */
     const char *json_path;  /* also write the JSON report here (NULL: no) */
     const char *prog;       /* for messages: "ampdiag compare" */
+    int alone;              /* --alone: a rank-0 trace by itself, not with its ranks */
 } compare_opts;
 
 void compare_opts_init(compare_opts *o);

@@ -140,6 +140,46 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
                         "{run}: {read} of {total} histogram records read (evenly spaced blocks); fractions come "
                         "from that sample",
                         NULL},
+    [F_RANK_FIRST_NONFINITE] = {NULL, F_NONE, {0},
+                                "{run}: NaN/inf first on rank {rank:int}, at step {step} in {layer} {kind} ({phase})"
+                                "{!identified:, a tensor the ranks share after the reduction: its records do not show "
+                                "which rank it came from; {?local:ranks whose own activations or their gradients held "
+                                "NaN/inf: {local_ranks}}{!local:no rank's own activations or their gradients held "
+                                "NaN/inf}}; {ranks_affected} of {ranks} ranks hold non-finite records",
+                                "NaN/inf first on rank {rank:int} at step {step}"},
+    [F_RANK_REPLICA_DIVERGENCE] = {NULL, F_NONE, {0},
+                                   "{run}: the replicas of {layer} weights differ across ranks from step {first_step} "
+                                   "({steps} steps): rank {rank:int}'s mean differs from rank {vs_rank:int}'s by "
+                                   "{delta_mean:g3}, its rms by {rel_delta_rms:spct}; replicated weights must stay the "
+                                   "same on every rank",
+                                   "replicas of {layer} differ from step {first_step}"},
+    [F_RANK_REDUCED_GRAD_MISMATCH] = {NULL, F_NONE, {0},
+                                      "{run}: {?record:{layer} {kind} differ}{!record:{what} differs} across ranks from step "
+                                      "{first_step} ({steps} steps): rank {rank:int} {?record:mean }{value:g4}, rank "
+                                      "{vs_rank:int} {vs_value:g4}{?record: (rms {rel:spct})}; every rank must hold "
+                                      "the same{?reduced: after the gradient reduction}",
+                                      NULL},
+    [F_RANK_SKIP_DISAGREEMENT] = {NULL, F_NONE, {0},
+                                  "{run}: rank {rank:int} skipped steps that not all {ranks} ranks skipped ({steps}, "
+                                  "the first at step {first_step}): the ranks' loss scalers decided apart",
+                                  NULL},
+    [F_RANK_STOPPED_EARLY] = {NULL, F_NONE, {0},
+                              "{run}: rank {rank:int} stopped first, at step {stop_step}{?event: ({message})}"
+                              "{!event: (its trace ends there, status '{status}')}{?others_complete:; the other "
+                              "ranks completed}{#others_step:; the other ranks went on to step {others_step}}",
+                              "rank {rank:int} stopped first, at step {stop_step}"},
+    [F_RANK_MISSING] = {NULL, F_NONE, {0},
+                        "{?trace:{run}: no trace of rank {rank:int} of {world_size} ({read} ranks read): the merged "
+                        "run holds the others' records}{?shard:{run}: rank {rank:int}'s shard of {layer} {kind} is "
+                        "missing at {records} steps from step {first_step}: those steps' records of the layer are "
+                        "left out of the merged run}{?sum:{run}: the shards of {layer} weights hold {count} values "
+                        "at step {first_step}, not the layer's {params} parameters: a shard is missing}",
+                        NULL},
+    [F_RANK_SPREAD] = {NULL, F_NONE, {0},
+                       "{run}: {words}{?tensor: of {layer} {kind}} spreads across ranks by {rel:pct} at step {step} "
+                       "({min:g4} on rank {argmin:int}, {max:g4} on rank {argmax:int}; {typical:pct} on average "
+                       "over {steps} steps)",
+                       NULL},
     [F_CMP_MODEL] = {NULL, F_NONE, {0},
                      "{run}: model '{model}' differs from the baseline's '{base_model}': layers are matched by "
                      "name and the loss gap mixes model and precision",

@@ -28,6 +28,9 @@
  *   exponent-histogram-RUN-LAYER.EXT   log2 exponent histograms of LAYER's gradients at chosen
  *                                  steps, FP16/BF16 windows shaded; for a loss-scaled run both
  *                                  as held (scaled) and unscaled
+ *   ranks-RUN.EXT                  a run read from its ranks' traces (analysis/ranks.h): one
+ *                                  line per rank of the training loss, the gradient norm and
+ *                                  the loss scale (where a rank used one)
  *
  * Each chart NAME.EXT comes with NAME.gp and NAME*.dat / NAME*.bin in the output directory;
  * `cd DIR && gnuplot NAME.gp` redraws it anywhere, and draw-all.sh redraws them all.
@@ -55,6 +58,7 @@ typedef struct plot_options {
     int jobs;                    /* gnuplot processes at once; 0 (default) = online CPUs */
     const char *whatif;          /* what-if columns beyond FP16 (and BF16's bands) to chart, as
                                     --what-if names them ("e4m3,e5m2", "fp8", "all"); NULL: none */
+    int alone;                   /* 1: a rank-0 trace by itself, not with the ranks beside it */
 } plot_options;
 
 void plot_options_init(plot_options *opt);
@@ -71,7 +75,7 @@ typedef struct plot_chart {
 
 typedef struct plot_result {
     plot_chart *charts;    /* in a fixed order: loss, loss-scale, grad-norm, layer-ranges-*,
-                              fp16-heatmap-*, exponent-histogram-* */
+                              fp16-heatmap-*, exponent-histogram-*, ranks-* */
     size_t n;
     int gnuplot_missing;   /* gnuplot could not be run: data and scripts are written */
     char notes[512];       /* charts left out and why ("loss-scale: no run used a loss scale") */
@@ -94,7 +98,8 @@ int plot_exit_status(int rc);
 
 /*
  * Chart the n traces paths[0..n) into outdir (created if missing; existing chart files are
- * replaced). res (may be NULL) receives the charts made, also on PLOT_ENOGNUPLOT and
+ * replaced); a path may name a distributed run's rank traces (analysis/ranks.h: a glob, or a
+ * rank-0 trace with its siblings), charted as one run. res (may be NULL) receives the charts made, also on PLOT_ENOGNUPLOT and
  * PLOT_EGNUPLOT; free it with plot_result_free. On failure err says what went wrong, naming
  * the file or option. Returns PLOT_OK or a negative PLOT_E* code.
  */

@@ -16,7 +16,7 @@ libampdiag_plot_la_CPPFLAGS = $(AM_CPPFLAGS) -DAMPDIAG_PKGDATADIR='"$(pkgdatadir
 ampdiag_SOURCES += src/cli/cmd_plot.c
 
 plotsdir = $(pkgdatadir)/plots
-dist_plots_DATA = plots/loss.gp plots/loss-scale.gp plots/grad-norm.gp plots/layer-ranges.gp \
+dist_plots_DATA = plots/loss.gp plots/loss-scale.gp plots/grad-norm.gp plots/layer-ranges.gp plots/ranks.gp \
 	plots/fp16-heatmap.gp plots/exponent-histogram.gp
 
 # t_plot: plot_traces() on synthetic traces with known values (data files, chart list, errors);
@@ -29,5 +29,5 @@ TESTS += tests/t_plot tests/t_plot_cli.sh
 EXTRA_DIST += tests/t_plot_cli.sh
 
 # Example charts shown in the README (made by `ampdiag plot`, see docs/charts/README.md).
-EXTRA_DIST += docs/charts/README.md docs/charts/loss.png docs/charts/layer-ranges-activation_grad.png \
+EXTRA_DIST += docs/charts/README.md docs/charts/ranks-poison.png docs/charts/loss.png docs/charts/layer-ranges-activation_grad.png \
 	docs/charts/fp16-heatmap-fp32.png docs/charts/exponent-histogram-fp16-fc4.png

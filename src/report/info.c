@@ -178,7 +178,8 @@ static void text_findings(FILE *f, const an_run *r, int width)
             int cause = 0;
             for (size_t k = 0; an_cause_order[k] != F_NONE && !cause; k++)
                 cause = an_cause_order[k] == fd->id;
-            if (cause != !pass || fd->id == F_WHATIF_HURT || msg_finding_covered(L, fd))
+            if (cause != !pass || fd->id == F_WHATIF_HURT || report_is_rank_finding(fd->id) ||
+                msg_finding_covered(L, fd))
                 continue;
             if (!any)
                 fprintf(f, "findings:\n");
@@ -346,6 +347,10 @@ int report_info_text(FILE *f, const an_run *r, const info_opts *o)
     const char *list = o ? o->whatif : NULL;
     text_headline(f, r, width);
     text_run(f, r, width);
+    if (r->ranks) {
+        msg_ctx m = msg_ctx_run(r);
+        report_ranks_text(f, r, &m, "ranks", 15, top, width);
+    }
     fprintf(f, "figures:\n");
     loss_figures(f, r, width);
     stability_figures(f, r, width);

@@ -39,6 +39,17 @@ void report_json_findings(jw *w, const char *k, const an_run *r);
 void report_json_scale_keys(jw *w, const an_run *r);
 void report_json_eval(jw *w, const an_run *r, int info_keys);
 
+/* A run read from its ranks' traces (analysis/ranks.h; ranks.c): the group's line, a line per
+ * rank, the rank findings. Text under label (indent: the text's column), at most top rank lines
+ * of many; Markdown as a list item; JSON as the object k (null for a run of one trace). */
+int report_is_rank_finding(an_fid id);
+void report_ranks_line(char *buf, size_t n, const an_run *r);
+void report_rank_line(char *buf, size_t n, const an_run *r, size_t i);
+int report_ranks_text(FILE *f, const an_run *r, const msg_ctx *m, const char *label, int indent,
+                      size_t top, int width);
+void report_ranks_md(FILE *f, const an_run *r, const msg_ctx *m);
+void report_json_ranks(jw *w, const char *k, const an_run *r, const msg_ctx *m);
+
 /* What only the running process knows, for the run summary. */
 typedef struct report_run_extra {
     double wall_s;

@@ -209,6 +209,7 @@ int report_info_json(FILE *f, const an_run *r)
     json_events(&w, r);
     json_whatif(&w, r, fd);
     jw_u64(&w, "unknown_tensor_rows", r->bad_rows);
+    report_json_ranks(&w, "ranks", r, &m);
     report_json_findings(&w, "findings", r);
     report_json_figures(&w, "figures", r);
     report_json_finding_list(&w, "evidence", an_run_findings(r), &m);

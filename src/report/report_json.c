@@ -264,6 +264,7 @@ static void json_run(jw *w, const report_in *in, size_t i)
     report_json_findings(w, "findings", r);
     report_json_figures(w, "figures", r);
     report_json_finding_list(w, "evidence", an_run_findings(r), &in->m);
+    report_json_ranks(w, "ranks", r, &in->m);
     jw_close(w, '}');
 }
 

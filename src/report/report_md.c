@@ -2,6 +2,7 @@
  * report_md.c - a comparison as Markdown for a pull request (report.h): the verdict, the table
  * of runs, each layer's ranges in a collapsed table, the evidence as lists, the charts.
  */
+#include "report/info.h"
 #include "report/report_internal.h"
 #include "report/whatif.h"
 #include "util/escape.h"
@@ -121,6 +122,19 @@ static void md_headline(FILE *f, const report_in *in)
         fprintf(f, " `%s`", nm);
     }
     fprintf(f, "\n");
+}
+
+/* The runs read from their ranks' traces: each group, its ranks, what they showed together. */
+static void md_ranks(FILE *f, const report_in *in)
+{
+    int any = 0;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->runs[i].ranks) {
+            if (!any)
+                fprintf(f, "\n### Ranks\n\n");
+            any = 1;
+            report_ranks_md(f, &in->runs[i], &in->m);
+        }
 }
 
 static void md_note(const char *label, const char *text, void *arg)
@@ -287,6 +301,7 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
     report_in_init(&in, runs, n, c, R);
     const char *list = o ? o->whatif : NULL;
     md_headline(f, &in);
+    md_ranks(f, &in);
     md_table(f, &in);
     md_ranges(f, &runs[c->baseline], list);
     md_evidence(f, &in);

@@ -3,6 +3,7 @@
  * runs side by side (its notes under it), then the evidence of each recommendation, all
  * wrapped to the width.
  */
+#include "report/info.h"
 #include "report/report_internal.h"
 #include "report/whatif.h"
 #include "util/escape.h"
@@ -66,6 +67,19 @@ static void headline(const text_out *t, const report_in *in)
         fprintf(t->f, "%-9s--fail-on: %s held (exit status 1)\n", "", line);
     }
     fputc('\n', t->f);
+}
+
+/* The runs read from their ranks' traces: each group, its ranks, what they showed together. */
+static void ranks(const text_out *t, const report_in *in)
+{
+    int any = 0;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->runs[i].ranks) {
+            report_ranks_text(t->f, &in->runs[i], &in->m, any ? "" : "Ranks", LABEL, 8, t->width);
+            any = 1;
+        }
+    if (any)
+        fputc('\n', t->f);
 }
 
 static void note(const char *label, const char *text, void *arg)
@@ -213,6 +227,7 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     report_in_init(&in, runs, n, c, R);
     text_out t = {f, o && o->width >= WRAP_MIN ? o->width : wrap_width(f)};
     headline(&t, &in);
+    ranks(&t, &in);
     if (table(&t, &in))
         return -1;
     precision_section(&t, &in);
