@@ -36,4 +36,10 @@ int an_step_ratio_median(an_run *r);
 int an_load_records(ampdiag_trace_reader *rd, an_run *r, const an_options *opt, char *err,
                     size_t errlen);
 
+/* quant.c: the /quant rows into their columns and the cells' quant sums (0 or an
+ * AMPDIAG_TRACE_ error); then each /quant column's reference, what its scheme does to normally
+ * distributed values (0 or -1: out of memory). */
+int an_load_quant(ampdiag_trace_reader *rd, an_run *r);
+int an_quant_refs(an_run *r);
+
 #endif

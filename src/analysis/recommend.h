@@ -121,6 +121,8 @@ typedef enum rec_mid {
     /* --fail-on */
     R_FAIL_EVAL, R_FAIL_EVAL_ONLY, R_FAIL_FWD, R_FAIL_LOSS, R_FAIL_EVENT, R_FAIL_WEIGHTS, R_FAIL_SKIPS,
     R_FAIL_DIVERGED, R_FAIL_OVERFLOW,
+    /* low-precision recipes */
+    R_RECIPE_PLAN,
     /* the traces */
     R_WARN_CUT_OFF, R_WARN_BAD_ROWS, R_WARN_HIST_SAMPLED,
     REC_NMIDS
@@ -150,6 +152,8 @@ typedef enum rec_what {
     WHAT_OPT_STATE,     /* to: the optimizer state's format */
     WHAT_MASTER_WEIGHTS,/* to: "fp32" */
     WHAT_WARMUP,        /* to: "longer" */
+    WHAT_RECIPE_BF16,   /* to: the layers a low-precision recipe should leave in BF16 ("" none);
+                           value: the recipe (an_recipe, recipe.h) */
     REC_NWHATS
 } rec_what;
 
@@ -255,6 +259,10 @@ typedef struct recommendation {
 int recommend(const an_run *runs, size_t nruns, const an_comparison *c, rec_target target,
               rec_fail_set fail_mask, recommendation *out);
 void rec_free(recommendation *r);
+/* The plan of the low-precision recipe rc (analysis/recipe.h; compare's --recipe) as a decision
+ * WHAT_RECIPE_BF16: the layers to keep in BF16 (to), from the baseline's trace when it counted
+ * the recipe, else the first run's that did (nothing when none did). Called after recommend. */
+void rec_recipe_rules(const an_run *runs, size_t n, const an_comparison *c, int rc, recommendation *R);
 
 /* The decisions that are run options (ampdiag tune applies them), in rule order. */
 size_t rec_remedies(const recommendation *R, const rec_decision **out, size_t max);

@@ -10,6 +10,7 @@
 #include "ampdiag_trace.h"
 #include "analysis/findings.h"
 #include "analysis/load.h"
+#include "analysis/recipe.h"
 #include "cli/cli.h"
 #include "report/info.h"
 #include "util/escape.h"
@@ -24,7 +25,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ampdiag info TRACE.h5 [--format text|json] [--top N] [--what-if LIST]\n"
+            "usage: ampdiag info TRACE.h5 [--format text|json] [--top N] [--what-if LIST] [--recipe NAME]\n"
             "\n"
             "Summarise one trace: the run (precision, model, data, steps, status), the loss\n"
             "(first, last, minimum), the loss scale (initial, minimum, final, backoffs), skipped\n"
@@ -49,7 +50,11 @@ static void usage(FILE *f)
             "                      traces/FORMAT.md, section 'ampdiag info --format json')\n"
             "  --top N             rows of the headroom tables in text output (default 5)\n"
             "  --what-if LIST      what-if columns beyond FP16 and BF16 to show: fp8, all, or\n"
-            "                      column names (e4m3, e5m2_delayed, ...); JSON always has them all\n"
+            "                      column names (e4m3, e5m2_delayed, ...); JSON always has them all\n"            "  --recipe NAME       a low-precision recipe the trace counted (mxfp8, mxfp8:rceil,\n"
+            "                      nvfp4, fp8-block, fp8-current, fp8-delayed): the tensors it would\n"
+            "                      hurt and why, and which layers can take it and which should stay\n"
+            "                      BF16, ranked by the measured error (docs/numerics.md, \"Which layers\n"
+            "                      can take a recipe\"); JSON always has every recipe counted\n"
             "  -h, --help\n"
             "\n"
             "exit status: 0 success, 2 bad usage or not a valid trace, 3 I/O error\n");
@@ -61,16 +66,17 @@ static void usage(FILE *f)
 
 static int exit_for(int err) { return ampdiag_trace_err_is_io(err) ? EXIT_IO : EXIT_USAGE; }
 
-enum { O_FORMAT = 1, O_TOP, O_WHATIF, O_HELP };
+enum { O_FORMAT = 1, O_TOP, O_WHATIF, O_RECIPE, O_HELP };
 
 static const cli_opt options[] = {
     {"--format", 0, CLI_ARG, O_FORMAT}, {"--top", 0, CLI_ARG, O_TOP}, {"--what-if", 0, CLI_ARG, O_WHATIF},
-    {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+    {"--recipe", 0, CLI_ARG, O_RECIPE}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
 
 int cmd_info(int argc, char **argv)
 {
     const char *path = NULL, *format = "text", *whatif = NULL;
     long top = 5;
+    int recipe = -1;
     cli_parser p;
     if (cli_parser_init(&p, "info", options, argc, argv, 0))
         return EXIT_USAGE;
@@ -96,6 +102,12 @@ int cmd_info(int argc, char **argv)
             }
         } else if (id == O_WHATIF) {
             whatif = a;
+        } else if (id == O_RECIPE) {
+            if ((recipe = an_recipe_parse(a)) < 0) {
+                fprintf_text(stderr, "ampdiag info: unknown --recipe '%s' (expected one of %s)\n", a,
+                             an_recipe_names());
+                return EXIT_USAGE;
+            }
         } else if (id != CLI_POS) {
             return EXIT_USAGE;
         } else if (path) {
@@ -122,7 +134,7 @@ int cmd_info(int argc, char **argv)
         an_free(&run);
         return exit_for(rc);
     }
-    info_opts io = {(size_t)top, whatif, 0};
+    info_opts io = {(size_t)top, whatif, recipe, 0};
     if (strcmp(format, "json") == 0)
         report_info_json(stdout, &run);
     else

@@ -3,6 +3,7 @@
  * comparison's figures, of the glossary, and of what a what-if format would do to a tensor
  * (messages.h).
  */
+#include "analysis/recipe.h"
 #include "messages/messages_internal.h"
 #include "util/util.h"
 
@@ -355,4 +356,53 @@ void msg_whatif_hidden(char *buf, size_t n, const char *columns)
     else
         snprintf(buf, n, "the traces also hold what-if counts of %s: --what-if fp8 (or all, or the names) "
                  "shows them", columns);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Recipe sections
+ * ------------------------------------------------------------------------------------------ */
+
+void msg_recipes_counted(char *buf, size_t n, const char *names, int quant)
+{
+    if (names && *names)
+        snprintf(buf, n, "the traces counted what the low-precision recipes %s would do: --recipe NAME shows the "
+                 "tensors one would hurt and which layers should stay BF16%s", names,
+                 quant ? "; --what-if all (or a /quant column's name) the figures of each layer and kind" : "");
+    else if (quant)
+        snprintf(buf, n, "the traces hold block-scaled what-if rows (/quant): --what-if all (or a column's name) "
+                 "shows the figures of each layer and kind");
+    else
+        snprintf(buf, n, "%s", "");
+}
+
+void msg_recipe_not_counted(char *buf, size_t n, int recipe, const char *counted)
+{
+    int delayed = recipe == AN_RECIPE_FP8_DELAYED;
+    snprintf(buf, n, "%s: not counted in the trace%s%s (ampdiag run %s%s counts it)", an_recipe_name(recipe),
+             counted && *counted ? "; it counted " : "", counted && *counted ? counted : "",
+             delayed ? "--fp8-amax-history N" : "--whatif ", delayed ? "" : an_recipe_name(recipe));
+}
+
+void msg_recipe_header(char *buf, size_t n, int recipe, int none)
+{
+    char fx[32], sx[32], fac[32], db[32];
+    msg_const(fx, sizeof fx, K_RECIPE_FLUSH_EXCESS);
+    msg_const(sx, sizeof sx, K_RECIPE_SAT_EXCESS);
+    msg_const(fac, sizeof fac, K_RECIPE_REF_FACTOR);
+    msg_const(db, sizeof db, K_RECIPE_SQNR_MARGIN);
+    snprintf(buf, n, "%s (%s) would hurt%s (flush more than %s, saturate more than %s of the values beyond what it "
+             "does to normal values and %s times as many, or an SQNR more than %s dB below theirs)%s",
+             an_recipe_name(recipe), an_recipe_what(recipe), none ? " nothing" : "", fx, sx, fac, db, none ? "" : ":");
+}
+
+void msg_recipe_plan_header(char *buf, size_t n, int recipe)
+{
+    snprintf(buf, n, "plan for %s: each linear layer by the worst of its activations, activation gradients and "
+             "weights, ranked by how far their error goes beyond the limits:", an_recipe_name(recipe));
+}
+
+const char *msg_recipe_reason_key(int reason)
+{
+    static const char *const keys[] = {"ok", "saturate", "flush", "sqnr"};
+    return reason >= 0 && reason < 4 ? keys[reason] : "?";
 }
