@@ -7,7 +7,7 @@ noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_messages.la libampdiag_r
 libampdiag_analysis_la_SOURCES = \
 	src/analysis/run.h src/analysis/cells.c \
 	src/analysis/load.h src/analysis/load_internal.h src/analysis/load.c src/analysis/steps.c \
-	src/analysis/records.c src/analysis/quant.c src/analysis/load_many.c \
+	src/analysis/records.c src/analysis/quant.h src/analysis/quant.c src/analysis/load_many.c \
 	src/analysis/columns.h src/analysis/columns.c src/analysis/hist.h src/analysis/hist.c \
 	src/analysis/evidence.h src/analysis/evidence.c src/analysis/figures.h src/analysis/figures.c \
 	src/analysis/findings.h src/analysis/findings_internal.h src/analysis/findings.c \
@@ -39,6 +39,13 @@ check_PROGRAMS += tests/t_messages
 tests_t_messages_SOURCES = tests/t_messages.c
 tests_t_messages_LDADD = $(AMPDIAG_ANALYSIS_LIBS) -lm
 TESTS += tests/t_messages
+# t_recipe: the block-scaled what-if read into the analysis: two layers alike per tensor and
+# unlike per block, the loader's sums, the recipes' plans in info, compare and plot
+check_PROGRAMS += tests/t_recipe
+tests_t_recipe_SOURCES = tests/t_recipe.c
+tests_t_recipe_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
+tests_t_recipe_LDADD = $(AMPDIAG_ANALYSIS_LIBS) $(HDF5_LIBS) -lm
+TESTS += tests/t_recipe
 # t_format_axis.sh: a format added to the table (a dummy one, in a trace) reaches every report
 TESTS += tests/t_format_axis.sh
 EXTRA_DIST += tests/t_format_axis.sh

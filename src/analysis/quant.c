@@ -9,6 +9,7 @@
  */
 #include "analysis/columns.h"
 #include "analysis/load_internal.h"
+#include "analysis/quant.h"
 #include "util/rng.h"
 
 #include <limits.h>
@@ -230,4 +231,70 @@ int an_quant_refs(an_run *r)
     }
     free(x);
     return 0;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * One column's rows, read again (quant.h)
+ * ------------------------------------------------------------------------------------------ */
+
+/* The rows of column c in a batch into *v. 0 or -1 (out of memory). */
+static int points_of(const an_run *r, const an_whatif_col *c, const ampdiag_trace_quant *q, size_t n,
+                     an_qpoint **v, size_t *nv, size_t *cap)
+{
+    for (size_t i = 0; i < n; i++) {
+        const ampdiag_trace_quant *x = &q[i];
+        if (x->format != c->trace_index || x->scheme + 1 != c->key.scheme || x->rule + 1 != c->key.rule ||
+            x->direction + 1 != c->key.direction || x->block != c->key.block || x->layer < 0 ||
+            (size_t)x->layer >= r->nlayers || x->kind < 0 || x->kind >= AMPDIAG_NKINDS)
+            continue;
+        if (*nv == *cap) {
+            size_t nc = *cap ? 2 * *cap : 1024;
+            an_qpoint *t = realloc(*v, nc * sizeof *t);
+            if (!t)
+                return -1;
+            *v = t;
+            *cap = nc;
+        }
+        uint64_t finite = x->count > x->nonfinite ? x->count - x->nonfinite : 0;
+        double db = x->sig_sq > 0 ? (x->err_sq > 0 ? 10 * log10(x->sig_sq / x->err_sq) : INFINITY) : NAN;
+        (*v)[(*nv)++] = (an_qpoint){x->step, x->layer, x->kind, (float)db,
+                                    finite ? (float)((double)x->flushed / (double)finite) : NAN,
+                                    finite ? (float)((double)x->saturated / (double)finite) : NAN};
+    }
+    return 0;
+}
+
+int an_read_quant(const an_run *r, int col, an_qpoint **out, size_t *n, char *err, size_t errlen)
+{
+    *out = NULL;
+    *n = 0;
+    if (!an_whatif_is_quant(r, col))
+        return 0;
+    ampdiag_trace_reader *rd = NULL;
+    int rc = ampdiag_trace_open(r->path, AMPDIAG_TRACE_READ_QUIET, &rd);
+    if (rc)
+        return an_load_fail(err, errlen, rc, r->path, "open");
+    ampdiag_trace_counts cnt;
+    ampdiag_trace_get_counts(rd, &cnt);
+    size_t cap = 0;
+    enum { BATCH = 4096 };
+    for (size_t first = 0; !rc && first < cnt.quants; first += BATCH) {
+        ampdiag_trace_quant *q;
+        size_t got;
+        if ((rc = ampdiag_trace_read_quant(rd, first, BATCH, &q, &got)))
+            break;
+        if (points_of(r, &r->wcol[col], q, got, out, n, &cap))
+            rc = AMPDIAG_TRACE_ENOMEM;
+        free(q);
+        if (got == 0)
+            break;
+    }
+    if (rc) {
+        an_load_fail(err, errlen, rc, r->path, "/quant");
+        free(*out);
+        *out = NULL;
+        *n = 0;
+    }
+    ampdiag_trace_reader_close(rd);
+    return rc;
 }
