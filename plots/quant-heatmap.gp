@@ -19,7 +19,7 @@ if (term eq 'svg') {
 }
 set output outfile
 
-ncol = 2
+ncol = npanels > 1 ? 2 : 1
 nrow = (npanels + 1) / 2
 left = 0.13; right = 0.915; top = 0.935 - 0.025 * head_lines; bottom = 0.07
 gapx = 0.14; gapy = 0.075

@@ -13,7 +13,8 @@
  * Checked: the trace's per-tensor records of a and b are the same and its NVFP4 rows are not;
  * the loader fills the column keys and its quant sums equal the rows'; the recipe findings and
  * compare's plan for NVFP4 name b (and neither a nor p), MXFP8's do not name b; info, compare
- * (text, JSON) and plot (--quant) show it; bad options exit 2.
+ * (text, JSON) and plot (--quant) show it; bad options exit 2. T_RECIPE_KEEP=1 in the
+ * environment keeps the directory (its path on the log).
  */
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
@@ -410,7 +411,9 @@ int main(void)
     check_plot();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
+    if (getenv("T_RECIPE_KEEP")) /* the traces and charts of the case, for docs/numerics.md */
+        diag("kept %s", dir);
+    else if (system(cmd) != 0)
         diag("could not remove %s", dir);
     return done_testing();
 }

@@ -235,6 +235,18 @@ static const msg_term terms[] = {
                         "largest |x| of earlier steps (its amax history) before it is cast to FP8"},
     {"E4M3, E5M2", "the OCP FP8 formats: E4M3 (max 448, no inf) for activations and weights, E5M2 (max "
                    "57344) for gradients"},
+    {"block scaling", "a low-precision format whose values share a scale per block (MX: 32 values, a "
+                      "power-of-two scale; NVFP4: 16 values, an E4M3 scale; FP8 blockwise: 1x128 or 128x128): "
+                      "the /quant rows count what it would do to each traced tensor"},
+    {"recipe", "a low-precision training recipe (mxfp8, mxfp8:rceil, nvfp4, fp8-block, fp8-current, "
+               "fp8-delayed): a scheme, its element formats and the blocks of each GEMM operand; --recipe "
+               "shows the tensors it would hurt and which layers should stay BF16"},
+    {"SQNR", "signal to quantisation noise ratio, 10 log10(sum x^2 / sum (x - q(x))^2) in dB, q(x) the "
+             "value after a round trip through the format: about 6 dB per bit of precision"},
+    {"normal values", "the reference a recipe's effect on a tensor is judged against: what the same scheme "
+                      "does to a 256 x 256 matrix of N(0, 1) values; a tensor that flushes or saturates more "
+                      "than {K.RECIPE_REF_FACTOR} times as many and {K.RECIPE_FLUSH_EXCESS} more of its values, "
+                      "or whose SQNR is more than {K.RECIPE_SQNR_MARGIN} dB lower, is hurt"},
     {"finding", "what the analysis found in a trace or a comparison: an id, its subject (run, layer, tensor "
                 "kind, steps), figures with units, and the constants it was judged against (ampdiag help "
                 "rules lists them)"},

@@ -120,7 +120,7 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
                        "blocking decode {disagree_share:pct} of the values differently}",
                        NULL},
     [F_RECIPE_LAYER] = {NULL, F_NONE, {0},
-                        "{rank}. {layer}: {?keep:stay BF16, its {kind} {reason_words}}{!keep:{recipe:recipe} (worst: "
+                        "{rank}. {layer}: {?keep:stay BF16, its {kind} {reason_words}}{!keep:take {recipe:recipe} (worst: "
                         "{kind})}; flushed {flush_share:pct}" RECIPE_REF(ref_flush) ", saturated {saturated_share:pct}"
                         RECIPE_REF(ref_saturated) "{#sqnr_db:, SQNR {sqnr_db:f1} dB{#ref_sqnr_db: ({ref_sqnr_db:f1})}}",
                         NULL},

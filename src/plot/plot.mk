@@ -31,4 +31,5 @@ EXTRA_DIST += tests/t_plot_cli.sh
 
 # Example charts shown in the README (made by `ampdiag plot`, see docs/charts/README.md).
 EXTRA_DIST += docs/charts/README.md docs/charts/loss.png docs/charts/layer-ranges-activation_grad.png \
-	docs/charts/fp16-heatmap-fp32.png docs/charts/exponent-histogram-fp16-fc4.png
+	docs/charts/fp16-heatmap-fp32.png docs/charts/exponent-histogram-fp16-fc4.png \
+	docs/charts/quant-heatmap-nvfp4-e4m3-2d-fp32.png

@@ -109,7 +109,8 @@ static void md_plan(FILE *f, const an_run *r, int rc)
     for (const an_finding *l = NULL; (l = next_of(r, F_RECIPE_LAYER, rc, l));) {
         fprintf(f, "| %.0f | ", fv(l, "rank"));
         md(f, an_layer_name(r, l->s.layer));
-        fprintf(f, " | %s | %s | ", fv(l, "keep") != 0 ? "**stay BF16**" : an_recipe_name(rc), msg_kind_words(l->s.kind));
+        fprintf(f, " | %s%s | %s | ", fv(l, "keep") != 0 ? "**stay BF16**" : "take ", fv(l, "keep") != 0 ? "" : an_recipe_name(rc),
+                msg_kind_words(l->s.kind));
         md(f, l->s.col >= 0 && l->s.col < r->nwcol ? r->wcol[l->s.col].name : "?");
         fputs(" |", f);
         md_pct(f, fv(l, "flush_share"));
