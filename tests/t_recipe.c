@@ -335,7 +335,7 @@ static void check_commands(void)
     ok(rc == 0 && strstr(out_text(), "\"recipe\":\"mxfp8\"") && !names(to, "b"),
        "compare --recipe mxfp8: b is not named (%s)", to[0] ? to : "no layer");
     rc = run("compare %s %s --recipe nvfp4", p("q.h5"), p("q16.h5"));
-    ok(rc == 0 && strstr(out_text(), "under nvfp4 keep ") && strstr(out_text(), "1. b: stay BF16, its weights flush"),
+    ok(rc == 0 && strstr(out_text(), "under nvfp4 keep ") && strstr(out_text(), "1. b: stay BF16, its weights (nvfp4:e4m3@2d) flush"),
        "compare's text: the decision and each run's plan, b first");
     rc = run("compare %s %s", p("q.h5"), p("q16.h5"));
     ok(rc == 0 && strstr(out_text(), "low-precision recipes mxfp8, nvfp4, fp8-current") &&

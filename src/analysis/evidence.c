@@ -275,7 +275,7 @@ static const an_finding_def defs[AN_NFINDINGS] = {
                         {0}, KS(K_RECIPE_FLUSH_EXCESS, K_RECIPE_SAT_EXCESS, K_RECIPE_REF_FACTOR, K_RECIPE_SQNR_MARGIN)},
     [F_RECIPE_PLAN] = {"recipe_plan",
                        {{"recipe", U_INDEX}, {"layers", U_COUNT}, {"keep", U_COUNT}, {"keep_share", U_SHARE},
-                        {"keep_last", U_COUNT}, {"hurt", U_COUNT}, {"tensors", U_COUNT}},
+                        {"keep_last", U_COUNT}, {"hurt", U_COUNT}, {"tensors", U_COUNT}, {"nearest", U_FLAG}},
                        {0}, KS(K_RECIPE_KEEP_SHARE)},
     [F_CLIP_VALUE] = {"clip_value",
                       {{"value", U_NORM}, {"p99", U_NORM}, {"median", U_NORM}, {"mad", U_NORM},

@@ -32,7 +32,7 @@ typedef struct recipe_def {
 
 static const recipe_def defs[AN_NRECIPES] = {
     [AN_RECIPE_MXFP8] = {"mxfp8", "MXFP8: E4M3 in blocks of 32, power-of-two scales rounded down (OCP)",
-                         AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_E4M3, AMPDIAG_QR_FLOOR, 0, {ROWCOL, ROWCOL, ROWCOL}},
+                         AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_E4M3, AMPDIAG_QR_FLOOR, 1, {ROWCOL, ROWCOL, ROWCOL}},
     [AN_RECIPE_MXFP8_RCEIL] = {"mxfp8:rceil", "MXFP8 with the scale rounded up (NVIDIA's rule)", AMPDIAG_QS_MX,
                                AMPDIAG_E4M3, AMPDIAG_E4M3, AMPDIAG_QR_RCEIL, 1, {ROWCOL, ROWCOL, ROWCOL}},
     [AN_RECIPE_NVFP4] = {"nvfp4", "NVFP4: E2M1 in blocks of 16 with E4M3 scales, weights in 16x16 tiles",
@@ -274,6 +274,16 @@ static int plan_layer(const an_run *r, int rc, int layer, judged *out)
     return got;
 }
 
+/* The trace lacks some of the recipe's own columns: the nearest it has stand in. */
+static int nearest(const an_run *r, int rc)
+{
+    static const int kinds[3] = {AMPDIAG_KIND_ACTIVATION, AMPDIAG_KIND_ACTIVATION_GRAD, AMPDIAG_KIND_WEIGHT};
+    int cols[AN_MAX_WHATIF], fb, any = 0;
+    for (int i = 0; i < 3; i++)
+        any |= an_recipe_columns(r, rc, kinds[i], cols, &fb) > 0 && fb;
+    return any;
+}
+
 /* One F_RECIPE_LAYER per plan layer, ranked by excess; then F_RECIPE_PLAN. */
 static void recipe_plan(fctx *x, int rc, size_t hurt, size_t judged_n)
 {
@@ -311,7 +321,7 @@ static void recipe_plan(fctx *x, int rc, size_t hurt, size_t judged_n)
     an_finding *f = fadd(x, F_RECIPE_PLAN);
     if (f) {
         double v[] = {rc, (double)n, (double)keep, n ? (double)keep / (double)n : NAN, (double)last,
-                      (double)hurt, (double)judged_n};
+                      (double)hurt, (double)judged_n, nearest(r, rc)};
         memcpy(f->v, v, sizeof v);
     }
     free(p);

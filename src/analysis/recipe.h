@@ -17,7 +17,7 @@
 #include "analysis/run.h"
 
 typedef enum an_recipe {
-    AN_RECIPE_MXFP8 = 0,   /* MX, E4M3 elements, blocks of 32 along rows and columns; OCP's rule */
+    AN_RECIPE_MXFP8 = 0,   /* MX, E4M3 elements, blocks of 32 along rows and columns; OCP's rule (only) */
     AN_RECIPE_MXFP8_RCEIL, /* the same with NVIDIA's rule (the scale rounded up) */
     AN_RECIPE_NVFP4,       /* E2M1 in blocks of 16; weights in 16 x 16 tiles */
     AN_RECIPE_FP8_BLOCK,   /* E4M3, 1 x 128 blocks; weights in 128 x 128 tiles */

@@ -120,15 +120,16 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
                        "blocking decode {disagree_share:pct} of the values differently}",
                        NULL},
     [F_RECIPE_LAYER] = {NULL, F_NONE, {0},
-                        "{rank}. {layer}: {?keep:stay BF16, its {kind} {reason_words}}{!keep:take {recipe:recipe} (worst: "
-                        "{kind})}; flushed {flush_share:pct}" RECIPE_REF(ref_flush) ", saturated {saturated_share:pct}"
+                        "{rank}. {layer}: {?keep:stay BF16, its {kind} ({colname}) {reason_words}}{!keep:take {recipe:recipe} "
+                        "(worst: {kind}, {colname})}; flushed {flush_share:pct}" RECIPE_REF(ref_flush) ", saturated {saturated_share:pct}"
                         RECIPE_REF(ref_saturated) "{#sqnr_db:, SQNR {sqnr_db:f1} dB{#ref_sqnr_db: ({ref_sqnr_db:f1})}}",
                         NULL},
     [F_RECIPE_PLAN] = {NULL, F_NONE, {0},
                        "{recipe:recipe}: {keep} of {layers} linear layers ({keep_share:pct}) should stay BF16{?keep:, "
                        "{keep_last} of them among the last {keep}}; it would hurt {hurt} of the {tensors} tensors it "
-                       "quantises (NVIDIA's NVFP4 recipe keeps about {K.RECIPE_KEEP_SHARE} of the linear layers in BF16, "
-                       "most of them the last)",
+                       "quantises{?nearest: (the trace lacks some of its blocks or formats: the nearest it counted stand "
+                       "in, each named)} (NVIDIA's NVFP4 recipe keeps about {K.RECIPE_KEEP_SHARE} of the "
+                       "linear layers in BF16, most of them the last)",
                        NULL},
     [F_CLIP_VALUE] = {NULL, F_NONE, {0},
                       "{run}: clip {value:g3} = max(P{K.CLIP_QUANTILE:pint} {p99:g3}, median {median:g3} + "

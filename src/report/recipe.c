@@ -240,6 +240,7 @@ static void json_recipe(jw *w, const an_run *r, int rc, const an_finding *plan)
     jw_int(w, "stay_bf16_last", (int64_t)fv(plan, "keep_last"));
     jw_int(w, "hurt_count", (int64_t)fv(plan, "hurt"));
     jw_int(w, "tensors", (int64_t)fv(plan, "tensors"));
+    jw_bool(w, "nearest_columns", fv(plan, "nearest") != 0);
     json_layer_names(w, "stay_bf16", r, rc, 1);
     json_layer_names(w, "take_recipe", r, rc, 0);
     jw_open(w, "plan", '[');
