@@ -197,7 +197,12 @@ int an_recipe_cell_of(const an_run *r, int rc, int layer, int kind, an_recipe_ce
 int an_recipe_plan_layer(const an_run *r, int layer)
 {
     const an_layer *L = &r->layers[layer];
-    return L->params > 0 && !L->fp32_op && !strstr(L->op, "norm") && !strstr(L->op, "embed");
+    char op[sizeof L->op];
+    size_t i = 0;
+    for (; L->op[i] && i + 1 < sizeof op; i++) /* "LayerNorm" as "layernorm" */
+        op[i] = (char)(L->op[i] >= 'A' && L->op[i] <= 'Z' ? L->op[i] - 'A' + 'a' : L->op[i]);
+    op[i] = 0;
+    return L->params > 0 && !L->fp32_op && !strstr(op, "norm") && !strstr(op, "embed");
 }
 
 /* ------------------------------------------------------------------------------------------
