@@ -159,6 +159,34 @@ else
     for i in 1 2 3 4 5; do skip "gnuplot not installed"; done
 fi
 
+# ------------------------------------------------------------------ block-scaled what-if (/quant)
+# the runs count mxfp8@row and nvfp4@row on their histogram steps (run's default --whatif)
+if [ $have_gnuplot = 1 ]; then
+    $ampdiag plot "$tmp/fp32.h5" -o "$tmp/quant" --quant nvfp4,mxfp8-e4m3:floor@row > "$tmp/out" 2> "$tmp/err"
+    ok $? "--quant nvfp4,mxfp8-e4m3:floor@row exits 0"
+    c=$(check_charts "$tmp/quant" png "$tmp/out" "$tmp/err")
+    ok $? "quant: $c charts valid, gnuplot silent"
+    [ -f "$tmp/quant/quant-heatmap-nvfp4-e4m3-row-fp32.png" ] &&
+        [ -f "$tmp/quant/quant-heatmap-mxfp8-e4m3-floor-row-fp32.png" ] &&
+        grep -q "^metric = 0" "$tmp/quant/quant-heatmap-nvfp4-e4m3-row-fp32.gp" &&
+        grep -q "^npanels = 4" "$tmp/quant/quant-heatmap-nvfp4-e4m3-row-fp32.gp" &&
+        grep -q "^ncols = 3" "$tmp/quant/quant-heatmap-nvfp4-e4m3-row-fp32.gp" &&
+        [ "$(ls "$tmp/quant"/quant-heatmap-*.png | wc -l)" -eq 2 ]
+    ok $? "quant: the SQNR of the two columns named (the recipe nvfp4: its one counted), 4 kinds, steps 0, 20, 40"
+    $ampdiag plot "$tmp/fp32.h5" -o "$tmp/quants" --format svg --quant all --quant-metric flush \
+        > "$tmp/out" 2> "$tmp/err"
+    c=$(check_charts "$tmp/quants" svg "$tmp/out" "$tmp/err")
+    ok $? "quant --format svg --quant all --quant-metric flush: $c charts valid, gnuplot silent"
+    grep -q "^metric = 1" "$tmp/quants/quant-heatmap-nvfp4-e4m3-row-fp32.gp"
+    ok $? "... the share flushed (metric 1)"
+else
+    for i in 1 2 3 4 5; do skip "gnuplot not installed"; done
+fi
+$ampdiag plot "$tmp/fp32.h5" -o "$tmp/qbad" --quant nvfp4 --quant-metric snr > /dev/null 2> "$tmp/err"
+s=$?
+[ $s -eq 2 ] && grep -q "quant-metric" "$tmp/err"
+ok $? "--quant-metric snr: exit 2 naming the option (got $s)"
+
 # ------------------------------------------------------------------ reference traces
 refs=$(ls "$srcdir"/traces/*.h5 2> /dev/null)
 if [ $have_gnuplot = 1 ] && [ -n "$refs" ]; then

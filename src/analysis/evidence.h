@@ -41,6 +41,7 @@ typedef enum an_unit {
     U_NORM,     /* an L2 norm of gradients */
     U_FLAG,     /* 0 or 1 */
     U_INDEX,    /* a layer, kind or format index (see the subject) */
+    U_DB,       /* decibels: 10 log10 of a ratio of energies (SQNR) */
     AN_NUNITS
 } an_unit;
 
@@ -75,6 +76,9 @@ typedef enum an_kid {
     K_WHATIF_MIN_FRACTION,
     /* ranks */
     K_RANK_SPREAD_TOP,
+    /* low-precision recipes (block-scaled and per-tensor-scaled) */
+    K_RECIPE_FLUSH_EXCESS, K_RECIPE_SAT_EXCESS, K_RECIPE_REF_FACTOR, K_RECIPE_SQNR_MARGIN,
+    K_RECIPE_KEEP_SHARE,
     AN_NCONSTS
 } an_kid;
 
@@ -135,6 +139,9 @@ typedef enum an_fid {
     F_LOST_UPDATES,        /* updates lost in the run's own weight storage (worst layer) */
     F_LOST_IF_BF16,        /* ... that BF16 weights would lose (what-if) */
     F_WHATIF_HURT,         /* a what-if column would overflow / flush a tensor (FP8 and beyond) */
+    F_RECIPE_HURT,         /* a low-precision recipe would hurt a tensor (recipe.h), the worst first */
+    F_RECIPE_LAYER,        /* a layer in a recipe's plan: take the recipe or stay BF16, ranked */
+    F_RECIPE_PLAN,         /* the plan's summary: layers kept in BF16 against the published share */
     /* clip */
     F_CLIP_VALUE,
     F_CLIP_FEW_NORMS,

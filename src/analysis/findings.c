@@ -373,6 +373,7 @@ static int compute(an_run *r, int index)
     an_update_findings(&x);
     an_clip_findings(&x);
     an_whatif_findings(&x);
+    an_recipe_findings(&x);
     return x.oom || headroom_tables(r, F) ? -1 : 0;
 }
 

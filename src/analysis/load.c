@@ -472,6 +472,7 @@ void an_free(an_run *r)
     for (size_t l = 0; r->layers && l < r->nlayers; l++) {
         for (int k = 0; k < AMPDIAG_NKINDS; k++) {
             free(r->layers[l].cell[k].hist);
+            free(r->layers[l].cell[k].q);
             vec_free(&r->layers[l].pts[k]);
         }
         vec_free(&r->layers[l].act_rms);

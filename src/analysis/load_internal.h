@@ -85,5 +85,10 @@ typedef struct an_merge_src {
 /* load.c: the merged run at path (the first rank's); run is left in a state an_free accepts. */
 int an_load_merged(const char *path, const an_options *opt, an_merge_src *m, an_run *r, char *err,
                    size_t errlen);
+/* quant.c: the /quant rows into their columns and the cells' quant sums (0 or an
+ * AMPDIAG_TRACE_ error); then each /quant column's reference, what its scheme does to normally
+ * distributed values (0 or -1: out of memory). */
+int an_load_quant(ampdiag_trace_reader *rd, an_run *r);
+int an_quant_refs(an_run *r);
 
 #endif

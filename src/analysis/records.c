@@ -1,7 +1,8 @@
 /*
  * records.c - the loader's pass over the per-layer records (load_internal.h): /tensors into
  * the cells (with the first non-finite activation, the activation rms series, the update
- * ratios and the chart columns), /whatif into the cells' what-if columns, /histograms
+ * ratios and the chart columns), /whatif into the cells' what-if columns (and, by quant.c,
+ * /quant), /histograms
  * (unscaled and summed per cell), and the run's totals over its layers.
  */
 #include "analysis/columns.h"
@@ -125,7 +126,7 @@ static int tensor_batches(ampdiag_trace_reader *rd, an_run *r, an_tensor_pass *t
 static int lib_column(an_run *r, ampdiag_format f, int scaling, int source, int32_t trace_index)
 {
     const ampdiag_format_info *fi = ampdiag_format_get(f);
-    an_whatif_key key = {scaling, 0, 0, 0};
+    an_whatif_key key = {scaling, 0, 0, 0, 0};
     return an_whatif_column(r, fi->name, (int)f, &key, source, trace_index, fi->max_finite,
                             fi->min_normal, fi->min_subnormal);
 }
@@ -222,7 +223,7 @@ static int row_column(an_run *r, const ampdiag_trace_whatif *x, const ampdiag_tr
         return -1;
     ampdiag_format lib;
     int known = ampdiag_format_lookup(f->name, &lib) == 0;
-    an_whatif_key key = {x->scaling, 0, 0, 0};
+    an_whatif_key key = {x->scaling, 0, 0, 0, 0};
     int col = an_whatif_column(r, f->name, known ? (int)lib : -1, &key, AN_WS_WHATIF, f->index,
                                f->max_finite, f->min_normal, f->min_subnormal);
     if (col < 0)
@@ -284,10 +285,15 @@ int an_load_whatif(ampdiag_trace_reader *rd, an_run *r, const an_layer_map *lm)
 }
 
 /* The columns in a fixed order whatever order the rows came in: by scaling, then the
- * library's formats in table order, then the trace's own formats by name; the cells' counts
- * follow. FP16 and BF16 stay columns 0 and 1. */
+ * library's formats in table order, then the trace's own formats by name; the /quant columns
+ * last, by scheme, element format, rule, direction and block; the cells' counts follow. FP16 and BF16 stay columns 0 and 1. */
 static int col_before(const an_whatif_col *a, const an_whatif_col *b)
 {
+    int qa = a->source == AN_WS_QUANT, qb = b->source == AN_WS_QUANT;
+    if (qa != qb) /* the /quant columns after the others, by scheme first */
+        return qb;
+    if (qa && a->key.scheme != b->key.scheme)
+        return a->key.scheme < b->key.scheme;
     if (a->key.scaling != b->key.scaling)
         return a->key.scaling < b->key.scaling;
     int la = a->lib_format < 0 ? AMPDIAG_NFORMATS : a->lib_format;
@@ -301,7 +307,9 @@ static int col_before(const an_whatif_col *a, const an_whatif_col *b)
         return a->key.scheme < b->key.scheme;
     if (a->key.rule != b->key.rule)
         return a->key.rule < b->key.rule;
-    return a->key.direction < b->key.direction;
+    if (a->key.direction != b->key.direction)
+        return a->key.direction < b->key.direction;
+    return a->key.block < b->key.block;
 }
 
 static void permute_cell(an_cell *c, const int *from, int n)
@@ -312,6 +320,12 @@ static void permute_cell(an_cell *c, const int *from, int n)
     for (int i = 0; i < n; i++) {
         memcpy(c->wi[i], wi[from[i]], sizeof c->wi[i]);
         c->wi_values[i] = wv[from[i]];
+    }
+    if (c->q) {
+        an_qcell q[AN_MAX_WHATIF];
+        memcpy(q, c->q, sizeof q);
+        for (int i = 0; i < n; i++)
+            c->q[i] = q[from[i]];
     }
 }
 
@@ -478,7 +492,11 @@ int an_load_records(ampdiag_trace_reader *rd, an_run *r, const an_options *opt, 
         return an_load_fail(err, errlen, rc, r->path, "tensor records");
     if ((rc = an_load_whatif(rd, r, NULL)))
         return an_load_fail(err, errlen, rc, r->path, "/whatif");
+    if ((rc = an_load_quant(rd, r)))
+        return an_load_fail(err, errlen, rc, r->path, "/quant");
     an_sort_columns(r);
+    if (an_quant_refs(r))
+        return an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "/quant");
     if ((rc = an_load_hists(rd, r, keep != 0, NULL)))
         return an_load_fail(err, errlen, rc, r->path, "histograms");
     if (an_layer_totals(r))

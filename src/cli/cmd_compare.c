@@ -4,6 +4,7 @@
  * there is one), apply the recommendation rules and print the report (text, Markdown or JSON).
  * One trace alone works too: an FP32 trace then answers "what would FP16/BF16 do".
  */
+#include "analysis/recipe.h"
 #include "cli/compare.h"
 
 #include "analysis/compare.h"
@@ -29,7 +30,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ampdiag compare TRACE.h5 [TRACE.h5 ...] [--baseline TRACE.h5]\n"
             "                       [--format text|md|json] [--plots DIR] [--target T]\n"
-            "                       [--fail-on LIST] [--warmup N] [--what-if LIST] [--alone]\n"
+            "                       [--fail-on LIST] [--warmup N] [--what-if LIST] [--recipe NAME]\n"
+            "                       [--alone]\n"
             "\n"
             "Compare runs of one model in different precisions (or learning rates, or seeds) and\n"
             "recommend a precision (fp32, fp16 + loss scaling with an initial scale, bf16, or a\n"
@@ -78,6 +80,11 @@ static void usage(FILE *f)
             "                      (default: min(100, steps / 5))\n"
             "  --what-if LIST      what-if sections beyond FP16 and BF16: fp8, all, or column names\n"
             "                      (e4m3, e5m2_delayed, ...); without it one line says which exist\n"
+            "  --recipe NAME       a low-precision recipe the traces counted (mxfp8, mxfp8:rceil,\n"
+            "                      nvfp4, fp8-block, fp8-current, fp8-delayed): per run the tensors it\n"
+            "                      would hurt and why, and the per-layer plan (which layers can take it,\n"
+            "                      which should stay BF16, ranked by the measured error), with the plan\n"
+            "                      as a decision; without it one line says which recipes were counted\n"
             "  --alone             read a rank-0 trace by itself, not with the ranks beside it\n"
             "  -h, --help\n"
             "\n"
@@ -91,6 +98,7 @@ void compare_opts_init(compare_opts *o)
     o->format = CMP_TEXT;
     o->target = TGT_ANY;
     o->warmup = -1;
+    o->recipe = -1;
     o->prog = "ampdiag compare";
 }
 
@@ -309,7 +317,8 @@ static int compare_and_report(const cmp_inputs *in, const compare_opts *o)
     recommendation R;
     memset(&R, 0, sizeof R);
     if (an_compare(in->runs, in->total, in->bidx, &c) ||
-        recommend(in->runs, in->total, &c, o->target, o->fail_mask, &R)) {
+        recommend(in->runs, in->total, &c, o->target, o->fail_mask, &R) ||
+        (o->recipe >= 0 && (rec_recipe_rules(in->runs, in->total, &c, o->recipe, &R), R.oom))) {
         fprintf_text(stderr, "%s: out of memory\n", in->prog);
         an_comparison_free(&c);
         rec_free(&R);
@@ -319,6 +328,7 @@ static int compare_and_report(const cmp_inputs *in, const compare_opts *o)
     memset(&ro, 0, sizeof ro);
     ro.width = 0; /* the terminal's, or 100 */
     ro.whatif = o->whatif;
+    ro.recipe = o->recipe >= 0 ? an_recipe_name(o->recipe) : NULL;
     cmp_charts ch;
     memset(&ch, 0, sizeof ch);
     int plot_rc = o->plots_dir ? draw_charts(in, o, &R, &ch, &ro) : 0;
@@ -350,12 +360,13 @@ int compare_files(const char *const *paths, size_t n, const compare_opts *o)
 
 
 
-enum { O_BASELINE = 1, O_FORMAT, O_PLOTS, O_TARGET, O_FAIL_ON, O_WARMUP, O_WHATIF, O_ALONE, O_HELP };
+enum { O_BASELINE = 1, O_FORMAT, O_PLOTS, O_TARGET, O_FAIL_ON, O_WARMUP, O_WHATIF, O_RECIPE, O_ALONE, O_HELP };
 
 static const cli_opt options[] = {
     {"--baseline", 0, CLI_ARG, O_BASELINE}, {"--format", 0, CLI_ARG, O_FORMAT}, {"--plots", 0, CLI_ARG, O_PLOTS},
     {"--target", 0, CLI_ARG, O_TARGET}, {"--fail-on", 0, CLI_ARG, O_FAIL_ON}, {"--warmup", 0, CLI_ARG, O_WARMUP},
-    {"--what-if", 0, CLI_ARG, O_WHATIF}, {"--alone", 0, CLI_NOARG, O_ALONE}, {"--help", 'h', CLI_NOARG, O_HELP},
+    {"--what-if", 0, CLI_ARG, O_WHATIF}, {"--recipe", 0, CLI_ARG, O_RECIPE}, {"--alone", 0, CLI_NOARG, O_ALONE},
+    {"--help", 'h', CLI_NOARG, O_HELP},
     CLI_OPT_END};
 
 int cmd_compare(int argc, char **argv)
@@ -422,6 +433,13 @@ int cmd_compare(int argc, char **argv)
             break;
         case O_ALONE:
             o.alone = 1;
+            break;
+        case O_RECIPE:
+            if ((o.recipe = an_recipe_parse(v)) < 0) {
+                fprintf_text(stderr, "ampdiag compare: unknown --recipe '%s' (expected one of %s)\n", v,
+                             an_recipe_names());
+                rc = EXIT_USAGE;
+            }
             break;
         case CLI_POS:
             paths[n++] = v;

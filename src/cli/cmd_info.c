@@ -11,6 +11,7 @@
 #include "analysis/findings.h"
 #include "analysis/load.h"
 #include "analysis/ranks.h"
+#include "analysis/recipe.h"
 #include "cli/cli.h"
 #include "report/info.h"
 #include "util/escape.h"
@@ -25,7 +26,8 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ampdiag info TRACE.h5 [--format text|json] [--top N] [--what-if LIST] [--alone]\n"
+            "usage: ampdiag info TRACE.h5 [--format text|json] [--top N] [--what-if LIST] [--recipe NAME]\n"
+            "                    [--alone]\n"
             "       ampdiag info 'RUN.rank*.h5'   (the ranks of a distributed run, read together)\n"
             "\n"
             "Summarise one trace: the run (precision, model, data, steps, status), the loss\n"
@@ -61,6 +63,11 @@ static void usage(FILE *f)
             "  --top N             rows of the headroom tables in text output (default 5)\n"
             "  --what-if LIST      what-if columns beyond FP16 and BF16 to show: fp8, all, or\n"
             "                      column names (e4m3, e5m2_delayed, ...); JSON always has them all\n"
+            "  --recipe NAME       a low-precision recipe the trace counted (mxfp8, mxfp8:rceil,\n"
+            "                      nvfp4, fp8-block, fp8-current, fp8-delayed): the tensors it would\n"
+            "                      hurt and why, and which layers can take it and which should stay\n"
+            "                      BF16, ranked by the measured error (docs/numerics.md, \"Which layers\n"
+            "                      can take a recipe\"); JSON always has every recipe counted\n"
             "  --alone             read a rank-0 trace by itself, not with the ranks beside it\n"
             "  -h, --help\n"
             "\n"
@@ -74,11 +81,12 @@ static void usage(FILE *f)
 
 static int exit_for(int err) { return ampdiag_trace_err_is_io(err) ? EXIT_IO : EXIT_USAGE; }
 
-enum { O_FORMAT = 1, O_TOP, O_WHATIF, O_ALONE, O_HELP };
+enum { O_FORMAT = 1, O_TOP, O_WHATIF, O_RECIPE, O_ALONE, O_HELP };
 
 static const cli_opt options[] = {
     {"--format", 0, CLI_ARG, O_FORMAT}, {"--top", 0, CLI_ARG, O_TOP}, {"--what-if", 0, CLI_ARG, O_WHATIF},
-    {"--alone", 0, CLI_NOARG, O_ALONE}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+    {"--recipe", 0, CLI_ARG, O_RECIPE}, {"--alone", 0, CLI_NOARG, O_ALONE}, {"--help", 'h', CLI_NOARG, O_HELP},
+    CLI_OPT_END};
 
 /* The run the arguments name: one trace, or the ranks of one distributed run (several
  * arguments only where they are: a glob the shell expanded). 0 or the exit status after a
@@ -104,10 +112,11 @@ static int load_one(const char *const *args, size_t n, unsigned flags, an_inputs
 
 /* The options and the traces. 0, -1 (--help: done), or the exit status after a message. */
 static int info_args(int argc, char **argv, const char **format_, long *top_, const char **whatif_,
-                     unsigned *flags, const char **paths, size_t *npaths)
+                     int *recipe_, unsigned *flags, const char **paths, size_t *npaths)
 {
     const char *format = "text";
     long top = 5;
+    int recipe = -1;
     cli_parser p;
     if (cli_parser_init(&p, "info", options, argc, argv, 0))
         return EXIT_USAGE;
@@ -135,6 +144,12 @@ static int info_args(int argc, char **argv, const char **format_, long *top_, co
             *whatif_ = a;
         } else if (id == O_ALONE) {
             *flags |= AN_ARGS_ALONE;
+        } else if (id == O_RECIPE) {
+            if ((recipe = an_recipe_parse(a)) < 0) {
+                fprintf_text(stderr, "ampdiag info: unknown --recipe '%s' (expected one of %s)\n", a,
+                             an_recipe_names());
+                return EXIT_USAGE;
+            }
         } else if (id != CLI_POS) {
             return EXIT_USAGE;
         } else {
@@ -148,6 +163,7 @@ static int info_args(int argc, char **argv, const char **format_, long *top_, co
     }
     *format_ = format;
     *top_ = top;
+    *recipe_ = recipe;
     return 0;
 }
 
@@ -162,7 +178,8 @@ int cmd_info(int argc, char **argv)
         fprintf(stderr, "ampdiag info: out of memory\n");
         return EXIT_IO;
     }
-    int rc = info_args(argc, argv, &format, &top, &whatif, &flags, paths, &npaths);
+    int recipe = -1;
+    int rc = info_args(argc, argv, &format, &top, &whatif, &recipe, &flags, paths, &npaths);
     if (rc) {
         free(paths);
         return rc < 0 ? 0 : rc;
@@ -175,7 +192,7 @@ int cmd_info(int argc, char **argv)
         return rc;
     }
     const an_run *run = &in.runs[0];
-    info_opts io = {(size_t)top, whatif, 0};
+    info_opts io = {(size_t)top, whatif, recipe, 0};
     if (strcmp(format, "json") == 0)
         report_info_json(stdout, run);
     else

@@ -19,6 +19,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ampdiag plot TRACE.h5 [TRACE.h5 ...] -o DIR [--format png|svg] [--clip X]\n"
             "                    [--layers NAME,...] [--hist-steps S,...] [--what-if LIST] [--alone]\n"
+            "                    [--quant LIST [--quant-metric sqnr|flush]]\n"
             "\n"
             "Draw gnuplot charts of one or more traces into DIR, runs overlaid and coloured by\n"
             "precision (fp32 grey, fp16 blue, bf16 vermillion):\n"
@@ -33,6 +34,9 @@ static void usage(FILE *f)
             "                            overflow in FP16; an FP16 run: its increase of exact\n"
             "                            zeros over an FP32 run of the same model and data\n"
             "  FORMAT-heatmap-RUN.EXT    the same for each what-if format --what-if names\n"
+            "  quant-heatmap-COLUMN-RUN.EXT   layer x step, a panel per tensor kind: the SQNR\n"
+            "                            (or the share flushed to zero) of each /quant column\n"
+            "                            --quant names (a block-scaled what-if: MX, NVFP4, ...)\n"
             "  exponent-histogram-RUN-LAYER.EXT   exponent histograms of a layer's gradients\n"
             "                            at a few steps, FP16 and BF16 windows shaded\n"
             "  ranks-RUN.EXT             a distributed run read from its ranks' traces: one line\n"
@@ -61,6 +65,11 @@ static void usage(FILE *f)
             "  --what-if LIST      also chart these what-if columns of the traces (names or\n"
             "                      formats: e4m3,e5m2_delayed; fp8; all): their heatmaps, and\n"
             "                      their formats' bands on the range charts\n"
+            "  --quant LIST        /quant columns to chart: their names (nvfp4:e4m3@row), a\n"
+            "                      recipe's (mxfp8, nvfp4, fp8-block, fp8-current: its columns),\n"
+            "                      or all\n"
+            "  --quant-metric M    sqnr (default: the SQNR in dB) or flush (the share of values\n"
+            "                      that decode as zero)\n"
             "  --no-draw           write data and scripts only\n"
             "  --alone             read a rank-0 trace by itself, not with the ranks beside it\n"
             "  -h, --help\n"
@@ -91,12 +100,13 @@ static size_t split_list(char *s, char **items, size_t max)
 
 enum { MAX_LIST = 256 };
 
-enum { O_OUT = 1, O_FORMAT, O_CLIP, O_LAYERS, O_HIST_STEPS, O_NO_DRAW, O_WHATIF, O_ALONE, O_HELP };
+enum { O_OUT = 1, O_FORMAT, O_CLIP, O_LAYERS, O_HIST_STEPS, O_NO_DRAW, O_WHATIF, O_QUANT, O_QMETRIC, O_ALONE, O_HELP };
 
 static const cli_opt options[] = {
     {"--out", 'o', CLI_ARG, O_OUT}, {"--format", 0, CLI_ARG, O_FORMAT}, {"--clip", 0, CLI_ARG, O_CLIP},
     {"--layers", 0, CLI_ARG, O_LAYERS}, {"--hist-steps", 0, CLI_ARG, O_HIST_STEPS},
     {"--no-draw", 0, CLI_NOARG, O_NO_DRAW}, {"--what-if", 0, CLI_ARG, O_WHATIF},
+    {"--quant", 0, CLI_ARG, O_QUANT}, {"--quant-metric", 0, CLI_ARG, O_QMETRIC},
     {"--alone", 0, CLI_NOARG, O_ALONE}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
 
 int cmd_plot(int argc, char **argv)
@@ -205,6 +215,16 @@ int cmd_plot(int argc, char **argv)
             break;
         case O_ALONE:
             opt.alone = 1;
+            break;
+        case O_QUANT:
+            opt.quant = p.arg;
+            break;
+        case O_QMETRIC:
+            if (strcmp(p.arg, "sqnr") != 0 && strcmp(p.arg, "flush") != 0) {
+                fprintf_text(stderr, "ampdiag plot: unknown --quant-metric '%s' (expected sqnr or flush)\n", p.arg);
+                goto done;
+            }
+            opt.quant_flush = strcmp(p.arg, "flush") == 0;
             break;
         case CLI_POS:
             paths[npaths++] = v;

@@ -29,6 +29,7 @@ static const chart_def chart_defs[] = {
     {"grad-norm", 1200, 650, EACH_ONE, chart_grad_norm},
     {"layer-ranges", 1200, 900, EACH_KIND, chart_layer_ranges},
     {"fp16-heatmap", 1200, 900, EACH_RUN_COLUMN, chart_heatmap},
+    {"quant-heatmap", 1200, 900, EACH_RUN_QUANT, chart_quant},
     {"exponent-histogram", 1200, 800, EACH_RUN_LAYER, chart_hist},
     {"ranks", 1200, 1000, EACH_RANKS_RUN, chart_ranks},
 };
@@ -85,6 +86,14 @@ static int make_charts(struct ctx *c, const chart_def *d)
         for (int i = 0; i < c->nruns && !rc; i++) {
             int cols[AN_CHART_WI];
             size_t n = plot_whatif_columns(c, c->runs[i].a, 0, cols);
+            for (size_t k = 0; k < n && !rc; k++)
+                rc = make_chart(c, d, i, cols[k]);
+        }
+        return rc;
+    case EACH_RUN_QUANT:
+        for (int i = 0; i < c->nruns && !rc; i++) {
+            int cols[AN_MAX_WHATIF];
+            size_t n = plot_quant_columns(c, c->runs[i].a, cols, AN_MAX_WHATIF);
             for (size_t k = 0; k < n && !rc; k++)
                 rc = make_chart(c, d, i, cols[k]);
         }

@@ -25,6 +25,9 @@
  *                                  zeros against an FP32 run drawn with it (or its own share,
  *                                  said so); FORMAT-heatmap-RUN.EXT the same for each what-if
  *                                  format --what-if names (e4m3-heatmap-RUN.EXT, ...)
+ *   quant-heatmap-COLUMN-RUN.EXT   layer x step, a panel per tensor kind: the SQNR in dB (or the
+ *                                  share flushed to zero) of a /quant column (a block-scaled
+ *                                  what-if) --quant names
  *   exponent-histogram-RUN-LAYER.EXT   log2 exponent histograms of LAYER's gradients at chosen
  *                                  steps, FP16/BF16 windows shaded; for a loss-scaled run both
  *                                  as held (scaled) and unscaled
@@ -59,6 +62,9 @@ typedef struct plot_options {
     const char *whatif;          /* what-if columns beyond FP16 (and BF16's bands) to chart, as
                                     --what-if names them ("e4m3,e5m2", "fp8", "all"); NULL: none */
     int alone;                   /* 1: a rank-0 trace by itself, not with the ranks beside it */
+    const char *quant;           /* /quant columns to chart as quant-heatmap-*: their names, recipes'
+                                    names (their columns) or "all"; NULL: none */
+    int quant_flush;             /* 1: those heatmaps show the share flushed to zero, 0: the SQNR */
 } plot_options;
 
 void plot_options_init(plot_options *opt);
@@ -75,7 +81,7 @@ typedef struct plot_chart {
 
 typedef struct plot_result {
     plot_chart *charts;    /* in a fixed order: loss, loss-scale, grad-norm, layer-ranges-*,
-                              fp16-heatmap-*, exponent-histogram-*, ranks-* */
+                              fp16-heatmap-*, quant-heatmap-*, exponent-histogram-*, ranks-* */
     size_t n;
     int gnuplot_missing;   /* gnuplot could not be run: data and scripts are written */
     char notes[512];       /* charts left out and why ("loss-scale: no run used a loss scale") */

@@ -6,6 +6,7 @@
 #include "report/info.h"
 #include "report/report.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
 #include "util/escape.h"
 #include "util/util.h"
 #include "util/wrap.h"
@@ -340,6 +341,19 @@ static void text_lost(FILE *f, const an_run *r, int width)
     }
 }
 
+/* The section of the recipe --recipe names, else the line naming the recipes counted. */
+static void text_recipe(FILE *f, const an_run *r, int rc, const char *list, int width)
+{
+    char line[800];
+    if (rc >= 0) {
+        report_text_recipe(f, r, rc, 0, width);
+        return;
+    }
+    report_recipes_line(line, sizeof line, r, 1, list, 1);
+    if (line[0])
+        wrap_para(f, "", 0, line, width);
+}
+
 int report_info_text(FILE *f, const an_run *r, const info_opts *o)
 {
     int width = o && o->width >= WRAP_MIN ? o->width : wrap_width(f);
@@ -359,7 +373,9 @@ int report_info_text(FILE *f, const an_run *r, const info_opts *o)
     text_headroom(f, r, 0, top, width);
     text_headroom(f, r, 1, top, width);
     text_whatif(f, r, list, width);
+    report_text_quant(f, r, list, width);
     text_lost(f, r, width);
     report_text_whatif_hurt(f, r, list, 0, width);
+    text_recipe(f, r, o ? o->recipe : -1, list, width);
     return ferror(f) ? -1 : 0;
 }

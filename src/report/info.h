@@ -21,6 +21,8 @@
 typedef struct info_opts {
     size_t top;          /* rows of the headroom and event lists */
     const char *whatif;  /* --what-if (report.h, report_whatif_shown) */
+    int recipe;          /* --recipe: the recipe (analysis/recipe.h) whose section to print; -1 none
+                            (one line names the recipes the trace counted) */
     int width;           /* wrap width (0: wrap_width(f)) */
 } info_opts;
 

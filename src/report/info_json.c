@@ -5,6 +5,7 @@
  */
 #include "report/info.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
 
 #include <math.h>
 #include <string.h>
@@ -169,6 +170,8 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
     jw_close(w, '}');
     report_json_fp8(w, r);
+    report_json_recipes(w, r);
+    report_json_quant(w, r);
     jw_open(w, "nonfinite", '{');
     jw_u64(w, "nan", fd->all.nan);
     jw_u64(w, "posinf", fd->all.posinf);

@@ -6,6 +6,8 @@
 #include "report/info.h"
 #include "report/report_internal.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
+#include "analysis/recipe.h"
 
 #include <math.h>
 #include <string.h>
@@ -260,6 +262,7 @@ static void json_run(jw *w, const report_in *in, size_t i)
     json_stability(w, r);
     json_grad_norm(w, r);
     report_json_fp8(w, r);
+    report_json_recipes(w, r);
     json_layers(w, in, i);
     report_json_findings(w, "findings", r);
     report_json_figures(w, "figures", r);
@@ -450,6 +453,8 @@ static void json_decisions(jw *w, const report_in *in)
         msg_decision_why(why, sizeof why, &in->m, d);
         jw_open(w, NULL, '{');
         jw_str(w, "what", rec_what_key(d->what));
+        if (d->what == WHAT_RECIPE_BF16)
+            jw_str(w, "recipe", an_recipe_name((int)d->value));
         jw_str(w, "to", d->to[0] ? d->to : NULL);
         jw_num(w, "value", d->value);
         jw_str(w, "confidence", rec_conf_key(d->conf));

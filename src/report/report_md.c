@@ -5,6 +5,8 @@
 #include "report/info.h"
 #include "report/report_internal.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
+#include "analysis/recipe.h"
 #include "util/escape.h"
 #include "util/util.h"
 
@@ -294,6 +296,38 @@ static void md_fail_on(FILE *f, const report_in *in)
     }
 }
 
+/* The recipe --recipe names: the plan's decision, then each run's section; else the line that
+ * says which recipes the traces counted. */
+static void md_recipes(FILE *f, const report_in *in, const report_opts *o)
+{
+    int rc = o && o->recipe ? an_recipe_parse(o->recipe) : -1;
+    char line[1700];
+    if (rc < 0) {
+        report_recipes_line(line, sizeof line, in->runs, in->n, o ? o->whatif : NULL, 0);
+        if (line[0]) {
+            fprintf(f, "\n");
+            md(f, line);
+            fprintf(f, "\n");
+        }
+        return;
+    }
+    fprintf(f, "\n### Recipe %s\n\n", an_recipe_name(rc));
+    for (size_t i = 0; i < in->R->decisions.n; i++) {
+        const rec_decision *d = &in->R->decisions.v[i];
+        if (d->what != WHAT_RECIPE_BF16)
+            continue;
+        char what[600], why[1000];
+        msg_decision(what, sizeof what, &in->m, d);
+        msg_decision_why(why, sizeof why, &in->m, d);
+        snprintf(line, sizeof line, "%s: %s", what, why);
+        fputs("**", f);
+        md(f, line);
+        fputs("**\n", f);
+    }
+    for (size_t i = 0; i < in->n; i++)
+        report_md_recipe(f, &in->runs[i], rc);
+}
+
 int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *c,
                     const recommendation *R, const report_opts *o)
 {
@@ -317,6 +351,7 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
         md(f, line);
         fprintf(f, "\n");
     }
+    md_recipes(f, &in, o);
     md_runs(f, &in);
     if (o && o->plots_dir)
         md_charts(f, o);
