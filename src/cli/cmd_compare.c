@@ -369,6 +369,66 @@ static const cli_opt options[] = {
     {"--help", 'h', CLI_NOARG, O_HELP},
     CLI_OPT_END};
 
+/* One option other than --help and a trace (id, its argument v) into o. 0 or EXIT_USAGE after a
+ * message. */
+static int compare_option(compare_opts *o, int id, const char *v)
+{
+    char err[256];
+    switch (id) {
+    case O_BASELINE:
+        o->baseline = v;
+        return 0;
+    case O_FORMAT:
+        if (compare_format_parse(v, &o->format)) {
+            fprintf_text(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_PLOTS:
+        o->plots_dir = v;
+        return 0;
+    case O_TARGET:
+        if (rec_target_parse(v, &o->target) || o->target == TGT_ANY) {
+            fprintf_text(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
+                         "sm89, sm90 or cpu)\n", v);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_FAIL_ON:
+        if (rec_fail_parse(v, &o->fail_mask, err, sizeof err)) {
+            fprintf_text(stderr, "ampdiag compare: %s\n", err);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_WARMUP: {
+        char *end;
+        errno = 0;
+        long w = strtol(v, &end, 10);
+        if (end == v || *end || errno || w < 0 || w > 1000000000L) {
+            fprintf_text(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
+            return EXIT_USAGE;
+        }
+        o->warmup = w;
+        return 0;
+    }
+    case O_WHATIF:
+        o->whatif = v;
+        return 0;
+    case O_ALONE:
+        o->alone = 1;
+        return 0;
+    case O_RECIPE:
+        if ((o->recipe = an_recipe_parse(v)) < 0) {
+            fprintf_text(stderr, "ampdiag compare: unknown --recipe '%s' (expected one of %s)\n", v,
+                         an_recipe_names());
+            return EXIT_USAGE;
+        }
+        return 0;
+    default:
+        return EXIT_USAGE;
+    }
+}
+
 int cmd_compare(int argc, char **argv)
 {
     compare_opts o;
@@ -384,69 +444,15 @@ int cmd_compare(int argc, char **argv)
     if (cli_parser_init(&p, "compare", options, argc, argv, 0))
         rc = EXIT_USAGE;
     for (int id; !rc && (id = cli_next(&p)) != CLI_DONE;) {
-        const char *v = p.arg;
-        char err[256];
-        switch (id) {
-        case O_HELP:
+        if (id == O_HELP) {
             usage(stdout);
             free(paths);
             return 0;
-        case O_BASELINE:
-            o.baseline = v;
-            break;
-        case O_FORMAT:
-            if (compare_format_parse(v, &o.format)) {
-                fprintf_text(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case O_PLOTS:
-            o.plots_dir = v;
-            break;
-        case O_TARGET:
-            if (rec_target_parse(v, &o.target) || o.target == TGT_ANY) {
-                fprintf_text(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
-                             "sm89, sm90 or cpu)\n", v);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case O_FAIL_ON:
-            if (rec_fail_parse(v, &o.fail_mask, err, sizeof err)) {
-                fprintf_text(stderr, "ampdiag compare: %s\n", err);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case O_WARMUP: {
-            char *end;
-            errno = 0;
-            long w = strtol(v, &end, 10);
-            if (end == v || *end || errno || w < 0 || w > 1000000000L) {
-                fprintf_text(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
-                rc = EXIT_USAGE;
-            } else {
-                o.warmup = w;
-            }
-            break;
         }
-        case O_WHATIF:
-            o.whatif = v;
-            break;
-        case O_ALONE:
-            o.alone = 1;
-            break;
-        case O_RECIPE:
-            if ((o.recipe = an_recipe_parse(v)) < 0) {
-                fprintf_text(stderr, "ampdiag compare: unknown --recipe '%s' (expected one of %s)\n", v,
-                             an_recipe_names());
-                rc = EXIT_USAGE;
-            }
-            break;
-        case CLI_POS:
-            paths[n++] = v;
-            break;
-        default:
-            rc = EXIT_USAGE;
-        }
+        if (id == CLI_POS)
+            paths[n++] = p.arg;
+        else
+            rc = compare_option(&o, id, p.arg);
     }
     if (!rc && n == 0 && !o.baseline) {
         fprintf(stderr, "ampdiag compare: no trace given (usage: ampdiag compare A.h5 [B.h5 ...])\n");
