@@ -209,12 +209,26 @@ typedef struct ampdiag_tstats {
     double sum, sumsq;
 } ampdiag_tstats;
 
+/* sum and sumsq: the exact sums of the finite values and of their squares, to within
+ * AMPDIAG_TSTATS_SUM_RTOL times the sum of their magnitudes (of the squares), plus the rounding
+ * of the double-precision accumulation (at most count x 2^-53 of the same). The 512-bit kernel
+ * adds 16 values a lane in float before folding into double (its error is at most 16 x 2^-24
+ * of the magnitudes); the other kernels add in double. */
+#define AMPDIAG_TSTATS_SUM_RTOL (1.0 / 1048576.0) /* 2^-20 */
+
 /* Set s to the empty record (the identity of merging). */
 void ampdiag_tstats_init(ampdiag_tstats *s);
 /* s := statistics of x[0..n); h (may be NULL) := its exponent histogram. One pass over x. */
 void ampdiag_tstats_compute(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h);
 /* Add x[0..n) to s (and h when not NULL): computing halves and merging gives the whole. */
 void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n);
+/* ampdiag_tstats_compute, and in the same pass counts[j] := how many of x[0..n) have |x| bit
+ * patterns at least ge[j] (as ampdiag_count_at_least: NaN and inf included), for k <= 8
+ * thresholds in [1, 0x7f800000] (the scaled what-if thresholds of ampdiag_scaled_thresholds:
+ * delayed-scaling FP8 counts at no second pass). Returns -1 (nothing computed) for k > 8 or a
+ * threshold out of range. */
+int ampdiag_tstats_compute_ge(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h, size_t k,
+                              const uint32_t *ge, uint64_t *counts);
 /* dst := dst merged with src. */
 void ampdiag_tstats_merge(ampdiag_tstats *dst, const ampdiag_tstats *src);
 /* Number of finite values, their mean and root mean square (NaN when there are none). */
@@ -403,8 +417,8 @@ int ampdiag_qdir_parse(const char *name);
 double ampdiag_qstats_sqnr_db(const ampdiag_qstats *q);
 double ampdiag_qstats_rel_mse(const ampdiag_qstats *q);
 
-/* Which SIMD path ampdiag_tstats uses on this CPU: "avx2+avx512vl", "avx2" or "generic"
- * (AMPDIAG_TSTATS_IMPL=avx2 or =generic in the environment forces a lesser one). */
+/* Which SIMD path ampdiag_tstats uses on this CPU: "avx512" (AVX-512 F, BW, DQ, VL), "avx2" or
+ * "generic" (AMPDIAG_TSTATS_IMPL=avx2 or =generic in the environment forces a lesser one). */
 const char *ampdiag_tstats_impl(void);
 
 #ifdef __cplusplus

@@ -3,7 +3,8 @@
  *
  * A trace is one HDF5 file per training run: root attributes describing the run and eight
  * tables (/layers, /steps, /tensors, /histograms, /events, /eval, and since version 2 /formats,
- * /whatif and, added later, /quant). traces/FORMAT.md is the specification; this header is the C view of it. The
+ * /whatif and, added later, /quant), plus the optional /traced (which steps have full tensor
+ * records, and why). traces/FORMAT.md is the specification; this header is the C view of it. The
  * reader reads version 1 traces too (they have no /formats and /whatif: read as empty).
  *
  * Writing:
@@ -132,16 +133,40 @@ typedef enum ampdiag_whatif_scaling {
     AMPDIAG_NSCALINGS = 2
 } ampdiag_whatif_scaling;
 
-/* Stored names ("activation", "skipped_step", "complete", "delayed"); NULL when out of range. */
+/* Why a step's full tensor records were taken (/traced's reason, stored as the enum
+ * "record_reason"; traces/FORMAT.md, "/traced"). A step with several reasons is recorded under
+ * the first of: skipped_step, nonfinite, loss_spike, grad_norm_spike, first, last, after_event,
+ * every, cadence. */
+typedef enum ampdiag_record_reason {
+    AMPDIAG_REASON_CADENCE = 0,    /* "cadence": on the cadence the tracer chose from its measured
+                                      cost to stay within its budget (ampdiag run --trace-budget) */
+    AMPDIAG_REASON_EVERY = 1,      /* "every": on a fixed cadence asked for (--trace-every N) */
+    AMPDIAG_REASON_FIRST = 2,      /* "first": the run's first step */
+    AMPDIAG_REASON_LAST = 3,       /* "last": the run's last planned step */
+    AMPDIAG_REASON_NONFINITE = 4,  /* "nonfinite": the step's loss or gradients were not finite */
+    AMPDIAG_REASON_SKIPPED = 5,    /* "skipped_step": the loss scaler skipped the step's update */
+    AMPDIAG_REASON_LOSS_SPIKE = 6, /* "loss_spike": the loss spiked (monitor's rule) */
+    AMPDIAG_REASON_GRAD_SPIKE = 7, /* "grad_norm_spike": the gradient norm spiked (the same rule) */
+    AMPDIAG_REASON_AFTER_EVENT = 8,/* "after_event": one of the steps after an event (event_step) */
+    AMPDIAG_NREASONS = 9
+} ampdiag_record_reason;
+
+/* Stored names ("activation", "skipped_step", "complete", "delayed", "cadence"); NULL when out of
+ * range. */
 const char *ampdiag_kind_name(int kind);
 const char *ampdiag_scaling_name(int scaling);
 const char *ampdiag_event_name(int code);
 const char *ampdiag_status_name(int status);
+const char *ampdiag_reason_name(int reason);
 /* Name -> value; -1 when unknown. */
 int ampdiag_kind_parse(const char *name);
 int ampdiag_event_parse(const char *name);
 int ampdiag_status_parse(const char *name);
 int ampdiag_scaling_parse(const char *name);
+int ampdiag_reason_parse(const char *name);
+/* 1 when the reason is an event of the step itself (nonfinite, skipped_step, loss_spike,
+ * grad_norm_spike), else 0. */
+int ampdiag_reason_is_event(int reason);
 
 /* ------------------------------------------------------------------------------------------
  * Records (the C view of the tables; the reader fills arrays of these)
@@ -309,6 +334,24 @@ typedef struct ampdiag_trace_eval_example {
                                 or 1); NaN when none */
 } ampdiag_trace_eval_example;
 
+/* One row of /traced: a step whose full tensor records (its /tensors rows, their /whatif rows and
+ * any /histograms rows) were taken, and why. Optional table: a trace without it (written before
+ * it existed, or by a program that does not write it) is one whose traced steps are simply those
+ * with /tensors rows; ampdiag_trace_has_traced() tells the two apart. Where a trace has the
+ * table, a step without a row has no tensor records: its statistics are missing, not zero. */
+typedef struct ampdiag_trace_traced {
+    int64_t step;            /* the step */
+    int32_t reason;          /* ampdiag_record_reason; -1 if the file holds an unknown name */
+    int64_t event_step;      /* the step of the event behind an event reason (= step) or
+                                after_event (an earlier step); -1 for the other reasons */
+    int32_t cadence;         /* the cadence in force at this step: full records every `cadence`
+                                steps; 0 when none (a budget of 0, or its cost not measured yet) */
+    double record_ms;        /* the tracer's measured CPU time of one full record (all threads,
+                                milliseconds, smoothed); NaN when not measured yet */
+    double step_ms;          /* its measured CPU time of an untraced step (milliseconds,
+                                smoothed); NaN when not measured (no untraced step yet) */
+} ampdiag_trace_traced;
+
 /* Fill a tensor record's statistics from / into the in-memory form. to_tstats restores the
  * merge identities (+-inf) where the file has NaN and sum/sumsq from mean/rms (exact to
  * rounding). */
@@ -382,6 +425,15 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
 #define AMPDIAG_ATTR_GRAD_REDUCE_DTYPE "grad_reduce_dtype" /* str: fp32 | bf16 | fp16: the format
                                                               the gradients were reduced in */
 #define AMPDIAG_ATTR_SHARDING "sharding"           /* str: replicated | sharded | hybrid | none */
+/* Which steps get full tensor records (/traced says, step by step, why each one was taken). */
+#define AMPDIAG_ATTR_TRACE_CADENCE "trace_cadence"   /* str: "budget" (a cadence chosen from the
+                                                        tracer's measured cost), "every" (fixed),
+                                                        "none" (step records only) */
+#define AMPDIAG_ATTR_TRACE_BUDGET "trace_budget"     /* double: the budget, percent of the CPU time
+                                                        of untraced steps ("budget" only) */
+#define AMPDIAG_ATTR_TRACE_EVERY "trace_every"       /* int: the fixed cadence ("every"), else 0 */
+#define AMPDIAG_ATTR_TRACE_AFTER_EVENT "trace_after_event" /* int: steps after an event that are
+                                                        traced in full too */
 /* Managed by the writer (refused by the setters): format, format_version, tool_version,
  * status, end_time. */
 
@@ -495,6 +547,11 @@ int ampdiag_trace_append_eval_se(ampdiag_trace_writer *w, int64_t step, double l
  * metric (metric NULL: NaN). */
 int ampdiag_trace_append_eval_examples(ampdiag_trace_writer *w, int64_t step, const double *loss,
                                        const double *metric, size_t n);
+
+/* A /traced row: the full records of rec->step were taken, and why (reason one of
+ * ampdiag_record_reason; event_step -1 or a step not after rec->step; cadence >= 0). Append it
+ * with the step's tensor records, in step order. */
+int ampdiag_trace_append_traced(ampdiag_trace_writer *w, const ampdiag_trace_traced *rec);
 
 /* Write every buffered record and flush the file: after this returns 0, a crash loses
  * nothing appended so far. */
@@ -614,6 +671,11 @@ int ampdiag_trace_read_quant(ampdiag_trace_reader *r, size_t first, size_t max, 
 /* /eval_examples (a trace written before the table reads none: *n = 0). */
 int ampdiag_trace_read_eval_examples(ampdiag_trace_reader *r, size_t first, size_t max,
                                      ampdiag_trace_eval_example **out, size_t *n);
+/* /traced (optional in every version: a trace without it reads none, *n = 0). */
+int ampdiag_trace_read_traced(ampdiag_trace_reader *r, ampdiag_trace_traced **out, size_t *n);
+/* 1 when the trace has a /traced table (its rows are then every step with tensor records, and
+ * why), 0 when it has none (the steps with /tensors rows are the traced ones; why is not known). */
+int ampdiag_trace_has_traced(const ampdiag_trace_reader *r);
 
 #ifdef __cplusplus
 }

@@ -23,16 +23,20 @@
 #   scripts/install-deps.sh --with-slurm    also Slurm and munge (slurm-wlm, munge) for
 #                                           make check-slurm, which starts a one-node cluster of
 #                                           its own (tests/t_slurm.sh; docs/cluster.md)
+#   scripts/install-deps.sh --with-blis     also BLIS (libblis-dev), to build with
+#                                           ./configure --with-blas=blis (docs/benchmarks.md)
 set -eu
 with_torch=0
 with_slurm=0
 with_sklearn=0
+with_blis=0
 for a in "$@"; do
     case $a in
     --with-torch) with_torch=1 ;;
     --with-slurm) with_slurm=1 ;;
     --with-sklearn) with_sklearn=1 ;;
-    -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+    --with-blis) with_blis=1 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a' (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -40,6 +44,7 @@ PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev zlib1g-de
 [ $with_torch -eq 0 ] || PKGS="$PKGS python3 python3-venv"
 [ $with_slurm -eq 0 ] || PKGS="$PKGS slurm-wlm munge"
 [ $with_sklearn -eq 0 ] || PKGS="$PKGS python3 python3-numpy python3-h5py python3-sklearn"
+[ $with_blis -eq 0 ] || PKGS="$PKGS libblis-dev"
 missing=""
 for p in $PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -24,7 +24,7 @@ fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/t_fp8_trace.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
 trap 'rm -rf "$T"' EXIT
 K=5 # steps of the traced runs
-run() { "$AMPDIAG" run --progress none "$@" >/dev/null 2>&1 || { echo "Bail out! ampdiag run $* failed"; exit 1; }; }
+run() { "$AMPDIAG" run --progress none --trace-every 1 "$@" >/dev/null 2>&1 || { echo "Bail out! ampdiag run $* failed"; exit 1; }; }
 run --steps 20 -o "$T/a.h5" --save-weights "$T/w0.h5"
 k=1
 while [ $k -lt $K ]; do

@@ -21,7 +21,7 @@ steps_of() { # trace -> number of step records (info's JSON)
     "$AMPDIAG" info --format json "$1" 2>/dev/null |
         sed -n 's/.*"counts":{[^}]*"steps":\([0-9]*\).*/\1/p'
 }
-RUN="run --steps 300 --flush-every 100 --flush-seconds 1000 --progress none"
+RUN="run --steps 300 --flush-every 100 --flush-seconds 1000 --progress none --trace-every 1"
 
 # 1. a file-size limit: writes fail with EFBIG (SIGXFSZ is ignored), exit 3
 (ulimit -f 400 && exec "$AMPDIAG" $RUN -o "$T/limit.h5") >"$T/limit.out" 2>"$T/limit.err"

@@ -24,7 +24,7 @@ while [ $i -lt "$KILLS" ]; do
     i=$((i + 1))
     seed=$(( (seed * 1103515245 + 12345) % 2147483648 ))
     ms=$(( 50 + seed % 1150 ))
-    "$AMPDIAG" run --steps 1000000 --flush-every $FLUSH --flush-seconds 1000 --progress bar \
+    "$AMPDIAG" run --steps 1000000 --flush-every $FLUSH --flush-seconds 1000 --progress bar --trace-every 1 \
         --hist-every 7 -o "$T/k$i.h5" 2>"$T/k$i.err" >/dev/null &
     pid=$!
     sleep "$(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))"

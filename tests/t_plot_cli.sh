@@ -80,12 +80,12 @@ command -v gnuplot > /dev/null 2>&1 && have_gnuplot=1
 
 # ------------------------------------------------------------------ traces
 for p in fp32 fp16 bf16; do
-    $ampdiag run --precision $p --steps 60 --hist-every 20 --eval-every 20 --progress none \
+    $ampdiag run --precision $p --steps 60 --hist-every 20 --eval-every 20 --trace-every 1 --progress none \
         -o "$tmp/$p.h5" > /dev/null 2> "$tmp/run.err" || { echo "Bail out! ampdiag run $p failed"; cat "$tmp/run.err"; exit 1; }
 done
-$ampdiag run --precision fp16 --data synthetic:blobs-raw --steps 30 --hist-every 10 --progress none \
+$ampdiag run --precision fp16 --data synthetic:blobs-raw --steps 30 --hist-every 10 --trace-every 1 --progress none \
     -o "$tmp/raw16.h5" > /dev/null 2> "$tmp/run.err" || { echo "Bail out! ampdiag run raw16 failed"; exit 1; }
-$ampdiag run --precision bf16 --model transformer --steps 8 --hist-every 4 --eval-every 4 \
+$ampdiag run --precision bf16 --model transformer --steps 8 --hist-every 4 --eval-every 4 --trace-every 1 \
     --progress none -o "$tmp/tr.h5" > /dev/null 2> "$tmp/run.err" || { echo "Bail out! ampdiag run transformer failed"; exit 1; }
 
 # ------------------------------------------------------------------ three runs, PNG and SVG
@@ -159,6 +159,34 @@ else
     for i in 1 2 3 4 5; do skip "gnuplot not installed"; done
 fi
 
+# ------------------------------------------------------------------ block-scaled what-if (/quant)
+# the runs count mxfp8@row and nvfp4@row on their histogram steps (run's default --whatif)
+if [ $have_gnuplot = 1 ]; then
+    $ampdiag plot "$tmp/fp32.h5" -o "$tmp/quant" --quant nvfp4,mxfp8-e4m3:floor@row > "$tmp/out" 2> "$tmp/err"
+    ok $? "--quant nvfp4,mxfp8-e4m3:floor@row exits 0"
+    c=$(check_charts "$tmp/quant" png "$tmp/out" "$tmp/err")
+    ok $? "quant: $c charts valid, gnuplot silent"
+    [ -f "$tmp/quant/quant-heatmap-nvfp4-e4m3-row-fp32.png" ] &&
+        [ -f "$tmp/quant/quant-heatmap-mxfp8-e4m3-floor-row-fp32.png" ] &&
+        grep -q "^metric = 0" "$tmp/quant/quant-heatmap-nvfp4-e4m3-row-fp32.gp" &&
+        grep -q "^npanels = 4" "$tmp/quant/quant-heatmap-nvfp4-e4m3-row-fp32.gp" &&
+        grep -q "^ncols = 3" "$tmp/quant/quant-heatmap-nvfp4-e4m3-row-fp32.gp" &&
+        [ "$(ls "$tmp/quant"/quant-heatmap-*.png | wc -l)" -eq 2 ]
+    ok $? "quant: the SQNR of the two columns named (the recipe nvfp4: its one counted), 4 kinds, steps 0, 20, 40"
+    $ampdiag plot "$tmp/fp32.h5" -o "$tmp/quants" --format svg --quant all --quant-metric flush \
+        > "$tmp/out" 2> "$tmp/err"
+    c=$(check_charts "$tmp/quants" svg "$tmp/out" "$tmp/err")
+    ok $? "quant --format svg --quant all --quant-metric flush: $c charts valid, gnuplot silent"
+    grep -q "^metric = 1" "$tmp/quants/quant-heatmap-nvfp4-e4m3-row-fp32.gp"
+    ok $? "... the share flushed (metric 1)"
+else
+    for i in 1 2 3 4 5; do skip "gnuplot not installed"; done
+fi
+$ampdiag plot "$tmp/fp32.h5" -o "$tmp/qbad" --quant nvfp4 --quant-metric snr > /dev/null 2> "$tmp/err"
+s=$?
+[ $s -eq 2 ] && grep -q "quant-metric" "$tmp/err"
+ok $? "--quant-metric snr: exit 2 naming the option (got $s)"
+
 # ------------------------------------------------------------------ reference traces
 refs=$(ls "$srcdir"/traces/*.h5 2> /dev/null)
 if [ $have_gnuplot = 1 ] && [ -n "$refs" ]; then
@@ -211,12 +239,13 @@ s=$?
 [ $s -eq 2 ] && grep -q "nosuch.h5" "$tmp/err"
 ok $? "a missing trace: exit 2 naming it (got $s: $(head -c 200 "$tmp/err"))"
 # runs of different models: each run's own charts are titled with its own model and data, the
-# charts of both say they differ (no data needs gnuplot: --no-draw)
+# charts of both name each run's (no data needs gnuplot: --no-draw)
 $ampdiag plot "$tmp/fp32.h5" "$tmp/tr.h5" -o "$tmp/mixed" --no-draw > /dev/null 2> "$tmp/err"
 s=$?
 grep -q "^chart_title = .*(.*fp32.h5) - mlp on synthetic:blobs'" "$tmp"/mixed/fp16-heatmap-fp32*.gp &&
     grep -q "^chart_title = .*(.*tr.h5) - transformer on synthetic:tokens'" "$tmp"/mixed/fp16-heatmap-bf16*.gp &&
-    grep -q "^chart_title = 'Training loss: .* - different models or data'" "$tmp/mixed/loss.gp"
+    grep -q "^chart_title = 'Training loss: .* - .*mlp on synthetic:blobs; .*transformer on synthetic:tokens'" \
+        "$tmp/mixed/loss.gp"
 ok $? "runs of an mlp and a transformer: each run's charts titled with its own model and data (exit $s)"
 
 printf 'not a trace\n' > "$tmp/junk.h5"

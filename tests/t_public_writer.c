@@ -1,7 +1,8 @@
 /*
  * t_public_writer.c - a trace written by another program through the public API alone
  * (include/ampdiag_trace.h), following traces/FORMAT.md: it copies a trace of `ampdiag run`
- * record by record, but of its root attributes only those FORMAT.md documents for writers
+ * record by record (the /whatif and /quant rows included), but of its root attributes only those
+ * FORMAT.md documents for writers
  * (typed settings; not the `hyperparameters` / `scaler` text, nor anything ampdiag adds for
  * itself), so that tests/t_public_writer.sh can check that such a trace gets every finding and
  * every rule ampdiag's own trace gets. It includes no header of src/.
@@ -26,6 +27,7 @@ static const char *const documented[] = {
     "data_rows", "data_val_rows", "data_classes", "data_val_classes", "data_val_chance",
     "data_labels_sorted", "input_min", "input_max", "input_rms", "input_std_min", "input_std_max",
     "standardize",
+    "quant_schemes", "quant_every", "rank", "world_size", "dist_backend", "grad_reduce_dtype", "sharding",
 };
 
 static int fail(const char *what)
@@ -100,7 +102,8 @@ typedef struct tables {
     ampdiag_trace_format *formats;
     ampdiag_trace_whatif *whatif;
     ampdiag_trace_eval_example *examples;
-    size_t nl, ns, nt, nh, ne, nv, nf, nw, nx;
+    ampdiag_trace_quant *quant;
+    size_t nl, ns, nt, nh, ne, nv, nf, nw, nx, nq;
 } tables;
 
 static int read_all(ampdiag_trace_reader *r, tables *T)
@@ -111,7 +114,8 @@ static int read_all(ampdiag_trace_reader *r, tables *T)
         ampdiag_trace_read_events(r, &T->events, &T->ne) || ampdiag_trace_read_evals(r, &T->evals, &T->nv) ||
         ampdiag_trace_read_formats(r, &T->formats, &T->nf) ||
         ampdiag_trace_read_whatif(r, 0, SIZE_MAX, &T->whatif, &T->nw) ||
-        ampdiag_trace_read_eval_examples(r, 0, SIZE_MAX, &T->examples, &T->nx))
+        ampdiag_trace_read_eval_examples(r, 0, SIZE_MAX, &T->examples, &T->nx) ||
+        ampdiag_trace_read_quant(r, 0, SIZE_MAX, &T->quant, &T->nq))
         return fail("read");
     return 0;
 }
@@ -127,6 +131,25 @@ static void free_all(tables *T)
     free(T->formats);
     free(T->whatif);
     free(T->examples);
+    free(T->quant);
+}
+
+/* The /quant rows (block-scaled what-if), their element format matched by name. */
+static int copy_quant(ampdiag_trace_writer *w, const tables *T)
+{
+    for (size_t i = 0; i < T->nq; i++) {
+        const ampdiag_trace_quant *x = &T->quant[i];
+        ampdiag_qstats q;
+        ampdiag_format f = AMPDIAG_FP32;
+        for (size_t k = 0; k < T->nf; k++)
+            if (T->formats[k].index == x->format && ampdiag_format_lookup(T->formats[k].name, &f) != 0)
+                return fail("quant row format");
+        ampdiag_trace_quant_to_qstats(x, &q);
+        q.spec.elem = f;
+        if (ampdiag_trace_append_quant(w, x->step, x->layer, (ampdiag_tensor_kind)x->kind, &q) < 0)
+            return fail("quant row");
+    }
+    return 0;
 }
 
 static int write_all(ampdiag_trace_writer *w, const tables *T)
@@ -139,6 +162,8 @@ static int write_all(ampdiag_trace_writer *w, const tables *T)
     for (size_t i = 0; i < T->nt; i++)
         if (copy_tensor(w, &T->tensors[i], T->whatif, T->nw, &at, T->formats, T->nf))
             return 1;
+    if (copy_quant(w, T))
+        return 1;
     for (size_t i = 0; i < T->nh; i++) {
         ampdiag_hist h;
         memcpy(h.bin, T->hists[i].bin, sizeof h.bin);

@@ -2,7 +2,7 @@
 # t_public_writer.sh - a trace written by another program through the public API alone,
 # following traces/FORMAT.md, gets every finding and every rule ampdiag's own traces get:
 # tests/t_public_writer (it includes only include/ampdiag*.h) copies traces of `ampdiag run`
-# record by record with only the root attributes FORMAT.md documents (typed settings, no
+# record by record (the /quant rows too) with only the root attributes FORMAT.md documents (typed settings, no
 # "hyperparameters" / "scaler" text, nothing ampdiag writes for itself), and `info` (everything
 # but the file name and the attribute list) and `compare`'s verdict must read the same for the
 # copy as for the original, on the scenarios whose rules read those settings, the FP8 findings
@@ -56,6 +56,9 @@ for sc in healthy fp16-adam-eps fp16-scale-collapse bf16-pure-lost-updates fp16-
 done
 grep -q '"hurt_count"' "$T/healthy.view" && grep -q '"amax_history": 1024' "$T/healthy.view"
 ok $? "the views hold the FP8 findings (so they were compared)"
+grep -q '"counted": \["mxfp8", "nvfp4"' "$T/healthy.view" && grep -q '"stay_bf16"' "$T/healthy.view" &&
+    grep -q '"normal_sqnr_db"' "$T/healthy.view"
+ok $? "... and the recipes' plans and /quant figures (the /quant rows were copied)"
 skip() { n=$((n + 1)); echo "ok $n # SKIP $1"; }
 # the comparison can fail: a copy without the typed settings reads differently
 if [ -n "$pyh5" ]; then

@@ -158,7 +158,7 @@ int main(void)
         printf("Bail out! cannot write the model and weights files in %s\n", dir);
         return 1;
     }
-    const char *common = "--progress none --steps 4 --batch 16 --eval-every 0 --trace-threads 0";
+    const char *common = "--progress none --steps 4 --batch 16 --eval-every 0 --trace-threads 0 --trace-every 1";
     int rc = run("run %s --model %s --init-from %s --whatif nvfp4,mxfp8,fp8-current --whatif-every 1 -o %s", common,
                  p("m.spec"), p("w.h5"), p("q.h5"));
     ok(rc == 0, "ampdiag run --whatif nvfp4,mxfp8,fp8-current --whatif-every 1 exits 0");
@@ -174,7 +174,10 @@ int main(void)
        "root attributes quant_schemes (%s) and quant_every 1", qs ? qs : "(none)");
     /* per tensor, a and b are the same */
     const ampdiag_trace_tensor *ta = tensor(&t, 0, la, AMPDIAG_KIND_WEIGHT), *tb = tensor(&t, 0, lb, AMPDIAG_KIND_WEIGHT);
-    ok(ta && tb && ta->absmax == tb->absmax && fabs(ta->rms - tb->rms) <= 1e-12 * ta->rms && ta->n_pos == tb->n_pos &&
+    /* the rms within the sums' documented bound: each sumsq within AMPDIAG_TSTATS_SUM_RTOL of the
+     * exact one (the 512-bit kernel adds in float within a block), so each rms within half that */
+    ok(ta && tb && ta->absmax == tb->absmax && fabs(ta->rms - tb->rms) <= AMPDIAG_TSTATS_SUM_RTOL * ta->rms &&
+           ta->n_pos == tb->n_pos &&
            ta->absmax == 8.0f,
        "the /tensors records of a's and b's initial weights are the same (absmax 8, the same rms)");
     const ampdiag_trace_quant *ca = row(&t, 0, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_CURRENT, AMPDIAG_E4M3, AMPDIAG_QD_TENSOR);

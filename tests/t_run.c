@@ -121,7 +121,8 @@ static void sum_kind(const tr *t, const char *layer, int kind, uint64_t *count, 
 
 static void test_healthy(void)
 {
-    ok(run("run --steps 80 --progress none --eval-every 40 -o %s", p("a.h5")) == 0, "fp32 mlp run of 80 steps exits 0");
+    ok(run("run --steps 80 --progress none --eval-every 40 --trace-every 1 -o %s", p("a.h5")) == 0,
+       "fp32 mlp run of 80 steps traced every step exits 0");
     ok(file_has("out.txt", "run complete: 80 steps") && file_has("out.txt", "next: ampdiag info"),
        "the summary says complete and what to do next");
     tr t;
@@ -182,7 +183,8 @@ static void test_healthy(void)
     unload(&t);
 
     /* the same seed gives the same numbers */
-    ok(run("run --steps 20 --progress none -o %s", p("b1.h5")) == 0 && run("run --steps 20 --progress none -o %s", p("b2.h5")) == 0,
+    ok(run("run --steps 20 --trace-every 1 --progress none -o %s", p("b1.h5")) == 0 &&
+           run("run --steps 20 --trace-every 1 --progress none -o %s", p("b2.h5")) == 0,
        "two runs with the same seed");
     tr t1, t2;
     if (load(&t1, p("b1.h5")) || load(&t2, p("b2.h5"))) { ok(0, "determinism traces readable"); return; }
@@ -199,14 +201,35 @@ static void test_healthy(void)
     }
     ok(same, "same seed: identical losses, norms and tensor records");
     unload(&t1); unload(&t2);
+    /* under the budget, which steps are recorded depends on measured times: the training does
+     * not, and a step recorded by both runs has the same records */
+    ok(run("run --steps 120 --progress none -o %s --overwrite", p("b1.h5")) == 0 &&
+           run("run --steps 120 --trace-budget 20 --progress none -o %s --overwrite", p("b2.h5")) == 0,
+       "two runs with the same seed, budgets 5%% and 20%%");
+    if (load(&t1, p("b1.h5")) || load(&t2, p("b2.h5"))) { ok(0, "budget traces readable"); return; }
+    same = t1.ns == t2.ns && t1.ns == 120;
+    for (size_t i = 0; same && i < t1.ns; i++)
+        same = memcmp(&t1.steps[i].loss, &t2.steps[i].loss, sizeof(double)) == 0 &&
+               memcmp(&t1.steps[i].grad_norm, &t2.steps[i].grad_norm, sizeof(double)) == 0;
+    size_t common = 0;
+    for (size_t i = 0; same && i < t1.nt; i++)
+        for (size_t j = 0; j < t2.nt; j++)
+            if (t2.tensors[j].step == t1.tensors[i].step && t2.tensors[j].layer == t1.tensors[i].layer &&
+                t2.tensors[j].kind == t1.tensors[i].kind) {
+                same = memcmp(&t1.tensors[i], &t2.tensors[j], sizeof t1.tensors[i]) == 0;
+                common++;
+                break;
+            }
+    ok(same && common > 0, "budget: identical losses and norms; the %zu records of steps both recorded identical", common);
+    unload(&t1); unload(&t2);
 
     /* statistics taken on the tracer thread are the ones taken inline: every record, including
      * skipped steps, evaluations mid-run and sparse tracing */
     static const char *const cfgs[] = {
         "--precision fp16 --steps 23 --trace-every 3 --hist-every 6 --eval-every 7",
-        "--scenario fp16-forward-overflow --steps 12 --hist-every 4",
-        "--scenario bf16-pure-lost-updates --steps 15 --hist-every 5 --eval-every 4",
-        "--model transformer --precision bf16 --steps 6 --batch 4 --hist-every 2",
+        "--scenario fp16-forward-overflow --steps 12 --hist-every 4 --trace-every 1",
+        "--scenario bf16-pure-lost-updates --steps 15 --hist-every 5 --eval-every 4 --trace-every 1",
+        "--model transformer --precision bf16 --steps 6 --batch 4 --hist-every 2 --trace-every 1",
     };
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
         int rc0 = run("run %s --trace-threads 0 --progress none --overwrite -o %s", cfgs[k], p("i0.h5"));
@@ -252,6 +275,35 @@ static void test_healthy(void)
            "%s: /steps and /tensors in step order, every step recorded", cfgs[k]);
         unload(&t1); unload(&t2);
     }
+
+    /* the default: full records at a cadence chosen from the measured cost, within 5% */
+    ok(run("run --steps 200 --progress none --overwrite -o %s", p("bud.h5")) == 0 && load(&t1, p("bud.h5")) == 0,
+       "a default run of 200 steps (budget 5%%)");
+    ampdiag_trace_traced *tr = NULL;
+    size_t ntr = 0;
+    int rd = t1.r ? ampdiag_trace_read_traced(t1.r, &tr, &ntr) : -1;
+    const char *cad = t1.r ? ampdiag_trace_attr_str(t1.r, AMPDIAG_ATTR_TRACE_CADENCE) : NULL;
+    ok(rd == 0 && ntr >= 3 && tr[0].step == 0 && tr[0].reason == AMPDIAG_REASON_FIRST &&
+           tr[ntr - 1].step == 199 && tr[ntr - 1].reason == AMPDIAG_REASON_LAST && cad &&
+           strcmp(cad, "budget") == 0 && ampdiag_trace_attr_double(t1.r, AMPDIAG_ATTR_TRACE_BUDGET, 0) == 5.0,
+       "/traced: the first step, the last, %zu rows in all; trace_cadence budget, trace_budget 5", ntr);
+    int ncad = 0, chosen = 1, match = 1;
+    for (size_t i = 1; i < ntr; i++) {
+        if (tr[i].reason != AMPDIAG_REASON_CADENCE)
+            continue;
+        ncad++;
+        double want = ceil(tr[i].record_ms / (0.05 * tr[i].step_ms));
+        chosen &= tr[i].cadence > 0 && tr[i].record_ms > 0 && tr[i].step_ms > 0 && fabs(want - tr[i].cadence) <= 1;
+    }
+    for (size_t i = 0, k = 0; i < t1.nt; i++) { /* every tensor record's step has a row, in order */
+        while (k < ntr && tr[k].step < t1.tensors[i].step) k++;
+        match &= k < ntr && tr[k].step == t1.tensors[i].step;
+    }
+    ok(ncad > 0 && chosen && match,
+       "%d cadence rows, each with the cadence ceil(record / (5%% step)) of its measured costs; tensor records only "
+       "at /traced steps", ncad);
+    free(tr);
+    unload(&t1);
 
     /* the summary's minimum loss scale includes the scale the last backoff left: 10 backoffs
      * from 2^16 end at 2^6 */

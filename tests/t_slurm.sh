@@ -93,13 +93,24 @@ st=$?
 ok $? "the emitted script submitted by hand (sbatch -W) runs the array; compare reads its traces as the local sweep (exit $st)"
 [ $st -eq 0 ] || diag "$T/slurm/sb.err"
 
+# a run its options refuse is refused before anything is submitted (sweep checks every run first)
 (cd "$T/slurm" && "$AMP" sweep --precisions fp32,fp16 -o bad --model nosuchmodel --steps 5 --launcher slurm \
     >bad.txt 2>bad.err)
 st=$?
-[ $st -eq 2 ] && grep -q "run-fp32 failed (exit 2)" "$T/slurm/bad.err" && grep -q "nosuchmodel" "$T/slurm/bad.err" &&
-    grep -q "2 of 2 runs failed: no comparison" "$T/slurm/bad.err"
-ok $? "a run that refuses its options in its array task: exit 2, its log shown (exit $st)"
+[ $st -eq 2 ] && grep -q "nosuchmodel" "$T/slurm/bad.err" && grep -q "no run started" "$T/slurm/bad.err" &&
+    [ ! -e "$T/slurm/bad/ampdiag-sweep.sbatch" ]
+ok $? "a run that refuses its options: exit 2 before any job is submitted, the option named (exit $st)"
 [ $st -eq 2 ] || diag "$T/slurm/bad.err"
+# a run that fails in its array task (the program on the nodes exits 2): its log shown
+printf '#!/bin/sh\necho "a task that fails on its node (test)" >&2\nexit 2\n' >"$T/fail-exe.sh"
+chmod +x "$T/fail-exe.sh"
+(cd "$T/slurm" && AMPDIAG_SLURM_EXE="$T/fail-exe.sh" "$AMP" sweep --precisions fp32,fp16 -o bad2 --steps 5 \
+    --launcher slurm >bad2.txt 2>bad2.err)
+st=$?
+[ $st -eq 2 ] && grep -q "run-fp32 failed (exit 2)" "$T/slurm/bad2.err" &&
+    grep -q "a task that fails on its node" "$T/slurm/bad2.err" && grep -q "2 of 2 runs failed: no comparison" "$T/slurm/bad2.err"
+ok $? "a run that fails in its array task: exit 2, its log shown (exit $st)"
+[ $st -eq 2 ] || diag "$T/slurm/bad2.err"
 
 # SIGTERM while the array runs: the array is cancelled, the run marks its trace interrupted
 (cd "$T/slurm" && exec "$AMP" sweep --precisions fp32 -o term --steps 1000000 --trace-every 100 --launcher slurm \

@@ -848,9 +848,60 @@ static void test_quant_rows(void)
     ampdiag_trace_reader_close(r);
 }
 
+/* /traced: rows round-trip, bad rows are refused, a trace without the table (v2 reference
+ * traces, written before it existed) reads none and says so. */
+static void test_traced(void)
+{
+    ampdiag_trace_writer *w = create("trc.h5", 0, 0);
+    if (!ok(w != NULL, "create trc.h5"))
+        return;
+    ampdiag_trace_traced rows[3] = {
+        {0, AMPDIAG_REASON_FIRST, -1, 0, NAN, NAN},
+        {7, AMPDIAG_REASON_NONFINITE, 7, 12, 0.625, 1.5},
+        {9, AMPDIAG_REASON_AFTER_EVENT, 7, 12, 0.5, 1.25},
+    };
+    int rc = 0;
+    for (int i = 0; i < 3; i++)
+        rc |= ampdiag_trace_append_traced(w, &rows[i]);
+    ok(rc == 0, "three /traced rows appended");
+    ampdiag_trace_traced bad[3] = {
+        {3, AMPDIAG_NREASONS, -1, 0, 0, 0}, /* no such reason */
+        {3, AMPDIAG_REASON_CADENCE, 4, 1, 0, 0}, /* an event after the step */
+        {3, AMPDIAG_REASON_CADENCE, -1, -2, 0, 0}, /* a negative cadence */
+    };
+    int refused = ampdiag_trace_append_traced(w, NULL) == AMPDIAG_TRACE_EINVAL;
+    for (int i = 0; i < 3; i++)
+        refused &= ampdiag_trace_append_traced(w, &bad[i]) == AMPDIAG_TRACE_EINVAL;
+    ok(refused, "a NULL row, an unknown reason, an event after its step and a negative cadence are refused");
+    ok(ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE) == 0, "close trc.h5");
+    ampdiag_trace_reader *r = open_trace("trc.h5");
+    if (!ok(r != NULL, "open trc.h5"))
+        return;
+    ampdiag_trace_traced *t = NULL;
+    size_t n = 0;
+    ok(ampdiag_trace_has_traced(r) && ampdiag_trace_read_traced(r, &t, &n) == 0 && n == 3 && t[0].step == 0 &&
+           t[0].reason == AMPDIAG_REASON_FIRST && t[0].event_step == -1 && isnan(t[0].record_ms) &&
+           t[1].step == 7 && t[1].reason == AMPDIAG_REASON_NONFINITE && t[1].event_step == 7 && t[1].cadence == 12 &&
+           t[1].record_ms == 0.625 && t[1].step_ms == 1.5 && t[2].reason == AMPDIAG_REASON_AFTER_EVENT &&
+           t[2].event_step == 7,
+       "the rows read back field by field");
+    free(t);
+    ampdiag_trace_reader_close(r);
+    const char *srcdir = getenv("srcdir");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/traces/v2-fp32-delayed.h5", srcdir && *srcdir ? srcdir : ".");
+    r = NULL;
+    t = NULL;
+    n = 1;
+    ok(ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET, &r) == 0 && !ampdiag_trace_has_traced(r) &&
+           ampdiag_trace_read_traced(r, &t, &n) == 0 && n == 0 && !t,
+       "a reference trace without /traced opens and reads no row");
+    ampdiag_trace_reader_close(r);
+}
+
 static void cleanup(void)
 {
-    const char *files[] = {"rt.h5", "upd.h5", "cmp.h5", "quant.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
+    const char *files[] = {"rt.h5", "upd.h5", "cmp.h5", "quant.h5", "trc.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
                            "big.h5", "timed.h5"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(files[i]));
@@ -871,6 +922,7 @@ int main(void)
     test_without_new_fields();
     test_layer_compute();
     test_quant_rows();
+    test_traced();
     test_status();
     test_batches_and_flush();
     /* the same rows and flushes with batches and flushes written by the writer's thread */

@@ -31,17 +31,25 @@ static int run(const char *name, int plain, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "AMPDIAG_TRACE_PLAIN=%d ./ampdiag run --progress none --eval-every 0 -o %s/%s --overwrite %s "
+    snprintf(cmd, sizeof cmd, "AMPDIAG_TRACE_PLAIN=%d ./ampdiag run --progress none --eval-every 0 --trace-every 1 -o %s/%s --overwrite %s "
              "> %s/out.txt 2>&1", plain, dir, name, args, dir);
     int st = system(cmd);
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
+/* The members that hold measured times (/steps' wall_ms, /traced's record_ms and step_ms): the
+ * values a rerun changes. */
+static int timing_member(const char *name)
+{
+    return strcmp(name, "wall_ms") == 0 || strcmp(name, "record_ms") == 0 || strcmp(name, "step_ms") == 0;
+}
+
 /* The memory type that reads a dataset's values as stored: the file's compound without its
- * "wall_ms" member (the one value a rerun changes), else the file's type itself. */
+ * timing members, else the file's type itself. */
 static hid_t read_type(hid_t ftype)
 {
-    if (H5Tget_class(ftype) != H5T_COMPOUND || H5Tget_member_index(ftype, "wall_ms") < 0)
+    if (H5Tget_class(ftype) != H5T_COMPOUND ||
+        (H5Tget_member_index(ftype, "wall_ms") < 0 && H5Tget_member_index(ftype, "record_ms") < 0))
         return H5Tcopy(ftype);
     int nm = H5Tget_nmembers(ftype);
     size_t size = 0;
@@ -55,7 +63,7 @@ static hid_t read_type(hid_t ftype)
     for (int i = 0; t >= 0 && i < nm; i++) {
         char *name = H5Tget_member_name(ftype, (unsigned)i);
         hid_t mt = H5Tget_member_type(ftype, (unsigned)i);
-        if (strcmp(name, "wall_ms") != 0) {
+        if (!timing_member(name)) {
             H5Tinsert(t, name, off, mt);
             off += H5Tget_size(mt);
         }

@@ -88,6 +88,12 @@ class StepRecord(ctypes.Structure):
                 ("nonfinite_grads", ctypes.c_uint64), ("wall_ms", ctypes.c_double)]
 
 
+class TracedRow(ctypes.Structure):
+    """struct ampdiag_trace_traced: one /traced row (which step has full records, and why)."""
+    _fields_ = [("step", ctypes.c_int64), ("reason", ctypes.c_int32), ("event_step", ctypes.c_int64),
+                ("cadence", ctypes.c_int32), ("record_ms", ctypes.c_double), ("step_ms", ctypes.c_double)]
+
+
 class RankInfo(ctypes.Structure):
     """struct ampdiag_trace_rank: one rank of a distributed run."""
     _fields_ = [("rank", ctypes.c_int64), ("world_size", ctypes.c_int64), ("backend", ctypes.c_char_p),
@@ -188,6 +194,7 @@ def _declare(L):
 
 
 _OPTIONAL = {
+    "ampdiag_trace_append_traced": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(TracedRow)]),
     "ampdiag_trace_set_rank": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(RankInfo)]),
     "ampdiag_event_name": (ctypes.c_char_p, [ctypes.c_int]),
     "ampdiag_update_lost_counts": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
@@ -330,6 +337,15 @@ class TraceWriter:
             hist = h
         _check(self._L.ampdiag_trace_append_hist(self._h(), step, layer, KINDS[kind] if isinstance(kind, str)
                                                  else kind, ctypes.byref(hist)))
+
+    def append_traced(self, step, reason, event_step=-1, cadence=0, record_ms=math.nan, step_ms=math.nan):
+        """A /traced row (in step order, with the step's tensor records); False where the loaded
+        libampdiag predates the table (its readers then take the steps with /tensors rows)."""
+        if not has("ampdiag_trace_append_traced"):
+            return False
+        row = TracedRow(int(step), int(reason), int(event_step), int(cadence), float(record_ms), float(step_ms))
+        _check(self._L.ampdiag_trace_append_traced(self._h(), ctypes.byref(row)))
+        return True
 
     def append_event(self, step, layer, code, value=math.nan, message=None):
         """An /events row; a code this libampdiag does not know (older than the package) is

@@ -18,7 +18,8 @@ The tracer writes the records ``ampdiag run`` writes (traces/FORMAT.md) through 
 trace writer: per step the loss, the loss scale the backward pass ran with, whether GradScaler
 skipped the update and the first layer and tensor that held a non-finite value, the unscaled
 gradient norm before clipping, the clip coefficient and the learning rate; on traced steps
-(every ``trace_every``-th) per layer the statistics of its output (forward hooks), of the
+(every ``trace_every``-th, or as a ``trace_budget`` allows, the first and last, and the
+``trace_after_event`` steps after an event: _cadence.py) per layer the statistics of its output (forward hooks), of the
 gradient of its output (tensor hooks on the output), of its weights before the update, of its
 weight gradients as held (loss-scaled, before unscaling and clipping) and of the update, with
 the lost-update counts; the histograms every ``hist_every``-th step; events (non-finite
@@ -47,7 +48,7 @@ import weakref
 import torch
 
 from . import _evidence as _ev
-from . import _lib, _quant, _stats
+from . import _cadence, _lib, _quant, _stats
 from . import dist as _dist
 from ._lib import AmpdiagError, LibraryNotFound
 
@@ -279,8 +280,13 @@ class Tracer:
                Flatten: named in the layers_left_out attribute and a note); "leaves" = every leaf;
                or a list of names / fnmatch patterns ("encoder.*.attn") and module classes; or a
                function (name, module) -> bool. torch.compile's "_orig_mod." is left out of names
-    trace_every  tensor records every N-th step (default 10; 1: every step; 0: step records only); the last step too when
-               ``steps`` is given
+    trace_every  tensor records every N-th step (default 10; 1: every step; 0: step records only); the first step,
+               the last too when ``steps`` is given, and the steps after an event
+    trace_budget instead of trace_every: a share of the time of an untraced step, percent, that the
+               records may take; the tracer measures what a record costs and chooses the cadence
+               (CPU time for a model on the CPU, wall time on a device; docs/tracing-budget.md)
+    trace_after_event  steps recorded in full after a step with an event (a non-finite loss or
+               gradient, a skipped step, a loss or gradient-norm spike; default 3; 0: none)
     hist_every   histograms every N-th step (0: none)
     clip       the max gradient norm the loop clips to (clip_grad_norm_), for clip_coef and the
                clipped events; None/0: the max norm of the loop's torch.nn.utils.clip_grad_norm_
@@ -308,10 +314,10 @@ class Tracer:
                lose (the trace holds every record up to the last flush)
     """
 
-    def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=10, hist_every=50,
+    def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=None, hist_every=50,
                  clip=None, precision=None, stats="auto", updates=True, steps=None, attrs=None, overwrite=False,
                  flush_every=100, flush_seconds=2.0, eval_metric="accuracy", attention_scores=False, patch=True,
-                 wrapper=None, whatif=None, whatif_every=None):
+                 wrapper=None, whatif=None, whatif_every=None, trace_budget=None, trace_after_event=3):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("ampdiag.torch.Tracer: model must be a torch.nn.Module, not %s" % type(model).__name__)
         self.dist = _dist.attach(model, wrapper)  # this rank of a distributed run, or None
@@ -319,12 +325,20 @@ class Tracer:
             model, path = self.dist.module, self.dist.path(path)
         if stats not in ("auto", "torch", "lib"):
             raise ValueError("ampdiag.torch.Tracer: stats must be 'auto', 'torch' or 'lib', not %r" % (stats,))
-        if int(trace_every) < 0 or int(hist_every) < 0:
-            raise ValueError("ampdiag.torch.Tracer: trace_every and hist_every must be >= 0")
+        if trace_every is not None and trace_budget is not None:
+            raise ValueError("ampdiag.torch.Tracer: give trace_every or trace_budget, not both")
+        if trace_every is None and trace_budget is None:
+            trace_every = 10
+        if (trace_every is not None and int(trace_every) < 0) or int(hist_every) < 0 or int(trace_after_event) < 0:
+            raise ValueError("ampdiag.torch.Tracer: trace_every, hist_every and trace_after_event must be >= 0")
+        if trace_budget is not None and not (0 <= float(trace_budget) <= 100):
+            raise ValueError("ampdiag.torch.Tracer: trace_budget is a percentage, 0 to 100, not %r" % (trace_budget,))
         self.model = model
         self.optimizer = _unwrap_optimizer(optimizer)
         self.scaler = self._given_scaler(scaler, optimizer)
-        self.trace_every = int(trace_every)
+        self.trace_every = int(trace_every) if trace_every is not None else 0
+        self.trace_budget = float(trace_budget) if trace_budget is not None else None
+        self.trace_after_event = int(trace_after_event)
         self.hist_every = int(hist_every)
         self.clip = float(clip) if clip else 0.0
         self._clip_given = self.clip > 0
@@ -354,7 +368,11 @@ class Tracer:
         self._header = False
         self._layer_order = None
         self.t = 0
-        self._st = _Step(0, self._is_traced(0), self._is_hist(0), None)
+        self._cad = _cadence.Cadence(None if self.trace_budget is not None else self.trace_every,
+                                     (self.trace_budget or 0.0) / 100.0, self.trace_after_event, self.hist_every,
+                                     cpu=self._device.type == "cpu")
+        self._st = _Step(0, *self._cad.plan(0, self.steps_planned), None)
+        self._c0 = self._cad.start()
         self._bw_queued = False
         self._fwd = False
         self._leaf_handles = []
@@ -419,13 +437,6 @@ class Tracer:
         for h in self._leaf_handles:
             h.remove()
         self._leaf_handles = []
-
-    def _is_traced(self, t):
-        return self.trace_every > 0 and (t % self.trace_every == 0 or
-                                         (self.steps_planned is not None and t == self.steps_planned - 1))
-
-    def _is_hist(self, t):
-        return self._is_traced(t) and self.hist_every > 0 and t % self.hist_every == 0
 
     # ------------------------------------------------------------------ statistics
 
@@ -1055,7 +1066,10 @@ class Tracer:
             "command_line": " ".join([os.path.basename(sys.executable)] + sys.argv),
             "eval_metric": self.eval_metric,
             "grad_stats": "scaled",
+            "trace_cadence": self._cad.mode,
             "trace_every": self.trace_every,
+            "trace_budget": self.trace_budget,
+            "trace_after_event": self.trace_after_event,
             "hist_every": self.hist_every,
             "params": sum(p.numel() for p in self.model.parameters()),
             "writer": "ampdiag.torch (torch %s)" % torch.__version__,
@@ -1208,12 +1222,17 @@ class Tracer:
             rec.update_ratio = ratio if st.stepped else math.nan
         self._evidence_events(st, t, merged)
         reason = self._events(st, t, loss_v, merged, scale, norm, coef, skipped)
+        events = self._cad.events(t, loss_v, norm, st.nonfinite, skipped)
         if skipped:
             rec.skip_reason = reason.encode("utf-8")[:95]
         rec.wall_ms = (now - st.t0) * 1e3 if st.t0 is not None else math.nan
         w.append_step(rec)
+        row = self._cad.done(t, st.traced, self._c0, events)
+        if row is not None:
+            w.append_traced(row.step, row.reason, row.event_step, row.cadence, row.record_ms, row.step_ms)
         self.t += 1
-        nxt = _Step(self.t, self._is_traced(self.t), self._is_hist(self.t), time.perf_counter())
+        nxt = _Step(self.t, *self._cad.plan(self.t, self.steps_planned), time.perf_counter())
+        self._c0 = self._cad.start()
         self._st = nxt
         if not nxt.traced:
             self._disarm()

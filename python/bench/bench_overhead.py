@@ -6,13 +6,15 @@ mean step times; the CPU time of the process, every thread of it, and the wall-c
   plain          no hooks
   traced/N       ampdiag.torch.Tracer with trace_every=N (step records every step, tensor records
                  every N-th step; histograms every 50th)
+  budget/P       ampdiag.torch.Tracer with trace_budget=P (tensor records as a budget of P% of
+                 the step's time allows, the tracer measuring what they cost)
   hf-debug       a plain forward hook on every module doing what Hugging Face's
                  DebugUnderflowOverflow does at every step (NaN/inf check and abs min/max of
                  every input, output and weight, formatted into a frame)
   transformers   transformers.debug_utils.DebugUnderflowOverflow itself, when installed
 
-usage: python bench_overhead.py [--models cnn,mlp] [--steps 40] [--rounds 5] [--threads 1]
-                                [--every 1,10,50] [--out DIR]
+usage: python bench_overhead.py [--models cnn,mlp,resnet18] [--steps 40] [--rounds 5] [--threads 1]
+                                [--every 1,10,50] [--budget 5] [--no-hooks] [--out DIR]
 (python/ on PYTHONPATH, libampdiag found as ampdiag._lib says)
 """
 import argparse
@@ -50,6 +52,12 @@ def cnn():
     return m, (32, 3, 32, 32), 10
 
 
+def resnet18():
+    """torchvision's resnet18 (random init, 11.7M parameters) on 64x64 RGB images, batch 32."""
+    import torchvision
+    return torchvision.models.resnet18(num_classes=10), (32, 3, 64, 64), 10
+
+
 def mlp():
     """ampdiag's default mlp: 32 -> 256 -> 256 -> 256 -> 10 with ReLU, batch 64: a step of about a
     millisecond, where per-call costs show most."""
@@ -58,7 +66,7 @@ def mlp():
     return m, (64, 32), 10
 
 
-MODELS = {"cnn": cnn, "mlp": mlp}
+MODELS = {"cnn": cnn, "mlp": mlp, "resnet18": resnet18}
 
 
 def hf_debug_hooks(model):
@@ -97,6 +105,9 @@ def run(kind, make, steps, every, tmp):
     if kind == "traced":
         tracer = ampdiag.torch.Tracer(os.path.join(tmp, "bench.h5"), model, opt, overwrite=True, trace_every=every,
                                       hist_every=50)
+    elif kind == "budget":
+        tracer = ampdiag.torch.Tracer(os.path.join(tmp, "bench.h5"), model, opt, overwrite=True, trace_budget=every,
+                                      hist_every=50)
     elif kind == "hf-debug":
         handles = hf_debug_hooks(model)
     elif kind == "transformers":
@@ -133,6 +144,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--every", default="1,10,50")
+    ap.add_argument("--budget", default="", help="trace_budget values (percent), e.g. 5")
+    ap.add_argument("--no-hooks", action="store_true", help="leave out hf-debug and transformers")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     try:
@@ -140,8 +153,9 @@ def main():
         have_tf = True
     except ImportError:
         have_tf = False
-    kinds = [("plain", 0)] + [("traced", int(e)) for e in a.every.split(",")] + [("hf-debug", 0)]
-    if have_tf:
+    kinds = [("plain", 0)] + [("traced", int(e)) for e in a.every.split(",") if e] + \
+        [("budget", float(b)) for b in a.budget.split(",") if b] + ([] if a.no_hooks else [("hf-debug", 0)])
+    if have_tf and not a.no_hooks:
         kinds.append(("transformers", 0))
     print("torch %s, %d thread(s), %d steps x %d rounds, median of the rounds" % (torch.__version__, a.threads,
                                                                                  a.steps, a.rounds))
@@ -156,7 +170,8 @@ def main():
             print("  %-24s %10s %8s %10s %8s" % ("", "CPU ms", "", "wall ms", ""))
             for k in kinds[1:]:
                 m = [statistics.median(r[j] for r in res[k]) for j in (0, 1)]
-                label = "traced, trace_every=%d" % k[1] if k[0] == "traced" else k[0]
+                label = ("traced, trace_every=%d" % k[1] if k[0] == "traced" else
+                         "traced, trace_budget=%g" % k[1] if k[0] == "budget" else k[0])
                 print("  %-24s %10.3f %+7.1f%% %10.3f %+7.1f%%" % (label, m[0] * 1e3, 100 * (m[0] / base[0] - 1),
                                                                  m[1] * 1e3, 100 * (m[1] / base[1] - 1)))
 

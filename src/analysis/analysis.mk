@@ -7,22 +7,27 @@ noinst_LTLIBRARIES += libampdiag_analysis.la libampdiag_messages.la libampdiag_r
 libampdiag_analysis_la_SOURCES = \
 	src/analysis/run.h src/analysis/cells.c \
 	src/analysis/load.h src/analysis/load_internal.h src/analysis/load.c src/analysis/steps.c \
-	src/analysis/records.c src/analysis/load_many.c \
+	src/analysis/records.c src/analysis/quant.h src/analysis/quant.c src/analysis/load_many.c \
 	src/analysis/columns.h src/analysis/columns.c src/analysis/hist.h src/analysis/hist.c \
 	src/analysis/evidence.h src/analysis/evidence.c src/analysis/figures.h src/analysis/figures.c \
 	src/analysis/findings.h src/analysis/findings_internal.h src/analysis/findings.c \
-	src/analysis/findings_range.c src/analysis/compare.h src/analysis/compare.c \
+	src/analysis/findings_range.c src/analysis/recipe.h src/analysis/recipe.c \
+	src/analysis/compare.h src/analysis/compare.c \
 	src/analysis/recommend.h src/analysis/rules.h src/analysis/recommend.c \
 	src/analysis/rules_prec.c src/analysis/rules_bf16.c src/analysis/rules_verdict.c \
-	src/analysis/rules_lr.c src/analysis/rules_clip.c \
-	src/analysis/lrfind.h src/analysis/lrfind.c
+	src/analysis/rules_lr.c src/analysis/rules_clip.c src/analysis/rules_recipe.c \
+	src/analysis/lrfind.h src/analysis/lrfind.c \
+	src/analysis/ranks.h src/analysis/ranks_internal.h src/analysis/group.c src/analysis/ranks.c \
+	src/analysis/ranks_steps.c
 libampdiag_messages_la_SOURCES = src/messages/messages.h src/messages/messages_internal.h \
 	src/messages/expand.c src/messages/msgtab.c src/messages/figtab.c src/messages/docs.c \
 	src/messages/verdict.c
 libampdiag_report_la_SOURCES = src/report/report.h src/report/report_internal.h \
 	src/report/report_common.c src/report/report_text.c src/report/report_md.c \
 	src/report/report_json.c src/report/json_evidence.c src/report/whatif.h src/report/whatif.c \
-	src/report/info.h src/report/info.c src/report/info_json.c src/report/summary.c
+	src/report/recipe.h src/report/recipe.c \
+	src/report/info.h src/report/info.c src/report/info_json.c src/report/summary.c \
+	src/report/ranks.c
 
 ampdiag_SOURCES += src/cli/compare.h src/cli/cmd_compare.c src/cli/cmd_sweep.c src/cli/cmd_tune.c \
 	src/cli/cmd_lrfind.c
@@ -37,6 +42,13 @@ check_PROGRAMS += tests/t_messages
 tests_t_messages_SOURCES = tests/t_messages.c
 tests_t_messages_LDADD = $(AMPDIAG_ANALYSIS_LIBS) -lm
 TESTS += tests/t_messages
+# t_recipe: the block-scaled what-if read into the analysis: two layers alike per tensor and
+# unlike per block, the loader's sums, the recipes' plans in info, compare and plot
+check_PROGRAMS += tests/t_recipe
+tests_t_recipe_SOURCES = tests/t_recipe.c
+tests_t_recipe_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
+tests_t_recipe_LDADD = $(AMPDIAG_ANALYSIS_LIBS) $(HDF5_LIBS) -lm
+TESTS += tests/t_recipe
 # t_format_axis.sh: a format added to the table (a dummy one, in a trace) reaches every report
 TESTS += tests/t_format_axis.sh
 EXTRA_DIST += tests/t_format_axis.sh
@@ -51,6 +63,14 @@ check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
 TESTS += tests/t_compare tests/t_compare_cli.sh tests/t_sweep.sh
+# t_ranks: a distributed run's rank traces read together (src/analysis/ranks.h), on synthetic
+# per-rank traces written through the public writer (no PyTorch); t_ranks_cli.sh: info,
+# compare and plot of them (text, Markdown, JSON, the ranks chart, exit codes)
+check_PROGRAMS += tests/t_ranks
+tests_t_ranks_SOURCES = tests/t_ranks.c
+tests_t_ranks_LDADD = $(AMPDIAG_ANALYSIS_LIBS) -lm
+TESTS += tests/t_ranks tests/t_ranks_cli.sh
+EXTRA_DIST += tests/t_ranks_cli.sh
 # t_consistency.sh: run's summary, info, compare and plot give every shared figure alike
 TESTS += tests/t_consistency.sh
 EXTRA_DIST += tests/t_consistency.sh

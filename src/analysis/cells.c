@@ -147,13 +147,21 @@ int an_whatif_find(const an_run *r, int lib_format, int scaling)
 static int same_key(const an_whatif_key *a, const an_whatif_key *b)
 {
     return a->scaling == b->scaling && a->scheme == b->scheme && a->rule == b->rule &&
-           a->direction == b->direction;
+           a->direction == b->direction && a->block == b->block;
 }
 
-/* The column's name: the format's, then each part of the key that is not its default
- * ("e4m3_delayed", "mxfp8_s1_r2_d1"). */
+/* The column's name: a /quant column's, its scheme as --whatif names it
+ * ("mxfp8-e4m3:floor@row"); else the format's, then each part of the key that is not its
+ * default ("e4m3_delayed"). */
 static void column_name(an_whatif_col *c)
 {
+    if (c->source == AN_WS_QUANT) {
+        ampdiag_qspec s = {(ampdiag_format)c->lib_format, (ampdiag_qscheme)(c->key.scheme - 1),
+                           (ampdiag_qrule)(c->key.rule - 1), (ampdiag_qdir)(c->key.direction - 1),
+                           c->key.block, 0};
+        ampdiag_qspec_name(&s, c->name, sizeof c->name);
+        return;
+    }
     const char *sc = ampdiag_scaling_name(c->key.scaling);
     int n = snprintf(c->name, sizeof c->name, "%s", c->format);
     if (c->key.scaling != AMPDIAG_SCALING_NONE && n >= 0 && (size_t)n < sizeof c->name)
@@ -185,6 +193,7 @@ int an_whatif_column(an_run *r, const char *format, int lib_format, const an_wha
     c->max_finite = max_finite;
     c->min_normal = min_normal;
     c->min_subnormal = min_subnormal;
+    c->ref_sqnr_db = c->ref_flush = c->ref_saturated = NAN;
     column_name(c);
     r->wcol[r->nwcol] = col;
     return r->nwcol++;
@@ -205,7 +214,7 @@ int an_whatif_own(const an_run *r, int col)
         return 0;
     const an_whatif_col *c = &r->wcol[col];
     return c->lib_format >= 0 && c->lib_format == (int)precision_format(r->prec) &&
-           c->key.scaling == AMPDIAG_SCALING_NONE;
+           c->key.scaling == AMPDIAG_SCALING_NONE && c->source != AN_WS_QUANT;
 }
 
 /* name is one of the comma-separated names of list (case-insensitive). */
@@ -226,7 +235,9 @@ int an_whatif_named(const an_run *r, int col, const char *list)
     if (col < 0 || col >= r->nwcol || !list || !*list)
         return 0;
     const an_whatif_col *c = &r->wcol[col];
-    int fp8 = c->lib_format == AMPDIAG_E4M3 || c->lib_format == AMPDIAG_E5M2;
+    int fp8 = (c->lib_format == AMPDIAG_E4M3 || c->lib_format == AMPDIAG_E5M2) && c->source != AN_WS_QUANT;
+    if (c->source == AN_WS_QUANT) /* named by "all" or its own name, not its element format's */
+        return list_names(list, "all") || list_names(list, c->name);
     return list_names(list, "all") || (fp8 && list_names(list, "fp8")) || list_names(list, c->name) ||
            list_names(list, c->format);
 }

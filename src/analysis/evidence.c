@@ -14,7 +14,7 @@ static const char *const unit_keys[AN_NUNITS] = {
     [U_NONE] = "none", [U_COUNT] = "count", [U_STEP] = "step", [U_SHARE] = "share",
     [U_BINADES] = "binades", [U_VALUE] = "value", [U_LOSS] = "loss", [U_RATIO] = "ratio",
     [U_LR] = "lr", [U_FACTOR] = "factor", [U_SCALE] = "loss_scale", [U_LOG2] = "log2",
-    [U_NORM] = "norm", [U_FLAG] = "flag", [U_INDEX] = "index",
+    [U_NORM] = "norm", [U_FLAG] = "flag", [U_INDEX] = "index", [U_DB] = "db",
 };
 
 const char *an_unit_key(an_unit u) { return (int)u >= 0 && u < AN_NUNITS ? unit_keys[u] : "?"; }
@@ -147,6 +147,25 @@ static an_const consts[AN_NCONSTS] = {
     [K_WHATIF_MIN_FRACTION] = {"WHATIF_MIN_FRACTION", 1e-3, KS_PCT,
                                "share of a tensor a what-if format must overflow or flush to "
                                "hurt it"},
+    [K_RANK_SPREAD_TOP] = {"RANK_SPREAD_TOP", 3, KS_INT,
+                           "activation figures whose spread across ranks is named (the widest)"},
+    [K_RECIPE_FLUSH_EXCESS] = {"RECIPE_FLUSH_EXCESS", 0.01, KS_PCT,
+                               "share of a tensor's values a low-precision recipe may flush to zero beyond "
+                               "what it flushes of normally distributed values (the FLUSH_MAX of FP16's loss "
+                               "scale, beyond the recipe's own)"},
+    [K_RECIPE_SAT_EXCESS] = {"RECIPE_SAT_EXCESS", 0.01, KS_PCT,
+                             "... and saturate beyond what it saturates of normal values (the same 1%: a "
+                             "saturated value is clamped to the element's largest, a bounded error the SQNR "
+                             "weighs)"},
+    [K_RECIPE_REF_FACTOR] = {"RECIPE_REF_FACTOR", 2, KS_G,
+                             "... and more than this many times the share of normal values: a tensor loses "
+                             "values at least twice as fast as well-behaved data (heuristic)"},
+    [K_RECIPE_SQNR_MARGIN] = {"RECIPE_SQNR_MARGIN", 6.02, KS_G,
+                              "dB a tensor's SQNR may fall below the recipe's on normal values: one bit "
+                              "(20 log10 2)"},
+    [K_RECIPE_KEEP_SHARE] = {"RECIPE_KEEP_SHARE", 0.15, KS_PCT,
+                             "share of linear layers NVIDIA's NVFP4 pretraining recipe keeps in BF16, most of "
+                             "them the last (arXiv:2509.25149)"},
 };
 
 static pthread_once_t facts_once = PTHREAD_ONCE_INIT;
@@ -297,6 +316,23 @@ static const an_finding_def defs[AN_NFINDINGS] = {
                         {"absmax", U_VALUE}, {"absmin_nz", U_VALUE}, {"reason", U_INDEX},
                         {"recipe", U_FLAG}, {"rank", U_COUNT}, {"margin", U_COUNT}},
                        {0}, KS(K_WHATIF_MIN_FRACTION)},
+    [F_RECIPE_HURT] = {"recipe_hurt",
+                       {{"flush_share", U_SHARE}, {"ref_flush", U_SHARE}, {"saturated_share", U_SHARE},
+                        {"ref_saturated", U_SHARE}, {"subnormal_share", U_SHARE}, {"sqnr_db", U_DB},
+                        {"ref_sqnr_db", U_DB}, {"rel_mse", U_RATIO}, {"max_rel_err", U_RATIO},
+                        {"scale_underflow", U_SHARE}, {"disagree_share", U_SHARE}, {"worst_sqnr_db", U_DB},
+                        {"worst_step", U_STEP}, {"excess", U_FACTOR}, {"reason", U_INDEX}, {"recipe", U_INDEX}},
+                       {0}, KS(K_RECIPE_FLUSH_EXCESS, K_RECIPE_SAT_EXCESS, K_RECIPE_REF_FACTOR, K_RECIPE_SQNR_MARGIN)},
+    [F_RECIPE_LAYER] = {"recipe_layer",
+                        {{"rank", U_COUNT}, {"keep", U_FLAG}, {"excess", U_FACTOR}, {"flush_share", U_SHARE},
+                         {"ref_flush", U_SHARE}, {"saturated_share", U_SHARE}, {"ref_saturated", U_SHARE},
+                         {"sqnr_db", U_DB}, {"ref_sqnr_db", U_DB}, {"reason", U_INDEX}, {"recipe", U_INDEX},
+                         {"layers", U_COUNT}, {"position", U_COUNT}},
+                        {0}, KS(K_RECIPE_FLUSH_EXCESS, K_RECIPE_SAT_EXCESS, K_RECIPE_REF_FACTOR, K_RECIPE_SQNR_MARGIN)},
+    [F_RECIPE_PLAN] = {"recipe_plan",
+                       {{"recipe", U_INDEX}, {"layers", U_COUNT}, {"keep", U_COUNT}, {"keep_share", U_SHARE},
+                        {"keep_last", U_COUNT}, {"hurt", U_COUNT}, {"tensors", U_COUNT}, {"nearest", U_FLAG}},
+                       {0}, KS(K_RECIPE_KEEP_SHARE)},
     [F_CLIP_VALUE] = {"clip_value",
                       {{"value", U_NORM}, {"p99", U_NORM}, {"median", U_NORM}, {"mad", U_NORM},
                        {"robust", U_NORM}, {"n", U_COUNT}, {"warmup", U_COUNT}, {"n_over", U_COUNT},
@@ -316,6 +352,38 @@ static const an_finding_def defs[AN_NFINDINGS] = {
     [F_CLIPPED_BY_RUN] = {"clipped_by_run", {{"clip", U_NORM}, {"clipped", U_COUNT}}, {0}, NOK},
     [F_BAD_ROWS] = {"unknown_tensor_rows", {{"rows", U_COUNT}}, {0}, NOK},
     [F_HIST_SAMPLED] = {"histograms_sampled", {{"read", U_COUNT}, {"total", U_COUNT}}, {0}, NOK},
+    [F_RANK_FIRST_NONFINITE] = {"rank_first_nonfinite",
+                                {{"rank", U_INDEX}, {"step", U_STEP}, {"ranks_affected", U_COUNT},
+                                 {"ranks", U_COUNT}, {"identified", U_FLAG}, {"local", U_COUNT}},
+                                {"phase", "local_ranks"}, NOK},
+    [F_RANK_REPLICA_DIVERGENCE] = {"rank_replica_divergence",
+                                   {{"first_step", U_STEP}, {"rank", U_INDEX}, {"vs_rank", U_INDEX},
+                                    {"delta_mean", U_VALUE}, {"rel_delta_rms", U_SHARE}, {"steps", U_COUNT},
+                                    {"ranks", U_COUNT}},
+                                   {0}, NOK},
+    [F_RANK_REDUCED_GRAD_MISMATCH] = {"rank_reduced_grad_mismatch",
+                                      {{"first_step", U_STEP}, {"rank", U_INDEX}, {"vs_rank", U_INDEX},
+                                       {"value", U_NONE}, {"vs_value", U_NONE}, {"rel", U_SHARE},
+                                       {"steps", U_COUNT}, {"record", U_FLAG}, {"reduced", U_FLAG}},
+                                      {"what"}, NOK},
+    [F_RANK_SKIP_DISAGREEMENT] = {"rank_skip_disagreement",
+                                  {{"rank", U_INDEX}, {"steps", U_COUNT}, {"first_step", U_STEP},
+                                   {"ranks", U_COUNT}},
+                                  {0}, NOK},
+    [F_RANK_STOPPED_EARLY] = {"rank_stopped_early",
+                              {{"rank", U_INDEX}, {"last_step", U_STEP}, {"stop_step", U_STEP},
+                               {"others_step", U_STEP}, {"event", U_FLAG}, {"others_complete", U_FLAG}},
+                              {"status", "message"}, NOK},
+    [F_RANK_MISSING] = {"rank_missing",
+                        {{"rank", U_INDEX}, {"world_size", U_COUNT}, {"read", U_COUNT}, {"records", U_COUNT},
+                         {"first_step", U_STEP}, {"count", U_COUNT}, {"params", U_COUNT}, {"trace", U_FLAG},
+                         {"shard", U_FLAG}, {"sum", U_FLAG}},
+                        {0}, NOK},
+    [F_RANK_SPREAD] = {"rank_spread",
+                       {{"step", U_STEP}, {"min", U_NONE}, {"max", U_NONE}, {"argmin", U_INDEX},
+                        {"argmax", U_INDEX}, {"rel", U_SHARE}, {"typical", U_SHARE}, {"steps", U_COUNT},
+                        {"tensor", U_FLAG}},
+                       {"figure", "words"}, KS(K_RANK_SPREAD_TOP)},
     [F_CMP_MODEL] = {"model_differs", {{0}}, {"model", "base_model"}, NOK},
     [F_CMP_DATA] = {"data_differs", {{0}}, {"data", "base_data"}, NOK},
     [F_CMP_SEED] = {"seed_differs", {{"seed", U_INDEX}, {"base_seed", U_INDEX}}, {0}, NOK},
@@ -348,6 +416,9 @@ const an_fid an_cause_order[] = {
     F_DEAD_UNITS, F_STEPS_TOO_SMALL, F_LEARNS_NOTHING, F_FLUSH_UNSCALED, F_LOST_UPDATES, F_CUT_OFF,
     F_INTERRUPTED, F_NONE,
 };
+
+/* --fail-on keeps the findings asked for as bits of a 128-bit set (recommend.h) */
+_Static_assert(AN_NFINDINGS <= 128, "more findings than --fail-on's set holds");
 
 const an_finding_def *an_finding_def_get(an_fid id)
 {

@@ -41,6 +41,7 @@ typedef enum an_unit {
     U_NORM,     /* an L2 norm of gradients */
     U_FLAG,     /* 0 or 1 */
     U_INDEX,    /* a layer, kind or format index (see the subject) */
+    U_DB,       /* decibels: 10 log10 of a ratio of energies (SQNR) */
     AN_NUNITS
 } an_unit;
 
@@ -79,6 +80,11 @@ typedef enum an_kid {
     K_NOISE_BAND_MIN, K_NOISE_SE, K_FINAL_WINDOW_SHARE, K_FINAL_WINDOW_MIN, K_CURVE_SEGMENTS,
     /* what-if formats */
     K_WHATIF_MIN_FRACTION,
+    /* ranks */
+    K_RANK_SPREAD_TOP,
+    /* low-precision recipes (block-scaled and per-tensor-scaled) */
+    K_RECIPE_FLUSH_EXCESS, K_RECIPE_SAT_EXCESS, K_RECIPE_REF_FACTOR, K_RECIPE_SQNR_MARGIN,
+    K_RECIPE_KEEP_SHARE,
     AN_NCONSTS
 } an_kid;
 
@@ -147,6 +153,9 @@ typedef enum an_fid {
     F_LOST_UPDATES,        /* updates lost in the run's own weight storage (worst layer) */
     F_LOST_IF_BF16,        /* ... that BF16 weights would lose (what-if) */
     F_WHATIF_HURT,         /* a what-if column would overflow / flush a tensor (FP8 and beyond) */
+    F_RECIPE_HURT,         /* a low-precision recipe would hurt a tensor (recipe.h), the worst first */
+    F_RECIPE_LAYER,        /* a layer in a recipe's plan: take the recipe or stay BF16, ranked */
+    F_RECIPE_PLAN,         /* the plan's summary: layers kept in BF16 against the published share */
     /* clip */
     F_CLIP_VALUE,
     F_CLIP_FEW_NORMS,
@@ -158,6 +167,14 @@ typedef enum an_fid {
     /* the trace itself */
     F_BAD_ROWS,
     F_HIST_SAMPLED,
+    /* a distributed run's ranks read together (ranks.h) */
+    F_RANK_FIRST_NONFINITE,      /* the first rank, step, layer and tensor with NaN/inf */
+    F_RANK_REPLICA_DIVERGENCE,   /* replicated weights differ across ranks */
+    F_RANK_REDUCED_GRAD_MISMATCH,/* reduced gradients, updates, norm, lr or loss scale differ */
+    F_RANK_SKIP_DISAGREEMENT,    /* a rank skipped steps the others did not */
+    F_RANK_STOPPED_EARLY,        /* a rank stopped before the others */
+    F_RANK_MISSING,              /* a rank's trace, or a shard's records, missing */
+    F_RANK_SPREAD,               /* a figure's widest spread across ranks */
     /* per comparison */
     F_CMP_MODEL,
     F_CMP_DATA,

@@ -7,6 +7,7 @@
 #include "analysis/findings.h"
 #include "analysis/findings_internal.h"
 #include "util/sort.h"
+#include "analysis/ranks.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -596,12 +597,26 @@ static void free_tables(an_findings *f)
     vec_free(&f->list);
 }
 
+/* A run read from its ranks' traces: what the ranks side by side showed, first (ranks.h). */
+static void rank_findings(fctx *x)
+{
+    const an_ranks *R = x->r->ranks;
+    for (size_t i = 0; R && i < R->list.n; i++) {
+        an_finding *f = fadd(x, R->list.v[i].id);
+        if (f) {
+            *f = R->list.v[i];
+            f->s.run = x->index;
+        }
+    }
+}
+
 /* The findings of r (its figures computed first) into r->find, emptied first. */
 static int compute(an_run *r, int index)
 {
     an_findings *F = r->find;
     free_tables(F);
     fctx x = {r, F, index, 0};
+    rank_findings(&x);
     kind_totals(r, F);
     F->last_eval = an_final_eval(r);
     F->eval_is_accuracy = strcmp(r->eval_metric, "accuracy") == 0;
@@ -616,6 +631,7 @@ static int compute(an_run *r, int index)
     an_update_findings(&x);
     an_clip_findings(&x);
     an_whatif_findings(&x);
+    an_recipe_findings(&x);
     return x.oom || headroom_tables(r, F) ? -1 : 0;
 }
 

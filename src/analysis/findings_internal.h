@@ -24,4 +24,9 @@ void an_update_findings(fctx *x);  /* lost updates, in the run's weights and wit
 void an_clip_findings(fctx *x);    /* the gradient norms: the clip value and its notes */
 void an_whatif_findings(fctx *x);  /* what the other what-if columns would do (FP8, ...) */
 
+/* recipe.c: every recipe the trace counted: the tensors it would hurt (the worst
+ * AN_RECIPE_HURT_TOP), the per-layer plan and its summary */
+#define AN_RECIPE_HURT_TOP 8
+void an_recipe_findings(fctx *x);
+
 #endif

@@ -479,7 +479,8 @@ void an_whatif_findings(fctx *x)
 {
     const an_run *r = x->r;
     for (int col = 0; col < r->nwcol; col++)
-        if (col != AN_WI_FP16 && col != AN_WI_BF16 && r->wcol[col].key.scaling == AMPDIAG_SCALING_NONE)
+        if (col != AN_WI_FP16 && col != AN_WI_BF16 && r->wcol[col].key.scaling == AMPDIAG_SCALING_NONE &&
+            !an_whatif_is_quant(r, col))
             column_hurt(x, col);
     recipe_hurt(x);
 }

@@ -7,6 +7,7 @@
  */
 #include "analysis/findings.h"
 #include "analysis/load_internal.h"
+#include "analysis/ranks.h"
 
 #include <fnmatch.h>
 #include <inttypes.h>
@@ -258,6 +259,24 @@ static int read_examples(load_ctx *L, an_run *r)
     return 0;
 }
 
+/* The rank attributes of a distributed run's trace (an_rank_attrs): checked by the reader. */
+static void read_rank_attrs(ampdiag_trace_reader *rd, an_run *r)
+{
+    ampdiag_trace_rank d;
+    an_rank_attrs *a = &r->dist;
+    int rc = ampdiag_trace_get_rank(rd, &d);
+    a->have = rc < 0 ? -1 : rc;
+    if (rc < 0)
+        snprintf(a->err, sizeof a->err, "%s", ampdiag_trace_errmsg());
+    if (rc != 1)
+        return;
+    a->rank = d.rank;
+    a->world_size = d.world_size;
+    snprintf(a->sharding, sizeof a->sharding, "%s", d.sharding);
+    snprintf(a->backend, sizeof a->backend, "%s", d.backend);
+    snprintf(a->reduce_dtype, sizeof a->reduce_dtype, "%s", d.reduce_dtype);
+}
+
 /* The trace's own state: status, cut off, repaired, format, device, tool, times; then every
  * root attribute copied. 0, or -1 when out of memory. */
 static int read_trace_attrs(ampdiag_trace_reader *rd, an_run *r)
@@ -273,6 +292,7 @@ static int read_trace_attrs(ampdiag_trace_reader *rd, an_run *r)
     copy_attr(rd, "tool_version", r->tool_version, sizeof r->tool_version);
     copy_attr(rd, AMPDIAG_ATTR_START_TIME, r->start_time, sizeof r->start_time);
     copy_attr(rd, "end_time", r->end_time, sizeof r->end_time);
+    read_rank_attrs(rd, r);
     return copy_attrs(rd, r);
 }
 
@@ -300,7 +320,7 @@ static int read_steps(load_ctx *L, an_run *r)
             if (s->skipped && !reason_kept++)
                 snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", s->skip_reason);
             L->st[L->ns + i] = (an_step){s->step, s->loss, s->loss_scale, s->grad_norm, s->clip_coef,
-                                         s->lr, s->update_ratio, s->skipped};
+                                         s->lr, s->update_ratio, s->skipped, s->wall_ms};
         }
         free(b);
         L->ns += n;
@@ -310,20 +330,20 @@ static int read_steps(load_ctx *L, an_run *r)
     return 0;
 }
 
-static int read_tables(load_ctx *L, an_run *r)
+/* The table sizes, the optional fields, the layers. 0 or an AMPDIAG_TRACE_ error. */
+static int read_layers(load_ctx *L, an_run *r)
 {
-    int rc;
     /* the what-if lost-update counts: absent (read as 0) in traces of older writers */
     r->lost_if_fields = ampdiag_trace_has_field(L->rd, "/tensors", "lost_if_fp16") &&
                         ampdiag_trace_has_field(L->rd, "/tensors", "lost_if_bf16");
     ampdiag_trace_get_counts(L->rd, &L->cnt);
     r->counts = L->cnt;
-    if ((rc = ampdiag_trace_read_layers(L->rd, &L->layers, &L->nl)) ||
-        (rc = read_steps(L, r)) ||
-        (rc = ampdiag_trace_read_events(L->rd, &L->ev, &L->nev)) ||
-        (rc = ampdiag_trace_read_evals(L->rd, &r->evals, &r->nevals)) ||
-        (rc = read_examples(L, r)))
-        return an_load_fail(L->err, L->errlen, rc, L->path, "tables");
+    return ampdiag_trace_read_layers(L->rd, &L->layers, &L->nl);
+}
+
+/* Room for the run's layers and its step index. 0 or AMPDIAG_TRACE_ENOMEM (message in L->err). */
+static int alloc_index(load_ctx *L, an_run *r)
+{
     size_t nl = L->nl, ns = L->ns;
     r->nlayers = nl;
     r->layers = calloc(nl ? nl : 1, sizeof *r->layers);
@@ -332,6 +352,16 @@ static int read_tables(load_ctx *L, an_run *r)
     if (!r->layers || !r->st_step || !r->st_loss)
         return an_load_fail(L->err, L->errlen, AMPDIAG_TRACE_ENOMEM, L->path, "steps");
     return 0;
+}
+
+static int read_tables(load_ctx *L, an_run *r)
+{
+    int rc;
+    if ((rc = read_layers(L, r)) || (rc = read_steps(L, r)) ||
+        (rc = ampdiag_trace_read_events(L->rd, &L->ev, &L->nev)) ||
+        (rc = ampdiag_trace_read_evals(L->rd, &r->evals, &r->nevals)) || (rc = read_examples(L, r)))
+        return an_load_fail(L->err, L->errlen, rc, L->path, "tables");
+    return alloc_index(L, r);
 }
 
 /* The run's layers from the trace's table, their cells empty; the parameter count. */
@@ -451,6 +481,59 @@ out:
     return rc;
 }
 
+/* The merged run's tables: the reference's layers, the steps, events and evaluations the merge
+ * made (handed over). 0 or an AMPDIAG_TRACE_ error (message in L->err). */
+static int merged_tables(load_ctx *L, an_merge_src *m, an_run *r)
+{
+    int rc = read_layers(L, r);
+    if (rc)
+        return an_load_fail(L->err, L->errlen, rc, L->path, "layers");
+    r->steps = L->st = m->steps;
+    L->ns = m->nsteps;
+    r->events = m->events;
+    r->nevents = m->nevents;
+    r->evals = m->evals;
+    r->nevals = m->nevals;
+    m->steps = NULL;
+    m->events = NULL;
+    m->evals = NULL;
+    snprintf(r->first_skip_reason, sizeof r->first_skip_reason, "%s", m->first_skip_reason);
+    return alloc_index(L, r);
+}
+
+int an_load_merged(const char *path, const an_options *opt, an_merge_src *m, an_run *r, char *err,
+                   size_t errlen)
+{
+    init_run(r);
+    if (!(r->path = strdup(path)))
+        return an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, path, "path");
+    load_ctx L = {.path = r->path, .err = err, .errlen = errlen, .rd = m->ref};
+    read_config_attrs(m->ref, r);
+    int rc = 0;
+    if (read_trace_attrs(m->ref, r))
+        return an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, L.path, "attributes");
+    if ((rc = merged_tables(&L, m, r)))
+        goto out;
+    init_layers(r, L.layers, L.nl);
+    snprintf(r->label, sizeof r->label, "%s", r->precision[0] ? r->precision : "?");
+    if ((rc = index_steps(&L, r)))
+        goto out;
+    an_tensor_pass *tp = an_tensor_pass_begin(m->ref, r, opt);
+    if (!tp) {
+        rc = an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, L.path, "tensor records");
+        goto out;
+    }
+    rc = m->records(m->ctx, r, tp, err, errlen);
+    if (an_tensor_pass_end(r, tp, rc == 0) && !rc)
+        rc = an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, L.path, "tensor records");
+    if (rc || (rc = summarise(&L, r, opt)) || (rc = m->finish(m->ctx, r, err, errlen)))
+        goto out;
+    rc = analyse(&L, r);
+out:
+    free(L.layers);
+    return rc;
+}
+
 int an_load(const char *path, const an_options *opt, an_run *r, char *err, size_t errlen)
 {
     ampdiag_trace_reader *rd;
@@ -465,6 +548,7 @@ void an_free(an_run *r)
     for (size_t l = 0; r->layers && l < r->nlayers; l++) {
         for (int k = 0; k < AMPDIAG_NKINDS; k++) {
             free(r->layers[l].cell[k].hist);
+            free(r->layers[l].cell[k].q);
             vec_free(&r->layers[l].pts[k]);
         }
         vec_free(&r->layers[l].act_rms);
@@ -487,5 +571,6 @@ void an_free(an_run *r)
     free(r->ex1_loss);
     free(r->ex1_metric);
     free(r->path);
+    an_ranks_free(r->ranks);
     memset(r, 0, sizeof *r);
 }

@@ -36,4 +36,59 @@ int an_step_ratio_median(an_run *r);
 int an_load_records(ampdiag_trace_reader *rd, an_run *r, const an_options *opt, char *err,
                     size_t errlen);
 
+/* The parts of an_load_records, for a run whose records come from elsewhere (ranks.c: the
+ * ranks' records merged). The pass over tensor records: begin (the columns /tensors holds, as
+ * rd's trace has them; NULL when out of memory), add each record (a row naming an unknown
+ * layer or kind counts as bad; 0 or -1: out of memory), end (keep: the layers' update ratios
+ * into the run; frees tp; 0 or -1). */
+typedef struct an_tensor_pass an_tensor_pass;
+an_tensor_pass *an_tensor_pass_begin(ampdiag_trace_reader *rd, an_run *r, const an_options *opt);
+int an_tensor_pass_add(an_run *r, an_tensor_pass *tp, const ampdiag_trace_tensor *x);
+int an_tensor_pass_end(an_run *r, an_tensor_pass *tp, int keep);
+
+/* Rows of another trace's /whatif and /histograms added to the run: its layers mapped to the
+ * run's (map[layer], -1: none), only the kinds of `kinds` (bit 1u << kind). NULL: the run's
+ * own trace, every row. */
+typedef struct an_layer_map {
+    const int *map;
+    size_t n;
+    unsigned kinds;
+} an_layer_map;
+int an_load_whatif(ampdiag_trace_reader *rd, an_run *r, const an_layer_map *lm);
+int an_load_hists(ampdiag_trace_reader *rd, an_run *r, int keep, const an_layer_map *lm);
+/* After the what-if rows: the columns in their fixed order. After everything: the totals over
+ * the layers (0 or -1: out of memory). */
+void an_sort_columns(an_run *r);
+int an_layer_totals(an_run *r);
+
+/* A run made by merging the traces of a distributed run's ranks (ranks.c): what it gives the
+ * loader in place of the trace's own tables. The loader reads the attributes and layers of
+ * `ref` (the first rank's trace), takes over steps, events and evaluations (freed with the
+ * run), and calls records() with the tensor pass begun: it adds the merged records and sets
+ * what the steps need from them, before the steps are summarised; then finish() (the what-if
+ * rows and histograms, the rank findings) before the run's findings are computed. Each returns
+ * 0 or an AMPDIAG_TRACE_ error with the message in err. */
+typedef struct an_merge_src {
+    ampdiag_trace_reader *ref;
+    an_step *steps;
+    size_t nsteps;
+    char first_skip_reason[AMPDIAG_TRACE_REASON_LEN];
+    ampdiag_trace_event *events;
+    size_t nevents;
+    ampdiag_trace_eval *evals;
+    size_t nevals;
+    int (*records)(void *ctx, an_run *r, an_tensor_pass *tp, char *err, size_t errlen);
+    int (*finish)(void *ctx, an_run *r, char *err, size_t errlen);
+    void *ctx;
+} an_merge_src;
+
+/* load.c: the merged run at path (the first rank's); run is left in a state an_free accepts. */
+int an_load_merged(const char *path, const an_options *opt, an_merge_src *m, an_run *r, char *err,
+                   size_t errlen);
+/* quant.c: the /quant rows into their columns and the cells' quant sums (0 or an
+ * AMPDIAG_TRACE_ error); then each /quant column's reference, what its scheme does to normally
+ * distributed values (0 or -1: out of memory). */
+int an_load_quant(ampdiag_trace_reader *rd, an_run *r);
+int an_quant_refs(an_run *r);
+
 #endif

@@ -70,7 +70,7 @@ const char *rec_sec_key(rec_sec s) { return (int)s >= 0 && s < REC_NSECS ? sec_k
 
 static const char *const what_keys[REC_NWHATS] = {
     "precision", "fp32_layers", "loss_scale", "lr", "clip", "optimizer_state", "master_weights",
-    "warmup", "inputs",
+    "warmup", "inputs", "recipe_bf16_layers",
 };
 
 const char *rec_what_key(rec_what w) { return (int)w >= 0 && w < REC_NWHATS ? what_keys[w] : "?"; }

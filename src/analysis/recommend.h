@@ -126,6 +126,8 @@ typedef enum rec_mid {
     /* --fail-on */
     R_FAIL_EVAL, R_FAIL_EVAL_ONLY, R_FAIL_FWD, R_FAIL_LOSS, R_FAIL_EVENT, R_FAIL_WEIGHTS, R_FAIL_SKIPS,
     R_FAIL_DIVERGED, R_FAIL_OVERFLOW,
+    /* low-precision recipes */
+    R_RECIPE_PLAN,
     /* the traces */
     R_WARN_CUT_OFF, R_WARN_BAD_ROWS, R_WARN_HIST_SAMPLED,
     REC_NMIDS
@@ -156,6 +158,8 @@ typedef enum rec_what {
     WHAT_MASTER_WEIGHTS,/* to: "fp32" */
     WHAT_WARMUP,        /* to: "longer" */
     WHAT_INPUTS,        /* to: "standardize" (ampdiag run --standardize on) */
+    WHAT_RECIPE_BF16,   /* to: the layers a low-precision recipe should leave in BF16 ("" none);
+                           value: the recipe (an_recipe, recipe.h) */
     REC_NWHATS
 } rec_what;
 
@@ -210,8 +214,10 @@ typedef struct rec_format {
                             line's "Not fp16: ..."), or -1 */
 } rec_format;
 
-/* --fail-on: a set of findings (a bit per an_fid), by key or by the name of a group. */
-typedef uint64_t rec_fail_set;
+/* --fail-on: a set of findings (a bit per an_fid), by key or by the name of a group. 128 bits
+ * (GCC's and Clang's unsigned __int128: 0, |, & and ~ as on any integer): the findings outgrew
+ * 64 when the rank and recipe findings came together. */
+__extension__ typedef unsigned __int128 rec_fail_set;
 #define REC_FAIL_BIT(id) ((rec_fail_set)1 << (id))
 /* The groups --fail-on has always taken: nan, skips, divergence, overflow. */
 extern const rec_fail_set REC_FAIL_NAN, REC_FAIL_SKIPS, REC_FAIL_DIVERGENCE, REC_FAIL_OVERFLOW;
@@ -261,6 +267,10 @@ typedef struct recommendation {
 int recommend(const an_run *runs, size_t nruns, const an_comparison *c, rec_target target,
               rec_fail_set fail_mask, recommendation *out);
 void rec_free(recommendation *r);
+/* The plan of the low-precision recipe rc (analysis/recipe.h; compare's --recipe) as a decision
+ * WHAT_RECIPE_BF16: the layers to keep in BF16 (to), from the baseline's trace when it counted
+ * the recipe, else the first run's that did (nothing when none did). Called after recommend. */
+void rec_recipe_rules(const an_run *runs, size_t n, const an_comparison *c, int rc, recommendation *R);
 
 /* The decisions that are run options (ampdiag tune applies them), in rule order. */
 size_t rec_remedies(const recommendation *R, const rec_decision **out, size_t max);

@@ -1,7 +1,8 @@
 /*
  * records.c - the loader's pass over the per-layer records (load_internal.h): /tensors into
  * the cells (with the first non-finite activation, the activation rms series, the update
- * ratios and the chart columns), /whatif into the cells' what-if columns, /histograms
+ * ratios and the chart columns), /whatif into the cells' what-if columns (and, by quant.c,
+ * /quant), /histograms
  * (unscaled and summed per cell), and the run's totals over its layers.
  */
 #include "analysis/columns.h"
@@ -27,7 +28,7 @@ struct pending {
 typedef VEC(double) doubles;
 
 /* The pass over /tensors: its state besides the run. */
-struct tensor_pass {
+struct an_tensor_pass {
     unsigned keep;          /* an_options.keep_points */
     int rms_series;         /* keep the activation rms series */
     int v1_fp8[2];          /* the E4M3 / E5M2 columns /tensors' v1 fields count into, or -1 */
@@ -47,7 +48,7 @@ static void pair_ratio(struct pending *p, doubles *r, int *oom)
 
 /* What one record adds beyond its cell: the first non-finite activation, the rms series, the
  * update ratios, the chart columns. */
-static void record_add(an_run *r, struct tensor_pass *tp, const ampdiag_trace_tensor *x)
+static void record_add(an_run *r, an_tensor_pass *tp, const ampdiag_trace_tensor *x)
 {
     an_layer *L = &r->layers[x->layer];
     uint64_t nonfin = x->n_nan + x->n_posinf + x->n_neginf;
@@ -85,8 +86,22 @@ static void record_add(an_run *r, struct tensor_pass *tp, const ampdiag_trace_te
     }
 }
 
+/* One record into the pass: its cell and what record_add keeps; a row naming an unknown layer
+ * or kind counts as bad. 0 or -1 (out of memory). */
+int an_tensor_pass_add(an_run *r, an_tensor_pass *tp, const ampdiag_trace_tensor *x)
+{
+    if (x->layer < 0 || (size_t)x->layer >= r->nlayers || x->kind < 0 || x->kind >= AMPDIAG_NKINDS) {
+        r->bad_rows++;
+        return 0;
+    }
+    int grad = x->kind == AMPDIAG_KIND_ACTIVATION_GRAD || x->kind == AMPDIAG_KIND_WEIGHT_GRAD;
+    an_cell_add(&r->layers[x->layer].cell[x->kind], x, grad ? an_scale_at(r, x->step) : 1.0, tp->v1_fp8);
+    record_add(r, tp, x);
+    return tp->oom ? -1 : 0;
+}
+
 /* Read /tensors in batches, each row once. 0 or an AMPDIAG_TRACE_ error. */
-static int tensor_batches(ampdiag_trace_reader *rd, an_run *r, struct tensor_pass *tp)
+static int tensor_batches(ampdiag_trace_reader *rd, an_run *r, an_tensor_pass *tp)
 {
     enum { BATCH = 8192 };
     size_t ntensors = r->counts.tensors;
@@ -96,18 +111,8 @@ static int tensor_batches(ampdiag_trace_reader *rd, an_run *r, struct tensor_pas
         int rc = ampdiag_trace_read_tensors(rd, first, BATCH, &t, &n);
         if (rc)
             return rc;
-        for (size_t i = 0; i < n; i++) {
-            const ampdiag_trace_tensor *x = &t[i];
-            if (x->layer < 0 || (size_t)x->layer >= r->nlayers || x->kind < 0 ||
-                x->kind >= AMPDIAG_NKINDS) {
-                r->bad_rows++;
-                continue;
-            }
-            int grad = x->kind == AMPDIAG_KIND_ACTIVATION_GRAD || x->kind == AMPDIAG_KIND_WEIGHT_GRAD;
-            an_cell_add(&r->layers[x->layer].cell[x->kind], x, grad ? an_scale_at(r, x->step) : 1.0,
-                        tp->v1_fp8);
-            record_add(r, tp, x);
-        }
+        for (size_t i = 0; i < n; i++)
+            an_tensor_pass_add(r, tp, &t[i]);
         free(t);
         if (tp->oom)
             return AMPDIAG_TRACE_ENOMEM;
@@ -121,7 +126,7 @@ static int tensor_batches(ampdiag_trace_reader *rd, an_run *r, struct tensor_pas
 static int lib_column(an_run *r, ampdiag_format f, int scaling, int source, int32_t trace_index)
 {
     const ampdiag_format_info *fi = ampdiag_format_get(f);
-    an_whatif_key key = {scaling, 0, 0, 0};
+    an_whatif_key key = {scaling, 0, 0, 0, 0};
     return an_whatif_column(r, fi->name, (int)f, &key, source, trace_index, fi->max_finite,
                             fi->min_normal, fi->min_subnormal);
 }
@@ -140,34 +145,54 @@ static void tensor_columns(ampdiag_trace_reader *rd, an_run *r, int v1_fp8[2])
     }
 }
 
-static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const an_options *opt)
+an_tensor_pass *an_tensor_pass_begin(ampdiag_trace_reader *rd, an_run *r, const an_options *opt)
 {
-    struct tensor_pass tp = {.keep = opt ? opt->keep_points : 0,
-                             .rms_series = !(opt && opt->no_rms_series)};
-    tensor_columns(rd, r, tp.v1_fp8);
-    tp.pend = malloc((r->nlayers ? r->nlayers : 1) * sizeof *tp.pend);
-    tp.rat = calloc(r->nlayers ? r->nlayers : 1, sizeof *tp.rat);
-    int rc = 0;
+    an_tensor_pass *tp = calloc(1, sizeof *tp);
+    if (!tp)
+        return NULL;
+    tp->keep = opt ? opt->keep_points : 0;
+    tp->rms_series = !(opt && opt->no_rms_series);
+    tensor_columns(rd, r, tp->v1_fp8);
+    tp->pend = malloc((r->nlayers ? r->nlayers : 1) * sizeof *tp->pend);
+    tp->rat = calloc(r->nlayers ? r->nlayers : 1, sizeof *tp->rat);
     r->env_width = 1;
-    if (!tp.pend || !tp.rat) {
-        rc = AMPDIAG_TRACE_ENOMEM;
-        goto out;
+    if (!tp->pend || !tp->rat) {
+        free(tp->pend);
+        free(tp->rat);
+        free(tp);
+        return NULL;
     }
     for (size_t l = 0; l < r->nlayers; l++)
-        tp.pend[l].wstep = tp.pend[l].ustep = -1;
-    if ((rc = tensor_batches(rd, r, &tp)))
-        goto out;
+        tp->pend[l].wstep = tp->pend[l].ustep = -1;
+    return tp;
+}
+
+int an_tensor_pass_end(an_run *r, an_tensor_pass *tp, int keep)
+{
+    if (!tp)
+        return 0;
+    int oom = tp->oom;
     for (size_t l = 0; l < r->nlayers; l++) {
-        r->layers[l].ratio_n = tp.rat[l].n;
-        r->layers[l].ratio_median = median_doubles(tp.rat[l].v, tp.rat[l].n);
+        if (keep && !oom) {
+            r->layers[l].ratio_n = tp->rat[l].n;
+            r->layers[l].ratio_median = median_doubles(tp->rat[l].v, tp->rat[l].n);
+        }
+        vec_free(&tp->rat[l]);
     }
-out:
-    if (tp.rat)
-        for (size_t l = 0; l < r->nlayers; l++)
-            vec_free(&tp.rat[l]);
-    free(tp.rat);
-    free(tp.pend);
-    return rc;
+    free(tp->rat);
+    free(tp->pend);
+    free(tp);
+    return oom ? -1 : 0;
+}
+
+static int load_tensors(ampdiag_trace_reader *rd, an_run *r, const an_options *opt)
+{
+    an_tensor_pass *tp = an_tensor_pass_begin(rd, r, opt);
+    if (!tp)
+        return AMPDIAG_TRACE_ENOMEM;
+    int rc = tensor_batches(rd, r, tp);
+    int e = an_tensor_pass_end(r, tp, rc == 0);
+    return rc ? rc : e ? AMPDIAG_TRACE_ENOMEM : 0;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -198,7 +223,7 @@ static int row_column(an_run *r, const ampdiag_trace_whatif *x, const ampdiag_tr
         return -1;
     ampdiag_format lib;
     int known = ampdiag_format_lookup(f->name, &lib) == 0;
-    an_whatif_key key = {x->scaling, 0, 0, 0};
+    an_whatif_key key = {x->scaling, 0, 0, 0, 0};
     int col = an_whatif_column(r, f->name, known ? (int)lib : -1, &key, AN_WS_WHATIF, f->index,
                                f->max_finite, f->min_normal, f->min_subnormal);
     if (col < 0)
@@ -207,24 +232,37 @@ static int row_column(an_run *r, const ampdiag_trace_whatif *x, const ampdiag_tr
     return col >= 0 && r->wcol[col].source == AN_WS_TENSORS ? -1 : col;
 }
 
-static int load_whatif(ampdiag_trace_reader *rd, an_run *r)
+/* A row's layer in the run: lm->map[layer] (-1: none) where a map is given. */
+static int32_t mapped(const an_layer_map *lm, int32_t layer)
+{
+    if (!lm || !lm->map)
+        return layer;
+    return layer >= 0 && (size_t)layer < lm->n ? lm->map[layer] : -1;
+}
+
+int an_load_whatif(ampdiag_trace_reader *rd, an_run *r, const an_layer_map *lm)
 {
     int64_t h = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_FP8_AMAX_HISTORY, -1),
             m = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_FP8_MARGIN, 0);
     r->fp8_history = h >= 0 && h <= INT_MAX ? (int)h : -1;
     r->fp8_margin = m >= INT_MIN && m <= INT_MAX ? (int)m : 0;
-    if (r->counts.whatifs == 0)
+    ampdiag_trace_counts cnt;
+    ampdiag_trace_get_counts(rd, &cnt);
+    if (cnt.whatifs == 0)
         return 0;
     ampdiag_trace_format *fm;
     size_t nfm;
     int rc = read_formats(rd, &fm, &nfm);
     enum { BATCH = 16384 }; /* rows a read: 0.9 MB of records */
-    for (size_t first = 0; !rc && first < r->counts.whatifs; first += BATCH) {
+    for (size_t first = 0; !rc && first < cnt.whatifs; first += BATCH) {
         ampdiag_trace_whatif *w;
         size_t n;
         if ((rc = ampdiag_trace_read_whatif(rd, first, BATCH, &w, &n)))
             break;
         for (size_t i = 0; i < n; i++) {
+            w[i].layer = mapped(lm, w[i].layer);
+            if (lm && w[i].kind >= 0 && w[i].kind < AMPDIAG_NKINDS && !(lm->kinds & (1u << w[i].kind)))
+                continue;
             int col = row_column(r, &w[i], fm, nfm);
             if (col < 0)
                 continue;
@@ -247,10 +285,15 @@ static int load_whatif(ampdiag_trace_reader *rd, an_run *r)
 }
 
 /* The columns in a fixed order whatever order the rows came in: by scaling, then the
- * library's formats in table order, then the trace's own formats by name; the cells' counts
- * follow. FP16 and BF16 stay columns 0 and 1. */
+ * library's formats in table order, then the trace's own formats by name; the /quant columns
+ * last, by scheme, element format, rule, direction and block; the cells' counts follow. FP16 and BF16 stay columns 0 and 1. */
 static int col_before(const an_whatif_col *a, const an_whatif_col *b)
 {
+    int qa = a->source == AN_WS_QUANT, qb = b->source == AN_WS_QUANT;
+    if (qa != qb) /* the /quant columns after the others, by scheme first */
+        return qb;
+    if (qa && a->key.scheme != b->key.scheme)
+        return a->key.scheme < b->key.scheme;
     if (a->key.scaling != b->key.scaling)
         return a->key.scaling < b->key.scaling;
     int la = a->lib_format < 0 ? AMPDIAG_NFORMATS : a->lib_format;
@@ -264,7 +307,9 @@ static int col_before(const an_whatif_col *a, const an_whatif_col *b)
         return a->key.scheme < b->key.scheme;
     if (a->key.rule != b->key.rule)
         return a->key.rule < b->key.rule;
-    return a->key.direction < b->key.direction;
+    if (a->key.direction != b->key.direction)
+        return a->key.direction < b->key.direction;
+    return a->key.block < b->key.block;
 }
 
 static void permute_cell(an_cell *c, const int *from, int n)
@@ -276,9 +321,15 @@ static void permute_cell(an_cell *c, const int *from, int n)
         memcpy(c->wi[i], wi[from[i]], sizeof c->wi[i]);
         c->wi_values[i] = wv[from[i]];
     }
+    if (c->q) {
+        an_qcell q[AN_MAX_WHATIF];
+        memcpy(q, c->q, sizeof q);
+        for (int i = 0; i < n; i++)
+            c->q[i] = q[from[i]];
+    }
 }
 
-static void sort_columns(an_run *r)
+void an_sort_columns(an_run *r)
 {
     int from[AN_MAX_WHATIF];
     an_whatif_col cols[AN_MAX_WHATIF];
@@ -356,7 +407,8 @@ static int hist_add(an_run *r, const ampdiag_trace_hist *x)
 
 /* Rows [first, first + HIST_BLOCK) of /histograms (fewer at its end) added, read HIST_READ at a
  * time (a histogram row is 2.3 KB). 0 or an AMPDIAG_TRACE_ error; *got: the rows read. */
-static int hist_block(ampdiag_trace_reader *rd, an_run *r, size_t first, int keep, size_t *got)
+static int hist_block(ampdiag_trace_reader *rd, an_run *r, size_t first, int keep, const an_layer_map *lm,
+                      size_t *got)
 {
     *got = 0;
     for (size_t at = 0; at < HIST_BLOCK; at += HIST_READ) {
@@ -366,11 +418,15 @@ static int hist_block(ampdiag_trace_reader *rd, an_run *r, size_t first, int kee
         if (rc)
             return rc;
         *got += n;
-        for (size_t i = 0; i < n; i++)
+        for (size_t i = 0; i < n; i++) {
+            h[i].layer = mapped(lm, h[i].layer);
+            if (lm && h[i].kind >= 0 && h[i].kind < AMPDIAG_NKINDS && !(lm->kinds & (1u << h[i].kind)))
+                continue;
             if (hist_add(r, &h[i]) || (keep && hist_step_add(r, h[i].step))) {
                 free(h);
                 return AMPDIAG_TRACE_ENOMEM;
             }
+        }
         free(h);
         if (n < HIST_READ)
             break;
@@ -378,17 +434,19 @@ static int hist_block(ampdiag_trace_reader *rd, an_run *r, size_t first, int kee
     return 0;
 }
 
-static int load_hists(ampdiag_trace_reader *rd, an_run *r, int keep)
+int an_load_hists(ampdiag_trace_reader *rd, an_run *r, int keep, const an_layer_map *lm)
 {
-    size_t nh = r->counts.hists;
-    r->hist_rows = nh;
+    ampdiag_trace_counts cnt;
+    ampdiag_trace_get_counts(rd, &cnt);
+    size_t nh = cnt.hists;
+    r->hist_rows += nh;
     size_t nblocks = (nh + HIST_BLOCK - 1) / HIST_BLOCK;
     size_t want = nh <= HIST_CAP ? nblocks : HIST_CAP / HIST_BLOCK;
     for (size_t b = 0; b < want; b++) {
         size_t first = nh <= HIST_CAP ? b * HIST_BLOCK
                                       : (size_t)((double)b * (double)(nh - HIST_BLOCK) / (double)(want - 1));
         size_t n;
-        int rc = hist_block(rd, r, first, keep, &n);
+        int rc = hist_block(rd, r, first, keep, lm, &n);
         if (rc)
             return rc;
         r->hist_rows_read += n;
@@ -402,7 +460,7 @@ static int load_hists(ampdiag_trace_reader *rd, an_run *r, int keep)
 
 /* The run's totals over its layers: lost updates, non-zero updates, the median of the layers'
  * update ratios (norms apart). 0 or -1 (out of memory). */
-static int layer_totals(an_run *r)
+int an_layer_totals(an_run *r)
 {
     double *tmp = malloc((r->nlayers ? r->nlayers : 1) * sizeof *tmp);
     if (!tmp)
@@ -432,12 +490,16 @@ int an_load_records(ampdiag_trace_reader *rd, an_run *r, const an_options *opt, 
     int rc;
     if ((rc = load_tensors(rd, r, opt)))
         return an_load_fail(err, errlen, rc, r->path, "tensor records");
-    if ((rc = load_whatif(rd, r)))
+    if ((rc = an_load_whatif(rd, r, NULL)))
         return an_load_fail(err, errlen, rc, r->path, "/whatif");
-    sort_columns(r);
-    if ((rc = load_hists(rd, r, keep != 0)))
+    if ((rc = an_load_quant(rd, r)))
+        return an_load_fail(err, errlen, rc, r->path, "/quant");
+    an_sort_columns(r);
+    if (an_quant_refs(r))
+        return an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "/quant");
+    if ((rc = an_load_hists(rd, r, keep != 0, NULL)))
         return an_load_fail(err, errlen, rc, r->path, "histograms");
-    if (layer_totals(r))
+    if (an_layer_totals(r))
         return an_load_fail(err, errlen, AMPDIAG_TRACE_ENOMEM, r->path, "layers");
     return 0;
 }

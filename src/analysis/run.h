@@ -32,19 +32,24 @@
  * FP16 and BF16 are always columns 0 and 1 (every trace's /tensors counts them).
  * ------------------------------------------------------------------------------------------ */
 
-#define AN_MAX_WHATIF 32
+#define AN_MAX_WHATIF 48
 enum { AN_WI_FP16 = 0, AN_WI_BF16 = 1 };
 
+/* The key of a column. A /quant row's column (a block-scaled or per-tensor-scaled recipe) has
+ * its scheme, rule and direction here, each + 1 (0: none, a per-value column of /tensors or
+ * /whatif), and its block; the format is the scheme's element format. */
 typedef struct an_whatif_key {
-    int32_t scaling;    /* ampdiag_whatif_scaling */
-    int32_t scheme;     /* block scaling scheme, 0: per tensor (none recorded yet) */
-    int32_t rule;       /* scale rule, 0: the format's default */
-    int32_t direction;  /* 0: any */
+    int32_t scaling;    /* ampdiag_whatif_scaling (a /quant column: AMPDIAG_SCALING_NONE) */
+    int32_t scheme;     /* ampdiag_qscheme + 1; 0: not block-scaled */
+    int32_t rule;       /* ampdiag_qrule + 1; 0: none */
+    int32_t direction;  /* ampdiag_qdir + 1; 0: none */
+    int32_t block;      /* values per block (or a tile's side); 0: none or per tensor */
 } an_whatif_key;
 
 typedef enum an_whatif_source {
     AN_WS_TENSORS = 0, /* /tensors fields (fp16_*, bf16_*; v1 e4m3_*, e5m2_*) */
-    AN_WS_WHATIF = 1   /* /whatif rows */
+    AN_WS_WHATIF = 1,  /* /whatif rows */
+    AN_WS_QUANT = 2    /* /quant rows (the counts: saturated as overflow, flushed as underflow) */
 } an_whatif_source;
 
 typedef struct an_whatif_col {
@@ -55,7 +60,37 @@ typedef struct an_whatif_col {
     int source;             /* an_whatif_source */
     int32_t trace_index;    /* its /formats index (-1: from /tensors) */
     double max_finite, min_normal, min_subnormal; /* the format's limits */
+    /* a /quant column: what its scheme does to normally distributed values (quant.c: the
+     * reference the recipe findings judge a tensor against); NaN for the others */
+    double ref_sqnr_db, ref_flush, ref_saturated;
 } an_whatif_col;
+
+/* What one block-scaled (/quant) column did to one (layer, kind), summed over the rows (the
+ * traced steps). The signal and error energies of gradients are unscaled (divided by the
+ * square of the step's loss scale) so that steps weigh alike whatever their loss scale. */
+typedef struct an_qcell {
+    uint64_t records;
+    uint64_t count, nonfinite, saturated, flushed, subnormal, poisoned;
+    uint64_t blocks, zero_blocks, scale_clamped, scale_underflow;
+    double sig_sq, err_sq;      /* sums over the rows: SQNR = 10 log10(sig_sq / err_sq) */
+    double max_rel_err;         /* the largest of the rows' */
+    int64_t max_rel_step;
+    double worst_sqnr_db;       /* the lowest SQNR of one row (+inf while none) */
+    int64_t worst_step;         /* its step (-1) */
+    uint64_t disagree;          /* values whose decoded value differs from the rowwise blocking's */
+    int32_t scale_emin, scale_emax; /* over the rows' block scales (emin > emax while none) */
+} an_qcell;
+
+/* Shares and dB of a quant cell: flushed, saturated and subnormal of the finite values, the
+ * SQNR (dB) and the MSE relative to the mean square, the largest relative error, the share of
+ * values on which columnwise (or 2-D) and rowwise blocking disagree, blocks whose scale
+ * underflowed or clamped. NaN where the cell has none. */
+typedef struct an_qfigs {
+    double values, flush, saturated, subnormal, sqnr_db, rel_mse, max_rel_err, worst_sqnr_db;
+    double disagree, scale_underflow, scale_clamped;
+    int64_t worst_step;
+} an_qfigs;
+void an_qcell_figs(const an_qcell *q, an_qfigs *out);
 
 /* ------------------------------------------------------------------------------------------
  * Cells: one (layer, kind) over the whole trace
@@ -81,6 +116,8 @@ typedef struct an_cell {
     int64_t first_f16o_step;      /* first record with an FP16 overflow count; -1 */
     uint64_t hist_records;        /* histograms summed into hist */
     uint64_t *hist;               /* [AMPDIAG_HIST_BINS] unscaled exponent histogram, or NULL */
+    an_qcell *q;                  /* [AN_MAX_WHATIF] the /quant columns' sums (indexed by
+                                     column), or NULL: none recorded (not merged) */
 } an_cell;
 
 /* An empty cell: no records, extremes at their "none" values (-1, +inf), steps -1. */
@@ -88,7 +125,7 @@ void an_cell_init(an_cell *c);
 /* One tensor record's counts and extremes into a cell; sc divides gradient magnitudes (the
  * step's loss scale, 1 for other kinds). ncols: the run's what-if columns from /tensors. */
 void an_cell_add(an_cell *c, const ampdiag_trace_tensor *x, double sc, int v1_fp8_cols[2]);
-/* d += s: counts summed, extremes kept (the histogram is not merged). */
+/* d += s: counts summed, extremes kept (the histogram and the /quant sums are not merged). */
 void an_cell_merge(an_cell *d, const an_cell *s);
 uint64_t an_cell_nonfinite(const an_cell *c);
 /* Finite non-zero values. */
@@ -202,7 +239,7 @@ typedef struct an_attr {
 } an_attr;
 
 /* A /steps row as kept: the fields the analysis, the charts and the recommendations read (the
- * record read is 176 bytes, this 64; the first skip reason is kept in an_run). */
+ * record read is 176 bytes, this 72; the first skip reason is kept in an_run). */
 typedef struct an_step {
     int64_t step;
     double loss;
@@ -212,10 +249,23 @@ typedef struct an_step {
     double lr;
     double update_ratio;
     int32_t skipped;
+    double wall_ms;          /* the step's wall-clock time (the spread across ranks: ranks.h) */
 } an_step;
 
 struct an_findings;
 struct an_figures;
+struct an_ranks;
+
+/* The root attributes of one rank's trace in a distributed run (traces/FORMAT.md, "Distributed
+ * runs"), as ampdiag_trace_get_rank read them. */
+typedef struct an_rank_attrs {
+    int have;                /* 1: one rank's trace; 0: no rank attributes (one process); -1:
+                                they are there but invalid (err says why) */
+    int64_t rank, world_size;
+    char sharding[16];       /* "replicated", "sharded", "hybrid", "none" */
+    char backend[32], reduce_dtype[16];
+    char err[200];
+} an_rank_attrs;
 
 typedef struct an_run {
     char *path;
@@ -238,6 +288,7 @@ typedef struct an_run {
     int format_version;
     an_attr *attrs;          /* every root attribute, in the file's order */
     size_t nattrs;
+    an_rank_attrs dist;      /* the rank attributes of a distributed run's trace */
     ampdiag_trace_counts counts; /* rows of each table */
     int status;              /* ampdiag_trace_status */
     char status_text[32];
@@ -343,7 +394,16 @@ typedef struct an_run {
 
     struct an_figures *fig;        /* the headline figures (figures.h) */
     struct an_findings *find;      /* what the trace says, for every renderer (findings.h) */
+    struct an_ranks *ranks;        /* a run read from its ranks' traces (ranks.h): the ranks and
+                                      what reading them together found; NULL for one trace */
 } an_run;
+
+/* The quant sums of column col of a cell, or NULL (none, or not a /quant column). */
+const an_qcell *an_cell_quant(const an_cell *c, int col);
+/* Column col is a /quant column (block-scaled or per-tensor-scaled recipe). */
+int an_whatif_is_quant(const an_run *r, int col);
+/* Its scheme as the library's spec (0), or -1 when col is not one. */
+int an_whatif_qspec(const an_run *r, int col, ampdiag_qspec *s);
 
 /* The run's what-if column of a library format under a scaling, or -1. */
 int an_whatif_find(const an_run *r, int lib_format, int scaling);
@@ -353,7 +413,8 @@ int an_whatif_find(const an_run *r, int lib_format, int scaling);
 /* Column col is the run's own format (its precision's, unscaled): an FP16 run's FP16 column. */
 int an_whatif_own(const an_run *r, int col);
 /* A --what-if list names column col: "all", its name ("e4m3_delayed"), its format's ("e4m3"),
- * or "fp8" for E4M3 and E5M2 (case-insensitive, comma-separated). */
+ * or "fp8" for E4M3 and E5M2 (case-insensitive, comma-separated); a /quant column only "all"
+ * and its name ("nvfp4:e4m3@row"). */
 int an_whatif_named(const an_run *r, int col, const char *list);
 int an_whatif_column(an_run *r, const char *format, int lib_format, const an_whatif_key *key,
                      int source, int32_t trace_index, double max_finite, double min_normal,

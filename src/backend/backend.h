@@ -161,6 +161,11 @@ struct backend {
      * recorded. */
     int (*quant_whatif)(const backend *bk, const float *x, size_t n, size_t rows, size_t cols, float amax,
                         size_t nspec, const ampdiag_qspec *spec, ampdiag_qstats *out);
+    /* ampdiag_tstats_compute_ge on the buffer: tstats and, in the same pass, count_at_least's
+     * counts (k <= 8 thresholds, ge host memory; h may be NULL). 0 or -1 as that. NULL where a
+     * backend has none: tstats, then count_at_least (the delayed-scaling FP8 counts, fp8.h). */
+    int (*tstats_ge)(const backend *bk, const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h,
+                     size_t k, const uint32_t *ge, uint64_t *counts);
 
     /* ---------------------------------------------------------------- GEMM
      * C[M,N] = rnd(alpha * op(A)[M,K] @ op(B)[K,N] + beta * C), row-major, op = transpose when

@@ -97,6 +97,7 @@ static const tol_rule tol_rules[] = {
     {"cpu", "tstats", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
     {"cpu", "update_stats", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
     {"cpu", "tstats_many", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
+    {"cpu", "tstats_ge", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
     {"cpu", "update_stats_many", 0, 1, 0, "sum, sumsq: AVX2 and portable kernels add in other orders", NULL},
     {"cuda", "sum", 0, 1, 0, "a tree sum on the device", NULL},
     {"cuda", "sumsq", 0, 1, 0, "a tree sum on the device", NULL},
@@ -104,6 +105,7 @@ static const tol_rule tol_rules[] = {
     {"cuda", "grad_norm", 0, 1, 0, "a tree sum on the device", NULL},
     {"cuda", "update_stats", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
     {"cuda", "tstats_many", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
+    {"cuda", "tstats_ge", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
     {"cuda", "update_stats_many", 0, 1, 0, "sum, sumsq: tree sums on the device", NULL},
     {"cuda", "gemm", 0, 0, 1, "cuBLAS: another summation order, within the bound of any order", NULL},
     {"cuda", "attention_fwd", 0, 0, 1, "cuBLAS products and a softmax of their sums, within the bound of any order", NULL},
@@ -128,6 +130,7 @@ static const tol_rule any_rules[] = {
     {"*", "attention_fwd", 0, 0, 1, "another summation order, within the bound of any order", NULL},
     {"*", "attention_bwd", 0, 0, 1, "another summation order, within the bound of any order", NULL},
     {"*", "tstats_many", 0, 1, 0, "sum, sumsq in another order", NULL},
+    {"*", "tstats_ge", 0, 1, 0, "sum, sumsq in another order", NULL},
     {"*", "update_stats_many", 0, 1, 0, "sum, sumsq in another order", NULL},
 };
 
@@ -442,6 +445,15 @@ static double sum_bound(const float *x, size_t n, int sq, float scale)
     return (double)n * 0x1p-52 * s;
 }
 
+/* The statistics' sums: within AMPDIAG_TSTATS_SUM_RTOL of the magnitudes (ampdiag.h: the
+ * 512-bit kernel adds 16 values a lane in float), twice that between two kernels, plus the
+ * double accumulation's own order. */
+static double tstats_sum_bound(const float *x, size_t n, int sq)
+{
+    double m = sum_bound(x, n, sq, 1.0f) / ((double)(n ? n : 1) * 0x1p-52); /* the magnitudes */
+    return sum_bound(x, n, sq, 1.0f) + 2.0 * AMPDIAG_TSTATS_SUM_RTOL * m;
+}
+
 /* Every count of the record: the seven classes, then every format's what-if classes, named by
  * the format table (so that a format added to it is compared too). */
 static void put_tstats(result *r, const ampdiag_tstats *s, const float *x, size_t n)
@@ -462,8 +474,8 @@ static void put_tstats(result *r, const ampdiag_tstats *s, const float *x, size_
     put(r, "max", s->max, 0.0);
     put(r, "absmax", s->absmax, 0.0);
     put(r, "absmin_nz", s->absmin_nz, 0.0);
-    put(r, "sum", s->sum, sum_bound(x, n, 0, 1.0f));
-    put(r, "sumsq", s->sumsq, sum_bound(x, n, 1, 1.0f));
+    put(r, "sum", s->sum, tstats_sum_bound(x, n, 0));
+    put(r, "sumsq", s->sumsq, tstats_sum_bound(x, n, 1));
 }
 
 static void put_hist(result *r, const ampdiag_hist *h)
@@ -926,6 +938,48 @@ static void cases_count_at_least(tctx *T, bk_rnd r, opstat *st)
             prm p = {.n = n, .omit = (s * 2 + v) % 9};
             float *x = v ? gen(T, n, 0, -30, 17) : gen_mix(T, n);
             tcase c = mk(run_count_at_least, &p);
+            add(&c, "x", IN, n, x);
+            both(T, &c, st);
+        }
+}
+
+/* tstats_ge: the record and count_at_least's counts from one pass, with 0..8 of count_at_least's
+ * thresholds, with and without the histogram; and the bad arguments it must refuse (nothing
+ * computed). */
+static void run_tstats_ge(const backend *bk, float *const *d, const prm *p, result *r)
+{
+    static const uint32_t ge[8] = {1u, AMPDIAG_BF16_UNF_BITS + 1u, AMPDIAG_F32_MIN_NORMAL, AMPDIAG_FP16_UNF_BITS + 1u,
+                                   AMPDIAG_E4M3_NORM_BITS, AMPDIAG_E4M3_OVF_BITS, AMPDIAG_FP16_OVF_BITS,
+                                   AMPDIAG_F32_INF};
+    static const uint32_t bad[2] = {0u, AMPDIAG_F32_INF + 1u};
+    uint64_t c[8] = {0}, keep[1] = {7};
+    ampdiag_tstats s, s2;
+    ampdiag_hist h;
+    size_t k = (size_t)(p->omit % 9);
+    int hist = p->omit / 9 == 0;
+    put(r, "rc", (double)bk->tstats_ge(bk, d[0], p->n, &s, hist ? &h : NULL, k, ge, c), 0.0);
+    put_tstats(r, &s, p->hx, p->n);
+    if (hist)
+        put_hist(r, &h);
+    for (int j = 0; j < 8; j++)
+        put(r, "count", (double)c[j], 0.0);
+    put(r, "rc (9 thresholds)", (double)bk->tstats_ge(bk, d[0], p->n, &s2, NULL, 9, ge, c), 0.0);
+    put(r, "rc (threshold 0)", (double)bk->tstats_ge(bk, d[0], p->n, &s2, NULL, 1, bad, keep), 0.0);
+    put(r, "rc (a NaN threshold)", (double)bk->tstats_ge(bk, d[0], p->n, &s2, NULL, 1, bad + 1, keep), 0.0);
+    put(r, "untouched", (double)keep[0], 0.0);
+}
+
+static void cases_tstats_ge(tctx *T, bk_rnd r, opstat *st)
+{
+    (void)r;
+    static const size_t more[] = {4096 + 33, 3 * 4096 + 8};
+    for (int s = 0; s < NSIZES + (int)NELEM(more); s++)
+        for (int v = 0; v < 2; v++) {
+            size_t n = s < NSIZES ? SIZES[s] : more[s - NSIZES];
+            prm p = {.n = n, .omit = (s * 2 + v) % 18};
+            float *x = v ? gen(T, n, 0, -30, 17) : gen_mix(T, n);
+            p.hx = x;
+            tcase c = mk(run_tstats_ge, &p);
             add(&c, "x", IN, n, x);
             both(T, &c, st);
         }
@@ -1929,6 +1983,9 @@ REF_VOID(update_stats, (const backend *bk, const bk_optim *c, const float *w_old
 REF_RET(int, count_at_least, (const backend *bk, const float *x, size_t n, size_t k, const uint32_t *ge,
                               uint64_t *counts),
         x, n, k, ge, counts)
+REF_RET(int, tstats_ge, (const backend *bk, const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h, size_t k,
+                         const uint32_t *ge, uint64_t *counts),
+        x, n, s, h, k, ge, counts)
 REF_RET(int, whatif_scaled, (const backend *bk, size_t nfmt, const ampdiag_format *fmt, const float *scale,
                              const float *x, size_t n, uint64_t (*counts)[AMPDIAG_WHATIF_NCLASSES]),
         nfmt, fmt, scale, x, n, counts)
@@ -1955,6 +2012,7 @@ const backend *opcheck_reference(void)
         .count_nonfinite = ref_count_nonfinite,
         .tstats = ref_tstats,
         .count_at_least = ref_count_at_least,
+        .tstats_ge = ref_tstats_ge,
         .whatif_scaled = ref_whatif_scaled,
         .quant_whatif = ref_quant_whatif,
         .gemm = ref_gemm,
@@ -2112,6 +2170,7 @@ static const op_entry ops[] = {
     OPT(whatif_scaled, 0),
     OPT(count_at_least, 0),
     OPT(count_at_least_many, 0),
+    OPT(tstats_ge, 0),
     OPT(quant_whatif, 0),
     OP(gemm, 1),
     OP(bias_add, 1),

@@ -4,11 +4,13 @@
  * there is one), apply the recommendation rules and print the report (text, Markdown or JSON).
  * One trace alone works too: an FP32 trace then answers "what would FP16/BF16 do".
  */
+#include "analysis/recipe.h"
 #include "cli/compare.h"
 
 #include "analysis/compare.h"
 #include "analysis/findings.h"
 #include "analysis/load.h"
+#include "analysis/ranks.h"
 #include "cli/cli.h"
 #include "plot/plot.h"
 #include "report/report.h"
@@ -28,7 +30,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ampdiag compare TRACE.h5 [TRACE.h5 ...] [--baseline TRACE.h5]\n"
             "                       [--format text|md|json] [--plots DIR] [--target T]\n"
-            "                       [--fail-on LIST] [--warmup N] [--what-if LIST]\n"
+            "                       [--fail-on LIST] [--warmup N] [--what-if LIST] [--recipe NAME]\n"
+            "                       [--alone]\n"
             "\n"
             "Compare runs of one model in different precisions (or learning rates, or seeds) and\n"
             "recommend a precision (fp32, fp16 + loss scaling with an initial scale, bf16, or a\n"
@@ -40,7 +43,14 @@ static void usage(FILE *f)
             "\n"
             "The baseline is the first FP32 trace (else the first trace); layers are matched by\n"
             "name. Runs that differ in model, data, seed, steps or learning rate are compared with\n"
-            "a note saying what the difference means.\n");
+            "a note saying what the difference means.\n"
+            "\n"
+            "A distributed run's rank traces (one per rank, ampdiag.torch under torch.distributed)\n"
+            "are one run: give a glob in quotes ('run.rank*.h5') or rank 0's trace (run.rank0.h5:\n"
+            "the others beside it are read with it). Their records are merged into the run the\n"
+            "ranks trained together, compared as any run, and the ranks' own findings come first\n"
+            "(the first rank with NaN/inf, replicas or reduced gradients that differ, a rank's\n"
+            "skips or early stop, missing ranks; docs/pytorch.md, 'Reading ranks together').\n");
     char def[800];
     msg_cfig_definition(def, sizeof def, MSG_NOISE_BAND);
     char para[1000];
@@ -70,10 +80,16 @@ static void usage(FILE *f)
             "                      (default: min(100, steps / 5))\n"
             "  --what-if LIST      what-if sections beyond FP16 and BF16: fp8, all, or column names\n"
             "                      (e4m3, e5m2_delayed, ...); without it one line says which exist\n"
+            "  --recipe NAME       a low-precision recipe the traces counted (mxfp8, mxfp8:rceil,\n"
+            "                      nvfp4, fp8-block, fp8-current, fp8-delayed): per run the tensors it\n"
+            "                      would hurt and why, and the per-layer plan (which layers can take it,\n"
+            "                      which should stay BF16, ranked by the measured error), with the plan\n"
+            "                      as a decision; without it one line says which recipes were counted\n"
+            "  --alone             read a rank-0 trace by itself, not with the ranks beside it\n"
             "  -h, --help\n"
             "\n"
-            "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage or a file that is\n"
-            "not a readable trace (named), 3 I/O error\n");
+            "exit status: 0 success, 1 a --fail-on condition held, 2 bad usage, a file that is\n"
+            "not a readable trace (named) or rank traces that are not one run, 3 I/O error\n");
 }
 
 void compare_opts_init(compare_opts *o)
@@ -82,6 +98,7 @@ void compare_opts_init(compare_opts *o)
     o->format = CMP_TEXT;
     o->target = TGT_ANY;
     o->warmup = -1;
+    o->recipe = -1;
     o->prog = "ampdiag compare";
 }
 
@@ -128,60 +145,58 @@ static int write_file(const char *prog, const char *path, compare_format fmt, co
 /* One comparison's inputs as compare_files goes through them. */
 typedef struct cmp_inputs {
     const char *prog;
-    const char **all;            /* the traces: the baseline first where it is not an input */
-    an_run *runs;                /* [total], the first `loaded` loaded */
-    size_t total, loaded;
+    const char **args;           /* the arguments: the baseline first where it is not one of them */
+    size_t nargs;
+    an_inputs in;                /* what they name: one run each (a distributed run's ranks, one) */
+    const char **all;            /* = in.names: the run's argument */
+    an_run *runs;                /* = in.runs */
+    size_t total;                /* = in.n */
     size_t bidx;                 /* the baseline's index; (size_t)-1 until known */
 } cmp_inputs;
 
-/* The traces to read: the inputs, after the baseline where it is an extra trace; room for
- * their runs. 0 or EXIT_IO after a message; free_inputs frees them. */
+/* The arguments to read: the inputs, after the baseline where it is an extra trace. 0 or
+ * EXIT_IO after a message; free_inputs frees them. */
 static int list_inputs(cmp_inputs *in, const char *const *paths, size_t n, const compare_opts *o)
 {
-    in->total = n;
+    int extra = o->baseline != NULL;
+    for (size_t i = 0; i < n && extra; i++)
+        extra = strcmp(paths[i], o->baseline) != 0;
+    in->nargs = n + (size_t)extra;
     in->bidx = (size_t)-1;
-    if (o->baseline) {
-        for (size_t i = 0; i < n; i++)
-            if (strcmp(paths[i], o->baseline) == 0)
-                in->bidx = i;
-        if (in->bidx == (size_t)-1)
-            in->total = n + 1;
-    }
-    size_t total = in->total;
-    in->all = malloc((total ? total : 1) * sizeof *in->all);
-    in->runs = calloc(total ? total : 1, sizeof *in->runs);
-    if (!in->all || !in->runs) {
+    in->args = malloc((in->nargs ? in->nargs : 1) * sizeof *in->args);
+    if (!in->args) {
         fprintf_text(stderr, "%s: out of memory\n", in->prog);
         return EXIT_IO;
     }
     size_t k = 0;
-    if (o->baseline && in->bidx == (size_t)-1) {
-        in->all[k++] = o->baseline;
-        in->bidx = 0;
-    }
+    if (extra)
+        in->args[k++] = o->baseline;
     for (size_t i = 0; i < n; i++)
-        in->all[k++] = paths[i];
+        in->args[k++] = paths[i];
     return 0;
 }
 
-/* Read every trace through an_load (several at once: an_load_many); the first that fails is
- * reported (its message names the file). 0, EXIT_USAGE (not a readable trace) or EXIT_IO. */
+/* Read every trace the arguments name (an_load_args: several at once, the ranks of a
+ * distributed run as one run); the first that fails is reported (its message names the file).
+ * 0, EXIT_USAGE (not a readable trace, or rank traces that are not one run) or EXIT_IO. */
 static int load_inputs(cmp_inputs *in, const compare_opts *o)
 {
     an_options ao = {.warmup = o->warmup, .quiet = 0, .keep_points = 0};
     char err[1024];
-    int e = 0;
-    size_t i = an_load_many(in->all, in->total, &ao, in->runs, &e, err, sizeof err);
-    in->loaded = in->total;
-    if (i < in->total) {
-        char s[128];
-        if (strstr(err, in->all[i]) || strstr(err, path_short(in->all[i], s, sizeof s)))
-            fprintf_text(stderr, "%s: %s\n", in->prog, err);
-        else
-            fprintf_text(stderr, "%s: '%s': %s\n", in->prog, s, err);
+    int e = an_load_args(in->args, in->nargs, &ao, o->alone ? AN_ARGS_ALONE : 0, &in->in, err, sizeof err);
+    for (size_t i = 0; i < in->in.nnotes; i++)
+        fprintf_text(stderr, "%s: %s\n", in->prog, in->in.notes[i]);
+    in->all = in->in.names;
+    in->runs = in->in.runs;
+    in->total = in->in.n;
+    if (e) {
+        fprintf_text(stderr, "%s: %s\n", in->prog, err);
         return ampdiag_trace_err_is_io(e) ? EXIT_IO : EXIT_USAGE;
     }
-    /* no --baseline: the first FP32 trace, else the first */
+    /* --baseline: the run of that argument; else the first FP32 run, else the first */
+    for (size_t k = 0; o->baseline && k < in->total; k++)
+        if (strcmp(in->all[k], o->baseline) == 0)
+            in->bidx = k;
     if (in->bidx == (size_t)-1) {
         in->bidx = 0;
         for (size_t k = 0; k < in->total; k++)
@@ -196,10 +211,8 @@ static int load_inputs(cmp_inputs *in, const compare_opts *o)
 /* The runs loaded and the lists of list_inputs. */
 static void free_inputs(cmp_inputs *in)
 {
-    for (size_t i = 0; i < in->loaded; i++)
-        an_free(&in->runs[i]);
-    free(in->runs);
-    free(in->all);
+    an_inputs_free(&in->in);
+    free(in->args);
 }
 
 /* The charts a report links (--plots DIR). */
@@ -219,6 +232,7 @@ static int draw_charts(const cmp_inputs *in, const compare_opts *o, const recomm
     plot_options po;
     plot_options_init(&po);
     po.whatif = o->whatif;
+    po.alone = o->alone;
     char clip_label[96];
     char err[1024];
     int plot_rc = 0;
@@ -303,7 +317,8 @@ static int compare_and_report(const cmp_inputs *in, const compare_opts *o)
     recommendation R;
     memset(&R, 0, sizeof R);
     if (an_compare(in->runs, in->total, in->bidx, &c) ||
-        recommend(in->runs, in->total, &c, o->target, o->fail_mask, &R)) {
+        recommend(in->runs, in->total, &c, o->target, o->fail_mask, &R) ||
+        (o->recipe >= 0 && (rec_recipe_rules(in->runs, in->total, &c, o->recipe, &R), R.oom))) {
         fprintf_text(stderr, "%s: out of memory\n", in->prog);
         an_comparison_free(&c);
         rec_free(&R);
@@ -313,6 +328,7 @@ static int compare_and_report(const cmp_inputs *in, const compare_opts *o)
     memset(&ro, 0, sizeof ro);
     ro.width = 0; /* the terminal's, or 100 */
     ro.whatif = o->whatif;
+    ro.recipe = o->recipe >= 0 ? an_recipe_name(o->recipe) : NULL;
     cmp_charts ch;
     memset(&ch, 0, sizeof ch);
     int plot_rc = o->plots_dir ? draw_charts(in, o, &R, &ch, &ro) : 0;
@@ -344,12 +360,74 @@ int compare_files(const char *const *paths, size_t n, const compare_opts *o)
 
 
 
-enum { O_BASELINE = 1, O_FORMAT, O_PLOTS, O_TARGET, O_FAIL_ON, O_WARMUP, O_WHATIF, O_HELP };
+enum { O_BASELINE = 1, O_FORMAT, O_PLOTS, O_TARGET, O_FAIL_ON, O_WARMUP, O_WHATIF, O_RECIPE, O_ALONE, O_HELP };
 
 static const cli_opt options[] = {
     {"--baseline", 0, CLI_ARG, O_BASELINE}, {"--format", 0, CLI_ARG, O_FORMAT}, {"--plots", 0, CLI_ARG, O_PLOTS},
     {"--target", 0, CLI_ARG, O_TARGET}, {"--fail-on", 0, CLI_ARG, O_FAIL_ON}, {"--warmup", 0, CLI_ARG, O_WARMUP},
-    {"--what-if", 0, CLI_ARG, O_WHATIF}, {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+    {"--what-if", 0, CLI_ARG, O_WHATIF}, {"--recipe", 0, CLI_ARG, O_RECIPE}, {"--alone", 0, CLI_NOARG, O_ALONE},
+    {"--help", 'h', CLI_NOARG, O_HELP},
+    CLI_OPT_END};
+
+/* One option other than --help and a trace (id, its argument v) into o. 0 or EXIT_USAGE after a
+ * message. */
+static int compare_option(compare_opts *o, int id, const char *v)
+{
+    char err[256];
+    switch (id) {
+    case O_BASELINE:
+        o->baseline = v;
+        return 0;
+    case O_FORMAT:
+        if (compare_format_parse(v, &o->format)) {
+            fprintf_text(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_PLOTS:
+        o->plots_dir = v;
+        return 0;
+    case O_TARGET:
+        if (rec_target_parse(v, &o->target) || o->target == TGT_ANY) {
+            fprintf_text(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
+                         "sm89, sm90 or cpu)\n", v);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_FAIL_ON:
+        if (rec_fail_parse(v, &o->fail_mask, err, sizeof err)) {
+            fprintf_text(stderr, "ampdiag compare: %s\n", err);
+            return EXIT_USAGE;
+        }
+        return 0;
+    case O_WARMUP: {
+        char *end;
+        errno = 0;
+        long w = strtol(v, &end, 10);
+        if (end == v || *end || errno || w < 0 || w > 1000000000L) {
+            fprintf_text(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
+            return EXIT_USAGE;
+        }
+        o->warmup = w;
+        return 0;
+    }
+    case O_WHATIF:
+        o->whatif = v;
+        return 0;
+    case O_ALONE:
+        o->alone = 1;
+        return 0;
+    case O_RECIPE:
+        if ((o->recipe = an_recipe_parse(v)) < 0) {
+            fprintf_text(stderr, "ampdiag compare: unknown --recipe '%s' (expected one of %s)\n", v,
+                         an_recipe_names());
+            return EXIT_USAGE;
+        }
+        return 0;
+    default:
+        return EXIT_USAGE;
+    }
+}
 
 int cmd_compare(int argc, char **argv)
 {
@@ -366,59 +444,15 @@ int cmd_compare(int argc, char **argv)
     if (cli_parser_init(&p, "compare", options, argc, argv, 0))
         rc = EXIT_USAGE;
     for (int id; !rc && (id = cli_next(&p)) != CLI_DONE;) {
-        const char *v = p.arg;
-        char err[256];
-        switch (id) {
-        case O_HELP:
+        if (id == O_HELP) {
             usage(stdout);
             free(paths);
             return 0;
-        case O_BASELINE:
-            o.baseline = v;
-            break;
-        case O_FORMAT:
-            if (compare_format_parse(v, &o.format)) {
-                fprintf_text(stderr, "ampdiag compare: unknown --format '%s' (expected text, md or json)\n", v);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case O_PLOTS:
-            o.plots_dir = v;
-            break;
-        case O_TARGET:
-            if (rec_target_parse(v, &o.target) || o.target == TGT_ANY) {
-                fprintf_text(stderr, "ampdiag compare: unknown --target '%s' (expected sm70, sm75, sm80, "
-                             "sm89, sm90 or cpu)\n", v);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case O_FAIL_ON:
-            if (rec_fail_parse(v, &o.fail_mask, err, sizeof err)) {
-                fprintf_text(stderr, "ampdiag compare: %s\n", err);
-                rc = EXIT_USAGE;
-            }
-            break;
-        case O_WARMUP: {
-            char *end;
-            errno = 0;
-            long w = strtol(v, &end, 10);
-            if (end == v || *end || errno || w < 0 || w > 1000000000L) {
-                fprintf_text(stderr, "ampdiag compare: --warmup needs a step count >= 0, got '%s'\n", v);
-                rc = EXIT_USAGE;
-            } else {
-                o.warmup = w;
-            }
-            break;
         }
-        case O_WHATIF:
-            o.whatif = v;
-            break;
-        case CLI_POS:
-            paths[n++] = v;
-            break;
-        default:
-            rc = EXIT_USAGE;
-        }
+        if (id == CLI_POS)
+            paths[n++] = p.arg;
+        else
+            rc = compare_option(&o, id, p.arg);
     }
     if (!rc && n == 0 && !o.baseline) {
         fprintf(stderr, "ampdiag compare: no trace given (usage: ampdiag compare A.h5 [B.h5 ...])\n");

@@ -10,6 +10,8 @@
 #include "ampdiag_trace.h"
 #include "analysis/findings.h"
 #include "analysis/load.h"
+#include "analysis/ranks.h"
+#include "analysis/recipe.h"
 #include "cli/cli.h"
 #include "report/info.h"
 #include "util/escape.h"
@@ -24,7 +26,9 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ampdiag info TRACE.h5 [--format text|json] [--top N] [--what-if LIST]\n"
+            "usage: ampdiag info TRACE.h5 [--format text|json] [--top N] [--what-if LIST] [--recipe NAME]\n"
+            "                    [--alone]\n"
+            "       ampdiag info 'RUN.rank*.h5'   (the ranks of a distributed run, read together)\n"
             "\n"
             "Summarise one trace: the run (precision, model, data, steps, status), the loss\n"
             "(first, last, minimum), the loss scale (initial, minimum, final, backoffs), skipped\n"
@@ -44,15 +48,31 @@ static void usage(FILE *f)
             "A trace whose status is still 'running' was cut off (its writer was killed or is\n"
             "still running): it holds every record up to the writer's last flush.\n"
             "\n"
+            "The traces of a distributed run's ranks (one per rank, ampdiag.torch under\n"
+            "torch.distributed) are read together as one run: a glob in quotes ('run.rank*.h5'),\n"
+            "or rank 0's trace with the others beside it (run.rank0.h5: run.rank1.h5, ... are read\n"
+            "with it). The ranks' records are merged into the run the ranks trained together, and\n"
+            "a section 'ranks' names the first rank with NaN/inf, replicas or reduced gradients\n"
+            "that differ across ranks, skips one rank took alone, a rank that stopped first,\n"
+            "missing ranks or shards, and the spread of the loss, step time and activations\n"
+            "(docs/pytorch.md, 'Reading ranks together').\n"
+            "\n"
             "options:\n"
             "  --format text|json  output format (default text; json is described in\n"
             "                      traces/FORMAT.md, section 'ampdiag info --format json')\n"
             "  --top N             rows of the headroom tables in text output (default 5)\n"
             "  --what-if LIST      what-if columns beyond FP16 and BF16 to show: fp8, all, or\n"
             "                      column names (e4m3, e5m2_delayed, ...); JSON always has them all\n"
+            "  --recipe NAME       a low-precision recipe the trace counted (mxfp8, mxfp8:rceil,\n"
+            "                      nvfp4, fp8-block, fp8-current, fp8-delayed): the tensors it would\n"
+            "                      hurt and why, and which layers can take it and which should stay\n"
+            "                      BF16, ranked by the measured error (docs/numerics.md, \"Which layers\n"
+            "                      can take a recipe\"); JSON always has every recipe counted\n"
+            "  --alone             read a rank-0 trace by itself, not with the ranks beside it\n"
             "  -h, --help\n"
             "\n"
-            "exit status: 0 success, 2 bad usage or not a valid trace, 3 I/O error\n");
+            "exit status: 0 success, 2 bad usage, not a valid trace, or rank traces that are not\n"
+            "one run, 3 I/O error\n");
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -61,16 +81,42 @@ static void usage(FILE *f)
 
 static int exit_for(int err) { return ampdiag_trace_err_is_io(err) ? EXIT_IO : EXIT_USAGE; }
 
-enum { O_FORMAT = 1, O_TOP, O_WHATIF, O_HELP };
+enum { O_FORMAT = 1, O_TOP, O_WHATIF, O_RECIPE, O_ALONE, O_HELP };
 
 static const cli_opt options[] = {
     {"--format", 0, CLI_ARG, O_FORMAT}, {"--top", 0, CLI_ARG, O_TOP}, {"--what-if", 0, CLI_ARG, O_WHATIF},
-    {"--help", 'h', CLI_NOARG, O_HELP}, CLI_OPT_END};
+    {"--recipe", 0, CLI_ARG, O_RECIPE}, {"--alone", 0, CLI_NOARG, O_ALONE}, {"--help", 'h', CLI_NOARG, O_HELP},
+    CLI_OPT_END};
 
-int cmd_info(int argc, char **argv)
+/* The run the arguments name: one trace, or the ranks of one distributed run (several
+ * arguments only where they are: a glob the shell expanded). 0 or the exit status after a
+ * message. */
+static int load_one(const char *const *args, size_t n, unsigned flags, an_inputs *in)
 {
-    const char *path = NULL, *format = "text", *whatif = NULL;
+    an_options ao = {.warmup = -1, .quiet = 0, .keep_points = 0, .no_rms_series = 1};
+    char err[1024] = "";
+    int rc = an_load_args(args, n, &ao, flags, in, err, sizeof err);
+    for (size_t i = 0; i < in->nnotes; i++)
+        fprintf_text(stderr, "ampdiag info: %s\n", in->notes[i]);
+    if (rc) {
+        fprintf_text(stderr, "ampdiag info: %s\n", err);
+        return exit_for(rc);
+    }
+    if (in->n != 1) {
+        fprintf_text(stderr, "ampdiag info: one trace at a time ('%s' and '%s'); to compare traces use "
+                             "ampdiag compare\n", in->names[0], in->names[1]);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The options and the traces. 0, -1 (--help: done), or the exit status after a message. */
+static int info_args(int argc, char **argv, const char **format_, long *top_, const char **whatif_,
+                     int *recipe_, unsigned *flags, const char **paths, size_t *npaths)
+{
+    const char *format = "text";
     long top = 5;
+    int recipe = -1;
     cli_parser p;
     if (cli_parser_init(&p, "info", options, argc, argv, 0))
         return EXIT_USAGE;
@@ -78,7 +124,7 @@ int cmd_info(int argc, char **argv)
         const char *a = p.arg;
         if (id == O_HELP) {
             usage(stdout);
-            return 0;
+            return -1;
         } else if (id == O_FORMAT) {
             format = a;
             if (strcmp(format, "text") != 0 && strcmp(format, "json") != 0) {
@@ -95,39 +141,63 @@ int cmd_info(int argc, char **argv)
                 return EXIT_USAGE;
             }
         } else if (id == O_WHATIF) {
-            whatif = a;
+            *whatif_ = a;
+        } else if (id == O_ALONE) {
+            *flags |= AN_ARGS_ALONE;
+        } else if (id == O_RECIPE) {
+            if ((recipe = an_recipe_parse(a)) < 0) {
+                fprintf_text(stderr, "ampdiag info: unknown --recipe '%s' (expected one of %s)\n", a,
+                             an_recipe_names());
+                return EXIT_USAGE;
+            }
         } else if (id != CLI_POS) {
             return EXIT_USAGE;
-        } else if (path) {
-            fprintf_text(stderr, "ampdiag info: one trace at a time ('%s' and '%s'); to compare traces "
-                                 "use ampdiag compare\n", path, a);
-            return EXIT_USAGE;
         } else {
-            path = a;
+            paths[(*npaths)++] = a;
         }
     }
-    if (!path) {
+    if (!*npaths) {
         fprintf(stderr, "ampdiag info: no trace given (usage: ampdiag info TRACE.h5 [--format "
                         "text|json])\n");
         return EXIT_USAGE;
     }
+    *format_ = format;
+    *top_ = top;
+    *recipe_ = recipe;
+    return 0;
+}
 
-    /* one loader, one set of findings: the same figures as run, compare and plot */
-    an_run run;
-    an_options ao = {.warmup = -1, .quiet = 0, .keep_points = 0, .no_rms_series = 1};
-    char err[512] = "";
-    int rc = an_load(path, &ao, &run, err, sizeof err);
-    if (rc) {
-        fprintf_text(stderr, "ampdiag info: %s\n", err);
-        an_free(&run);
-        return exit_for(rc);
+int cmd_info(int argc, char **argv)
+{
+    const char *format = "text", *whatif = NULL;
+    long top = 5;
+    unsigned flags = 0;
+    const char **paths = calloc((size_t)(argc > 0 ? argc : 1), sizeof *paths);
+    size_t npaths = 0;
+    if (!paths) {
+        fprintf(stderr, "ampdiag info: out of memory\n");
+        return EXIT_IO;
     }
-    info_opts io = {(size_t)top, whatif, 0};
+    int recipe = -1;
+    int rc = info_args(argc, argv, &format, &top, &whatif, &recipe, &flags, paths, &npaths);
+    if (rc) {
+        free(paths);
+        return rc < 0 ? 0 : rc;
+    }
+    an_inputs in;
+    rc = load_one(paths, npaths, flags, &in);
+    free(paths);
+    if (rc) {
+        an_inputs_free(&in);
+        return rc;
+    }
+    const an_run *run = &in.runs[0];
+    info_opts io = {(size_t)top, whatif, recipe, 0};
     if (strcmp(format, "json") == 0)
-        report_info_json(stdout, &run);
+        report_info_json(stdout, run);
     else
-        report_info_text(stdout, &run, &io);
-    an_free(&run);
+        report_info_text(stdout, run, &io);
+    an_inputs_free(&in);
     if (fflush(stdout) != 0 || ferror(stdout)) {
         fprintf_text(stderr, "ampdiag info: cannot write the output: %s\n", strerror(errno));
         return EXIT_IO;

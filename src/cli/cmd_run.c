@@ -104,8 +104,17 @@ static void usage(FILE *f)
             "  --standardize on|off standardise the inputs before training: each feature minus its\n"
             "                       training mean, over its training standard deviation (default\n"
             "                       off; recorded in the trace)\n"
-            "  --trace-every N      tensor statistics every N steps (default 1; 0 = steps only)\n"
-            "  --hist-every N       exponent histograms every N steps (default 50; 0 = none)\n"
+            "  --trace-budget PCT   full tensor records at a cadence the tracer chooses from its own\n"
+            "                       measured cost, to take at most PCT%% of the CPU time of untraced\n"
+            "                       steps (default 5; 0 = only on events and the first and last step);\n"
+            "                       every step records loss, scale, skips, gradient norm and\n"
+            "                       non-finite counts, and an event (non-finite value, skipped step,\n"
+            "                       loss or gradient-norm spike) records its step in full\n"
+            "  --trace-every N      full tensor records every N steps instead (and on events; 0 =\n"
+            "                       step records only); the last of the two options given counts\n"
+            "  --trace-after-event N   steps after an event recorded in full too (default 3)\n"
+            "  --hist-every N       exponent histograms with the first full record at or after\n"
+            "                       every N steps (default 50; 0 = none)\n"
             "  --fp8-amax-history N --fp8-margin M   FP8 what-if under Transformer Engine's delayed\n"
             "                       scaling: amax history of N traced steps (default 1024, TE's;\n"
             "                       0 = not counted) and margin M (default 0)\n"
@@ -148,7 +157,8 @@ enum {
     O_WD, O_BETA1, O_BETA2, O_EPS, O_OSTATE, O_CLIP, O_LOSS_SCALE, O_SINIT, O_SGROWTH, O_SBACKOFF,
     O_SINTERVAL, O_SMIN, O_SHYST, O_FP32, O_FTZ, O_DEVICE, O_SEED, O_SHUFFLE, O_TRACE_EVERY, O_TRACE_THREADS,
     O_HIST_EVERY, O_EVAL_EVERY, O_PATIENCE, O_FLUSH_EVERY, O_FLUSH_SECONDS, O_INIT, O_SAVE,
-    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN, O_DRY_RUN, O_WHATIF, O_WHATIF_EVERY, O_STANDARDIZE
+    O_PROGRESS, O_OVERWRITE, O_SCENARIO, O_FP8_HISTORY, O_FP8_MARGIN, O_DRY_RUN, O_WHATIF, O_WHATIF_EVERY,
+    O_TRACE_BUDGET, O_TRACE_AFTER, O_STANDARDIZE
 };
 
 /* Every option of `ampdiag run` (the sweep passes them on: see cmd_sweep.c). */
@@ -169,6 +179,7 @@ const cli_opt run_options[] = {
     {"--seed", 0, CLI_ARG, O_SEED}, {"--shuffle", 0, CLI_ARG, O_SHUFFLE},
     {"--standardize", 0, CLI_ARG, O_STANDARDIZE},
     {"--trace-every", 0, CLI_ARG, O_TRACE_EVERY}, {"--trace-threads", 0, CLI_ARG, O_TRACE_THREADS},
+    {"--trace-budget", 0, CLI_ARG, O_TRACE_BUDGET}, {"--trace-after-event", 0, CLI_ARG, O_TRACE_AFTER},
     {"--hist-every", 0, CLI_ARG, O_HIST_EVERY},
     {"--fp8-amax-history", 0, CLI_ARG, O_FP8_HISTORY}, {"--fp8-margin", 0, CLI_ARG, O_FP8_MARGIN},
     {"--whatif", 0, CLI_ARG, O_WHATIF}, {"--whatif-every", 0, CLI_ARG, O_WHATIF_EVERY},
@@ -247,8 +258,8 @@ static int print_summary(const train_config *c, const train_result *r)
         an_free(&run);
         return EXIT_IO;
     }
-    report_run_extra x = {r->wall_s, r->trace_bytes, r->trace_threads, r->trace_wait_s,
-                          c->trace_every > 0};
+    report_run_extra x = {r->wall_s, r->trace_bytes, r->trace_threads, r->trace_wait_s, c->trace_every != 0,
+                          c->trace_every < 0 ? c->trace_budget : NAN, r->full_steps, r->event_steps, r->cadence};
     report_run_summary(stdout, &run, &x, 0);
     an_free(&run);
     return 0;
@@ -478,6 +489,8 @@ static int output_option(run_args *a, int ch, const char *arg)
     switch (ch) {
     case O_OUT: a->out = arg; return 0;
     case O_TRACE_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->trace_every = (int)v; return 0;
+    case O_TRACE_BUDGET: if (num(ch, arg, 0, 10000, &d)) return EXIT_USAGE; c->trace_budget = d; c->trace_every = -1; return 0;
+    case O_TRACE_AFTER: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->trace_after = (int)v; return 0;
     case O_TRACE_THREADS: if (integer(ch, arg, 0, 1, &v)) return EXIT_USAGE; c->trace_threads = (int)v; return 0;
     case O_HIST_EVERY: if (integer(ch, arg, 0, 1000000000, &v)) return EXIT_USAGE; c->hist_every = (int)v; return 0;
     case O_FP8_HISTORY: if (integer(ch, arg, 0, 1000000, &v)) return EXIT_USAGE; c->fp8_history = (int)v; return 0;

@@ -18,11 +18,13 @@ typedef struct compare_opts {
     const char *md_plots_dir; /* plots_dir as seen from md_path (NULL: plots_dir) */
     rec_fail_set fail_mask; /* the findings --fail-on asks for */
     const char *whatif;     /* --what-if (report.h) */
+    int recipe;             /* --recipe (analysis/recipe.h): its section and plan; -1: none */
     rec_target target;
     long warmup;            /* < 0: automatic */
     const char *md_path;    /* also write the Markdown report here (NULL: no) */
     const char *json_path;  /* also write the JSON report here (NULL: no) */
     const char *prog;       /* for messages: "ampdiag compare" */
+    int alone;              /* --alone: a rank-0 trace by itself, not with its ranks */
 } compare_opts;
 
 void compare_opts_init(compare_opts *o);

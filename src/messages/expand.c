@@ -2,6 +2,7 @@
  * expand.c - the message table's templates expanded (messages.h): names looked up in the item,
  * its finding, the runs and the constants, numbers formatted in their style, conditional parts.
  */
+#include "analysis/recipe.h"
 #include "messages/messages_internal.h"
 #include "util/util.h"
 
@@ -200,6 +201,19 @@ static void over_list(const msg_src *x, char *buf, size_t n)
 }
 
 
+/* Why a recipe hurts a tensor (F_RECIPE_HURT's, F_RECIPE_LAYER's "reason"). */
+static const char *recipe_reason_words(const an_finding *f)
+{
+    int i = f ? an_finding_fig(f->id, "reason") : -1;
+    switch (i >= 0 ? (int)f->v[i] : -1) {
+    case AN_RC_OK: return "within its reference";
+    case AN_RC_SATURATE: return "saturate";
+    case AN_RC_FLUSH: return "flush to zero";
+    case AN_RC_SQNR: return "lose precision (SQNR)";
+    default: return "?";
+    }
+}
+
 /* The subject of the words: runs, layer, kind, format, the recommendation's layer lists. */
 static int lookup_subject(const msg_src *x, const char *name, val *v, char *tmp, size_t tn)
 {
@@ -239,6 +253,11 @@ static int lookup_subject(const msg_src *x, const char *name, val *v, char *tmp,
         over_list(x, tmp, tn), *v = str(tmp);
     else if (strcmp(name, "hurt_why") == 0 && f)
         msg_hurt_why(tmp, tn, run_of(x, f->s.run), f), *v = str(tmp);
+    else if (strcmp(name, "colname") == 0) {
+        const an_run *r = f ? run_of(x, f->s.run) : NULL;
+        *v = str(r && f->s.col >= 0 && f->s.col < r->nwcol ? r->wcol[f->s.col].name : "?");
+    } else if (strcmp(name, "reason_words") == 0)
+        *v = str(recipe_reason_words(f));
     else
         return 0;
     return 1;
@@ -285,7 +304,9 @@ static int named_style(const msg_src *x, const char *style, double d, char *buf,
         for (; s[k] && k + 1 < n; k++)
             buf[k] = (char)(s[k] >= 'a' && s[k] <= 'z' ? s[k] - 'a' + 'A' : s[k]);
         buf[k] = 0;
-    } else if (strcmp(style, "target") == 0)
+    } else if (strcmp(style, "recipe") == 0)
+        snprintf(buf, n, "%s", an_recipe_name((int)i));
+    else if (strcmp(style, "target") == 0)
         snprintf(buf, n, "%s", rec_target_name((rec_target)i));
     else if (strcmp(style, "event") == 0)
         snprintf(buf, n, "%s", ampdiag_event_name((int)i) ? ampdiag_event_name((int)i) : "unknown");

@@ -3,6 +3,7 @@
  * comparison's figures, of the glossary, and of what a what-if format would do to a tensor
  * (messages.h).
  */
+#include "analysis/recipe.h"
 #include "messages/messages_internal.h"
 #include "util/util.h"
 
@@ -257,6 +258,18 @@ static const msg_term terms[] = {
                         "largest |x| of earlier steps (its amax history) before it is cast to FP8"},
     {"E4M3, E5M2", "the OCP FP8 formats: E4M3 (max 448, no inf) for activations and weights, E5M2 (max "
                    "57344) for gradients"},
+    {"block scaling", "a low-precision format whose values share a scale per block (MX: 32 values, a "
+                      "power-of-two scale; NVFP4: 16 values, an E4M3 scale; FP8 blockwise: 1x128 or 128x128): "
+                      "the /quant rows count what it would do to each traced tensor"},
+    {"recipe", "a low-precision training recipe (mxfp8, mxfp8:rceil, nvfp4, fp8-block, fp8-current, "
+               "fp8-delayed): a scheme, its element formats and the blocks of each GEMM operand; --recipe "
+               "shows the tensors it would hurt and which layers should stay BF16"},
+    {"SQNR", "signal to quantisation noise ratio, 10 log10(sum x^2 / sum (x - q(x))^2) in dB, q(x) the "
+             "value after a round trip through the format: about 6 dB per bit of precision"},
+    {"normal values", "the reference a recipe's effect on a tensor is judged against: what the same scheme "
+                      "does to a 256 x 256 matrix of N(0, 1) values; a tensor that flushes or saturates more "
+                      "than {K.RECIPE_REF_FACTOR} times as many and {K.RECIPE_FLUSH_EXCESS} more of its values, "
+                      "or whose SQNR is more than {K.RECIPE_SQNR_MARGIN} dB lower, is hurt"},
     {"finding", "what the analysis found in a trace or a comparison: an id, its subject (run, layer, tensor "
                 "kind, steps), figures with units, and the constants it was judged against (ampdiag help "
                 "rules lists them)"},
@@ -378,4 +391,53 @@ void msg_whatif_hidden(char *buf, size_t n, const char *columns)
     else
         snprintf(buf, n, "the traces also hold what-if counts of %s: --what-if fp8 (or all, or the names) "
                  "shows them", columns);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Recipe sections
+ * ------------------------------------------------------------------------------------------ */
+
+void msg_recipes_counted(char *buf, size_t n, const char *names, int quant)
+{
+    if (names && *names)
+        snprintf(buf, n, "the traces counted what the low-precision recipes %s would do: --recipe NAME shows the "
+                 "tensors one would hurt and which layers should stay BF16%s", names,
+                 quant ? "; --what-if all (or a /quant column's name) the figures of each layer and kind" : "");
+    else if (quant)
+        snprintf(buf, n, "the traces hold block-scaled what-if rows (/quant): --what-if all (or a column's name) "
+                 "shows the figures of each layer and kind");
+    else
+        snprintf(buf, n, "%s", "");
+}
+
+void msg_recipe_not_counted(char *buf, size_t n, int recipe, const char *counted)
+{
+    int delayed = recipe == AN_RECIPE_FP8_DELAYED;
+    snprintf(buf, n, "%s: not counted in the trace%s%s (ampdiag run %s%s counts it)", an_recipe_name(recipe),
+             counted && *counted ? "; it counted " : "", counted && *counted ? counted : "",
+             delayed ? "--fp8-amax-history N" : "--whatif ", delayed ? "" : an_recipe_name(recipe));
+}
+
+void msg_recipe_header(char *buf, size_t n, int recipe, int none)
+{
+    char fx[32], sx[32], fac[32], db[32];
+    msg_const(fx, sizeof fx, K_RECIPE_FLUSH_EXCESS);
+    msg_const(sx, sizeof sx, K_RECIPE_SAT_EXCESS);
+    msg_const(fac, sizeof fac, K_RECIPE_REF_FACTOR);
+    msg_const(db, sizeof db, K_RECIPE_SQNR_MARGIN);
+    snprintf(buf, n, "%s (%s) would hurt%s (flush more than %s, saturate more than %s of the values beyond what it "
+             "does to normal values and %s times as many, or an SQNR more than %s dB below theirs)%s",
+             an_recipe_name(recipe), an_recipe_what(recipe), none ? " nothing" : "", fx, sx, fac, db, none ? "" : ":");
+}
+
+void msg_recipe_plan_header(char *buf, size_t n, int recipe)
+{
+    snprintf(buf, n, "plan for %s: each linear layer by the worst of its activations, activation gradients and "
+             "weights, ranked by how far their error goes beyond the limits:", an_recipe_name(recipe));
+}
+
+const char *msg_recipe_reason_key(int reason)
+{
+    static const char *const keys[] = {"ok", "saturate", "flush", "sqnr"};
+    return reason >= 0 && reason < 4 ? keys[reason] : "?";
 }

@@ -90,6 +90,18 @@ void msg_whatif_row(char *buf, size_t n, const an_run *r, const an_finding *f);
  * that shows them ("" when none). */
 void msg_whatif_hidden(char *buf, size_t n, const char *columns);
 
+/* Recipe sections (the findings F_RECIPE_*, recipe.h): the line that says which recipes the
+ * traces counted and the option that shows one, and (quant) that they hold /quant columns ("" when
+ * neither); the line for a recipe asked for
+ * that no trace counted; the header of the tensors a recipe would hurt ("nothing" when none);
+ * "(and N more tensors)"; the header of its per-layer plan. */
+void msg_recipes_counted(char *buf, size_t n, const char *names, int quant);
+void msg_recipe_not_counted(char *buf, size_t n, int recipe, const char *counted);
+void msg_recipe_header(char *buf, size_t n, int recipe, int none);
+void msg_recipe_plan_header(char *buf, size_t n, int recipe);
+/* "ok", "saturate", "flush", "sqnr": the reason of an F_RECIPE_HURT or F_RECIPE_LAYER (JSON). */
+const char *msg_recipe_reason_key(int reason);
+
 /* ------------------------------------------------------------------------------------------
  * ampdiag tune's words: why it made each run, what it measured and adopted, its verification
  * ------------------------------------------------------------------------------------------ */

@@ -16,6 +16,8 @@
 #define METRIC "{?eval:final eval loss}{!eval:final-window training loss}"
 #define RATIO_SRC "{?layers:median of the per-layer medians over {layers} layers}{!layers:median of the steps' ratios}"
 #define SPAN "the gradients span 2^{range_log2:f1} (largest / the {K.GRAD_RANGE_QUANTILE} quantile), more than FP16's 2^{K.FP16_SPAN_LOG2}"
+/* a recipe's reference (what it does to normal values) in brackets, where it has one */
+#define RECIPE_REF(name) "{#ref_sqnr_db: (normal values {" #name ":pct})}"
 #define KEEPS "keeps the largest gradient ({max_grad:g3}, {layer} {kind}, step {step}) 1 binade under {K.FP16_MAX}"
 
 const msg_row msg_finding_rows[AN_NFINDINGS] = {
@@ -148,6 +150,26 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
                         "(worst layer {layer:q}: {worst:pct})",
                         NULL},
     [F_WHATIF_HURT] = {NULL, F_NONE, {0}, "{layer} {kind_id}: {hurt_why}", NULL},
+    [F_RECIPE_HURT] = {NULL, F_NONE, {0},
+                       "{layer} {kind} ({colname}) {reason_words}: flushed {flush_share:pct}" RECIPE_REF(ref_flush)
+                       ", saturated {saturated_share:pct}" RECIPE_REF(ref_saturated) ", subnormal "
+                       "{subnormal_share:pct}{#sqnr_db:, SQNR {sqnr_db:f1} dB{#ref_sqnr_db: ({ref_sqnr_db:f1})}, its "
+                       "worst step {worst_step} {worst_sqnr_db:f1} dB}{?scale_underflow:; the scales of "
+                       "{scale_underflow:pct} of its blocks underflow}{?disagree_share:; columnwise and rowwise "
+                       "blocking decode {disagree_share:pct} of the values differently}",
+                       NULL},
+    [F_RECIPE_LAYER] = {NULL, F_NONE, {0},
+                        "{rank}. {layer}: {?keep:stay BF16, its {kind} ({colname}) {reason_words}}{!keep:take {recipe:recipe} "
+                        "(worst: {kind}, {colname})}; flushed {flush_share:pct}" RECIPE_REF(ref_flush) ", saturated {saturated_share:pct}"
+                        RECIPE_REF(ref_saturated) "{#sqnr_db:, SQNR {sqnr_db:f1} dB{#ref_sqnr_db: ({ref_sqnr_db:f1})}}",
+                        NULL},
+    [F_RECIPE_PLAN] = {NULL, F_NONE, {0},
+                       "{recipe:recipe}: {keep} of {layers} linear layers ({keep_share:pct}) should stay BF16{?keep:, "
+                       "{keep_last} of them among the last {keep}}; it would hurt {hurt} of the {tensors} tensors it "
+                       "quantises{?nearest: (the trace lacks some of its blocks or formats: the nearest it counted stand "
+                       "in, each named)} (NVIDIA's NVFP4 recipe keeps about {K.RECIPE_KEEP_SHARE} of the "
+                       "linear layers in BF16, most of them the last)",
+                       NULL},
     [F_CLIP_VALUE] = {NULL, F_NONE, {0},
                       "{run}: clip {value:g3} = max(P{K.CLIP_QUANTILE:pint} {p99:g3}, median {median:g3} + "
                       "{K.CLIP_MADS} x {K.MAD_SIGMA} x MAD {mad:g3} = {robust:g3}) of {n} gradient norms: would "
@@ -179,6 +201,46 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
                         "{run}: {read} of {total} histogram records read (evenly spaced blocks); fractions come "
                         "from that sample",
                         NULL},
+    [F_RANK_FIRST_NONFINITE] = {NULL, F_NONE, {0},
+                                "{run}: NaN/inf first on rank {rank:int}, at step {step} in {layer} {kind} ({phase})"
+                                "{!identified:, a tensor the ranks share after the reduction: its records do not show "
+                                "which rank it came from; {?local:ranks whose own activations or their gradients held "
+                                "NaN/inf: {local_ranks}}{!local:no rank's own activations or their gradients held "
+                                "NaN/inf}}; {ranks_affected} of {ranks} ranks hold non-finite records",
+                                "NaN/inf first on rank {rank:int} at step {step}"},
+    [F_RANK_REPLICA_DIVERGENCE] = {NULL, F_NONE, {0},
+                                   "{run}: the replicas of {layer} weights differ across ranks from step {first_step} "
+                                   "({steps} steps): rank {rank:int}'s mean differs from rank {vs_rank:int}'s by "
+                                   "{delta_mean:g3}, its rms by {rel_delta_rms:spct}; replicated weights must stay the "
+                                   "same on every rank",
+                                   "replicas of {layer} differ from step {first_step}"},
+    [F_RANK_REDUCED_GRAD_MISMATCH] = {NULL, F_NONE, {0},
+                                      "{run}: {?record:{layer} {kind} differ}{!record:{what} differs} across ranks from step "
+                                      "{first_step} ({steps} steps): rank {rank:int} {?record:mean }{value:g4}, rank "
+                                      "{vs_rank:int} {vs_value:g4}{?record: (rms {rel:spct})}; every rank must hold "
+                                      "the same{?reduced: after the gradient reduction}",
+                                      NULL},
+    [F_RANK_SKIP_DISAGREEMENT] = {NULL, F_NONE, {0},
+                                  "{run}: rank {rank:int} skipped steps that not all {ranks} ranks skipped ({steps}, "
+                                  "the first at step {first_step}): the ranks' loss scalers decided apart",
+                                  NULL},
+    [F_RANK_STOPPED_EARLY] = {NULL, F_NONE, {0},
+                              "{run}: rank {rank:int} stopped first, at step {stop_step}{?event: ({message})}"
+                              "{!event: (its trace ends there, status '{status}')}{?others_complete:; the other "
+                              "ranks completed}{#others_step:; the other ranks went on to step {others_step}}",
+                              "rank {rank:int} stopped first, at step {stop_step}"},
+    [F_RANK_MISSING] = {NULL, F_NONE, {0},
+                        "{?trace:{run}: no trace of rank {rank:int} of {world_size} ({read} ranks read): the merged "
+                        "run holds the others' records}{?shard:{run}: rank {rank:int}'s shard of {layer} {kind} is "
+                        "missing at {records} steps from step {first_step}: those steps' records of the layer are "
+                        "left out of the merged run}{?sum:{run}: the shards of {layer} weights hold {count} values "
+                        "at step {first_step}, not the layer's {params} parameters: a shard is missing}",
+                        NULL},
+    [F_RANK_SPREAD] = {NULL, F_NONE, {0},
+                       "{run}: {words}{?tensor: of {layer} {kind}} spreads across ranks by {rel:pct} at step {step} "
+                       "({min:g4} on rank {argmin:int}, {max:g4} on rank {argmax:int}; {typical:pct} on average "
+                       "over {steps} steps)",
+                       NULL},
     [F_CMP_MODEL] = {NULL, F_NONE, {0},
                      "{run}: model '{model}' differs from the baseline's '{base_model}': layers are matched by "
                      "name and the loss gap mixes model and precision",
@@ -638,6 +700,12 @@ const msg_row msg_item_rows[REC_NMIDS] = {
     I(R_FAIL_DIVERGED, "fail_diverged", F_DIVERGED, {0}, "{run} diverges from step {step}", NULL),
     I(R_FAIL_OVERFLOW, "fail_overflow", F_OVERFLOW_IN_RUN, {0},
       "{run}: {layer} forward values overflow {fmt}{?what_if: (what-if)}", NULL),
+    I(R_RECIPE_PLAN, "recipe_plan", F_RECIPE_PLAN, {0},
+      "{run}, measured against what {recipe:recipe} does to normal values: {keep} of {layers} linear layers "
+      "({keep_share:pct}) would flush or saturate more of a tensor's values than it does of them, by more than "
+      "{K.RECIPE_FLUSH_EXCESS} of the values and {K.RECIPE_REF_FACTOR} times as many, or lose more than "
+      "{K.RECIPE_SQNR_MARGIN} dB of SQNR "
+      "(NVIDIA's NVFP4 recipe keeps about {K.RECIPE_KEEP_SHARE} of the linear layers in BF16)", NULL),
     I(R_WARN_CUT_OFF, "trace_cut_off", F_CUT_OFF, {0},
       "{run} was cut off (status 'running'): its numbers cover {steps} steps", NULL),
     I(R_WARN_BAD_ROWS, "trace_unknown_rows", F_BAD_ROWS, {0},
@@ -657,6 +725,8 @@ const msg_row msg_decision_rows[REC_NWHATS] = {
     [WHAT_MASTER_WEIGHTS] = {"master_weights", F_NONE, {0}, "master weights in {to}", NULL},
     [WHAT_WARMUP] = {"warmup", F_NONE, {0}, "a {to} lr warm-up (untested)", NULL},
     [WHAT_INPUTS] = {"inputs", F_NONE, {0}, "standardise the inputs (--standardize on)", NULL},
+    [WHAT_RECIPE_BF16] = {"recipe_bf16_layers", F_NONE, {0},
+                          "{?to:under {value:recipe} keep {to} in BF16}{!to:every layer can take {value:recipe}}", NULL},
 };
 
 #define T(id, k, ...) [id] = {k, __VA_ARGS__}

@@ -3,7 +3,7 @@
 
 libampdiag_train_la_SOURCES += \
 	src/backend/backend.h src/backend/cpu/backend_cpu.c src/backend/cpu/optim_cpu.c \
-	src/backend/cpu/cpu_internal.h src/backend/cpu/vmath.h src/backend/registry.c \
+	src/backend/cpu/cpu_internal.h src/numerics/vmath.h src/backend/registry.c \
 	src/backend/opcheck.h src/backend/opcheck.c src/backend/opbound.h src/backend/opbound.c \
 	src/model/layers.h src/model/layers.c \
 	src/model/model.h src/model/model.c src/model/model_spec.c

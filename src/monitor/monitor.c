@@ -73,6 +73,26 @@ void mon_spike_init(mon_spike *s)
 {
     mon_window_init(&s->w);
     s->med = s->mad = NAN;
+    s->cached = 0;
+}
+
+/* The window's median and MAD into s->cmed, s->cmad (once per window: a test and the push
+ * after it share them). */
+static void window_stats(mon_spike *s)
+{
+    if (!s->cached) {
+        s->cmed = mon_window_median(&s->w);
+        s->cmad = mon_window_mad(&s->w, s->cmed);
+        s->cached = 1;
+    }
+}
+
+/* The rule against a window's median and MAD. */
+static int is_spike(double loss, double med, double mad)
+{
+    /* the 1e-12 relative slack keeps a loss equal to the median within rounding from counting
+     * when the MAD is a rounding error itself */
+    return mad > 0 && loss > med + MON_SPIKE_MADS * MON_MAD_TO_SD * mad + 1e-12 * fabs(med);
 }
 
 int mon_spike_push(mon_spike *s, double loss)
@@ -81,15 +101,22 @@ int mon_spike_push(mon_spike *s, double loss)
         return 0;
     int spike = 0;
     if (s->w.n >= MON_SPIKE_MIN_HISTORY) {
-        s->med = mon_window_median(&s->w);
-        s->mad = mon_window_mad(&s->w, s->med);
-        /* the 1e-12 relative slack keeps a loss equal to the median within rounding from
-         * counting when the MAD is a rounding error itself */
-        spike = s->mad > 0 &&
-                loss > s->med + MON_SPIKE_MADS * MON_MAD_TO_SD * s->mad + 1e-12 * fabs(s->med);
+        window_stats(s);
+        s->med = s->cmed;
+        s->mad = s->cmad;
+        spike = is_spike(loss, s->med, s->mad);
     }
     mon_window_push(&s->w, loss);
+    s->cached = 0;
     return spike;
+}
+
+int mon_spike_test(mon_spike *s, double loss)
+{
+    if (!isfinite(loss) || s->w.n < MON_SPIKE_MIN_HISTORY)
+        return 0;
+    window_stats(s);
+    return is_spike(loss, s->cmed, s->cmad);
 }
 
 void mon_diverge_init(mon_diverge *d)

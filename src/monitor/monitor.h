@@ -42,12 +42,17 @@ double mon_window_mad(const mon_window *w, double med); /* median of |x - med|; 
 typedef struct mon_spike {
     mon_window w;
     double med, mad; /* of the window before the last value fed (NaN until known) */
+    int cached;      /* mon_spike_test found cmed, cmad of the window as it is now */
+    double cmed, cmad;
 } mon_spike;
 
 void mon_spike_init(mon_spike *s);
 /* Feed one loss (non-finite losses are ignored and never spikes). Returns 1 when it is a spike
  * against the losses before it; s->med and s->mad then hold that window's median and MAD. */
 int mon_spike_push(mon_spike *s, double loss);
+/* Whether feeding this loss would report a spike (the same rule as mon_spike_push), without
+ * feeding it (the window's median and MAD are kept for the next push). */
+int mon_spike_test(mon_spike *s, double loss);
 
 /* ------------------------------------------------------------------------------------------
  * Divergence: a loss that is non-finite or above MON_DIVERGE_FACTOR times the first loss

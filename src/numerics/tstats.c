@@ -3,20 +3,20 @@
  * field of an ampdiag_tstats record (with the what-if classes of every row of the format
  * table) and, optionally, the exponent histogram.
  *
- * The data is cut into blocks of TSTATS_BLOCK values. On x86-64 with AVX2 a block is first
- * read by the clean-block kernel (fast_avx2: the format thresholds inside the clean window,
- * zeros, signs, extremes and sums only); a block that turns out to hold NaN, inf, a float32
- * subnormal or a value at the top of FP16's range is redone by the full kernel (block_avx2:
- * every class by compares). The histogram is counted from exponent bytes that the same loop
- * stores, by bit-sliced adders. Everywhere else, or with AMPDIAG_TSTATS_IMPL=generic, a
- * portable kernel in plain C (lane arrays the compiler vectorises) does every block. All
- * paths give identical counts and extremes, and sums that differ only by the order of the
- * additions (tests/t_tstats.c checks all of them against a slow reference).
+ * The data is cut into blocks of TSTATS_BLOCK values. On x86-64 with AVX2 (in 256-bit vectors)
+ * or AVX-512 (in 512-bit ones) a block is read once by the block kernel (accumulate_z, below:
+ * extremes, zeros, signs, float partial sums and two 16-bit keys a value kept in L1); each class
+ * threshold of the format table, and any extra threshold of ampdiag_tstats_compute_ge, is then
+ * settled by the block's range of |x| or counted from the keys; a block that holds NaN or inf is
+ * redone by the full kernel (block_avx2: every class by compares, double sums). The histogram
+ * is counted from the keys' exponent fields by bit-sliced adders. Everywhere else, or with
+ * AMPDIAG_TSTATS_IMPL=generic, a portable kernel in plain C (lane arrays the compiler
+ * vectorises) does every block. All paths give identical counts, extremes and histograms, and
+ * sums within AMPDIAG_TSTATS_SUM_RTOL of the exact ones (tests/t_tstats.c checks all of them
+ * against a slow reference).
  *
  * Every kernel takes the class thresholds from the format table (numfmt.h's
- * AMPDIAG_CLASS_BITS_TABLE) and loops over its rows; a new row needs no new kernel code
- * unless its thresholds outnumber the clean kernel's compares (fast_plan says so, and the
- * full kernel then takes every block).
+ * AMPDIAG_CLASS_BITS_TABLE) and loops over its rows; a new row needs no new kernel code.
  *
  * Per-tensor scaled what-if counts (ampdiag_whatif_scaled) are a separate pass with thresholds
  * found for the scale (ampdiag_scaled_thresholds, numfmt.c).
@@ -36,6 +36,7 @@
 #endif
 
 #define TSTATS_BLOCK 4096 /* values per block: counts per lane stay below 2^15 */
+#define Z_MAX_EXTRA 8     /* extra thresholds of ampdiag_tstats_compute_ge */
 #define TSTATS_LANES 8
 #define NFMT AMPDIAG_NFORMATS
 
@@ -398,343 +399,20 @@ static void block_avx2(const float *x, size_t nv, struct block *b)
 #undef CMPGT
 
 /*
- * The clean-block AVX2 path (the default on x86-64 with AVX2).
- *
- * Most blocks of real tensors are "clean": no NaN/inf, no float32 subnormal, every |x| below
- * CLEAN_HI. In a clean block every value is finite and many what-if classes are settled (no
- * BF16 or FP32 class occurs, nothing reaches FP16's or E5M2's overflow), so per value the
- * kernel keeps only: the G counts (|x| bits >= g) of the format thresholds that lie inside the
- * clean window, the count of negative values, the extremes (integer min/max on the bit
- * patterns, no masking) and the two double sums. Whether the block was clean is read off its
- * extremes at the end; a block that was not is redone by the full kernel (block_avx2: every
- * class by compares, non-finite values masked). So the results are identical to the portable
- * kernel's on every input.
- *
- * The G counts are mostly 16-bit compares, 16 values at a time: the OCP FP8 thresholds, FP16's
- * underflow threshold and "non-zero" (g = 1) have zero low 16 bits either in g (|x| >= g is
- * hi16(|x|) >= g >> 16) or in g - 1 (|x| >= g is hi16(|x| - 1) >= (g - 1) >> 16, and a zero,
- * whose |x| - 1 is all ones, never counts). The two keys of 16 values fit one vector each (a
- * shift and a word blend). Thresholds with other low bits (FP16's normal threshold) take a
- * 32-bit compare. Which threshold takes which compare is worked out from the format table
- * (fast_plan); a table that needs more compares than the kernel has falls back to the full
- * kernel for every block.
- *
- * With the exponent histogram, the same loop also stores each value's exponent field as a byte.
- * The non-zero values' fields lie between those of the block's smallest and largest |x| (a
- * block of 4096 normal values spans about 15 fields); the top 64 fields of that window are then
- * counted from the bytes, 8 fields per pass, by bit-sliced carry-save adders (count8_*), and the
- * values below them by one more compare, one at a time. The loop prefetches 4 KiB ahead
- * (docs/benchmarks.md: the speeds bench_tstats measured).
- */
-
-/* The clean window of |x| bits: [CLEAN_LO, CLEAN_HI). CLEAN_HI is 61440, E5M2's overflow
- * threshold, just below FP16's (65520): values that large are rare, and above it the clean
- * kernel would need two more compares. */
-#define CLEAN_LO AMPDIAG_F32_MIN_NORMAL
-#define CLEAN_HI 0x47700000u
-
-/* The compares of the clean kernel: FAST_NM on hi16(|x| - 1) (the first counts non-zero
- * values), FAST_NA on hi16(|x|), FAST_N32 on |x|. */
-#define FAST_NM 5
-#define FAST_NA 2
-#define FAST_N32 1
-#define FAST_NSLOT (FAST_NM + FAST_NA + FAST_N32)
-enum { SRC_ALL = -1, SRC_NONE = -2 };
-
-/* Which compare ("slot") counts each G threshold of each row in a clean block. */
-struct fastplan {
-    int16_t tm[FAST_NM], ta[FAST_NA]; /* compare constants: key > t */
-    int32_t t32[FAST_N32];
-    int src[NFMT][3];  /* slot, or SRC_ALL (every non-zero value: g <= CLEAN_LO), SRC_NONE (g >= CLEAN_HI) */
-    int ok;            /* 0 when the table needs more slots than the kernel has */
-};
-
-static void fast_plan(struct fastplan *p)
-{
-    int nm = 1, na = 0, n32 = 0;
-    for (int k = 0; k < FAST_NM; k++) p->tm[k] = INT16_MAX; /* never counts */
-    for (int k = 0; k < FAST_NA; k++) p->ta[k] = INT16_MAX;
-    for (int k = 0; k < FAST_N32; k++) p->t32[k] = INT32_MAX;
-    p->tm[0] = -1; /* |x| >= 1: non-zero */
-    p->ok = 1;
-    for (int f = 0; f < NFMT; f++)
-        for (int j = 0; j < 3; j++) {
-            uint32_t g = g_threshold(f, j);
-            int src;
-            if (g <= CLEAN_LO)
-                src = SRC_ALL;
-            else if (g >= CLEAN_HI)
-                src = SRC_NONE;
-            else if (((g - 1u) & 0xffffu) == 0 && nm < FAST_NM) {
-                p->tm[nm] = (int16_t)(((g - 1u) >> 16) - 1u);
-                src = nm++;
-            } else if ((g & 0xffffu) == 0 && na < FAST_NA) {
-                p->ta[na] = (int16_t)((g >> 16) - 1u);
-                src = FAST_NM + na++;
-            } else if (n32 < FAST_N32) {
-                p->t32[n32] = (int32_t)(g - 1u);
-                src = FAST_NM + FAST_NA + n32++;
-            } else {
-                src = SRC_NONE;
-                p->ok = 0;
-            }
-            p->src[f][j] = src;
-        }
-}
-
-/* Per-block results of the fast kernel (reduced from its lanes). */
-struct fastblock {
-    int32_t smin, smax;   /* signed min / max of the bit patterns */
-    uint32_t umax;        /* unsigned max of the bit patterns */
-    uint32_t am1;         /* unsigned min of |x| bits - 1 (0xffffffff: no non-zero value) */
-    uint64_t neg;         /* count of negative non-zero values */
-    uint64_t slot[FAST_NSLOT]; /* the G counts of the plan's compares (slot 0: non-zero values) */
-    double sum, sq;
-};
-
-/* Prefetch distance of the clean-block kernel: without it the loop waits on DRAM at every 4 KiB
- * page (where the hardware prefetcher stops), and its arithmetic does not overlap the loads. */
-#define TSTATS_PREFETCH 4096
-
-/* The 16-bit masks of 16 values (the FAST_NM and FAST_NA slots, then "negative") are packed in
- * pairs into bytes and counted in 8-bit lanes, at most FAST_CHUNK / 16 = 128 per lane before
- * they are added up (vpsadbw) into 64-bit lanes. */
-#define FAST_NMASK (FAST_NM + FAST_NA + 1)
-#define FAST_NBYTEACC (FAST_NMASK / 2)
-#define FAST_CHUNK 2048
-_Static_assert(FAST_NMASK % 2 == 0, "16-bit masks pack in pairs");
-
-/* The clean-block accumulators and compare constants (in registers as far as they go). */
-struct fastacc {
-    __m256i smin, smax, umax, am1, g32[FAST_N32];
-    __m256i b8[FAST_NBYTEACC];  /* byte counts of the mask pairs, this chunk */
-    __m256i q64[FAST_NBYTEACC]; /* their sums so far: per 128-bit lane, the pair's first, second */
-    __m256d sum, sq0, sq1;
-    __m256i tm[FAST_NM], ta[FAST_NA], t32[FAST_N32];
-};
-
-/* The parts of one vector of 8 values (u, also at xi) that are kept in 32-bit lanes; returns
- * |x| bits - 1. */
-__attribute__((target("avx2,fma"), always_inline))
-static inline __m256i fast_lanes32(struct fastacc *c, __m256i u, const float *xi)
-{
-    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), m1 = _mm256_set1_epi32(-1);
-    __m256i a = _mm256_and_si256(u, absmask);
-    __m256i am = _mm256_add_epi32(a, m1); /* |x| bits - 1: all ones for a zero */
-    c->am1 = _mm256_min_epu32(c->am1, am);
-    c->smin = _mm256_min_epi32(c->smin, u);
-    c->smax = _mm256_max_epi32(c->smax, u);
-    c->umax = _mm256_max_epu32(c->umax, u);
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_N32; k++)
-        c->g32[k] = _mm256_sub_epi32(c->g32[k], _mm256_cmpgt_epi32(a, c->t32[k]));
-    /* the sums: this vector's halves added first, so that the loop-carried chains stay short */
-    __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(xi));
-    __m256d hi = _mm256_cvtps_pd(_mm_loadu_ps(xi + 4));
-    c->sum = _mm256_add_pd(c->sum, _mm256_add_pd(lo, hi));
-    c->sq0 = _mm256_fmadd_pd(lo, lo, c->sq0);
-    c->sq1 = _mm256_fmadd_pd(hi, hi, c->sq1);
-    return am;
-}
-
-/* The 16-bit compares of 16 values, given their keys hi16(x bits) and hi16(|x| bits - 1);
- * returns hi16(|x| bits). */
-__attribute__((target("avx2"), always_inline))
-static inline __m256i fast_lanes16(struct fastacc *c, __m256i ku, __m256i km)
-{
-    const __m256i m1 = _mm256_set1_epi16(-1);
-    __m256i ka = _mm256_and_si256(ku, _mm256_set1_epi16(0x7fff));
-    __m256i m[FAST_NMASK];
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_NM; k++)
-        m[k] = _mm256_cmpgt_epi16(km, c->tm[k]);
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_NA; k++)
-        m[FAST_NM + k] = _mm256_cmpgt_epi16(ka, c->ta[k]);
-    /* negative and non-zero: -32768 < hi16 < 0, i.e. hi16 - 1 < -1 (-0 wraps to 32767; a clean
-     * block has no |x| below 2^16 but zero) */
-    m[FAST_NMASK - 1] = _mm256_cmpgt_epi16(m1, _mm256_add_epi16(ku, m1));
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_NBYTEACC; k++)
-        c->b8[k] = _mm256_sub_epi8(c->b8[k], _mm256_packs_epi16(m[2 * k], m[2 * k + 1]));
-    return ka;
-}
-
-/* 16 values at xi; with eb, their exponent fields are stored at eb as 16 bytes (in an order
- * the histogram does not mind). */
-__attribute__((target("avx2,fma"), always_inline))
-static inline void fast_step16(struct fastacc *c, const float *xi, uint8_t *eb)
-{
-    const __m256i *p = (const __m256i *)(const void *)xi;
-    __m256i u0 = _mm256_loadu_si256(p), u1 = _mm256_loadu_si256(p + 1);
-    __m256i am0 = fast_lanes32(c, u0, xi);
-    __m256i am1 = fast_lanes32(c, u1, xi + 8);
-    /* the top halves of the 32-bit lanes of both vectors in one: the even words from the first */
-    __m256i ku = _mm256_blend_epi16(_mm256_srli_epi32(u0, 16), u1, 0xaa);
-    __m256i km = _mm256_blend_epi16(_mm256_srli_epi32(am0, 16), am1, 0xaa);
-    __m256i ka = fast_lanes16(c, ku, km);
-    if (eb) {
-        /* the exponent field is hi16(|x|) >> 7; words to bytes, both 128-bit lanes' 8 bytes
-         * next to each other */
-        __m256i e = _mm256_srli_epi16(ka, 7);
-        e = _mm256_permute4x64_epi64(_mm256_packus_epi16(e, e), 0x08);
-        _mm_storeu_si128((__m128i *)(void *)eb, _mm256_castsi256_si128(e));
-    }
-}
-
-/* 8 values at xi (the tail of a block). The odd words of the keys are neutral: 0x8000 in hi16(x)
- * (|x| 0, not negative) and all ones in hi16(|x| - 1) (a zero). */
-__attribute__((target("avx2,fma"), always_inline))
-static inline void fast_step8(struct fastacc *c, const float *xi)
-{
-    __m256i u = _mm256_loadu_si256((const __m256i *)(const void *)xi);
-    __m256i am = fast_lanes32(c, u, xi);
-    fast_lanes16(c, _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32((int)0x80000000u)),
-                 _mm256_or_si256(_mm256_srli_epi32(am, 16), _mm256_set1_epi32((int)0xffff0000u)));
-}
-
-/* The byte counts of this chunk into the 64-bit sums. */
-__attribute__((target("avx2"), always_inline))
-static inline void fast_flush(struct fastacc *c)
-{
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_NBYTEACC; k++) {
-        c->q64[k] = _mm256_add_epi64(c->q64[k], _mm256_sad_epu8(c->b8[k], _mm256_setzero_si256()));
-        c->b8[k] = _mm256_setzero_si256();
-    }
-}
-
-static inline uint64_t lanes_sum32(const uint32_t *t)
-{
-    uint64_t s = 0;
-    for (int l = 0; l < 8; l++) s += t[l];
-    return s;
-}
-
-/* The block's results from the accumulators. */
-__attribute__((target("avx2")))
-static void fast_reduce(const struct fastacc *c, struct fastblock *fb)
-{
-    int32_t t[8] __attribute__((aligned(32)));
-    uint32_t *tu = (uint32_t *)(void *)t;
-    fb->smin = INT32_MAX; fb->smax = INT32_MIN; fb->umax = 0; fb->am1 = UINT32_MAX;
-    _mm256_store_si256((__m256i *)(void *)t, c->smin);
-    for (int l = 0; l < 8; l++) fb->smin = t[l] < fb->smin ? t[l] : fb->smin;
-    _mm256_store_si256((__m256i *)(void *)t, c->smax);
-    for (int l = 0; l < 8; l++) fb->smax = t[l] > fb->smax ? t[l] : fb->smax;
-    _mm256_store_si256((__m256i *)(void *)t, c->umax);
-    for (int l = 0; l < 8; l++) fb->umax = tu[l] > fb->umax ? tu[l] : fb->umax;
-    _mm256_store_si256((__m256i *)(void *)t, c->am1);
-    for (int l = 0; l < 8; l++) fb->am1 = tu[l] < fb->am1 ? tu[l] : fb->am1;
-    uint64_t mcount[FAST_NMASK];
-    for (int k = 0; k < FAST_NBYTEACC; k++) {
-        uint64_t q[4];
-        _mm256_storeu_si256((__m256i *)(void *)q, c->q64[k]);
-        mcount[2 * k] = q[0] + q[2];
-        mcount[2 * k + 1] = q[1] + q[3];
-    }
-    for (int k = 0; k < FAST_NM + FAST_NA; k++)
-        fb->slot[k] = mcount[k];
-    fb->neg = mcount[FAST_NMASK - 1];
-    for (int k = 0; k < FAST_N32; k++) {
-        _mm256_store_si256((__m256i *)(void *)t, c->g32[k]);
-        fb->slot[FAST_NM + FAST_NA + k] = lanes_sum32(tu);
-    }
-    double d[4];
-    _mm256_storeu_pd(d, c->sum);
-    fb->sum = (d[0] + d[1]) + (d[2] + d[3]);
-    _mm256_storeu_pd(d, _mm256_add_pd(c->sq0, c->sq1));
-    fb->sq = (d[0] + d[1]) + (d[2] + d[3]);
-}
-
-/* Ports 0, 1 and 5 bound this loop, so it spends as few vector instructions as it can: the
- * conversions to double read memory (no lane extract), most counts are 16-bit compares of 16
- * values at once whose masks are counted two to a byte, and no overflow at the top of FP16's
- * range is counted: a block whose largest |x| reaches CLEAN_HI is not clean.
- * With eb, the exponent fields of the first nv - nv % 16 values are also stored there as bytes. */
-__attribute__((target("avx2,fma"), always_inline))
-static inline void fast_body(const float *x, size_t nv, const struct fastplan *plan, struct fastblock *fb,
-                             uint8_t *eb)
-{
-    struct fastacc c;
-    c.smin = _mm256_set1_epi32(INT32_MAX);
-    c.smax = _mm256_set1_epi32(INT32_MIN);
-    c.umax = _mm256_setzero_si256();
-    c.am1 = _mm256_set1_epi32(-1);
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_N32; k++) {
-        c.g32[k] = _mm256_setzero_si256();
-        c.t32[k] = _mm256_set1_epi32(plan->t32[k]);
-    }
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_NM; k++)
-        c.tm[k] = _mm256_set1_epi16(plan->tm[k]);
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_NA; k++)
-        c.ta[k] = _mm256_set1_epi16(plan->ta[k]);
-#pragma GCC unroll 8
-    for (int k = 0; k < FAST_NBYTEACC; k++)
-        c.b8[k] = c.q64[k] = _mm256_setzero_si256();
-    c.sum = c.sq0 = c.sq1 = _mm256_setzero_pd();
-    size_t i = 0, n16 = nv - nv % 16;
-    while (i < n16) {
-        size_t end = n16 - i > FAST_CHUNK ? i + FAST_CHUNK : n16;
-        for (; i < end; i += 16) {
-            _mm_prefetch((const char *)(x + i) + TSTATS_PREFETCH, _MM_HINT_T0);
-            fast_step16(&c, x + i, eb ? eb + i : NULL);
-        }
-        fast_flush(&c);
-    }
-    if (i < nv) {
-        fast_step8(&c, x + i);
-        fast_flush(&c);
-    }
-    fast_reduce(&c, fb);
-}
-
-/* The clean-block kernel, with (eb) and without the exponent bytes; compiled for AVX2 and for
- * AVX-512VL/BW, whose 32 vector registers hold every accumulator (the same instructions, EVEX
- * encoded where they name the upper 16 registers). */
-typedef void (*fast_fn)(const float *, size_t, const struct fastplan *, struct fastblock *, uint8_t *);
-
-__attribute__((target("avx2,fma")))
-static void fast_avx2(const float *x, size_t nv, const struct fastplan *plan, struct fastblock *fb, uint8_t *eb)
-{
-    if (eb)
-        fast_body(x, nv, plan, fb, eb);
-    else
-        fast_body(x, nv, plan, fb, NULL);
-}
-
-__attribute__((target("avx2,fma,avx512f,avx512vl,avx512bw")))
-static void fast_avx512vl(const float *x, size_t nv, const struct fastplan *plan, struct fastblock *fb, uint8_t *eb)
-{
-    if (eb)
-        fast_body(x, nv, plan, fb, eb);
-    else
-        fast_body(x, nv, plan, fb, NULL);
-}
-
-/*
  * Histogram of byte-packed exponent fields, bit-sliced: a pass takes 8 consecutive fields
  * [base, base + 8), turns each byte into a one-hot byte (bit k for field base + k, 0 outside)
  * and adds the one-hot vectors as 256 one-bit numbers at once with carry-save adders
  * (Harley-Seal: 16 vectors per 15 adders). The sums live in 8 bit planes, a count of up to 255
  * per bit of every byte lane, so a pass takes at most 255 vectors.
  */
-/* Carry-save adder on 256 bits: (h, l) := the two-bit sums of a + b + c. With AVX-512VL each
- * output is one vpternlogd (0x96: parity, 0xe8: majority). */
+/* Carry-save adder on 256 bits: (h, l) := the two-bit sums of a + b + c (in 512 bits, below,
+ * each output is one vpternlogd: 0x96 parity, 0xe8 majority). */
 #define CSA(h, l, a, b, c)                                                           \
     do {                                                                             \
         __m256i a_ = (a), b_ = (b), c_ = (c);                                        \
-        if (TERNLOG) {                                                               \
-            (h) = TERN(a_, b_, c_, 0xe8);                                            \
-            (l) = TERN(a_, b_, c_, 0x96);                                            \
-        } else {                                                                     \
-            __m256i u_ = _mm256_xor_si256(a_, b_);                                   \
-            (h) = _mm256_or_si256(_mm256_and_si256(a_, b_), _mm256_and_si256(u_, c_)); \
-            (l) = _mm256_xor_si256(u_, c_);                                          \
-        }                                                                            \
+        __m256i u_ = _mm256_xor_si256(a_, b_);                                       \
+        (h) = _mm256_or_si256(_mm256_and_si256(a_, b_), _mm256_and_si256(u_, c_));   \
+        (l) = _mm256_xor_si256(u_, c_);                                              \
     } while (0)
 
 #define COUNT8_BODY                                                                          \
@@ -818,29 +496,76 @@ static void planes_count(__m256i p0, __m256i p1, __m256i p2, __m256i p3, __m256i
 
 /* Counts of the fields [base, base + 8) among the bytes eb[0..32 * nvec) (nvec a multiple of 16,
  * at most 255) into out[0..8). */
-#define TERNLOG 0
-#define TERN(a, b, c, imm) (a)
 __attribute__((target("avx2")))
 static void count8_avx2(const uint8_t *eb, size_t nvec, int base, uint64_t out[8]) { COUNT8_BODY }
-#undef TERNLOG
-#undef TERN
-#define TERNLOG 1
-#define TERN(a, b, c, imm) _mm256_ternarylogic_epi32((a), (b), (c), (imm))
-__attribute__((target("avx2,avx512f,avx512vl")))
-static void count8_avx512vl(const uint8_t *eb, size_t nvec, int base, uint64_t out[8]) { COUNT8_BODY }
-#undef TERNLOG
-#undef TERN
 #undef IN
 #undef COUNT8_BODY
 #undef CSA
 
+/* The same in 512-bit vectors: 64 fields a vector, nvec (counted in 32-byte vectors as above) a
+ * multiple of 32; the planes are counted as two 256-bit halves. */
+#define ZTERN(a, b, c, imm) _mm512_ternarylogic_epi32((a), (b), (c), (imm))
+#define ZCSA(h, l, a, b, c)                                                           \
+    do {                                                                              \
+        __m512i a_ = (a), b_ = (b), c_ = (c);                                         \
+        (h) = ZTERN(a_, b_, c_, 0xe8);                                                \
+        (l) = ZTERN(a_, b_, c_, 0x96);                                                \
+    } while (0)
+#define ZIN(k) _mm512_shuffle_epi8(onehot, _mm512_adds_epu8(_mm512_sub_epi8(_mm512_load_si512((const void *)(eb + 64 * (j + (k)))), bv), bias))
+__attribute__((target("avx2,avx512f,avx512bw,avx512vl")))
+static void count8_z512(const uint8_t *eb, size_t nvec, int base, uint64_t out[8])
+{
+    const __m512i bv = _mm512_set1_epi8((char)base), bias = _mm512_set1_epi8(0x78);
+    const __m512i onehot = _mm512_broadcast_i32x4(_mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, -128));
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i ones = zero, twos = zero, fours = zero, eights = zero;
+    __m512i p16 = zero, p32 = zero, p64 = zero, p128 = zero;
+    __m512i twosA, twosB, foursA, foursB, eightsA, eightsB, sixteens;
+    for (size_t j = 0; j < nvec / 2; j += 16) {
+        ZCSA(twosA, ones, ones, ZIN(0), ZIN(1));
+        ZCSA(twosB, ones, ones, ZIN(2), ZIN(3));
+        ZCSA(foursA, twos, twos, twosA, twosB);
+        ZCSA(twosA, ones, ones, ZIN(4), ZIN(5));
+        ZCSA(twosB, ones, ones, ZIN(6), ZIN(7));
+        ZCSA(foursB, twos, twos, twosA, twosB);
+        ZCSA(eightsA, fours, fours, foursA, foursB);
+        ZCSA(twosA, ones, ones, ZIN(8), ZIN(9));
+        ZCSA(twosB, ones, ones, ZIN(10), ZIN(11));
+        ZCSA(foursA, twos, twos, twosA, twosB);
+        ZCSA(twosA, ones, ones, ZIN(12), ZIN(13));
+        ZCSA(twosB, ones, ones, ZIN(14), ZIN(15));
+        ZCSA(foursB, twos, twos, twosA, twosB);
+        ZCSA(eightsB, fours, fours, foursA, foursB);
+        ZCSA(sixteens, eights, eights, eightsA, eightsB);
+        __m512i c1 = _mm512_and_si512(p16, sixteens);
+        p16 = _mm512_xor_si512(p16, sixteens);
+        __m512i c2 = _mm512_and_si512(p32, c1);
+        p32 = _mm512_xor_si512(p32, c1);
+        __m512i c3 = _mm512_and_si512(p64, c2);
+        p64 = _mm512_xor_si512(p64, c2);
+        p128 = _mm512_or_si512(p128, c3);
+    }
+    uint64_t lo[8], hi[8];
+#define ZLO(v) _mm512_castsi512_si256(v)
+#define ZHI(v) _mm512_extracti64x4_epi64((v), 1)
+    planes_count(ZLO(ones), ZLO(twos), ZLO(fours), ZLO(eights), ZLO(p16), ZLO(p32), ZLO(p64), ZLO(p128), lo);
+    planes_count(ZHI(ones), ZHI(twos), ZHI(fours), ZHI(eights), ZHI(p16), ZHI(p32), ZHI(p64), ZHI(p128), hi);
+#undef ZLO
+#undef ZHI
+    for (int k = 0; k < 8; k++)
+        out[k] = lo[k] + hi[k];
+}
+#undef ZIN
+#undef ZCSA
+#undef ZTERN
+
 #define HWIN 64 /* the widest exponent window counted by the bit-sliced passes */
 
-/* Histogram of the non-zero values of a clean block x[0..nv) (nv a multiple of 8, at most
+/* Histogram of the non-zero values of a finite block x[0..nv) (nv a multiple of 8, at most
  * TSTATS_BLOCK) whose exponent fields lie in [flo, fhi]; eb (room for TSTATS_BLOCK) holds the
  * fields of the first nv - nv % 16 values as bytes, of which the first nq = nv - nv % 32 are
  * counted from eb, the rest from x. The top HWIN fields are counted by count8 (count8_avx2 or
- * count8_avx512vl), 8 per pass; the few values below them (a block that spans more than HWIN
+ * count8_z512), 8 per pass; the few values below them (a block that spans more than HWIN
  * binades) are found by one compare and counted one by one. Zeros (field 0 < flo) are not
  * counted here. */
 typedef void (*count8_fn)(const uint8_t *, size_t, int, uint64_t *);
@@ -850,8 +575,8 @@ static void hist_window_avx2(const float *x, size_t nv, uint8_t *eb, int flo, in
                              count8_fn count8)
 {
     size_t nq = nv - nv % 32, nvec = nq / 32; /* eb holds nv - nv % 16 fields */
-    /* pad with zero fields (never counted) to whole groups of 16 vectors */
-    size_t npad = (nvec + 15) / 16 * 16;
+    /* pad with zero fields (never counted) to whole groups of 16 vectors (32 for count8_z512) */
+    size_t npad = (nvec + 31) / 32 * 32;
     memset(eb + nq, 0, (npad - nvec) * 32);
     int wlo = fhi - HWIN + 1 > flo ? fhi - HWIN + 1 : flo;
     if (wlo > flo) {
@@ -886,13 +611,13 @@ static void hist_window_avx2(const float *x, size_t nv, uint8_t *eb, int flo, in
 
 typedef void (*block_fn)(const float *, size_t, struct block *);
 
-/* The kernels this CPU runs: 2 = the clean-block AVX2 path with AVX-512VL's vpternlogd in the
- * histogram's adders and the clean kernel compiled for AVX-512VL/BW's 32 registers, 1 = the same
- * without AVX-512, 0 = the portable kernel.
+/* The kernels this CPU runs: 2 = the block kernel in 512-bit vectors (accumulate_z with zops512;
+ * AVX-512 F, BW, DQ and VL), 1 = the same in 256-bit vectors (AVX2 and FMA), 0 = the portable
+ * kernel.
  * AMPDIAG_TSTATS_IMPL=avx2 or =generic forces a lesser one (the tests run all three); the choice
- * is read from the environment once, and again by ampdiag_tstats_impl(). An AVX-512 kernel with
- * mask-register counts for the record was measured slower than AVX2 here (compares into k
- * registers share one port). */
+ * is read from the environment once, and again by ampdiag_tstats_impl(). (An AVX-512 kernel
+ * counting with compares into mask registers was measured slower than AVX2 on Intel and on AMD
+ * Zen 5: those compares share one or two ports; the 512-bit path counts with plain adds.) */
 static _Atomic int kernel_choice = -1;
 
 static int choose_kernel(void)
@@ -905,7 +630,8 @@ static int choose_kernel(void)
         return 0;
     if (want && strcmp(want, "avx2") == 0)
         return 1;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw")
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                   __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")
                ? 2 : 1;
 #else
     return 0;
@@ -924,7 +650,7 @@ static int pick_kernel(void)
 
 const char *ampdiag_tstats_impl(void)
 {
-    static const char *const names[3] = {"generic", "avx2", "avx2+avx512vl"};
+    static const char *const names[3] = {"generic", "avx2", "avx512"};
     int k = choose_kernel();
     atomic_store_explicit(&kernel_choice, k, memory_order_relaxed);
     return names[k];
@@ -1045,72 +771,537 @@ static void accumulate_generic(ampdiag_tstats *s, ampdiag_hist *h, const float *
 }
 
 #ifdef TSTATS_HAVE_AVX2
-/* A clean block's results (fast kernel, nv values at x) into s and h. */
-static void record_clean_block(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t nv, const struct fastplan *plan,
-                               const struct fastblock *fb, uint8_t *eb, count8_fn count8)
+/*
+ * The 512-bit path (AVX-512 F/BW/DQ/VL, the default where the CPU has them).
+ *
+ * A block (at most TSTATS_BLOCK values, a multiple of 64) is read once from memory by z_pass1,
+ * which keeps only what every value needs: the extremes (unsigned max of the bit patterns: the
+ * most negative value; signed max: the largest non-negative one; unsigned min of |x| bits - 1:
+ * the smallest non-zero |x|), the count of zeros and of negative values, the sums, and two
+ * 16-bit keys of every value, stored in L1: hi16(|x| - 1) (a zero's is all ones) and hi16(|x|).
+ * Counting uses no mask register (compares into masks share one port here): a count "key
+ * below t" is the sign bit of key - t, shifted down and added, 32 values at a time.
+ *
+ * Then, from the block's range of |x| (a finite block: a block with NaN or inf is redone by
+ * the full kernel), each class threshold of the format table and each extra threshold (the
+ * FP8 delayed-scaling ones: ampdiag_tstats_compute_ge) is settled without looking at a value
+ * when it lies at or below the smallest non-zero |x| (every non-zero value reaches it) or
+ * above the largest (none does); only those in between are counted, from the stored keys
+ * (thresholds whose 16 low bits, or those of threshold - 1, are zero: every OCP FP8 threshold,
+ * FP16's underflow threshold, non-zero) or with a 32-bit compare of the block, still in L1.
+ * Most thresholds lie outside most blocks' range.
+ *
+ * Sums: float partial sums of 16 values a lane (256 a fold), folded into double sums; their
+ * error is at most 16 units of float rounding of the sum of the magnitudes (squares), within
+ * AMPDIAG_TSTATS_SUM_RTOL (ampdiag.h). Blocks whose largest |x| reaches 2^60 (a float square
+ * could overflow) or stays below 2^-60 (squares would lose bits in float's subnormals) take
+ * double sums instead.
+ */
+#define Z512 __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl")))
+#define Z512_INLINE __attribute__((target("avx2,fma,avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) static inline
+#define Z_GROUP 64          /* values a step of z_pass1 */
+#define Z_FOLD 256          /* values between folds of the float sums (16 a lane) */
+#define Z_PREFETCH 16384    /* bytes ahead: at ~40 GB/s a 4 KiB distance left the loop waiting on DRAM */
+#define Z_SUM_HI 0x5d800000u /* 2^60 */
+#define Z_SUM_LO 0x21800000u /* 2^-60 */
+
+/* What z_pass1 found in a block. */
+struct zblock {
+    uint32_t umax;   /* unsigned max of the bit patterns */
+    int32_t smax;    /* signed max */
+    uint32_t am1;    /* unsigned min of |x| bits - 1 (UINT32_MAX: no non-zero value) */
+    uint64_t zero, neg;
+    double sum, sq;
+};
+
+/* 16-bit lane counters to 32-bit lanes, summed. */
+Z512_INLINE uint64_t z_sum16(__m512i c)
 {
-    uint32_t negmax = (fb->umax >> 31) ? fb->umax & 0x7fffffffu : 0;
-    uint32_t posmax = fb->smax >= 0 ? (uint32_t)fb->smax : 0;
-    uint32_t amax = negmax > posmax ? negmax : posmax;
-    int any_nz = fb->am1 != UINT32_MAX;
-    uint32_t amin = fb->am1 + 1u;
-    /* extremes from the bit-pattern extremes, every class by the counts */
-    uint32_t minb = (fb->umax >> 31) ? fb->umax : (uint32_t)fb->smin;
-    uint32_t maxb = fb->smax >= 0 ? (uint32_t)fb->smax : (uint32_t)fb->smin;
-    record_extremes(s, ampdiag_f32_from_bits(minb), ampdiag_f32_from_bits(maxb), ampdiag_f32_from_bits(amax),
-                    any_nz ? ampdiag_f32_from_bits(amin) : INFINITY);
-    uint64_t nz = fb->slot[0], zero = nv - nz;
-    uint64_t g[NFMT][3];
-    for (int f = 0; f < NFMT; f++)
-        for (int j = 0; j < 3; j++) {
-            int src = plan->src[f][j];
-            g[f][j] = src == SRC_ALL ? nz : src == SRC_NONE ? 0 : fb->slot[src];
+    return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(_mm512_madd_epi16(c, _mm512_set1_epi16(1)));
+}
+
+Z512 static void z_pass1(const float *x, size_t nv, uint16_t *km_out, uint16_t *ka_out, struct zblock *zb)
+{
+    const __m512i M = _mm512_set1_epi32(0x7fffffff), m1 = _mm512_set1_epi32(-1), M16 = _mm512_set1_epi16(0x7fff);
+    /* word i of permutex2var(a, hi, b): the high half of dword i of a (i < 16) or of b */
+    const __m512i hi = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                                        25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    __m512i umax = _mm512_setzero_si512(), smax = _mm512_set1_epi32(INT32_MIN), amin = m1;
+    __m512i cz = _mm512_setzero_si512(), cn = cz;
+    __m512d ds = _mm512_setzero_pd(), dq = ds;
+    for (size_t i = 0; i < nv; i += Z_FOLD) {
+        __m512 fs = _mm512_setzero_ps(), fq = fs;
+        size_t end = nv - i < Z_FOLD ? nv : i + Z_FOLD;
+        for (size_t k = i; k < end; k += Z_GROUP) {
+            const char *pf = (const char *)(x + k) + Z_PREFETCH;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            _mm_prefetch(pf + 128, _MM_HINT_T0);
+            _mm_prefetch(pf + 192, _MM_HINT_T0);
+            __m512i u[4], am[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                u[j] = _mm512_loadu_si512((const void *)(x + k + 16 * (size_t)j));
+                am[j] = _mm512_add_epi32(_mm512_and_si512(u[j], M), m1);
+                amin = _mm512_min_epu32(amin, am[j]);
+                umax = _mm512_max_epu32(umax, u[j]);
+                smax = _mm512_max_epi32(smax, u[j]);
+                __m512 v = _mm512_castsi512_ps(u[j]);
+                fs = _mm512_add_ps(fs, v);
+                fq = _mm512_fmadd_ps(v, v, fq);
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m512i ku = _mm512_permutex2var_epi16(u[2 * h], hi, u[2 * h + 1]);
+                __m512i km = _mm512_permutex2var_epi16(am[2 * h], hi, am[2 * h + 1]);
+                cz = _mm512_add_epi16(cz, _mm512_srli_epi16(km, 15));                       /* a zero */
+                cn = _mm512_add_epi16(cn, _mm512_srli_epi16(_mm512_andnot_si512(km, ku), 15)); /* sign, non-zero */
+                _mm512_store_si512((void *)(km_out + k + 32 * (size_t)h), km);
+                _mm512_store_si512((void *)(ka_out + k + 32 * (size_t)h), _mm512_and_si512(ku, M16));
+            }
         }
-    classes_from_g(s->whatif, g, nz, 0);
-    s->count += nv;
-    s->n_zero += zero;
-    s->n_neg += fb->neg;
-    s->n_pos += nz - fb->neg;
-    s->sum += fb->sum;
-    s->sumsq += fb->sq;
-    if (h) {
-        if (any_nz)
-            hist_window_avx2(x, nv, eb, (int)(amin >> 23), (int)(amax >> 23), h, count8);
-        h->bin[AMPDIAG_HIST_ZERO] += zero;
+        ds = _mm512_add_pd(ds, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(fs)),
+                                             _mm512_cvtps_pd(_mm512_extractf32x8_ps(fs, 1))));
+        dq = _mm512_add_pd(dq, _mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(fq)),
+                                             _mm512_cvtps_pd(_mm512_extractf32x8_ps(fq, 1))));
+    }
+    zb->umax = (uint32_t)_mm512_reduce_max_epu32(umax);
+    zb->smax = _mm512_reduce_max_epi32(smax);
+    zb->am1 = (uint32_t)_mm512_reduce_min_epu32(amin);
+    zb->zero = z_sum16(cz);
+    zb->neg = z_sum16(cn);
+    zb->sum = _mm512_reduce_add_pd(ds);
+    zb->sq = _mm512_reduce_add_pd(dq);
+}
+
+/* How many of the nk keys (a multiple of 32, at most TSTATS_BLOCK) are below t (signed 16-bit;
+ * every key and t lie in [-1, 0x7f80]): z_below16_N for N thresholds at once; how many of nv
+ * values (a multiple of 16) have |x| bits below g (g <= 2^31): z_below32_N. Counting is the sign
+ * of key - t shifted down and added (no mask register). */
+
+/* The sums of nv finite values (a multiple of 16) in double, for blocks float sums cannot take. */
+Z512 static void z_sums_double(const float *x, size_t nv, double *sum, double *sq)
+{
+    __m512d s = _mm512_setzero_pd(), q = s;
+    for (size_t i = 0; i < nv; i += 8) {
+        __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        s = _mm512_add_pd(s, v);
+        q = _mm512_fmadd_pd(v, v, q);
+    }
+    *sum = _mm512_reduce_add_pd(s);
+    *sq = _mm512_reduce_add_pd(q);
+}
+
+/* The same for n (1..4) thresholds t[] at once (one load of the keys for all): below[i] +=. */
+#define Z_BELOW16_N(N)                                                                                   \
+    Z512 static void z_below16_##N(const uint16_t *k, size_t nk, const int16_t *t, uint64_t *below)      \
+    {                                                                                                    \
+        __m512i T[N], c[N];                                                                              \
+        _Pragma("GCC unroll 4")                                                                          \
+        for (int j = 0; j < (N); j++) {                                                                  \
+            T[j] = _mm512_set1_epi16(t[j]);                                                              \
+            c[j] = _mm512_setzero_si512();                                                               \
+        }                                                                                                \
+        for (size_t i = 0; i < nk; i += 32) {                                                            \
+            __m512i v = _mm512_load_si512((const void *)(k + i));                                        \
+            _Pragma("GCC unroll 4")                                                                      \
+            for (int j = 0; j < (N); j++)                                                                \
+                c[j] = _mm512_add_epi16(c[j], _mm512_srli_epi16(_mm512_sub_epi16(v, T[j]), 15));         \
+        }                                                                                                \
+        for (int j = 0; j < (N); j++)                                                                    \
+            below[j] += z_sum16(c[j]);                                                                   \
+    }
+#define Z_BELOW32_N(N)                                                                                   \
+    Z512 static void z_below32_##N(const float *x, size_t nv, const uint32_t *g, uint64_t *below)        \
+    {                                                                                                    \
+        const __m512i M = _mm512_set1_epi32(0x7fffffff);                                                 \
+        __m512i G[N], c[N];                                                                              \
+        _Pragma("GCC unroll 4")                                                                          \
+        for (int j = 0; j < (N); j++) {                                                                  \
+            G[j] = _mm512_set1_epi32((int)g[j]);                                                         \
+            c[j] = _mm512_setzero_si512();                                                               \
+        }                                                                                                \
+        for (size_t i = 0; i < nv; i += 16) {                                                            \
+            __m512i a = _mm512_and_si512(_mm512_loadu_si512((const void *)(x + i)), M);                  \
+            _Pragma("GCC unroll 4")                                                                      \
+            for (int j = 0; j < (N); j++)                                                                \
+                c[j] = _mm512_add_epi32(c[j], _mm512_srli_epi32(_mm512_sub_epi32(a, G[j]), 31));         \
+        }                                                                                                \
+        for (int j = 0; j < (N); j++)                                                                    \
+            below[j] += (uint64_t)(uint32_t)_mm512_reduce_add_epi32(c[j]);                               \
+    }
+Z_BELOW16_N(1)
+Z_BELOW16_N(2)
+Z_BELOW16_N(3)
+Z_BELOW16_N(4)
+Z_BELOW32_N(1)
+Z_BELOW32_N(2)
+Z_BELOW32_N(3)
+Z_BELOW32_N(4)
+
+/* Thresholds of a block still to count, by what they are counted from. */
+#define Z_MAXQ (2 * (3 * NFMT + Z_MAX_EXTRA))
+struct zqueue {
+    int n;
+    uint32_t g[Z_MAXQ];   /* the thresholds (|x| bits at least g) ... */
+    uint64_t *out[Z_MAXQ]; /* ... and where their counts go */
+};
+
+/* Exponent fields (|x| bits >> 23) of nv values as bytes, from the keys hi16(|x|). */
+Z512 static void z_fields(const uint16_t *ka, size_t nv, uint8_t *eb)
+{
+    for (size_t i = 0; i < nv; i += 32)
+        _mm256_store_si256((__m256i *)(void *)(eb + i),
+                           _mm512_cvtepi16_epi8(_mm512_srli_epi16(_mm512_load_si512((const void *)(ka + i)), 7)));
+}
+
+
+/* The same block kernel in 256-bit vectors (AVX2 alone): the keys of two vectors' values are
+ * the high halves of their 32-bit lanes side by side ((u0 >> 16) | (u1 & 0xffff0000): the
+ * order of keys does not matter to counts), 16 values a lane between folds of the float sums
+ * (128 values: the same bound). */
+#define Z256 __attribute__((target("avx2,fma")))
+#define Z256_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+static inline uint64_t lanes_sum32(const uint32_t *t)
+{
+    uint64_t s = 0;
+    for (int l = 0; l < 8; l++) s += t[l];
+    return s;
+}
+
+Z256_INLINE uint64_t y_sum16(__m256i c)
+{
+    __m256i d = _mm256_madd_epi16(c, _mm256_set1_epi16(1));
+    __m128i e = _mm_add_epi32(_mm256_castsi256_si128(d), _mm256_extracti128_si256(d, 1));
+    e = _mm_add_epi32(e, _mm_shuffle_epi32(e, 0x4e));
+    e = _mm_add_epi32(e, _mm_shuffle_epi32(e, 0xb1));
+    return (uint64_t)(uint32_t)_mm_cvtsi128_si32(e);
+}
+
+Z256_INLINE double y_sum_pd(__m256d v)
+{
+    __m128d e = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(e, _mm_unpackhi_pd(e, e)));
+}
+
+Z256_INLINE uint32_t y_red32(__m256i v, int op) /* 0 max_epu32, 1 max_epi32, 2 min_epu32 */
+{
+    uint32_t t[8];
+    _mm256_storeu_si256((__m256i *)(void *)t, v);
+    uint32_t r = t[0];
+    for (int l = 1; l < 8; l++)
+        r = op == 0 ? (t[l] > r ? t[l] : r) : op == 1 ? ((int32_t)t[l] > (int32_t)r ? t[l] : r) : (t[l] < r ? t[l] : r);
+    return r;
+}
+
+Z256 static void y_pass1(const float *x, size_t nv, uint16_t *km_out, uint16_t *ka_out, struct zblock *zb)
+{
+    const __m256i M = _mm256_set1_epi32(0x7fffffff), m1 = _mm256_set1_epi32(-1), M16 = _mm256_set1_epi16(0x7fff);
+    __m256i umax = _mm256_setzero_si256(), smax = _mm256_set1_epi32(INT32_MIN), amin = m1;
+    __m256i cz = _mm256_setzero_si256(), cn = cz;
+    __m256d ds = _mm256_setzero_pd(), dq = ds;
+    for (size_t i = 0; i < nv; i += 128) {
+        __m256 fs = _mm256_setzero_ps(), fq = fs;
+        size_t end = nv - i < 128 ? nv : i + 128;
+        for (size_t k = i; k < end; k += 32) {
+            const char *pf = (const char *)(x + k) + Z_PREFETCH;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            __m256i u[4], am[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                u[j] = _mm256_loadu_si256((const __m256i *)(const void *)(x + k + 8 * (size_t)j));
+                am[j] = _mm256_add_epi32(_mm256_and_si256(u[j], M), m1);
+                amin = _mm256_min_epu32(amin, am[j]);
+                umax = _mm256_max_epu32(umax, u[j]);
+                smax = _mm256_max_epi32(smax, u[j]);
+                __m256 v = _mm256_castsi256_ps(u[j]);
+                fs = _mm256_add_ps(fs, v);
+                fq = _mm256_fmadd_ps(v, v, fq);
+            }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i ku = _mm256_blend_epi16(_mm256_srli_epi32(u[2 * h], 16), u[2 * h + 1], 0xaa);
+                __m256i km = _mm256_blend_epi16(_mm256_srli_epi32(am[2 * h], 16), am[2 * h + 1], 0xaa);
+                cz = _mm256_add_epi16(cz, _mm256_srli_epi16(km, 15));
+                cn = _mm256_add_epi16(cn, _mm256_srli_epi16(_mm256_andnot_si256(km, ku), 15));
+                _mm256_store_si256((__m256i *)(void *)(km_out + k + 16 * (size_t)h), km);
+                _mm256_store_si256((__m256i *)(void *)(ka_out + k + 16 * (size_t)h), _mm256_and_si256(ku, M16));
+            }
+        }
+        ds = _mm256_add_pd(ds, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(fs)),
+                                             _mm256_cvtps_pd(_mm256_extractf128_ps(fs, 1))));
+        dq = _mm256_add_pd(dq, _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(fq)),
+                                             _mm256_cvtps_pd(_mm256_extractf128_ps(fq, 1))));
+    }
+    zb->umax = y_red32(umax, 0);
+    zb->smax = (int32_t)y_red32(smax, 1);
+    zb->am1 = y_red32(amin, 2);
+    zb->zero = y_sum16(cz);
+    zb->neg = y_sum16(cn);
+    zb->sum = y_sum_pd(ds);
+    zb->sq = y_sum_pd(dq);
+}
+
+#define Y_BELOW16_N(N)                                                                                   \
+    Z256 static void y_below16_##N(const uint16_t *k, size_t nk, const int16_t *t, uint64_t *below)      \
+    {                                                                                                    \
+        __m256i T[N], c[N];                                                                              \
+        _Pragma("GCC unroll 4")                                                                          \
+        for (int j = 0; j < (N); j++) {                                                                  \
+            T[j] = _mm256_set1_epi16(t[j]);                                                              \
+            c[j] = _mm256_setzero_si256();                                                               \
+        }                                                                                                \
+        for (size_t i = 0; i < nk; i += 16) {                                                            \
+            __m256i v = _mm256_load_si256((const __m256i *)(const void *)(k + i));                       \
+            _Pragma("GCC unroll 4")                                                                      \
+            for (int j = 0; j < (N); j++)                                                                \
+                c[j] = _mm256_sub_epi16(c[j], _mm256_cmpgt_epi16(T[j], v)); /* AVX2: a compare's  \
+                                                                                result is a vector */ \
+        }                                                                                                \
+        for (int j = 0; j < (N); j++)                                                                    \
+            below[j] += y_sum16(c[j]);                                                                   \
+    }
+#define Y_BELOW32_N(N)                                                                                   \
+    Z256 static void y_below32_##N(const float *x, size_t nv, const uint32_t *g, uint64_t *below)        \
+    {                                                                                                    \
+        const __m256i M = _mm256_set1_epi32(0x7fffffff);                                                 \
+        __m256i G[N], c[N];                                                                              \
+        _Pragma("GCC unroll 4")                                                                          \
+        for (int j = 0; j < (N); j++) {                                                                  \
+            G[j] = _mm256_set1_epi32((int)g[j]);                                                         \
+            c[j] = _mm256_setzero_si256();                                                               \
+        }                                                                                                \
+        for (size_t i = 0; i < nv; i += 8) {                                                             \
+            __m256i a = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(const void *)(x + i)), M); \
+            _Pragma("GCC unroll 4")                                                                      \
+            for (int j = 0; j < (N); j++)                                                                \
+                c[j] = _mm256_sub_epi32(c[j], _mm256_cmpgt_epi32(G[j], a));                              \
+        }                                                                                                \
+        for (int j = 0; j < (N); j++) {                                                                  \
+            uint32_t t[8];                                                                               \
+            _mm256_storeu_si256((__m256i *)(void *)t, c[j]);                                             \
+            below[j] += lanes_sum32(t);                                                                  \
+        }                                                                                                \
+    }
+Y_BELOW16_N(1)
+Y_BELOW16_N(2)
+Y_BELOW16_N(3)
+Y_BELOW16_N(4)
+Y_BELOW32_N(1)
+Y_BELOW32_N(2)
+Y_BELOW32_N(3)
+Y_BELOW32_N(4)
+
+Z256 static void y_sums_double(const float *x, size_t nv, double *sum, double *sq)
+{
+    __m256d s = _mm256_setzero_pd(), q = s;
+    for (size_t i = 0; i < nv; i += 4) {
+        __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(x + i));
+        s = _mm256_add_pd(s, v);
+        q = _mm256_fmadd_pd(v, v, q);
+    }
+    *sum = y_sum_pd(s);
+    *sq = y_sum_pd(q);
+}
+
+Z256 static void y_fields(const uint16_t *ka, size_t nv, uint8_t *eb)
+{
+    for (size_t i = 0; i < nv; i += 32) {
+        __m256i a = _mm256_srli_epi16(_mm256_load_si256((const __m256i *)(const void *)(ka + i)), 7);
+        __m256i b = _mm256_srli_epi16(_mm256_load_si256((const __m256i *)(const void *)(ka + i + 16)), 7);
+        _mm256_store_si256((__m256i *)(void *)(eb + i), _mm256_packus_epi16(a, b));
     }
 }
 
-/* Whether the fast kernel's block was clean (CLEAN_LO <= |x| < CLEAN_HI or 0, no NaN/inf). */
-static int block_is_clean(const struct fastblock *fb)
+/* The kernels of one vector width. */
+typedef void (*zb16_fn)(const uint16_t *, size_t, const int16_t *, uint64_t *);
+typedef void (*zb32_fn)(const float *, size_t, const uint32_t *, uint64_t *);
+struct zops {
+    void (*pass1)(const float *, size_t, uint16_t *, uint16_t *, struct zblock *);
+    zb16_fn below16[5];
+    zb32_fn below32[5];
+    void (*sums_double)(const float *, size_t, double *, double *);
+    void (*fields)(const uint16_t *, size_t, uint8_t *);
+    count8_fn count8;
+};
+static const struct zops zops512 = {z_pass1, {NULL, z_below16_1, z_below16_2, z_below16_3, z_below16_4},
+                                    {NULL, z_below32_1, z_below32_2, z_below32_3, z_below32_4}, z_sums_double,
+                                    z_fields, count8_z512};
+static const struct zops zops256 = {y_pass1, {NULL, y_below16_1, y_below16_2, y_below16_3, y_below16_4},
+                                    {NULL, y_below32_1, y_below32_2, y_below32_3, y_below32_4}, y_sums_double,
+                                    y_fields, count8_avx2};
+
+/* The counts of a queue's thresholds: keys k (hi16(|x| - 1) or hi16(|x|), with the threshold's
+ * hi16(g - 1) or hi16(g) as the compare) or, k NULL, the values themselves; up to 4 at once. */
+static void z_run_queue(const struct zops *ops, const struct zqueue *q, const float *x, size_t nv, const uint16_t *k,
+                        int minus1)
 {
-    uint32_t negmax = (fb->umax >> 31) ? fb->umax & 0x7fffffffu : 0;
-    uint32_t posmax = fb->smax >= 0 ? (uint32_t)fb->smax : 0;
-    uint32_t amax = negmax > posmax ? negmax : posmax;
-    return amax < CLEAN_HI && (fb->am1 == UINT32_MAX || fb->am1 + 1u >= CLEAN_LO);
+    const zb16_fn *f16 = ops->below16;
+    const zb32_fn *f32 = ops->below32;
+    for (int i = 0; i < q->n; i += 4) {
+        int m = q->n - i < 4 ? q->n - i : 4;
+        uint64_t below[4] = {0, 0, 0, 0};
+        if (k) {
+            int16_t t[4];
+            for (int j = 0; j < m; j++)
+                t[j] = (int16_t)((minus1 ? q->g[i + j] - 1u : q->g[i + j]) >> 16);
+            f16[m](k, nv, t, below);
+        } else {
+            f32[m](x, nv, q->g + i, below);
+        }
+        for (int j = 0; j < m; j++)
+            *q->out[i + j] = nv - below[j];
+    }
 }
 
-static void accumulate_fast(ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n, fast_fn fast, count8_fn count8)
+/* G(g) = #(|x| bits >= g) into *out over a finite block with nz non-zero values whose non-zero
+ * |x| bits lie in [lo, hi] (none when nz = 0): settled by that range, or queued to be counted
+ * from the keys (q[0]: hi16(|x| - 1), q[1]: hi16(|x|)) or the values (q[2]). */
+/* A threshold with other low bits, bracketed by two hi16(|x|) counts (z_settle). */
+struct zfix {
+    uint32_t g;
+    uint64_t *out, above, at; /* #(hi16 |x| >= hi16(g) + 1), #(hi16 |x| >= hi16(g)) */
+};
+
+static void z_settle(uint64_t nz, uint32_t lo, uint32_t hi, uint32_t g, uint64_t *out, struct zqueue q[3],
+                     struct zfix *fix, int *nfix)
 {
-    uint8_t eb[TSTATS_BLOCK] __attribute__((aligned(32)));
-    struct fastplan plan;
-    fast_plan(&plan);
+    if (nz == 0 || g > hi) {
+        *out = 0;
+        return;
+    }
+    if (g <= lo) {
+        *out = nz; /* (g >= 1: a zero never counts) */
+        return;
+    }
+    /* |x| >= g  <=>  hi16(|x| - 1) >= hi16(g - 1) where g - 1 has zero low bits, or
+     * hi16(|x|) >= hi16(g) where g has */
+    struct zqueue *qq = ((g - 1u) & 0xffffu) == 0 ? &q[0] : (g & 0xffffu) == 0 ? &q[1] : NULL;
+    if (qq) {
+        qq->g[qq->n] = g;
+        qq->out[qq->n++] = out;
+        return;
+    }
+    /* other low bits: G(g) lies between the counts of hi16(|x|) above and at hi16(g); where
+     * no value has that hi16 (most blocks: a 1/128 of a binade) they agree and settle it,
+     * else the values are compared whole (z_fixup) */
+    struct zfix *f = &fix[(*nfix)++];
+    f->g = g;
+    f->out = out;
+    q[1].g[q[1].n] = ((g >> 16) + 1u) << 16;
+    q[1].out[q[1].n++] = &f->above;
+    q[1].g[q[1].n] = g & 0xffff0000u;
+    q[1].out[q[1].n++] = &f->at;
+}
+
+/* The bracketed thresholds: settled where the two counts agree, else counted whole. */
+static void z_fixup(const struct zops *ops, const float *x, size_t nv, struct zfix *fix, int nfix)
+{
+    for (int i = 0; i < nfix; i++) {
+        if (fix[i].above == fix[i].at) {
+            *fix[i].out = fix[i].above;
+        } else {
+            uint64_t below = 0;
+            ops->below32[1](x, nv, &fix[i].g, &below);
+            *fix[i].out = nv - below;
+        }
+    }
+}
+
+/* The keys and exponent bytes of a block (z_pass1, z_fields). */
+struct zbuf {
+    uint16_t km[TSTATS_BLOCK] __attribute__((aligned(64)));
+    uint16_t ka[TSTATS_BLOCK] __attribute__((aligned(64)));
+    uint8_t eb[TSTATS_BLOCK] __attribute__((aligned(64)));
+};
+
+/* One block of nv values (a multiple of 64, at most TSTATS_BLOCK) into s and h, and the counts
+ * of |x| bits at least ge[j] (j < k) into g_out. */
+static void z_block(const struct zops *ops, ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t nv, size_t k,
+                    const uint32_t *ge, uint64_t *g_out, struct zbuf *zbuf)
+{
+    uint16_t *km = zbuf->km, *ka = zbuf->ka;
+    uint8_t *eb = zbuf->eb;
+    struct zblock zb;
+    ops->pass1(x, nv, km, ka, &zb);
+    uint32_t negmax = (zb.umax >> 31) ? zb.umax & 0x7fffffffu : 0;
+    uint32_t posmax = zb.smax >= 0 ? (uint32_t)zb.smax : 0;
+    uint32_t amax = negmax > posmax ? negmax : posmax;
+    if (amax >= AMPDIAG_F32_INF) { /* NaN or inf: the full kernel, every class by compares */
+        add_block(block_avx2, s, h, x, nv);
+        for (size_t j = 0; j < k; j++)
+            g_out[j] += block_count_at_least(x, nv, ge[j]);
+        return;
+    }
+    int any_nz = zb.am1 != UINT32_MAX;
+    uint32_t amin = zb.am1 + 1u;
+    uint64_t nz = nv - zb.zero;
+    /* extremes: the most negative value is the largest pattern with the sign set; the largest
+     * is the largest without it, else (every sign set) -0 or the smallest |x| negated */
+    float fmin = (zb.umax >> 31) ? ampdiag_f32_from_bits(zb.umax)
+                 : zb.zero      ? 0.0f
+                                : ampdiag_f32_from_bits(amin);
+    float fmax = zb.smax >= 0 ? ampdiag_f32_from_bits((uint32_t)zb.smax)
+                 : zb.zero   ? -0.0f
+                             : -ampdiag_f32_from_bits(amin);
+    record_extremes(s, fmin, fmax, ampdiag_f32_from_bits(amax), any_nz ? ampdiag_f32_from_bits(amin) : INFINITY);
+    if (any_nz && (amax >= Z_SUM_HI || amax < Z_SUM_LO))
+        ops->sums_double(x, nv, &zb.sum, &zb.sq);
+    uint64_t g[NFMT][3], gx[Z_MAX_EXTRA];
+    struct zqueue q[3] = {{0}, {0}, {0}};
+    struct zfix fix[3 * NFMT + Z_MAX_EXTRA];
+    int nfix = 0;
+    for (int f = 0; f < NFMT; f++)
+        for (int j = 0; j < 3; j++)
+            z_settle(nz, amin, amax, g_threshold(f, j), &g[f][j], q, fix, &nfix);
+    for (size_t j = 0; j < k; j++)
+        z_settle(nz, amin, amax, ge[j], &gx[j], q, fix, &nfix);
+    z_run_queue(ops, &q[0], x, nv, km, 1);
+    z_run_queue(ops, &q[1], x, nv, ka, 0);
+    z_fixup(ops, x, nv, fix, nfix);
+    classes_from_g(s->whatif, g, nz, 0);
+    for (size_t j = 0; j < k; j++)
+        g_out[j] += gx[j];
+    s->count += nv;
+    s->n_zero += zb.zero;
+    s->n_neg += zb.neg;
+    s->n_pos += nz - zb.neg;
+    s->sum += zb.sum;
+    s->sumsq += zb.sq;
+    if (h) {
+        h->bin[AMPDIAG_HIST_ZERO] += zb.zero;
+        int flo = (int)(amin >> 23), fhi = (int)(amax >> 23);
+        if (any_nz && fhi >= 1) {
+            ops->fields(ka, nv, eb);
+            hist_window_avx2(x, nv, eb, flo > 1 ? flo : 1, fhi, h, ops->count8);
+        }
+        if (any_nz && amin < AMPDIAG_F32_MIN_NORMAL) /* float32 subnormals: rare, placed exactly */
+            for (size_t i = 0; i < nv; i++) {
+                uint32_t a = load_bits(x, i) & 0x7fffffffu;
+                if (a != 0 && a < AMPDIAG_F32_MIN_NORMAL)
+                    h->bin[subnormal_bin(a)]++;
+            }
+    }
+}
+
+/* The 512-bit path over x[0..n): blocks of TSTATS_BLOCK, tails shorter than 64 one value at a
+ * time; counts[j] += #(|x| bits >= ge[j]) for j < k. */
+static void accumulate_z(const struct zops *ops, ampdiag_tstats *s, ampdiag_hist *h, const float *x, size_t n, size_t k,
+                         const uint32_t *ge, uint64_t *counts)
+{
+    struct zbuf zbuf; /* 20 KiB: the keys stay in L1 for the block's counts */
     while (n > 0) {
         size_t nb = n < TSTATS_BLOCK ? n : TSTATS_BLOCK;
-        size_t nv = nb - nb % TSTATS_LANES;
-        if (nv) {
-            struct fastblock fb;
-            if (!plan.ok) {
-                add_block(block_avx2, s, h, x, nv); /* the table outgrew the clean kernel */
-            } else {
-                fast(x, nv, &plan, &fb, h ? eb : NULL);
-                if (block_is_clean(&fb))
-                    record_clean_block(s, h, x, nv, &plan, &fb, eb, count8);
-                else /* NaN, inf, a float32 subnormal or |x| >= CLEAN_HI: the full kernel */
-                    add_block(block_avx2, s, h, x, nv);
-            }
-        }
-        if (nb > nv)
+        size_t nv = nb - nb % Z_GROUP;
+        if (nv)
+            z_block(ops, s, h, x, nv, k, ge, counts, &zbuf);
+        if (nb > nv) {
             accumulate_scalar(s, h, x + nv, nb - nv);
+            for (size_t j = 0; j < k; j++)
+                counts[j] += block_count_at_least(x + nv, nb - nv, ge[j]);
+        }
         x += nb;
         n -= nb;
     }
@@ -1122,14 +1313,35 @@ void ampdiag_tstats_accumulate(ampdiag_tstats *s, ampdiag_hist *h, const float *
 #ifdef TSTATS_HAVE_AVX2
     int k = pick_kernel();
     if (k) {
-        if (k == 2)
-            accumulate_fast(s, h, x, n, fast_avx512vl, count8_avx512vl);
-        else
-            accumulate_fast(s, h, x, n, fast_avx2, count8_avx2);
+        accumulate_z(k == 2 ? &zops512 : &zops256, s, h, x, n, 0, NULL, NULL);
         return;
     }
 #endif
     accumulate_generic(s, h, x, n);
+}
+
+int ampdiag_tstats_compute_ge(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h, size_t k,
+                              const uint32_t *ge, uint64_t *counts)
+{
+    if (k > Z_MAX_EXTRA)
+        return -1;
+    for (size_t j = 0; j < k; j++)
+        if (ge[j] < 1u || ge[j] > AMPDIAG_F32_INF)
+            return -1;
+    ampdiag_tstats_init(s);
+    if (h)
+        ampdiag_hist_init(h);
+    for (size_t j = 0; j < k; j++)
+        counts[j] = 0;
+#ifdef TSTATS_HAVE_AVX2
+    int kern = pick_kernel();
+    if (kern) {
+        accumulate_z(kern == 2 ? &zops512 : &zops256, s, h, x, n, k, ge, counts);
+        return 0;
+    }
+#endif
+    ampdiag_tstats_accumulate(s, h, x, n);
+    return ampdiag_count_at_least(x, n, k, ge, counts);
 }
 
 void ampdiag_tstats_compute(const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h)

@@ -29,7 +29,9 @@ static const chart_def chart_defs[] = {
     {"grad-norm", 1200, 650, EACH_ONE, chart_grad_norm},
     {"layer-ranges", 1200, 900, EACH_KIND, chart_layer_ranges},
     {"fp16-heatmap", 1200, 900, EACH_RUN_COLUMN, chart_heatmap},
+    {"quant-heatmap", 1200, 900, EACH_RUN_QUANT, chart_quant},
     {"exponent-histogram", 1200, 800, EACH_RUN_LAYER, chart_hist},
+    {"ranks", 1200, 1000, EACH_RANKS_RUN, chart_ranks},
 };
 
 /* The title: what the chart shows, then its runs (a run's file for a per-run chart) and their
@@ -88,6 +90,14 @@ static int make_charts(struct ctx *c, const chart_def *d)
                 rc = make_chart(c, d, i, cols[k]);
         }
         return rc;
+    case EACH_RUN_QUANT:
+        for (int i = 0; i < c->nruns && !rc; i++) {
+            int cols[AN_MAX_WHATIF];
+            size_t n = plot_quant_columns(c, c->runs[i].a, cols, AN_MAX_WHATIF);
+            for (size_t k = 0; k < n && !rc; k++)
+                rc = make_chart(c, d, i, cols[k]);
+        }
+        return rc;
     case EACH_RUN_LAYER:
         for (int i = 0; i < c->nruns && !rc; i++) {
             if (!c->runs[i].nhsteps)
@@ -95,6 +105,11 @@ static int make_charts(struct ctx *c, const chart_def *d)
             for (size_t k = 0; c->runs[i].nhsteps && k < c->nhsel && !rc; k++)
                 rc = make_chart(c, d, i, c->hsel[k]);
         }
+        return rc;
+    case EACH_RANKS_RUN:
+        for (int i = 0; i < c->nruns && !rc; i++)
+            if (c->runs[i].a->ranks)
+                rc = make_chart(c, d, i, -1);
         return rc;
     }
     return rc;

@@ -25,9 +25,15 @@
  *                                  zeros against an FP32 run drawn with it (or its own share,
  *                                  said so); FORMAT-heatmap-RUN.EXT the same for each what-if
  *                                  format --what-if names (e4m3-heatmap-RUN.EXT, ...)
+ *   quant-heatmap-COLUMN-RUN.EXT   layer x step, a panel per tensor kind: the SQNR in dB (or the
+ *                                  share flushed to zero) of a /quant column (a block-scaled
+ *                                  what-if) --quant names
  *   exponent-histogram-RUN-LAYER.EXT   log2 exponent histograms of LAYER's gradients at chosen
  *                                  steps, FP16/BF16 windows shaded; for a loss-scaled run both
  *                                  as held (scaled) and unscaled
+ *   ranks-RUN.EXT                  a run read from its ranks' traces (analysis/ranks.h): one
+ *                                  line per rank of the training loss, the gradient norm and
+ *                                  the loss scale (where a rank used one)
  *
  * Each chart NAME.EXT comes with NAME.gp and NAME*.dat / NAME*.bin in the output directory;
  * `cd DIR && gnuplot NAME.gp` redraws it anywhere, and draw-all.sh redraws them all.
@@ -55,6 +61,10 @@ typedef struct plot_options {
     int jobs;                    /* gnuplot processes at once; 0 (default) = online CPUs */
     const char *whatif;          /* what-if columns beyond FP16 (and BF16's bands) to chart, as
                                     --what-if names them ("e4m3,e5m2", "fp8", "all"); NULL: none */
+    int alone;                   /* 1: a rank-0 trace by itself, not with the ranks beside it */
+    const char *quant;           /* /quant columns to chart as quant-heatmap-*: their names, recipes'
+                                    names (their columns) or "all"; NULL: none */
+    int quant_flush;             /* 1: those heatmaps show the share flushed to zero, 0: the SQNR */
 } plot_options;
 
 void plot_options_init(plot_options *opt);
@@ -71,7 +81,7 @@ typedef struct plot_chart {
 
 typedef struct plot_result {
     plot_chart *charts;    /* in a fixed order: loss, loss-scale, grad-norm, layer-ranges-*,
-                              fp16-heatmap-*, exponent-histogram-* */
+                              fp16-heatmap-*, quant-heatmap-*, exponent-histogram-*, ranks-* */
     size_t n;
     int gnuplot_missing;   /* gnuplot could not be run: data and scripts are written */
     char notes[512];       /* charts left out and why ("loss-scale: no run used a loss scale") */
@@ -94,7 +104,8 @@ int plot_exit_status(int rc);
 
 /*
  * Chart the n traces paths[0..n) into outdir (created if missing; existing chart files are
- * replaced). res (may be NULL) receives the charts made, also on PLOT_ENOGNUPLOT and
+ * replaced); a path may name a distributed run's rank traces (analysis/ranks.h: a glob, or a
+ * rank-0 trace with its siblings), charted as one run. res (may be NULL) receives the charts made, also on PLOT_ENOGNUPLOT and
  * PLOT_EGNUPLOT; free it with plot_result_free. On failure err says what went wrong, naming
  * the file or option. Returns PLOT_OK or a negative PLOT_E* code.
  */

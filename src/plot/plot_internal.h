@@ -17,6 +17,7 @@
 #include "plot/plot.h"
 #include "analysis/columns.h"
 #include "analysis/load.h"
+#include "analysis/ranks.h"
 #include "util/vec.h"
 
 #include "ampdiag.h"
@@ -106,13 +107,14 @@ typedef struct chart {
 
 enum { CHART_SKIPPED = 1 }; /* a make function that draws nothing (it says why: plot_note) */
 
-typedef enum chart_each { EACH_ONE, EACH_KIND, EACH_RUN_COLUMN, EACH_RUN_LAYER } chart_each;
+typedef enum chart_each { EACH_ONE, EACH_KIND, EACH_RUN_COLUMN, EACH_RUN_QUANT, EACH_RUN_LAYER, EACH_RANKS_RUN } chart_each;
 
 typedef struct chart_def {
     const char *tmpl;        /* plots/TMPL.gp */
     int w, h;                /* pixels */
     chart_each each;         /* its instances: one, per kind, per (run, shown what-if column), per
-                                (run, histogram layer) */
+                                (run, /quant column --quant names), per (run, histogram layer), per
+                                run read from its ranks' traces */
     int (*make)(struct ctx *c, chart *ch); /* data files, ch's words and variables: 0,
                                               CHART_SKIPPED or a PLOT_E code */
 } chart_def;
@@ -176,6 +178,10 @@ int chart_grad_norm(struct ctx *c, chart *ch);
 int chart_layer_ranges(struct ctx *c, chart *ch);
 int chart_heatmap(struct ctx *c, chart *ch);
 int chart_hist(struct ctx *c, chart *ch);
+int chart_ranks(struct ctx *c, chart *ch);
+int chart_quant(struct ctx *c, chart *ch);
+/* plot_quant.c: the /quant columns of run r --quant names, at most max, into out. */
+size_t plot_quant_columns(const struct ctx *c, const an_run *r, int *out, size_t max);
 
 /* ---------------------------------------------------------------- plot_draw.c */
 int plot_make_dirs(struct ctx *c, const char *dir);

@@ -29,8 +29,9 @@ int union_layer(const struct ctx *c, const char *name)
     return -1;
 }
 
-/* Every trace read (several at once: an_load_many), keeping the chart columns; c->an[0..n)
- * are then all in a state an_free accepts. 0, or the error of the first that failed. */
+/* Every trace read (several at once: an_load_args, a distributed run's ranks as one run),
+ * keeping the chart columns, into c->an[0..c->nruns) (each in a state an_free accepts) and the
+ * runs' paths (the arguments). 0, or the error of the first that failed. */
 static int load_all(struct ctx *c, const char *const *paths, int n)
 {
     an_options ao = {.warmup = -1, .quiet = 0,
@@ -39,8 +40,15 @@ static int load_all(struct ctx *c, const char *const *paths, int n)
                                     1u << AMPDIAG_KIND_WEIGHT_GRAD,
                      .no_rms_series = 1};
     char err[1024] = "";
-    int rc = 0;
-    an_load_many(paths, (size_t)n, &ao, c->an, &rc, err, sizeof err);
+    an_inputs in;
+    int rc = an_load_args(paths, (size_t)n, &ao, c->opt->alone ? AN_ARGS_ALONE : 0, &in, err, sizeof err);
+    c->nruns = (int)in.n;
+    for (size_t i = 0; !rc && i < in.n; i++) {
+        c->an[i] = in.runs[i];
+        memset(&in.runs[i], 0, sizeof in.runs[i]);
+        c->runs[i].path = in.names[i];
+    }
+    an_inputs_free(&in);
     if (rc == AMPDIAG_TRACE_ENOMEM)
         return plot_fail(c, PLOT_ENOMEM, "%s", err);
     if (rc)
@@ -371,8 +379,8 @@ size_t plot_whatif_columns(const struct ctx *c, const an_run *r, int with_bf16, 
 int plot_load(struct ctx *c, const char *const *paths, int n)
 {
     int rc = load_all(c, paths, n);
+    n = c->nruns;
     for (int i = 0; !rc && i < n; i++) {
-        c->runs[i].path = paths[i];
         if ((rc = load_run(c, &c->runs[i], &c->an[i])))
             break;
         for (size_t k = 0; k < c->runs[i].nsteps; k++) {

@@ -618,3 +618,129 @@ int chart_grad_norm(struct ctx *c, chart *ch)
     gp_array_num(ch->vars, "clip_dt", k.dt, k.n);
     return 0;
 }
+
+/* ------------------------------------------------------------------------------------------
+ * ranks: one line per rank of a run read from its ranks' traces
+ * ------------------------------------------------------------------------------------------ */
+
+enum { RANK_PANELS = 3 };
+
+static double rank_value(const an_step *s, int p)
+{
+    double v = p == 0 ? s->loss : p == 1 ? s->grad_norm : s->loss_scale;
+    return isfinite(v) && (p == 0 || v > 0) ? v : NAN;
+}
+
+/* The data: per panel (loss, gradient norm, loss scale), per rank, "step value" (the chart
+ * columns' rows of a long run); lo and hi take each panel's range. */
+static int ranks_data(struct ctx *c, const an_ranks *R, const char *name, int npanels, double *lo, double *hi)
+{
+    struct out d = {0};
+    int rc = out_open(c, &d, name, "w");
+    if (rc)
+        return rc;
+    fprintf(d.f, "# per panel (loss, gradient norm, loss scale), per rank: index panel * %zu + rank_index; "
+                 "step value\n", R->n);
+    for (int p = 0; p < npanels && !rc; p++)
+        for (size_t k = 0; k < R->n && !rc; k++) {
+            const an_run *x = &R->rank[k].run;
+            struct run tmp;
+            memset(&tmp, 0, sizeof tmp);
+            tmp.steps = x->steps;
+            tmp.nsteps = x->nsteps;
+            double *v = malloc((x->nsteps + 1) * sizeof *v);
+            char *keep = malloc(x->nsteps + 1);
+            if (!v || !keep) {
+                free(v);
+                free(keep);
+                rc = plot_fail(c, PLOT_ENOMEM, "out of memory");
+                break;
+            }
+            for (size_t i = 0; i < x->nsteps; i++) {
+                v[i] = rank_value(&x->steps[i], p);
+                lo[p] = fmin(lo[p], v[i]);
+                hi[p] = fmax(hi[p], v[i]);
+            }
+            series_keep(&tmp, v, keep);
+            fprintf_text(d.f, "# rank %" PRId64 " (%s)\n", R->rank[k].rank, x->path);
+            for (size_t i = 0; i < x->nsteps; i++)
+                if (keep[i]) {
+                    fprintf(d.f, "%" PRId64 " ", x->steps[i].step);
+                    put_num(d.f, v[i]);
+                    fputc('\n', d.f);
+                }
+            fputs(x->nsteps ? "\n\n" : "NaN NaN\n\n\n", d.f);
+            free(v);
+            free(keep);
+        }
+    if (rc || (rc = out_close(c, &d)))
+        out_abort(&d);
+    return rc;
+}
+
+/* The panels' titles, scales and ranges. */
+static void ranks_panels(FILE *f, int npanels, const double *lo, const double *hi)
+{
+    static const char *const titles[RANK_PANELS] = {"training loss", "gradient norm (unscaled, before clipping)",
+                                                    "loss scale"};
+    double pmin[RANK_PANELS], pmax[RANK_PANELS], plog[RANK_PANELS];
+    for (int p = 0; p < npanels; p++) {
+        double a = lo[p] <= hi[p] ? lo[p] : 0.1, b = lo[p] <= hi[p] ? hi[p] : 10;
+        plog[p] = p == 2 ? 2 : p == 1 && a > 0 && b / a > 20 ? 10 : 0;
+        if (plog[p] == 2)
+            pmin[p] = exp2(floor(log2(a)) - 1), pmax[p] = exp2(ceil(log2(b)) + 1);
+        else if (plog[p] == 10)
+            pmin[p] = a / 1.5, pmax[p] = b * 1.8;
+        else {
+            double span = b - a > 0 ? b - a : fmax(fabs(b), 1) * 0.1;
+            pmin[p] = p == 1 ? fmax(0, a - 0.1 * span) : a - 0.1 * span;
+            pmax[p] = b + 0.1 * span;
+        }
+    }
+    gp_array_str(f, "panel_title", titles, (size_t)npanels, 1);
+    gp_array_num(f, "panel_log", plog, (size_t)npanels);
+    gp_array_num(f, "panel_min", pmin, (size_t)npanels);
+    gp_array_num(f, "panel_max", pmax, (size_t)npanels);
+}
+
+int chart_ranks(struct ctx *c, chart *ch)
+{
+    static const char *const palette[8] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
+                                           "#e69f00", "#56b4e9", "#7f7f7f", "#000000"};
+    const struct run *run = &c->runs[ch->run];
+    const an_ranks *R = run->a->ranks;
+    int scaled = 0;
+    for (size_t k = 0; k < R->n; k++)
+        scaled |= R->rank[k].run.scaled && !R->rank[k].run.grads_unscaled;
+    int npanels = scaled ? 3 : 2;
+    double lo[RANK_PANELS] = {INFINITY, INFINITY, INFINITY}, hi[RANK_PANELS] = {-INFINITY, -INFINITY, -INFINITY};
+    char dname[180];
+    snprintf(ch->name, sizeof ch->name, "ranks-%s", run->tag);
+    snprintf(dname, sizeof dname, "%s.dat", ch->name);
+    int rc = ranks_data(c, R, dname, npanels, lo, hi);
+    if (rc)
+        return rc;
+    if (vec_push(&ch->runs, ch->run))
+        return plot_fail(c, PLOT_ENOMEM, "out of memory");
+    snprintf(ch->what, sizeof ch->what, "Ranks");
+    snprintf(ch->subtitle, sizeof ch->subtitle, "%zu of %" PRId64 " ranks (%s), one line each: the training "
+             "loss, the gradient norm%s as each rank recorded them", R->n, R->world_size, R->sharding_name,
+             scaled ? " and the loss scale" : "");
+    snprintf(ch->desc, sizeof ch->desc, "%s's %zu ranks, one line each: training loss, gradient norm%s "
+             "against step", run->label, R->n, scaled ? ", loss scale" : "");
+    const char *titles[64], *colors[64];
+    char tbuf[64][24];
+    size_t nt = R->n < 64 ? R->n : 64;
+    for (size_t k = 0; k < nt; k++) {
+        snprintf(tbuf[k], sizeof tbuf[k], "rank %" PRId64, R->rank[k].rank);
+        titles[k] = tbuf[k];
+        colors[k] = palette[k % 8];
+    }
+    gp_var_str(ch->vars, "datafile", dname, 0);
+    fprintf(ch->vars, "nranks = %zu\nnpanels = %d\nkey = %d\n", nt, npanels, R->n <= 16);
+    fprintf(ch->vars, "xmin = %" PRId64 "\nxmax = %" PRId64 "\n", c->xmin, c->xmax);
+    gp_array_str(ch->vars, "rank_title", titles, nt, 1);
+    gp_array_str(ch->vars, "rank_color", colors, nt, 0);
+    ranks_panels(ch->vars, npanels, lo, hi);
+    return 0;
+}

@@ -6,6 +6,7 @@
 #include "report/info.h"
 #include "report/report.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
 #include "util/escape.h"
 #include "util/util.h"
 #include "util/wrap.h"
@@ -178,7 +179,8 @@ static void text_findings(FILE *f, const an_run *r, int width)
             int cause = 0;
             for (size_t k = 0; an_cause_order[k] != F_NONE && !cause; k++)
                 cause = an_cause_order[k] == fd->id;
-            if (cause != !pass || fd->id == F_WHATIF_HURT || msg_finding_covered(L, fd))
+            if (cause != !pass || fd->id == F_WHATIF_HURT || report_is_rank_finding(fd->id) ||
+                msg_finding_covered(L, fd))
                 continue;
             if (!any)
                 fprintf(f, "findings:\n");
@@ -339,6 +341,19 @@ static void text_lost(FILE *f, const an_run *r, int width)
     }
 }
 
+/* The section of the recipe --recipe names, else the line naming the recipes counted. */
+static void text_recipe(FILE *f, const an_run *r, int rc, const char *list, int width)
+{
+    char line[800];
+    if (rc >= 0) {
+        report_text_recipe(f, r, rc, 0, width);
+        return;
+    }
+    report_recipes_line(line, sizeof line, r, 1, list, 1);
+    if (line[0])
+        wrap_para(f, "", 0, line, width);
+}
+
 int report_info_text(FILE *f, const an_run *r, const info_opts *o)
 {
     int width = o && o->width >= WRAP_MIN ? o->width : wrap_width(f);
@@ -346,6 +361,10 @@ int report_info_text(FILE *f, const an_run *r, const info_opts *o)
     const char *list = o ? o->whatif : NULL;
     text_headline(f, r, width);
     text_run(f, r, width);
+    if (r->ranks) {
+        msg_ctx m = msg_ctx_run(r);
+        report_ranks_text(f, r, &m, "ranks", 15, top, width);
+    }
     fprintf(f, "figures:\n");
     loss_figures(f, r, width);
     stability_figures(f, r, width);
@@ -354,7 +373,9 @@ int report_info_text(FILE *f, const an_run *r, const info_opts *o)
     text_headroom(f, r, 0, top, width);
     text_headroom(f, r, 1, top, width);
     text_whatif(f, r, list, width);
+    report_text_quant(f, r, list, width);
     text_lost(f, r, width);
     report_text_whatif_hurt(f, r, list, 0, width);
+    text_recipe(f, r, o ? o->recipe : -1, list, width);
     return ferror(f) ? -1 : 0;
 }

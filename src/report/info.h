@@ -21,6 +21,8 @@
 typedef struct info_opts {
     size_t top;          /* rows of the headroom and event lists */
     const char *whatif;  /* --what-if (report.h, report_whatif_shown) */
+    int recipe;          /* --recipe: the recipe (analysis/recipe.h) whose section to print; -1 none
+                            (one line names the recipes the trace counted) */
     int width;           /* wrap width (0: wrap_width(f)) */
 } info_opts;
 
@@ -39,13 +41,28 @@ void report_json_findings(jw *w, const char *k, const an_run *r);
 void report_json_scale_keys(jw *w, const an_run *r);
 void report_json_eval(jw *w, const an_run *r, int info_keys);
 
+/* A run read from its ranks' traces (analysis/ranks.h; ranks.c): the group's line, a line per
+ * rank, the rank findings. Text under label (indent: the text's column), at most top rank lines
+ * of many; Markdown as a list item; JSON as the object k (null for a run of one trace). */
+int report_is_rank_finding(an_fid id);
+void report_ranks_line(char *buf, size_t n, const an_run *r);
+void report_rank_line(char *buf, size_t n, const an_run *r, size_t i);
+int report_ranks_text(FILE *f, const an_run *r, const msg_ctx *m, const char *label, int indent,
+                      size_t top, int width);
+void report_ranks_md(FILE *f, const an_run *r, const msg_ctx *m);
+void report_json_ranks(jw *w, const char *k, const an_run *r, const msg_ctx *m);
+
 /* What only the running process knows, for the run summary. */
 typedef struct report_run_extra {
     double wall_s;
     long long trace_bytes;
     int trace_threads;         /* statistics taken on a second thread */
     double trace_wait_s;       /* time training waited for it */
-    int traced;                /* tensor records were asked for (--trace-every > 0) */
+    int traced;                /* tensor records were asked for (--trace-every or --trace-budget) */
+    double trace_budget;       /* the budget in percent, or NaN for a fixed cadence */
+    long full_steps;           /* steps recorded in full ... */
+    long event_steps;          /* ... of which for an event of their own */
+    int cadence;               /* the last cadence (0: none) */
 } report_run_extra;
 
 int report_run_summary(FILE *f, const an_run *r, const report_run_extra *x, int width);

@@ -5,6 +5,7 @@
  */
 #include "report/info.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
 
 #include <math.h>
 #include <string.h>
@@ -169,6 +170,8 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
     jw_close(w, '}');
     report_json_fp8(w, r);
+    report_json_recipes(w, r);
+    report_json_quant(w, r);
     jw_open(w, "nonfinite", '{');
     jw_u64(w, "nan", fd->all.nan);
     jw_u64(w, "posinf", fd->all.posinf);
@@ -209,6 +212,7 @@ int report_info_json(FILE *f, const an_run *r)
     json_events(&w, r);
     json_whatif(&w, r, fd);
     jw_u64(&w, "unknown_tensor_rows", r->bad_rows);
+    report_json_ranks(&w, "ranks", r, &m);
     report_json_findings(&w, "findings", r);
     report_json_figures(&w, "figures", r);
     report_json_finding_list(&w, "evidence", an_run_findings(r), &m);

@@ -34,6 +34,8 @@ typedef struct report_opts {
     const char *whatif;          /* --what-if: the what-if columns to show beyond FP16 and BF16
                                     ("fp8", "all", column names, comma-separated), or NULL: one
                                     line says which the traces hold */
+    const char *recipe;          /* --recipe: the name of the recipe (analysis/recipe.h) whose
+                                    sections to show, or NULL: one line says which were counted */
 } report_opts;
 
 /* Each returns 0, or -1 when writing failed (errno set by stdio). */

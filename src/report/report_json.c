@@ -6,6 +6,8 @@
 #include "report/info.h"
 #include "report/report_internal.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
+#include "analysis/recipe.h"
 
 #include <math.h>
 #include <string.h>
@@ -267,10 +269,12 @@ static void json_run(jw *w, const report_in *in, size_t i)
     json_stability(w, r);
     json_grad_norm(w, r);
     report_json_fp8(w, r);
+    report_json_recipes(w, r);
     json_layers(w, in, i);
     report_json_findings(w, "findings", r);
     report_json_figures(w, "figures", r);
     report_json_finding_list(w, "evidence", an_run_findings(r), &in->m);
+    report_json_ranks(w, "ranks", r, &in->m);
     jw_close(w, '}');
 }
 
@@ -475,6 +479,8 @@ static void json_decisions(jw *w, const report_in *in)
         msg_decision_why(why, sizeof why, &in->m, d);
         jw_open(w, NULL, '{');
         jw_str(w, "what", rec_what_key(d->what));
+        if (d->what == WHAT_RECIPE_BF16)
+            jw_str(w, "recipe", an_recipe_name((int)d->value));
         jw_str(w, "to", d->to[0] ? d->to : NULL);
         jw_num(w, "value", d->value);
         jw_str(w, "confidence", rec_conf_key(d->conf));

@@ -2,8 +2,11 @@
  * report_md.c - a comparison as Markdown for a pull request (report.h): the verdict, the table
  * of runs, each layer's ranges in a collapsed table, the evidence as lists, the charts.
  */
+#include "report/info.h"
 #include "report/report_internal.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
+#include "analysis/recipe.h"
 #include "util/escape.h"
 #include "util/util.h"
 
@@ -121,6 +124,19 @@ static void md_headline(FILE *f, const report_in *in)
         fprintf(f, " `%s`", nm);
     }
     fprintf(f, "\n");
+}
+
+/* The runs read from their ranks' traces: each group, its ranks, what they showed together. */
+static void md_ranks(FILE *f, const report_in *in)
+{
+    int any = 0;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->runs[i].ranks) {
+            if (!any)
+                fprintf(f, "\n### Ranks\n\n");
+            any = 1;
+            report_ranks_md(f, &in->runs[i], &in->m);
+        }
 }
 
 static void md_note(const char *label, const char *text, void *arg)
@@ -280,6 +296,38 @@ static void md_fail_on(FILE *f, const report_in *in)
     }
 }
 
+/* The recipe --recipe names: the plan's decision, then each run's section; else the line that
+ * says which recipes the traces counted. */
+static void md_recipes(FILE *f, const report_in *in, const report_opts *o)
+{
+    int rc = o && o->recipe ? an_recipe_parse(o->recipe) : -1;
+    char line[1700];
+    if (rc < 0) {
+        report_recipes_line(line, sizeof line, in->runs, in->n, o ? o->whatif : NULL, 0);
+        if (line[0]) {
+            fprintf(f, "\n");
+            md(f, line);
+            fprintf(f, "\n");
+        }
+        return;
+    }
+    fprintf(f, "\n### Recipe %s\n\n", an_recipe_name(rc));
+    for (size_t i = 0; i < in->R->decisions.n; i++) {
+        const rec_decision *d = &in->R->decisions.v[i];
+        if (d->what != WHAT_RECIPE_BF16)
+            continue;
+        char what[600], why[1000];
+        msg_decision(what, sizeof what, &in->m, d);
+        msg_decision_why(why, sizeof why, &in->m, d);
+        snprintf(line, sizeof line, "%s: %s", what, why);
+        fputs("**", f);
+        md(f, line);
+        fputs("**\n", f);
+    }
+    for (size_t i = 0; i < in->n; i++)
+        report_md_recipe(f, &in->runs[i], rc);
+}
+
 int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *c,
                     const recommendation *R, const report_opts *o)
 {
@@ -287,6 +335,7 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
     report_in_init(&in, runs, n, c, R);
     const char *list = o ? o->whatif : NULL;
     md_headline(f, &in);
+    md_ranks(f, &in);
     md_table(f, &in);
     md_ranges(f, &runs[c->baseline], list);
     md_evidence(f, &in);
@@ -302,6 +351,7 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
         md(f, line);
         fprintf(f, "\n");
     }
+    md_recipes(f, &in, o);
     md_runs(f, &in);
     if (o && o->plots_dir)
         md_charts(f, o);

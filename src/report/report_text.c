@@ -3,8 +3,11 @@
  * runs side by side (its notes under it), then the evidence of each recommendation, all
  * wrapped to the width.
  */
+#include "report/info.h"
 #include "report/report_internal.h"
 #include "report/whatif.h"
+#include "report/recipe.h"
+#include "analysis/recipe.h"
 #include "util/escape.h"
 #include "util/wrap.h"
 
@@ -66,6 +69,19 @@ static void headline(const text_out *t, const report_in *in)
         fprintf(t->f, "%-9s--fail-on: %s held (exit status 1)\n", "", line);
     }
     fputc('\n', t->f);
+}
+
+/* The runs read from their ranks' traces: each group, its ranks, what they showed together. */
+static void ranks(const text_out *t, const report_in *in)
+{
+    int any = 0;
+    for (size_t i = 0; i < in->n; i++)
+        if (in->runs[i].ranks) {
+            report_ranks_text(t->f, &in->runs[i], &in->m, any ? "" : "Ranks", LABEL, 8, t->width);
+            any = 1;
+        }
+    if (any)
+        fputc('\n', t->f);
 }
 
 static void note(const char *label, const char *text, void *arg)
@@ -165,6 +181,35 @@ static void whatif(const text_out *t, const report_in *in, const char *list)
         wrap_para(t->f, "What-if", LABEL, line, t->width);
 }
 
+/* The recipe --recipe names: the plan's decision, then each run's section; else the line that
+ * says which recipes the traces counted. */
+static void recipes(const text_out *t, const report_in *in, const report_opts *o)
+{
+    int rc = o && o->recipe ? an_recipe_parse(o->recipe) : -1;
+    char line[1700];
+    if (rc < 0) {
+        report_recipes_line(line, sizeof line, in->runs, in->n, o ? o->whatif : NULL, 0);
+        if (line[0])
+            wrap_para(t->f, "Recipes", LABEL, line, t->width);
+        return;
+    }
+    for (size_t i = 0; i < in->R->decisions.n; i++) {
+        const rec_decision *d = &in->R->decisions.v[i];
+        if (d->what != WHAT_RECIPE_BF16)
+            continue;
+        char what[600], why[1000];
+        msg_decision(what, sizeof what, &in->m, d);
+        msg_decision_why(why, sizeof why, &in->m, d);
+        snprintf(line, sizeof line, "%s: %s", what, why);
+        wrap_para(t->f, "Recipe", LABEL, line, t->width);
+    }
+    for (size_t i = 0; i < in->n; i++) {
+        char esc[STR_ESCAPED_SIZE(sizeof in->runs[i].label)];
+        fprintf(t->f, "%-11s%s:\n", "Recipe", str_escape_ctl(esc, sizeof esc, in->runs[i].label));
+        report_text_recipe(t->f, &in->runs[i], rc, LABEL, t->width);
+    }
+}
+
 static void notes(const text_out *t, const report_in *in)
 {
     char buf[1200];
@@ -213,6 +258,7 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     report_in_init(&in, runs, n, c, R);
     text_out t = {f, o && o->width >= WRAP_MIN ? o->width : wrap_width(f)};
     headline(&t, &in);
+    ranks(&t, &in);
     if (table(&t, &in))
         return -1;
     precision_section(&t, &in);
@@ -223,6 +269,7 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     items(&t, &in, SEC_CLIP_LINE, "Clip", "");
     items(&t, &in, SEC_CLIP, "", "");
     whatif(&t, &in, o ? o->whatif : NULL);
+    recipes(&t, &in, o);
     items(&t, &in, SEC_WARN, "Warnings", "");
     notes(&t, &in);
     if (o && o->plots_dir)

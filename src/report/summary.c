@@ -21,6 +21,18 @@ static void summary_head(FILE *f, const an_run *r, const report_run_extra *x, in
     snprintf(line, sizeof line, "run %s: %zu steps in %ld:%02ld:%02ld -> %s (%.1f %s)", r->status_text, r->nsteps,
              t / 3600, (t / 60) % 60, t % 60, r->path, kb >= 1024 ? kb / 1024.0 : kb, kb >= 1024 ? "MB" : "KB");
     wrap_para(f, "", 0, line, width);
+    if (x->traced) {
+        int k = snprintf(line, sizeof line, "full tensor records at %ld of %zu steps", x->full_steps, r->nsteps);
+        if (x->cadence > 0)
+            k += snprintf(line + k, sizeof line - (size_t)k, " (every %d steps%s", x->cadence,
+                          isfinite(x->trace_budget) ? "" : ")");
+        if (x->cadence > 0 && isfinite(x->trace_budget))
+            k += snprintf(line + k, sizeof line - (size_t)k, ", chosen for a budget of %g%% of the CPU time)",
+                          x->trace_budget);
+        if (x->event_steps > 0)
+            snprintf(line + k, sizeof line - (size_t)k, "; %ld for events of their own", x->event_steps);
+        wrap_para(f, "", 2, line, width);
+    }
     if (x->traced && x->trace_threads && x->wall_s > 0) {
         snprintf(line, sizeof line, "tensor statistics on a second thread; training waited %.2f s for it (%.1f%% "
                  "of the run)", x->trace_wait_s, 100.0 * x->trace_wait_s / x->wall_s);

@@ -3,6 +3,7 @@
  * columns a --what-if list shows (report.h).
  */
 #include "report/whatif.h"
+#include "report/recipe.h"
 #include "messages/messages.h"
 #include "report/report.h"
 #include "util/escape.h"
@@ -38,12 +39,23 @@ void report_whatif_hidden_names(char *buf, size_t n, const an_run *runs, size_t 
     for (size_t i = 0; i < nruns; i++)
         for (int col = 0; col < runs[i].nwcol; col++) {
             const char *nm = runs[i].wcol[col].name;
-            if (report_whatif_shown(&runs[i], col, list) || named(buf, nm))
-                continue;
+            if (report_whatif_shown(&runs[i], col, list) || named(buf, nm) || an_whatif_is_quant(&runs[i], col))
+                continue; /* the /quant columns: report_recipes_line */
             size_t len = strlen(buf);
             if (len + strlen(nm) + 3 < n)
                 snprintf(buf + len, n - len, "%s%s", len ? "," : "", nm);
         }
+}
+
+void report_recipes_line(char *buf, size_t n, const an_run *runs, size_t nruns, const char *list, int tables)
+{
+    char names[200];
+    int quant = 0;
+    for (size_t i = 0; tables && i < nruns; i++)
+        for (int col = 0; col < runs[i].nwcol; col++)
+            quant |= an_whatif_is_quant(&runs[i], col) && !report_whatif_shown(&runs[i], col, list);
+    report_recipes_counted(names, sizeof names, runs, nruns);
+    msg_recipes_counted(buf, n, names, quant);
 }
 
 /* The recipe's columns (E4M3 and E5M2 under delayed scaling) are shown. */
@@ -67,7 +79,7 @@ void report_text_whatif_hurt(FILE *f, const an_run *r, const char *list, int ind
     int ind2 = indent + 2;
     for (int col = 0; col < r->nwcol; col++) {
         if (col == AN_WI_FP16 || col == AN_WI_BF16 || r->wcol[col].key.scaling != AMPDIAG_SCALING_NONE ||
-            !report_whatif_shown(r, col, list))
+            an_whatif_is_quant(r, col) || !report_whatif_shown(r, col, list))
             continue;
         int any = 0;
         for (size_t i = 0; i < L->n; i++)
@@ -162,7 +174,7 @@ void report_json_fp8(jw *w, const an_run *r)
 void report_json_hurt_most(jw *w, const an_run *r, int col)
 {
     const an_whatif_col *c = &r->wcol[col];
-    if (col == AN_WI_FP16 || col == AN_WI_BF16 || c->key.scaling != AMPDIAG_SCALING_NONE)
+    if (col == AN_WI_FP16 || col == AN_WI_BF16 || c->key.scaling != AMPDIAG_SCALING_NONE || c->source == AN_WS_QUANT)
         return;
     const an_finding_list *L = an_run_findings(r);
     jw_open(w, "hurt_most", '[');

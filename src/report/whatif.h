@@ -19,7 +19,12 @@ void report_text_whatif_hurt(FILE *f, const an_run *r, const char *list, int ind
 void report_json_fp8(jw *w, const an_run *r);
 /* JSON: the "hurt_most" list of an unscaled column (inside its object), when it has one. */
 void report_json_hurt_most(jw *w, const an_run *r, int col);
-/* The names of the run's columns --what-if list would not show, comma-separated, into buf. */
+/* The names of the run's columns --what-if list would not show, comma-separated, into buf (the
+ * /quant columns apart: report_recipes_line). */
 void report_whatif_hidden_names(char *buf, size_t n, const an_run *runs, size_t nruns, const char *list);
+/* The line that says which low-precision recipes the runs counted (--recipe shows one) and, with
+ * tables (info's per-column tables), that they hold /quant columns --what-if list does not show
+ * ("" when neither). */
+void report_recipes_line(char *buf, size_t n, const an_run *runs, size_t nruns, const char *list, int tables);
 
 #endif

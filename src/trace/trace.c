@@ -1235,6 +1235,31 @@ int ampdiag_trace_append_eval_examples(ampdiag_trace_writer *w, int64_t step, co
     return 0;
 }
 
+int ampdiag_trace_append_traced(ampdiag_trace_writer *w, const ampdiag_trace_traced *rec)
+{
+    static const char fn[] = "ampdiag_trace_append_traced";
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if (!rec)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: NULL record", fn);
+    if ((rc = check_step(w, rec->step, fn)))
+        return rc;
+    if (!ampdiag_reason_name(rec->reason))
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: step %lld: reason %d is not a record_reason (trace '%s')",
+                          fn, (long long)rec->step, (int)rec->reason, w->path);
+    if (rec->event_step < -1 || rec->event_step > rec->step || rec->cadence < 0)
+        return trace_fail(AMPDIAG_TRACE_EINVAL,
+                          "%s: step %lld: event step %lld or cadence %d out of range (trace '%s')", fn,
+                          (long long)rec->step, (long long)rec->event_step, (int)rec->cadence, w->path);
+    ampdiag_trace_traced *row = push_row(w, TBL_TRACED, &rc);
+    if (!row)
+        return rc;
+    *row = *rec;
+    commit_row(w, TBL_TRACED);
+    return 0;
+}
+
 void ampdiag_trace_writer_get_info(const ampdiag_trace_writer *w, ampdiag_trace_writer_info *info)
 {
     if (!w) {

@@ -204,7 +204,7 @@ static int plan_field(struct fieldop *o, const trace_field *f, hid_t ftype, size
     int rc;
     switch (f->type) {
     case FT_F32: case FT_F64: rc = plan_float(o, mt, f->type); break;
-    case FT_KIND: case FT_CODE: case FT_SCALING: case FT_QSCHEME: case FT_QRULE: case FT_QDIR:
+    case FT_KIND: case FT_CODE: case FT_SCALING: case FT_QSCHEME: case FT_QRULE: case FT_QDIR: case FT_REASON:
         rc = plan_enum(o, mt, f->type);
         break;
     case FT_HIST: case FT_QHIST: rc = plan_bins(o, mt, f->type); break;

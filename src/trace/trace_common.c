@@ -28,6 +28,11 @@ static const char *const event_names[AMPDIAG_NEVENT_CODES] = {
 static const char *const status_names[] = {"running", "complete", "diverged", "interrupted"};
 
 static const char *const scaling_names[AMPDIAG_NSCALINGS] = {"none", "delayed"};
+
+static const char *const reason_names[AMPDIAG_NREASONS] = {
+    "cadence", "every", "first", "last", "nonfinite", "skipped_step", "loss_spike",
+    "grad_norm_spike", "after_event",
+};
 #define NSTATUS ((int)(sizeof status_names / sizeof status_names[0]))
 
 const char *ampdiag_kind_name(int kind)
@@ -43,6 +48,17 @@ const char *ampdiag_event_name(int code)
 const char *ampdiag_scaling_name(int scaling)
 {
     return scaling >= 0 && scaling < AMPDIAG_NSCALINGS ? scaling_names[scaling] : NULL;
+}
+
+const char *ampdiag_reason_name(int reason)
+{
+    return reason >= 0 && reason < AMPDIAG_NREASONS ? reason_names[reason] : NULL;
+}
+
+int ampdiag_reason_is_event(int reason)
+{
+    return reason == AMPDIAG_REASON_NONFINITE || reason == AMPDIAG_REASON_SKIPPED ||
+           reason == AMPDIAG_REASON_LOSS_SPIKE || reason == AMPDIAG_REASON_GRAD_SPIKE;
 }
 
 const char *ampdiag_status_name(int status)
@@ -64,6 +80,7 @@ int ampdiag_kind_parse(const char *name) { return parse_name(kind_names, AMPDIAG
 int ampdiag_event_parse(const char *name) { return parse_name(event_names, AMPDIAG_NEVENT_CODES, name); }
 int ampdiag_status_parse(const char *name) { return parse_name(status_names, NSTATUS, name); }
 int ampdiag_scaling_parse(const char *name) { return parse_name(scaling_names, AMPDIAG_NSCALINGS, name); }
+int ampdiag_reason_parse(const char *name) { return parse_name(reason_names, AMPDIAG_NREASONS, name); }
 
 int trace_enum_parse(trace_ftype t, const char *name)
 {
@@ -74,6 +91,7 @@ int trace_enum_parse(trace_ftype t, const char *name)
     case FT_QSCHEME: return ampdiag_qscheme_parse(name);
     case FT_QRULE: return ampdiag_qrule_parse(name);
     case FT_QDIR: return ampdiag_qdir_parse(name);
+    case FT_REASON: return ampdiag_reason_parse(name);
     default: return -1;
     }
 }
@@ -265,6 +283,16 @@ static const trace_field eval_example_fields[] = {
     F(ampdiag_trace_eval_example, metric, FT_F64),
 };
 
+/* optional in every version (traces/FORMAT.md, "/traced") */
+static const trace_field traced_fields[] = {
+    F(ampdiag_trace_traced, step, FT_I64),
+    F(ampdiag_trace_traced, reason, FT_REASON),
+    F(ampdiag_trace_traced, event_step, FT_I64),
+    F(ampdiag_trace_traced, cadence, FT_I32),
+    F(ampdiag_trace_traced, record_ms, FT_F64),
+    F(ampdiag_trace_traced, step_ms, FT_F64),
+};
+
 /*
  * Chunk rows. Shuffle + deflate compress a compound column-wise, so long chunks compress best
  * (a 1024-row /tensors chunk to about 1/11 of its size); but under SWMR every flush rewrites the
@@ -273,7 +301,8 @@ static const trace_field eval_example_fields[] = {
  * tables that gain few rows per flush (/steps, /events, /eval, /layers) have 64-row chunks, and
  * /histograms (2.3 KB rows) 64; /tensors, which gains layers x 5 rows per step, 1024, and
  * /whatif (about 4 rows per tensor row, 45 bytes each) 2048, /quant (a few rows per tensor row,
- * 434 bytes each, mostly zeros) 256. /formats is written once.
+ * 434 bytes each, mostly zeros) 256. /formats is written once; /traced gains a row per traced
+ * step (41 bytes): 64.
  */
 const trace_table trace_tables[TBL_N] = {
     [TBL_LAYERS] = {"/layers", "layer", layer_fields, NF(layer_fields), sizeof(ampdiag_trace_layer),
@@ -297,6 +326,8 @@ const trace_table trace_tables[TBL_N] = {
     [TBL_EVAL_EXAMPLES] = {"/eval_examples", "evaluation example", eval_example_fields, NF(eval_example_fields),
                            sizeof(ampdiag_trace_eval_example), 1024,
                            offsetof(ampdiag_trace_eval_example, step), 0, 3},
+    [TBL_TRACED] = {"/traced", "traced step", traced_fields, NF(traced_fields),
+                    sizeof(ampdiag_trace_traced), 64, offsetof(ampdiag_trace_traced, step), 0, 0},
 };
 
 static hid_t enum_type(const char *const *names, int n, int for_file)
@@ -349,6 +380,7 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file)
         const char *const *names = qnames(t, &n);
         return enum_type(names, n, for_file);
     }
+    case FT_REASON: return enum_type(reason_names, AMPDIAG_NREASONS, for_file);
     case FT_HIST: case FT_QHIST: {
         hsize_t dim = trace_ftype_array_len(t);
         return H5Tarray_create2(for_file ? H5T_STD_U64LE : H5T_NATIVE_UINT64, 1, &dim);
@@ -718,7 +750,8 @@ size_t trace_field_msize(const trace_field *f)
 {
     switch (f->type) {
     case FT_I64: case FT_U64: case FT_F64: return 8;
-    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: case FT_SCALING: return 4;
+    case FT_I32: case FT_BOOL: case FT_F32: case FT_KIND: case FT_CODE: case FT_SCALING: case FT_REASON:
+        return 4;
     case FT_QSCHEME: case FT_QRULE: case FT_QDIR: return 4;
     case FT_STR: return f->size;
     case FT_HIST: case FT_QHIST: return trace_ftype_array_len(f->type) * sizeof(uint64_t);

@@ -28,14 +28,18 @@ typedef enum trace_ftype {
     FT_QSCHEME, /* int32_t     <-> enum "quant_scheme" (uint8) */
     FT_QRULE,   /* int32_t     <-> enum "quant_rule" (uint8) */
     FT_QDIR,    /* int32_t     <-> enum "quant_direction" (uint8) */
-    FT_QHIST    /* uint64_t[32] <-> uint64 array [32] */
+    FT_QHIST,   /* uint64_t[32] <-> uint64 array [32] */
+    FT_REASON   /* int32_t      <-> enum "record_reason" (uint8) */
 } trace_ftype;
 
-/* The enum field types, and the length of the array ones (0 for the others). */
+/* The enum field types (stored as HDF5 enums, or plain integers in files of other writers), and
+ * the length of the array ones (0 for the others). */
 static inline int trace_ftype_is_enum(trace_ftype t)
 {
-    return t == FT_KIND || t == FT_CODE || t == FT_SCALING || t == FT_QSCHEME || t == FT_QRULE || t == FT_QDIR;
+    return t == FT_KIND || t == FT_CODE || t == FT_SCALING || t == FT_QSCHEME || t == FT_QRULE || t == FT_QDIR ||
+           t == FT_REASON;
 }
+#define FT_IS_ENUM(t) trace_ftype_is_enum(t)
 static inline size_t trace_ftype_array_len(trace_ftype t)
 {
     return t == FT_HIST ? AMPDIAG_HIST_BINS : t == FT_QHIST ? AMPDIAG_QHIST_BINS : 0;
@@ -53,7 +57,7 @@ typedef struct trace_field {
 } trace_field;
 
 enum { TBL_LAYERS, TBL_STEPS, TBL_TENSORS, TBL_HISTS, TBL_EVENTS, TBL_EVALS, TBL_FORMATS, TBL_WHATIF,
-       TBL_QUANT, TBL_EVAL_EXAMPLES, TBL_N };
+       TBL_QUANT, TBL_EVAL_EXAMPLES, TBL_TRACED, TBL_N };
 
 typedef struct trace_table {
     const char *path;          /* "/steps" */
@@ -66,7 +70,8 @@ typedef struct trace_table {
     int key_is_i32;
     int since;                 /* the format version that made the table required: an older
                                   trace without it reads it as empty (/quant: 3, a version that
-                                  does not exist yet: optional in version 2) */
+                                  does not exist yet: optional in version 2; 0: optional in every
+                                  version, as /traced) */
 } trace_table;
 
 extern const trace_table trace_tables[TBL_N];
@@ -77,8 +82,8 @@ hid_t trace_field_type(trace_ftype t, size_t size, int for_file);
 hid_t trace_table_type(const trace_table *tb, int for_file);
 /* The same with only the fields this version writes (no v1_only field): the writer's types. */
 hid_t trace_table_wtype(const trace_table *tb, int for_file);
-/* This version's value of an enum member name of an enum field type (FT_KIND, FT_CODE,
- * FT_SCALING); -1 when it does not know the name. */
+/* This version's value of an enum member name of an enum field type (FT_IS_ENUM); -1 when it
+ * does not know the name. */
 int trace_enum_parse(trace_ftype t, const char *name);
 /* Fill a record with the table's fill value (key = -1, floats NaN, the rest 0). */
 void trace_fill_record(const trace_table *tb, void *rec);

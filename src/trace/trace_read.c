@@ -599,6 +599,7 @@ static const char *expected_name(trace_ftype t)
     case FT_KIND: return "the tensor_kind enum (or an integer)";
     case FT_CODE: return "the event_code enum (or an integer)";
     case FT_SCALING: return "the whatif_scaling enum (or an integer)";
+    case FT_REASON: return "the record_reason enum (or an integer)";
     case FT_HIST: return "an integer array of 281 bins";
     case FT_QSCHEME: return "the quant_scheme enum (or an integer)";
     case FT_QRULE: return "the quant_rule enum (or an integer)";
@@ -668,7 +669,7 @@ static hid_t member_mtype(const trace_field *f, hid_t ft, int *bad)
         }
         return m;
     }
-    case FT_KIND: case FT_CODE: case FT_SCALING: case FT_QSCHEME: case FT_QRULE: case FT_QDIR:
+    case FT_KIND: case FT_CODE: case FT_SCALING: case FT_QSCHEME: case FT_QRULE: case FT_QDIR: case FT_REASON:
         if (c == H5T_INTEGER)
             return H5Tcopy(H5T_NATIVE_INT32);
         if (c != H5T_ENUM)
@@ -883,8 +884,8 @@ static int open_tables(ampdiag_trace_reader *r)
          * storage that fits the file */
         char why[96];
         hid_t d = h5safe_open_dataset(r->file, tb->path + 1, r->lapl, why, sizeof why);
-        if (d == H5SAFE_MISSING && r->version < tb->since)
-            continue; /* a table of a later version: an older trace reads it as empty */
+        if (d == H5SAFE_MISSING && (tb->since == 0 || r->version < tb->since))
+            continue; /* a table of a later version, or an optional one: read as empty */
         if (d == H5SAFE_MISSING)
             return trace_fail(AMPDIAG_TRACE_ESCHEMA, "trace '%s' has no dataset %s%s", r->path,
                               tb->path, tb->since > 1 ? " (required since format_version 2)" : "");
@@ -1348,3 +1349,8 @@ READ_WRAPPER(ampdiag_trace_quant, TBL_QUANT, first, max)
 int ampdiag_trace_read_eval_examples(ampdiag_trace_reader *r, size_t first, size_t max,
                                      ampdiag_trace_eval_example **out, size_t *n)
 READ_WRAPPER(ampdiag_trace_eval_example, TBL_EVAL_EXAMPLES, first, max)
+
+int ampdiag_trace_read_traced(ampdiag_trace_reader *r, ampdiag_trace_traced **out, size_t *n)
+READ_WRAPPER(ampdiag_trace_traced, TBL_TRACED, 0, SIZE_MAX)
+
+int ampdiag_trace_has_traced(const ampdiag_trace_reader *r) { return r && r->dset[TBL_TRACED] >= 0; }

@@ -211,6 +211,26 @@ static int count_formats(const fp8_delayed *d, fp8_ring *r, const backend *bk, c
     return 0;
 }
 
+/* The ring of (layer, kind), or NULL where nothing is counted. */
+static fp8_ring *ring_of(fp8_delayed *d, const backend *bk, int layer, ampdiag_tensor_kind kind)
+{
+    if (!d || !bk->whatif_scaled || layer < 0 || layer >= d->nlayers || (int)kind < 0 || (int)kind >= FP8_NKINDS)
+        return NULL;
+    return &d->rings[(size_t)layer * FP8_NKINDS + (size_t)kind];
+}
+
+/* This step's scales of the ring's formats into r->scale and out->scale, from the history before
+ * the step. */
+static void step_scales(const fp8_delayed *d, fp8_ring *r, fp8_counts *out)
+{
+    size_t len;
+    float hmax = ring_max(r, &len);
+    for (int f = 0; f < FP8_NFORMATS; f++) /* (the order of the values does not matter to their maximum) */
+        out->scale[f] = r->scale[f] = d->plain ? ampdiag_delayed_scale(fp8_formats[f], r->amax, (size_t)r->n, d->margin,
+                                                                       r->scale[f])
+                                               : ampdiag_delayed_scale(fp8_formats[f], &hmax, len, d->margin, r->scale[f]);
+}
+
 /* ---------------------------------------------------------------- many tensors at once */
 
 /* One tensor's counts between its plan and its finish: the thresholds a pass must count. */
@@ -303,18 +323,48 @@ void fp8_delayed_count(fp8_delayed *d, const backend *bk, int layer, ampdiag_ten
                        const float *x, size_t n, const ampdiag_tstats *s, fp8_counts *out)
 {
     out->have = 0;
-    if (!d || !bk->whatif_scaled || layer < 0 || layer >= d->nlayers || (int)kind < 0 ||
-        (int)kind >= FP8_NKINDS)
+    fp8_ring *r = ring_of(d, bk, layer, kind);
+    if (!r)
         return;
-    fp8_ring *r = &d->rings[(size_t)layer * FP8_NKINDS + (size_t)kind];
-    size_t len;
-    float hmax = ring_max(r, &len);
-    for (int f = 0; f < FP8_NFORMATS; f++) /* (the order of the values does not matter to their maximum) */
-        out->scale[f] = r->scale[f] = d->plain ? ampdiag_delayed_scale(fp8_formats[f], r->amax, (size_t)r->n, d->margin,
-                                                                       r->scale[f])
-                                               : ampdiag_delayed_scale(fp8_formats[f], &hmax, len, d->margin, r->scale[f]);
+    step_scales(d, r, out);
     if (count_formats(d, r, bk, x, n, s, out) != 0)
         return;
+    ring_push(r, d->history, amax_of(s));
+    out->have = 1;
+}
+
+void fp8_stats(fp8_delayed *d, const backend *bk, int layer, ampdiag_tensor_kind kind, const float *x,
+               size_t n, ampdiag_tstats *s, ampdiag_hist *h, fp8_counts *out)
+{
+    fp8_ring *r = ring_of(d, bk, layer, kind);
+    out->have = 0;
+    if (!r || d->plain || !bk->tstats_ge) {
+        bk->tstats(bk, x, n, s, h);
+        fp8_delayed_count(d, bk, layer, kind, x, n, s, out);
+        return;
+    }
+    step_scales(d, r, out);
+    uint32_t ge[FP8_NFORMATS * 3];
+    for (int f = 0; f < FP8_NFORMATS; f++) {
+        uint32_t *t = r->t[f];
+        if (r->tscale[f] != out->scale[f]) { /* (a scale changes while the history's maximum does) */
+            if (ampdiag_scaled_thresholds(fp8_formats[f], out->scale[f], t) != 0) {
+                bk->tstats(bk, x, n, s, h);
+                return;
+            }
+            r->tscale[f] = out->scale[f];
+        }
+        ge[3 * f] = t[0];
+        ge[3 * f + 1] = t[1];
+        ge[3 * f + 2] = t[2] + 1u;
+    }
+    uint64_t g[FP8_NFORMATS * 3];
+    if (bk->tstats_ge(bk, x, n, s, h, FP8_NFORMATS * 3, ge, g) != 0) {
+        bk->tstats(bk, x, n, s, h);
+        return;
+    }
+    for (int f = 0; f < FP8_NFORMATS; f++)
+        classes_of(s, g + 3 * f, out->c[f]);
     ring_push(r, d->history, amax_of(s));
     out->have = 1;
 }

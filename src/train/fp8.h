@@ -70,4 +70,13 @@ typedef struct fp8_job {
  * same either way. */
 void fp8_delayed_count_many(fp8_delayed *d, const backend *bk, size_t k, const fp8_job *jobs);
 
+/* The statistics of x[0..n) into s (and h when not NULL: bk->tstats) and its delayed-scaling
+ * counts into out (fp8_delayed_count; d may be NULL: out->have 0), in one pass where the backend
+ * has tstats_ge (the scales come from the history, so their thresholds are known before the
+ * pass; the statistics kernel counts only those inside each block's range), else in two. The
+ * same records either way (AMPDIAG_TRACE_PLAIN takes the two passes and counts every format
+ * whole). */
+void fp8_stats(fp8_delayed *d, const backend *bk, int layer, ampdiag_tensor_kind kind, const float *x,
+               size_t n, ampdiag_tstats *s, ampdiag_hist *h, fp8_counts *out);
+
 #endif

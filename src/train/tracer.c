@@ -61,6 +61,7 @@ struct tracer {
     pthread_cond_t done; /* signalled when a job has finished and the poster waits */
     struct job ring[TRACER_RING];
     double blocked_s;    /* the poster's */
+    double inline_cpu_s; /* the poster's CPU time in jobs run inline (no thread) */
     uint64_t kicked;     /* the poster's: jobs posted at the last kick */
     /* each counter on its own cache line: the poster writes one, the worker the other */
     alignas(64) _Atomic uint64_t posted;   /* jobs queued so far; the ticket of job k is k + 1 */
@@ -258,7 +259,11 @@ uint64_t tracer_post(tracer *t, tracer_fn fn, void *arg)
 {
     uint64_t p = atomic_load_explicit(&t->posted, memory_order_relaxed); /* only this thread writes it */
     if (!t->threaded) {
+        struct timespec c0, c1;
+        int timed = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0) == 0;
         fn(arg);
+        if (timed && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1) == 0)
+            t->inline_cpu_s += (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
         atomic_store_explicit(&t->finished, p + 1, memory_order_relaxed);
         atomic_store_explicit(&t->posted, p + 1, memory_order_relaxed);
         return p + 1;
@@ -289,6 +294,8 @@ void tracer_drain(tracer *t)
 }
 
 double tracer_blocked_s(const tracer *t) { return t ? t->blocked_s : 0; }
+
+double tracer_inline_cpu_s(const tracer *t) { return t ? t->inline_cpu_s : 0; }
 
 void tracer_free(tracer *t)
 {

@@ -33,6 +33,8 @@ int tracer_done(const tracer *t, uint64_t ticket);
 void tracer_wait(tracer *t, uint64_t ticket);
 /* Wait for every job posted so far (t may be NULL). */
 void tracer_drain(tracer *t);
+/* CPU seconds the jobs run inside tracer_post took (zero threads), on the caller's thread. */
+double tracer_inline_cpu_s(const tracer *t);
 /* Seconds the caller spent blocked in tracer_wait/tracer_drain/tracer_post (a full queue). */
 double tracer_blocked_s(const tracer *t);
 /* Finish the queued jobs and stop the thread. NULL is allowed. */

@@ -6,6 +6,7 @@
 #include "ampdiag_trace.h"
 #include "backend/backend.h"
 #include "monitor/monitor.h"
+#include "train/cadence.h"
 #include "train/data.h"
 #include "train/fp8.h"
 #include "train/quant.h"
@@ -39,7 +40,9 @@ void train_config_default(train_config *c)
     c->loss_scale = "dynamic";
     c->seed = 1;
     c->shuffle = 1;
-    c->trace_every = 1;
+    c->trace_every = -1;
+    c->trace_budget = CADENCE_DEFAULT_BUDGET;
+    c->trace_after = CADENCE_DEFAULT_AFTER;
     c->hist_every = 50;
     c->whatif_every = -1;
     c->fp8_history = FP8_DEFAULT_HISTORY;
@@ -167,6 +170,9 @@ typedef struct run {
     /* tracing: the statistics of a traced step are taken by the tracer (a worker thread) while
      * training goes on, and written to the trace a step or two later (see step_once) */
     tracer *tr;
+    cadence cd;                  /* which steps are traced in full, and why */
+    long last_hist;              /* the last step that took histograms (-1: none) */
+    long last_quant;             /* ... and the block what-if, when it has a cadence of its own */
     fp8_delayed *f8;             /* FP8 delayed-scaling amax histories (NULL: not counted) */
     quant_plan *qp;              /* the block-scaled what-if (--whatif; NULL: not counted) */
     struct tslot *slots;         /* NSLOTS, used in turn by traced steps */
@@ -210,6 +216,7 @@ typedef struct tslot {
     int hist, skip;
     int quant;                   /* the block-scaled what-if is counted (--whatif-every) */
     int buf;                     /* its update's copies are in R->w_old[buf], R->dw[buf] */
+    ampdiag_trace_traced trow;   /* its /traced row: why it was traced */
     double acts_s;               /* how long its activations' job took */
     lslot *L;                    /* [nlayers] */
     quant_slot *qs;              /* its block-scaled what-if counts (NULL: none) */
@@ -263,26 +270,37 @@ static void hand_over(tslot *S, model_tensor_kind mk)
     }
 }
 
-/* Statistics of one kind of model tensor of every layer, into the slot: asked of the backend
- * all at once (a device queues them and waits once), then the FP8 counts that need them. */
+/* Statistics of one kind of model tensor of every layer, into the slot, with their FP8 counts
+ * and block what-if. A backend that queues many records (a device: tstats_many) is asked for
+ * every layer's at once and waits once, then for the FP8 counts their records do not settle, all
+ * at once too (fp8_delayed_count_many); the CPU takes each tensor's record and FP8 counts in one
+ * pass (fp8_stats: tstats_ge). The records are the same either way. */
 static void stats_of(tslot *S, model_tensor_kind mk)
 {
     run *R = S->R;
     const backend *bk = R->m->bk;
-    size_t k = 0;
-    for (int i = 0; i < R->m->nlayers; i++) {
-        lslot *l = &S->L[i];
-        if (l->have[mk])
-            R->sreq[k++] = (bk_stats_req){l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL};
+    if (bk->tstats_many && !bk->tstats_ge) {
+        size_t k = 0, m = 0;
+        for (int i = 0; i < R->m->nlayers; i++) {
+            lslot *l = &S->L[i];
+            if (l->have[mk])
+                R->sreq[k++] = (bk_stats_req){l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL};
+        }
+        bk_tstats_many(bk, k, R->sreq);
+        for (int i = 0; i < R->m->nlayers; i++) {
+            lslot *l = &S->L[i];
+            if (l->have[mk])
+                R->f8job[m++] = (fp8_job){i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]};
+        }
+        fp8_delayed_count_many(R->f8, bk, m, R->f8job);
+    } else {
+        for (int i = 0; i < R->m->nlayers; i++) {
+            lslot *l = &S->L[i];
+            if (l->have[mk])
+                fp8_stats(R->f8, bk, i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], S->hist ? &l->h[mk] : NULL,
+                          &l->f8[mk]);
+        }
     }
-    bk_tstats_many(bk, k, R->sreq);
-    size_t m = 0;
-    for (int i = 0; i < R->m->nlayers; i++) {
-        lslot *l = &S->L[i];
-        if (l->have[mk])
-            R->f8job[m++] = (fp8_job){i, kind_of[mk], l->x[mk], l->n[mk], &l->st[mk], &l->f8[mk]};
-    }
-    fp8_delayed_count_many(R->f8, bk, m, R->f8job);
     for (int i = 0; i < R->m->nlayers; i++) {
         lslot *l = &S->L[i];
         if (l->have[mk])
@@ -304,8 +322,9 @@ static void job_gradients(void *arg)
     stats_of(arg, MT_WEIGHT_GRAD);
 }
 
-/* After the update: the statistics of the weights it started from, its own statistics and its
- * lost updates, from the copies the optimizer kept. */
+/* After the update: the statistics of the weights it started from (with their FP8 counts, as
+ * stats_of takes them), the update's own statistics and its lost updates, from the copies the
+ * optimizer kept, and the weights' block what-if. */
 static void job_updates(void *arg)
 {
     tslot *S = arg;
@@ -313,6 +332,7 @@ static void job_updates(void *arg)
     model *m = R->m;
     const backend *bk = m->bk;
     const float *w_old = R->w_old[S->buf], *dw = R->dw[S->buf];
+    int many = bk->tstats_many && !bk->tstats_ge;
     size_t k = 0;
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
@@ -320,22 +340,22 @@ static void job_updates(void *arg)
             continue;
         size_t off = (size_t)(L->p - m->params);
         lslot *l = &S->L[i];
+        if (!many)
+            fp8_stats(R->f8, bk, i, AMPDIAG_KIND_WEIGHT, w_old + off, L->nparams, &l->st[MT_WEIGHT],
+                      S->hist ? &l->h[MT_WEIGHT] : NULL, &l->f8[MT_WEIGHT]);
         optim_stats_init(&l->upd);
         if (S->hist)
             ampdiag_hist_init(&l->hu);
         R->sreq[k] = (bk_stats_req){w_old + off, L->nparams, &l->st[MT_WEIGHT], S->hist ? &l->h[MT_WEIGHT] : NULL};
-        R->ureq[k++] = (bk_update_req){w_old + off, dw + off, L->nparams, &l->upd, S->hist ? &l->hu : NULL};
+        R->ureq[k] = (bk_update_req){w_old + off, dw + off, L->nparams, &l->upd, S->hist ? &l->hu : NULL};
+        R->f8job[k++] = (fp8_job){i, AMPDIAG_KIND_WEIGHT, w_old + off, L->nparams, &l->st[MT_WEIGHT],
+                                  &l->f8[MT_WEIGHT]};
     }
-    bk_tstats_many(bk, k, R->sreq);
+    if (many) {
+        bk_tstats_many(bk, k, R->sreq);
+        fp8_delayed_count_many(R->f8, bk, k, R->f8job);
+    }
     optim_update_stats_many(&R->opt, k, R->ureq);
-    k = 0;
-    for (int i = 0; i < m->nlayers; i++) {
-        const layer *L = &m->layers[i];
-        if (L->nparams > 0)
-            R->f8job[k++] = (fp8_job){i, AMPDIAG_KIND_WEIGHT, w_old + (L->p - m->params), L->nparams,
-                                      &S->L[i].st[MT_WEIGHT], &S->L[i].f8[MT_WEIGHT]};
-    }
-    fp8_delayed_count_many(R->f8, bk, k, R->f8job);
     for (int i = 0; i < m->nlayers; i++) {
         const layer *L = &m->layers[i];
         if (L->nparams > 0)
@@ -364,6 +384,8 @@ static int drain(run *R, tslot *S, char *err, size_t errlen)
     if (R->upd_slot == S)
         post_update(R);
     tracer_wait(R->tr, S->last);
+    if ((rc = ampdiag_trace_append_traced(R->w, &S->trow)) < 0)
+        return trace_fail(rc, err, errlen);
     static const model_tensor_kind order[3] = {MT_ACTIVATION, MT_ACTIVATION_GRAD, MT_WEIGHT_GRAD};
     for (int k = 0; k < 3; k++) {
         model_tensor_kind mk = order[k];
@@ -600,7 +622,7 @@ static int write_fp8_settings(run *R, char *err, size_t errlen)
 {
     const train_config *c = R->c;
     int rc;
-    if (c->fp8_history <= 0 || c->trace_every <= 0 || !R->m->bk->whatif_scaled)
+    if (c->fp8_history <= 0 || c->trace_every == 0 || !R->m->bk->whatif_scaled)
         return 0;
     if ((rc = ampdiag_trace_set_attr_int(R->w, AMPDIAG_ATTR_FP8_AMAX_HISTORY, c->fp8_history)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(R->w, AMPDIAG_ATTR_FP8_MARGIN, c->fp8_margin)) < 0 ||
@@ -741,7 +763,13 @@ static int write_header(run *R, char *err, size_t errlen)
         (rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_CLIP, c->clip)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_STEPS_PLANNED, c->steps)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_BATCH, c->batch)) < 0 ||
-        (rc = ampdiag_trace_set_attr_int(w, "trace_every", c->trace_every)) < 0 ||
+        (rc = ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_TRACE_CADENCE,
+                                         c->trace_every < 0 ? "budget" : c->trace_every ? "every" : "none")) < 0 ||
+        (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_TRACE_EVERY, c->trace_every > 0 ? c->trace_every : 0)) < 0 ||
+        (c->trace_every < 0 &&
+         (rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_TRACE_BUDGET, c->trace_budget)) < 0) ||
+        (c->trace_every != 0 &&
+         (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_TRACE_AFTER_EVENT, c->trace_after)) < 0) ||
         (rc = ampdiag_trace_set_attr_int(w, "hist_every", c->hist_every)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, "params", (int64_t)R->m->nparams)) < 0)
         return trace_fail(rc, err, errlen);
@@ -786,18 +814,13 @@ typedef struct step_state {
     ampdiag_trace_step rec;      /* the step record being filled */
 } step_state;
 
-/* Start step t: its time, whether it is traced and, if so, the slot it takes (the one NSLOTS
- * traced steps back, whose records are written out first). 0 or a TRAIN_ error. */
-static int step_begin(run *R, step_state *s, long t, char *err, size_t errlen)
+/* Step t of s is traced in full, for reason: it takes a slot (the one NSLOTS traced steps back,
+ * whose records are written out first), with histograms where it is the first traced step at
+ * or after a multiple of --hist-every. 0 or a TRAIN_ error. */
+static int take_slot(run *R, step_state *s, int reason, int64_t event_step, char *err, size_t errlen)
 {
     const train_config *c = R->c;
-    s->t = t;
-    s->ts = now_s();
-    s->traced = c->trace_every > 0 && (t % c->trace_every == 0 || t == c->steps - 1);
-    s->S = NULL;
-    if (!s->traced)
-        return 0;
-    int hist = c->hist_every > 0 && t % c->hist_every == 0;
+    long t = s->t, H = c->hist_every;
     tslot *S = &R->slots[R->ntraced % NSLOTS];
     int rc;
     for (int k = 0; k < R->qn; k++)
@@ -805,10 +828,70 @@ static int step_begin(run *R, step_state *s, long t, char *err, size_t errlen)
             return rc;
     S->buf = (int)(R->ntraced++ & 1);
     S->step = t;
-    S->hist = hist;
-    S->quant = c->whatif_every < 0 ? hist : c->whatif_every > 0 && t % c->whatif_every == 0;
+    S->hist = H > 0 && (R->last_hist < 0 || t / H > R->last_hist / H);
+    if (S->hist)
+        R->last_hist = t;
+    long W = c->whatif_every; /* the block what-if: on the histogram steps, or likewise every W */
+    S->quant = W < 0 ? S->hist : W > 0 && (R->last_quant < 0 || t / W > R->last_quant / W);
+    if (S->quant && W > 0)
+        R->last_quant = t;
     S->skip = 0;
+    cadence_taken(&R->cd, t, reason);
+    cadence_row(&R->cd, t, reason, event_step, &S->trow);
+    R->r->full_steps++;
+    R->r->cadence = S->trow.cadence;
+    s->traced = 1;
     s->S = S;
+    return 0;
+}
+
+/* Start step t: its time, the measure of the step before, and whether it is planned for full
+ * records (then its slot). 0 or a TRAIN_ error. */
+static int step_begin(run *R, step_state *s, long t, char *err, size_t errlen)
+{
+    s->t = t;
+    s->ts = now_s();
+    s->traced = 0;
+    s->S = NULL;
+    if (!R->tr)
+        return 0;
+    cadence_tick(&R->cd, t, tracer_inline_cpu_s(R->tr));
+    int64_t ev;
+    int reason = cadence_plan(&R->cd, t, &ev);
+    return reason < 0 ? 0 : take_slot(R, s, reason, ev, err, errlen);
+}
+
+/* An event in step t (a non-finite loss or gradient, a skipped update, a loss or gradient-norm
+ * spike; cadence.h): the step's full records, whatever the cadence. They are known after the
+ * backward pass, and the step's activations and gradients are still in memory (the next
+ * forward and backward wait for the tracer's jobs), and so are its weights: a step not planned
+ * for full records takes its slot and hands its tensors over now, and its update keeps its
+ * copies (apply_update). A planned step keeps its slot, now under the event's reason. 0 or a
+ * TRAIN_ error. */
+static int trace_event(run *R, step_state *s, char *err, size_t errlen)
+{
+    if (!R->tr)
+        return 0;
+    int spike = mon_spike_test(&R->spike, s->loss);
+    int reason = cadence_event(&R->cd, s->t, s->loss, s->norm, s->found || s->fwd_li >= 0, s->skip, spike);
+    if (reason < 0)
+        return 0;
+    R->r->event_steps++;
+    if (s->traced) {
+        s->S->trow.reason = reason;
+        s->S->trow.event_step = s->t;
+        return 0;
+    }
+    int rc = take_slot(R, s, reason, s->t, err, errlen);
+    if (rc)
+        return rc;
+    tslot *S = s->S;
+    hand_over(S, MT_ACTIVATION);
+    R->tk_acts = S->last = tracer_post(R->tr, job_activations, S);
+    hand_over(S, MT_ACTIVATION_GRAD);
+    hand_over(S, MT_WEIGHT_GRAD);
+    R->tk_grads = S->last = tracer_post(R->tr, job_gradients, S);
+    tracer_kick(R->tr);
     return 0;
 }
 
@@ -1159,7 +1242,10 @@ static int evaluate_every(run *R, const step_state *s, int stop, char *err, size
     long t = s->t;
     if (c->eval_every > 0 && (t + 1) % c->eval_every == 0 && t + 1 < c->steps && !stop) {
         tracer_drain(R->tr); /* the evaluation's forward overwrites the activations */
-        return evaluate(R, t, 0, err, errlen);
+        cadence_pause(&R->cd);
+        int rc = evaluate(R, t, 0, err, errlen);
+        cadence_resume(&R->cd);
+        return rc;
     }
     return 0;
 }
@@ -1189,7 +1275,8 @@ static int step_once(run *R, long t, double t0, int *stop, char *err, size_t err
      * any later ones whose statistics are ready */
     if ((rc = flush_records(R, t - 2, err, errlen)) ||
         (rc = explain_nonfinite(R, &s, err, errlen)) ||
-        (rc = update_scaler(R, &s, err, errlen)))
+        (rc = update_scaler(R, &s, err, errlen)) ||
+        (rc = trace_event(R, &s, err, errlen)))
         return rc;
     s.coef = s.skip ? 1.0f : clip_coefficient(s.norm, R->c->clip);
     s.lr = schedule_lr(&R->sched, t);
@@ -1219,8 +1306,12 @@ static int background_threads(const train_config *c)
 static int tracing_init(run *R, char *err, size_t errlen)
 {
     const train_config *c = R->c;
-    if (c->trace_every <= 0)
+    R->last_hist = -1;
+    R->last_quant = -1;
+    if (c->trace_every == 0)
         return 0;
+    cadence_config cc = {c->trace_every, c->trace_budget / 100.0, c->trace_after, c->steps};
+    cadence_init(&R->cd, &cc);
     int threads = background_threads(c);
     int nl = R->m->nlayers;
     size_t np = R->m->nparams ? R->m->nparams : 1;

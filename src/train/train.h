@@ -10,7 +10,9 @@
  * thread itself with --trace-threads 0): activations and gradients as the format held them
  * (gradients scaled), and weights, updates and lost updates from the copies the optimizer pass
  * keeps (optim.h). A traced step's records go to the trace (src/trace/) a step or two later,
- * in step order.
+ * in step order. Which steps are traced in full, and why, is cadence.h's: a cadence that keeps
+ * their cost within a budget (or a fixed one), the first and last step, and every event with
+ * the steps after it.
  */
 #ifndef AMPDIAG_TRAIN_H
 #define AMPDIAG_TRAIN_H
@@ -38,7 +40,13 @@ typedef struct train_config {
     uint64_t seed;
     int shuffle;
     int standardize;           /* standardise the inputs (data_standardize) before the first step */
-    int trace_every;           /* tensor records every N steps (0 = none); steps are always recorded */
+    int trace_every;           /* full tensor records every N steps; 0 = none (step records only);
+                                  -1 (default) = at a cadence chosen to keep within trace_budget
+                                  (cadence.h); steps are always recorded */
+    double trace_budget;       /* with trace_every -1: the share of CPU time full records may take,
+                                  percent (default 5; 0 = only on events, the first and last step) */
+    int trace_after;           /* steps after an event (non-finite value, skip, spike) recorded in
+                                  full too (default 3) */
     int hist_every;            /* histograms every N steps (0 = none) */
     int fp8_history;           /* FP8 delayed-scaling what-if: steps of amax history (default
                                   1024, TE's; 0 = not counted) */
@@ -83,6 +91,9 @@ typedef struct train_result {
     double wall_s;
     int trace_threads;         /* 1: tensor statistics were taken on a worker thread */
     double trace_wait_s;       /* time the training thread waited for that thread */
+    long full_steps;           /* steps recorded in full (/traced rows) ... */
+    long event_steps;          /* ... of which for an event of their own */
+    int cadence;               /* the cadence at the end (0: none) */
     long long trace_bytes;
     size_t nparams;
     int nlayers;

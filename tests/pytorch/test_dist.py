@@ -19,6 +19,11 @@ CPU with gloo and reads the traces back with h5py (and `ampdiag info`). Prints T
   Lightning callback): the same per-rank traces as the plain DDP run.
 * Rank 1 stops before step 3: both traces hold steps 0..2, neither says complete, and rank 1's
   stop event names its error at step 2 while rank 0's is at step 3.
+* Reading the ranks together (`ampdiag info` / `compare --format json` of a group: the rank-0
+  trace or a glob): the poisoned run names rank 1, step 3, fc1's activations first (rank 0's own
+  first the fc2 weight gradient), the perturbed one fc1's replicas from step 2, the stopped one
+  rank 1 at step 2; the FSDP2 run merged from its shards is the DDP run (gradient norms, update
+  ratio, the weights' values), with no shard missing.
 
 usage: test_dist.py AMPDIAG WORKDIR   (python/ on PYTHONPATH, AMPDIAG_LIB set or a built tree)
 """
@@ -104,6 +109,25 @@ def first_nonfinite(tr):
     return None
 
 
+def ampdiag_json(*args):
+    """`ampdiag ARGS --format json`: (exit status, the JSON or {}, stderr)."""
+    p = subprocess.run([AMPDIAG] + list(args) + ["--format", "json"], capture_output=True, text=True)
+    try:
+        return p.returncode, json.loads(p.stdout), p.stderr
+    except ValueError:
+        return p.returncode, {}, p.stderr
+
+
+def rank_finding(ranks, fid):
+    """The first rank finding of an id in a run's ranks object, its figures' values by name."""
+    for f in (ranks or {}).get("findings", []):
+        if f["id"] == fid:
+            v = {k: x["value"] for k, x in f["figures"].items()}
+            v.update(layer=f["layer"], kind=f["kind"])
+            return v
+    return None
+
+
 def check_attrs(tr, rank, sharding):
     a = tr["attrs"]
     ok(a.get("rank") == rank and a.get("world_size") == 2 and a.get("dist_backend") == "gloo" and
@@ -172,6 +196,27 @@ worst = max(rel(math.hypot(float(a), float(b)), float(c)) for a, b, c in
             zip(fsdp[0]["steps"]["grad_norm"], fsdp[1]["steps"]["grad_norm"], ddp[0]["steps"]["grad_norm"]))
 ok(worst < 1e-5 and list(fsdp[0]["steps"]["grad_norm"]) != list(fsdp[1]["steps"]["grad_norm"]),
    "fsdp: grad_norm is each rank's shard's; together they give DDP's norm (worst rel. diff %.2g)" % worst)
+rc, d, err = ampdiag_json("compare", fsdp[0]["path"], ddp[0]["path"])
+runs = d.get("runs") or [{}, {}]
+fr, dr = runs[0].get("ranks") or {}, runs[1].get("ranks") or {}
+ok(rc == 0 and fr.get("sharding") == "sharded" and fr.get("shard_group") == 2 and dr.get("shard_group") == 1 and
+   fr.get("merged_steps", {}).get("count") == STEPS and not rank_finding(fr, "rank_missing"),
+   "fsdp: ampdiag reads the shards as one run (both ranks hold one copy), every step merged, no shard missing")
+gf, gd = runs[0].get("grad_norm", {}), runs[1].get("grad_norm", {})
+ok(gf.get("count") == gd.get("count") and rel(gf.get("median", 0), gd.get("median", 1)) < 1e-5 and
+   rel(gf.get("p99", 0), gd.get("p99", 1)) < 1e-5,
+   "fsdp: the merged run's gradient norms (the shards' together) are the DDP run's (%s vs %s)" %
+   (gf.get("median"), gd.get("median")))
+rc1, i1, _ = ampdiag_json("info", fsdp[0]["path"])
+rc2, i2, _ = ampdiag_json("info", ddp[0]["path"])
+v1 = i1.get("what_if", {}).get("fp16", {}).get("weight", {}).get("values")
+v2 = i2.get("what_if", {}).get("fp16", {}).get("weight", {}).get("values")
+u1 = i1.get("figures", {}).get("update_weight_ratio", {}).get("value")
+u2 = i2.get("figures", {}).get("update_weight_ratio", {}).get("value")
+ok(rc1 == rc2 == 0 and v1 == v2 == STEPS * sum(PARAMS.values()) and u1 is not None and u2 is not None and
+   rel(u1, u2) < 1e-4,
+   "fsdp: the merged weights hold every parameter at every step, and the update/weight ratio is DDP's (%s vs %s)" %
+   (u1, u2))
 
 # ---------------------------------------------------------------------- a NaN in rank 1's batch
 po = [read("poison", r) for r in (0, 1)]
@@ -190,6 +235,19 @@ ok(f0 is not None and f0[0] == 3 and f0[2] == "weight_grad" and not any(nonfinit
 sk = [list(map(int, tr["steps"]["skipped"])) for tr in po]
 ok(sk[0] == sk[1] == [0, 0, 0, 1, 0, 0], "poison: both ranks' GradScalers skip step 3, and only it (%s)" % sk)
 ok(all(math.isfinite(tr["steps"]["loss"][t]) for tr in po for t in (4, 5)), "poison: the skip kept both ranks finite after")
+rc, d, err = ampdiag_json("compare", po[0]["path"])
+run = (d.get("runs") or [{}])[0]
+ranks = run.get("ranks") or {}
+f = rank_finding(ranks, "rank_first_nonfinite")
+ok(rc == 0 and "is rank 0 of 2" in err and f is not None and (f["rank"], f["step"], f["layer"], f["kind"], f["phase"]) ==
+   (1, 3, "fc1", "activation", "forward") and run["evidence"][0]["id"] == "rank_first_nonfinite",
+   "poison: ampdiag compare of rank 0's trace reads both ranks and names rank 1, step 3, fc1's activations first "
+   "(exit %d; %s)" % (rc, f))
+r0 = (ranks.get("ranks") or [{}])[0]
+ok(r0.get("first_nonfinite") == {"step": 3, "layer": "fc2", "kind": "weight_grad", "phase": "backward"} and
+   f is not None and f["ranks_affected"] == 2 and f["identified"] == 1,
+   "poison: rank 0's own first non-finite record is the reduced fc2 weight gradient at step 3 (%s)" %
+   r0.get("first_nonfinite"))
 
 # ---------------------------------------------------------------------- rank 1's replica perturbed
 pe = [read("perturb", r) for r in (0, 1)]
@@ -203,6 +261,14 @@ ok(abs(d - 1e-3 * 128 / 144) < 1e-7,
 ok(all(same(pe[0]["tensors"][(t, "fc2", "weight")], pe[1]["tensors"][(t, "fc2", "weight")]) for t in range(STEPS)) and
    all(same(pe[0]["tensors"][(t, n, "weight_grad")], pe[1]["tensors"][(t, n, "weight_grad")]) for t, n in wg),
    "perturb: fc2's weights and every weight gradient (all-reduced) still agree across ranks")
+rc, d, err = ampdiag_json("compare", os.path.join(WORK, "perturb.rank*.h5"))
+ranks = ((d.get("runs") or [{}])[0]).get("ranks") or {}
+f = rank_finding(ranks, "rank_replica_divergence")
+divs = [g for g in ranks.get("findings", []) if g["id"] in ("rank_replica_divergence", "rank_reduced_grad_mismatch")]
+ok(rc == 0 and f is not None and (f["layer"], f["first_step"], f["rank"], f["vs_rank"], f["steps"]) == ("fc1", 2, 1, 0, 4) and
+   abs(f["delta_mean"] - 1e-3 * 128 / 144) < 1e-7 and len(divs) == 1,
+   "perturb: ampdiag compare of the glob names fc1's replicas from step 2 (rank 1 vs 0, mean +1e-3 * 128/144), "
+   "nothing else that must agree (exit %d; %s)" % (rc, f))
 
 # ---------------------------------------------------------------------- Accelerate, Lightning
 for name, prefix in (("accelerate", ""), ("lightning", "net.")):
@@ -235,5 +301,11 @@ ok((st[0]["attrs"]["status"] == "running" and not s0) or (st[0]["attrs"]["status
                                                            s0[0][0] == 3),
    "stop: rank 0 was stopped in step 3: killed by the launcher (cut off, running) or by the failed "
    "collective (interrupted, its stop event at step 3) (%s %s)" % (st[0]["attrs"]["status"], s0))
+rc, d, err = ampdiag_json("info", st[0]["path"])
+f = rank_finding(d.get("ranks"), "rank_stopped_early")
+ok(rc == 0 and f is not None and (f["rank"], f["stop_step"], f["event"]) == (1, 2, 1) and
+   "rank 1 stops" in f.get("message", "") and d.get("status") == "interrupted",
+   "stop: ampdiag info of rank 0's trace names rank 1 as the one that stopped first, at step 2, with its error "
+   "(exit %d; %s)" % (rc, f))
 
 sys.exit(TAP.plan())

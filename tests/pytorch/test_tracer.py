@@ -483,6 +483,84 @@ def test_api():
     ok(names == ["act"], "layers=[torch.nn.ReLU] selects by type: %s" % names)
 
 
+def read_traced(p):
+    """The /traced rows: (step, reason name, event_step, cadence, record_ms, step_ms)."""
+    with h5py.File(p, "r", swmr=True) as f:
+        if "traced" not in f:
+            return None
+        rmap = {v: k for k, v in h5py.check_enum_dtype(f["traced"].dtype["reason"]).items()}
+        return [(int(r["step"]), rmap[r["reason"]], int(r["event_step"]), int(r["cadence"]), float(r["record_ms"]),
+                 float(r["step_ms"])) for r in f["traced"][:]]
+
+
+def cadence_loop(p, steps, nan_at=(), **kw):
+    """A small model trained for `steps` steps under the tracer (kw); a NaN loss reported at the
+    steps of nan_at (the loop skips their update)."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with ampdiag.torch.trace(p, model, opt, overwrite=True, steps=steps, **kw) as tr:
+        for t in range(steps):
+            x = torch.randn(16, 6)
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            if t in nan_at:
+                opt.zero_grad()
+                tr.step(torch.tensor(math.nan))
+                continue
+            opt.step()
+            opt.zero_grad()
+            tr.step(loss)
+    return read_trace(p), read_traced(p)
+
+
+def test_cadence():
+    """The cadence (python/ampdiag/_cadence.py): a budget, records after events, the /traced rows."""
+    T, R = cadence_loop(path("every.h5"), 40, nan_at=(13,), trace_every=10)
+    full = sorted({k[0] for k in T["tensors"]})
+    want = [0, 10, 14, 15, 16, 20, 30, 39]
+    ok(full == want and R is not None and [r[0] for r in R] == want,
+       "trace_every=10 with a NaN loss at step 13: full records at %s (the first, every 10th, the 3 steps after "
+       "the event, the last), a /traced row each" % full)
+    why = {r[0]: (r[1], r[2], r[3]) for r in R or []}
+    ok(why.get(0) == ("first", -1, 10) and why.get(10) == ("every", -1, 10) and why.get(14) == ("after_event", 13, 10)
+       and why.get(39) == ("last", -1, 10) and T["attrs"].get("trace_cadence") == "every"
+       and T["attrs"].get("trace_after_event") == 3,
+       "... their reasons: first, every, after_event (event_step 13), last; cadence 10 (%s)" %
+       [why.get(k) for k in (0, 10, 14, 39)])
+    T, R = cadence_loop(path("budget.h5"), 300, trace_budget=5)
+    rows = R or []
+    n = len(rows)
+    reasons = {r[1] for r in rows}
+    cad = [r[3] for r in rows if r[1] == "cadence" and r[3] > 0]
+    measured = [r for r in rows if r[1] == "cadence" and math.isfinite(r[4]) and math.isfinite(r[5])]
+    ok(T["attrs"].get("trace_cadence") == "budget" and T["attrs"].get("trace_budget") == 5.0 and
+       T["attrs"].get("trace_every") == 0 and 3 <= n < 300 and rows[0][:2] == (0, "first") and
+       rows[-1][:2] == (299, "last") and reasons <= {"first", "last", "cadence"} and
+       sorted({k[0] for k in T["tensors"]}) == [r[0] for r in rows],
+       "trace_budget=5, 300 steps: %d steps recorded in full (the first, the last and on the cadence), each with "
+       "its /traced row and tensor records" % n)
+    spacing = [b[0] - a[0] for a, b in zip(rows[1:], rows[2:-1])]
+    ok(cad and measured and all(r[4] > 0 and r[5] > 0 for r in measured) and
+       all(c == max(1, math.ceil(r[4] / (0.05 * r[5]))) for r, c in ((r, r[3]) for r in measured if r[3] > 0)),
+       "... the cadence is ceil(record_ms / (5%% x step_ms)) of the measured costs (cadences %s, spacing %s)" %
+       (sorted(set(cad))[:6], spacing[:8]))
+    T, R = cadence_loop(path("budget0.h5"), 30, nan_at=(7,), trace_budget=0)
+    ok([r[:3] for r in R or []] == [(0, "first", -1), (8, "after_event", 7), (9, "after_event", 7),
+                                    (10, "after_event", 7), (29, "last", -1)],
+       "trace_budget=0: only the first and last steps and the 3 after a NaN at step 7 (%s)" % [r[:3] for r in R or []])
+    T, R = cadence_loop(path("none.h5"), 20, nan_at=(5,), trace_every=0)
+    ok(not T["tensors"] and not R, "trace_every=0: step records only, events or not")
+    try:
+        ampdiag.torch.Tracer(path("both.h5"), Net(), None, overwrite=True, trace_every=5, trace_budget=5)
+        refused = ""
+    except ValueError as e:
+        refused = str(e)
+    ok("not both" in refused, "trace_every and trace_budget together: ValueError (%s)" % refused)
+    r = run("info", path("budget.h5"))
+    ok(r.returncode == 0 and "300 steps" in r.stdout, "ampdiag info reads the budget trace (exit %d)" % r.returncode)
+
+
 def main():
     torch.set_num_threads(1)
     test_whatif()
@@ -491,6 +569,7 @@ def main():
     test_overflow_skips()
     test_sigkill()
     test_api()
+    test_cadence()
     return TAP.plan()
 
 

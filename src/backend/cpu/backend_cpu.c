@@ -431,6 +431,13 @@ static int cpu_quant_whatif(const backend *bk, const float *x, size_t n, size_t 
     return ampdiag_quant_whatif(x, n, rows, cols, amax, nspec, spec, out);
 }
 
+static int cpu_tstats_ge(const backend *bk, const float *x, size_t n, ampdiag_tstats *s, ampdiag_hist *h, size_t k,
+                         const uint32_t *ge, uint64_t *counts)
+{
+    (void)bk;
+    return ampdiag_tstats_compute_ge(x, n, s, h, k, ge, counts);
+}
+
 /* ------------------------------------------------------------------------------- GEMM */
 
 /* Rows of C per sgemm call for a large output: about GEMM_CHUNK values (1 MiB), so that
@@ -1068,6 +1075,7 @@ static const backend cpu_backend = {
     .count_at_least = cpu_count_at_least,
     .count_at_least_many = cpu_count_at_least_many,
     .quant_whatif = cpu_quant_whatif,
+    .tstats_ge = cpu_tstats_ge,
     .gemm = cpu_gemm,
     .bias_add = cpu_bias_add,
     .bias_grad = cpu_bias_grad,
