@@ -57,6 +57,12 @@ check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
 TESTS += tests/t_compare tests/t_compare_cli.sh tests/t_sweep.sh
+# t_apply: advice in the run's terms (PyTorch's for a trace ampdiag.torch wrote, ampdiag run's
+# options otherwise), the median step time, the eval accuracy and the Speed item
+check_PROGRAMS += tests/t_apply
+tests_t_apply_SOURCES = tests/t_apply.c tests/compare_synth.h
+tests_t_apply_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
+TESTS += tests/t_apply
 # t_ranks: a distributed run's rank traces read together (src/analysis/ranks.h), on synthetic
 # per-rank traces written through the public writer (no PyTorch); t_ranks_cli.sh: info,
 # compare and plot of them (text, Markdown, JSON, the ranks chart, exit codes)

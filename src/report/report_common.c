@@ -231,26 +231,26 @@ void report_table_notes(const report_in *in, void (*note)(const char *label, con
 
 msg_vocab report_vocab(const report_in *in) { return msg_run_vocab(&in->runs[in->c->baseline]); }
 
-size_t report_apply_lines(const report_in *in, void (*line)(const char *text, void *arg), void *arg)
+size_t report_apply_lines(const report_in *in, void (*line)(const char *what, const char *how, void *arg),
+                          void *arg)
 {
     msg_vocab v = report_vocab(in);
-    char (*seen)[1700] = NULL;
+    char (*seen)[1200] = NULL;
     size_t nseen = 0, nd = in->R->decisions.n;
     if (nd && !(seen = malloc(nd * sizeof *seen)))
         return 0;
     for (size_t i = 0; i < nd; i++) {
         const rec_decision *d = &in->R->decisions.v[i];
-        char how[1200], what[400];
-        if (!msg_apply(how, sizeof how, &in->m, d, v))
+        char what[400];
+        if (!msg_apply(seen[nseen], sizeof seen[nseen], &in->m, d, v))
             continue;
-        msg_decision(what, sizeof what, &in->m, d);
         int dup = 0;
         for (size_t k = 0; k < nseen && !dup; k++)
-            dup = strstr(seen[k], how) != NULL;
+            dup = strcmp(seen[k], seen[nseen]) == 0;
         if (dup)
             continue;
-        snprintf(seen[nseen], sizeof seen[nseen], "%s: %s", what, how);
-        line(seen[nseen++], arg);
+        msg_decision(what, sizeof what, &in->m, d);
+        line(what, seen[nseen++], arg);
     }
     free(seen);
     return nseen;

@@ -57,9 +57,10 @@ void report_table_notes(const report_in *in, void (*note)(const char *label, con
 /* The vocabulary the advice is given in: the baseline's writer's (messages.h, msg_run_vocab). */
 msg_vocab report_vocab(const report_in *in);
 /* The Apply lines: each decision's words and how to apply it in the report's vocabulary, one
- * line per distinct text (two loss-scale options say the same in PyTorch), in decision order.
- * Calls line(text, arg) for each; returns how many. */
-size_t report_apply_lines(const report_in *in, void (*line)(const char *text, void *arg), void *arg);
+ * line per distinct way (two loss-scale options say the same in PyTorch), in decision order.
+ * Calls line(what, how, arg) for each; returns how many. */
+size_t report_apply_lines(const report_in *in, void (*line)(const char *what, const char *how, void *arg),
+                          void *arg);
 
 /* The comparison's notes: its findings but the gaps and deviations (those are in the table). */
 int report_is_note(const an_finding *f);

@@ -479,7 +479,12 @@ static void json_decisions(jw *w, const report_in *in)
     jw_close(w, ']');
 }
 
-static void json_apply_line(const char *text, void *arg) { jw_str(arg, NULL, text); }
+static void json_apply_line(const char *what, const char *how, void *arg)
+{
+    char line[1700];
+    snprintf(line, sizeof line, "%s: %s", what, how);
+    jw_str(arg, NULL, line);
+}
 
 /* The vocabulary the text's Apply section used, and its lines. */
 static void json_apply(jw *w, const report_in *in)

@@ -328,11 +328,13 @@ static void md_recipes(FILE *f, const report_in *in, const report_opts *o)
         report_md_recipe(f, &in->runs[i], rc);
 }
 
-static void md_apply_line(const char *text, void *arg)
+static void md_apply_line(const char *what, const char *how, void *arg)
 {
     FILE *f = arg;
     fputs("- ", f);
-    md(f, text);
+    md(f, what);
+    fputs(": ", f);
+    str_fputs_md_code(how, f);
     fputs("\n", f);
 }
 

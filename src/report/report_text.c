@@ -145,11 +145,11 @@ static void precision_section(const text_out *t, const report_in *in)
     }
 }
 
-static void apply_line(const char *text, void *arg)
+static void apply_line(const char *what, const char *how, void *arg)
 {
     const text_out *t = arg;
     char line[1700];
-    snprintf(line, sizeof line, "- %s", text);
+    snprintf(line, sizeof line, "- %s: %s", what, how);
     wrap_para(t->f, "", LABEL, line, t->width);
 }
 
