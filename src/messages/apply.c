@@ -45,9 +45,9 @@ static const apply_row rows[] = {
     {WHAT_LR, "keep", {"--lr {value:g6} (as it is)", "keep the optimizer's lr={value:g6}"}},
     {WHAT_LR, "keep-use-master-weights", {"--lr {value:g6} (as it is)", "keep the optimizer's lr={value:g6}"}},
     {WHAT_LR, NULL, {"--lr {value:g6}",
-                     "the optimizer's lr={value:g6}: torch.optim.AdamW(model.parameters(), lr={value:g6}) (or "
-                     "your optimizer; with an lr scheduler, create the optimizer with it before the scheduler, "
-                     "which scales from it), or for g in opt.param_groups: g[\"lr\"] = {value:g6}"}},
+                     "pass lr={value:g6} to the optimizer (torch.optim.AdamW(model.parameters(), lr={value:g6}) "
+                     "or yours; with an lr scheduler, create the optimizer with it before the scheduler, which "
+                     "scales from it), or set it: for g in opt.param_groups: g[\"lr\"] = {value:g6}"}},
     {WHAT_CLIP, NULL, {"--clip {value:g6}",
                        "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={value:g6}) after "
                        "loss.backward(), before opt.step() (with a GradScaler: after scaler.unscale_(opt), "
