@@ -95,8 +95,8 @@ int msg_apply(char *buf, size_t n, const msg_ctx *c, const rec_decision *d, msg_
 {
     buf[0] = 0;
     const apply_row *r = row_of(d);
-    if (!r || (int)v < 0 || v >= MSG_NVOCABS || !r->text[v])
-        return 0;
+    if (!r || (int)v < 0 || v >= MSG_NVOCABS || !r->text[v] || (strstr(r->text[v], "{value") && !isfinite(d->value)))
+        return 0; /* (a value to set that the decision does not have: nothing to apply) */
     static const char *const names[REC_MAXV] = {"value"};
     const double val[REC_MAXV] = {d->value};
     msg_src x = {c, NULL, val, names, -1, 0, 0, 0, NULL, d->to};
