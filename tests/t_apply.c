@@ -214,6 +214,15 @@ static void test_pytorch_terms(void)
     if (!ia || !strstr(ia, "max_norm=2.60695)") || strstr(ia, "GradScaler("))
         diag("info (rc %d): %s", rc, ia ? ia : buf ? buf : "(nothing)");
     free(buf);
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    rc = f ? report_info_json(f, &r) : -1;
+    if (f)
+        fclose(f);
+    ok(rc == 0 && buf && strstr(buf, "\"apply\":{\"vocabulary\":\"pytorch\",\"lines\":[\"clip the gradient norm at "
+                                     "2.61: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=2.60695)"),
+       "info JSON: apply {vocabulary pytorch, lines} with the clip value");
+    free(buf);
 
     /* an FP16 run: its loss scale too, as GradScaler's init_scale */
     s.precision = "fp16";

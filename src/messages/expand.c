@@ -325,6 +325,8 @@ static int named_style(const msg_src *x, const char *style, double d, char *buf,
     return 1;
 }
 
+/* Styles beyond msgtab.c's list: dur (milliseconds as "8.4 s" / "12.3 ms", msg_duration), py2 (a
+ * Python literal: "2.0**22" for a power of two); for a string, pylist (format_val). */
 static void style_num(const msg_src *x, const char *style, double d, char *buf, size_t n)
 {
     if (!style || !*style)
