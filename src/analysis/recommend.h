@@ -13,6 +13,7 @@
  *   lr_rules[]         (d) run until one of them settles the learning rate
  *   clip_rules[]       (c) the clip value and its notes
  *   remedy_rules[]     the run options the advice sets (ampdiag tune applies them)
+ *   speed              step times of the viable precisions, side by side (rules_speed.c)
  *   --fail-on          the findings asked for, per run
  */
 #ifndef AMPDIAG_RECOMMEND_H
@@ -78,6 +79,7 @@ typedef enum rec_sec {
     SEC_CLIP,
     SEC_WARN,         /* warnings: true, not decisive */
     SEC_FAIL,         /* --fail-on: the findings asked for that held */
+    SEC_SPEED,        /* step times of viable precisions that differ: reported, not weighed */
     REC_NSECS
 } rec_sec;
 
@@ -125,6 +127,8 @@ typedef enum rec_mid {
     R_RECIPE_PLAN,
     /* the traces */
     R_WARN_CUT_OFF, R_WARN_BAD_ROWS, R_WARN_HIST_SAMPLED,
+    /* speed */
+    R_SPEED_FASTER,
     REC_NMIDS
 } rec_mid;
 

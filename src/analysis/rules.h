@@ -123,5 +123,7 @@ void rec_clip_rules(const an_run *runs, const an_comparison *c, recommendation *
 void rec_remedy_rules(const an_run *runs, size_t n, recommendation *R);
 void rec_fail_checks(const an_run *runs, size_t n, recommendation *R);
 void rec_trace_warnings(const an_run *runs, size_t n, recommendation *R);
+/* rules_speed.c: the step times of the viable precisions (reported, not weighed) */
+void rec_speed_rules(const an_run *runs, size_t n, const an_comparison *c, recommendation *R);
 
 #endif

@@ -594,6 +594,10 @@ const msg_row msg_item_rows[REC_NMIDS] = {
     I(R_WARN_HIST_SAMPLED, "trace_histograms_sampled", F_HIST_SAMPLED, {0},
       "{run}: {read} of {total} histogram records read (evenly spaced blocks); fractions come from that sample",
       NULL),
+    I(R_SPEED_FASTER, "speed_faster", F_NONE, {"other", "time", "time_other", "factor"},
+      "{run} is the faster of two viable precisions: {time:dur} a step against {other:run}'s {time_other:dur} "
+      "on this machine ({factor:g2}x, median step times, more than {K.STEP_TIME_FACTOR}); reported, the verdict "
+      "does not weigh speed", NULL),
 };
 
 const msg_row msg_decision_rows[REC_NWHATS] = {
