@@ -9,6 +9,7 @@
 #include "analysis/ranks.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -400,6 +401,20 @@ void an_findings_free(an_run *r)
         r->find = NULL;
     }
     an_figures_free(r);
+}
+
+void an_run_moved(an_run *r, const an_run *was)
+{
+    if (!r->find)
+        return;
+    uintptr_t lo = (uintptr_t)was, hi = lo + sizeof *was, to = (uintptr_t)r;
+    an_finding_list *l = &r->find->list;
+    for (size_t i = 0; i < l->n; i++)
+        for (int k = 0; k < AN_MAXSTR; k++) {
+            uintptr_t s = (uintptr_t)l->v[i].str[k];
+            if (s >= lo && s < hi)
+                l->v[i].str[k] = (const char *)(to + (s - lo));
+        }
 }
 
 const an_finding_list *an_run_findings(const an_run *r)
