@@ -54,6 +54,7 @@ typedef struct cs_spec {
     double eval_acc;              /* the evaluations' metric; 0 = 0.9 */
     const double *wall;           /* the steps' wall_ms, step t taking wall[t % nwall]; NULL: 1 */
     size_t nwall;
+    double no_scaler_zero;        /* > 0: a no_loss_scaling event at step 0 with this zero share */
 } cs_spec;
 
 static inline void cs_spec_init(cs_spec *s)
@@ -231,6 +232,10 @@ static inline int cs_write(const char *path, const cs_spec *s)
         rec.nonfinite_grads = (uint64_t)skip;
         rec.wall_ms = s->wall && s->nwall ? s->wall[(size_t)t % s->nwall] : 1;
         if (skip && (rc = ampdiag_trace_append_event(w, t, 0, AMPDIAG_EV_INF_BACKWARD, 1, s->skip_reason)) < 0)
+            goto fail;
+        if (t == 0 && s->no_scaler_zero > 0 &&
+            (rc = ampdiag_trace_append_event(w, t, -1, AMPDIAG_EV_NO_LOSS_SCALING, s->no_scaler_zero,
+                                             "FP16 without a GradScaler")) < 0)
             goto fail;
         if (skip && (rc = ampdiag_trace_append_event(w, t, -1, AMPDIAG_EV_SKIPPED, s->scale, s->skip_reason)) < 0)
             goto fail;

@@ -192,6 +192,7 @@ static const an_finding_def defs[AN_NFINDINGS] = {
     [F_NONE] = {"none", {{0}}, {0}, NOK},
     [F_NOT_COMPLETE] = {"not_complete", {{"steps", U_COUNT}}, {"status"}, NOK},
     [F_CUT_OFF] = {"cut_off", {{"steps", U_COUNT}}, {0}, NOK},
+    [F_NO_LOSS_SCALING] = {"no_loss_scaling", {{"step", U_STEP}, {"zero", U_SHARE}}, {0}, NOK},
     [F_INTERRUPTED] = {"interrupted", {{"steps", U_COUNT}}, {0}, NOK},
     [F_DIVERGED] = {"diverged", {{"step", U_STEP}}, {"why"}, NOK},
     [F_LOSS_NONFINITE] = {"loss_nonfinite", {{"count", U_COUNT}, {"first_step", U_STEP}}, {0}, NOK},

@@ -156,6 +156,7 @@ typedef enum an_fid {
     /* the trace itself */
     F_BAD_ROWS,
     F_HIST_SAMPLED,
+    F_NO_LOSS_SCALING,     /* FP16 ran without a loss scaler (the writer's no_loss_scaling event) */
     /* a distributed run's ranks read together (ranks.h) */
     F_RANK_FIRST_NONFINITE,      /* the first rank, step, layer and tensor with NaN/inf */
     F_RANK_REPLICA_DIVERGENCE,   /* replicated weights differ across ranks */

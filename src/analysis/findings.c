@@ -38,6 +38,18 @@ static void trace_findings(fctx *x)
         f->v[0] = (double)r->hist_rows_read;
         f->v[1] = (double)r->hist_rows;
     }
+    /* the writer saw FP16 run without a loss scaler (ampdiag.torch: autocast or FP16 weights
+     * with no GradScaler); the event's value is the share of the traced gradient values that
+     * were zero (NaN where none was traced) */
+    for (size_t i = 0; i < r->nevents; i++)
+        if (r->events[i].code == AMPDIAG_EV_NO_LOSS_SCALING) {
+            if ((f = fadd(x, F_NO_LOSS_SCALING))) {
+                f->v[0] = (double)r->events[i].step;
+                f->v[1] = r->events[i].value;
+                f->s.from = r->events[i].step;
+            }
+            break;
+        }
 }
 
 static void nonfinite_findings(fctx *x)
@@ -431,7 +443,7 @@ const an_finding *an_run_finding(const an_run *r, an_fid id)
 const an_finding *an_run_unhealthy(const an_run *r)
 {
     static const an_fid order[] = {F_NOT_COMPLETE, F_LOSS_NONFINITE, F_FWD_NONFINITE,
-                                   F_EVAL_NONFINITE, F_SKIPS_ABOVE_LIMIT};
+                                   F_EVAL_NONFINITE, F_SKIPS_ABOVE_LIMIT, F_NO_LOSS_SCALING};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const an_finding *f = an_run_finding(r, order[i]);
         if (f)
