@@ -48,6 +48,13 @@ typedef struct cs_spec {
     long norm_spike_at;           /* grad norm 100 at this step; -1 */
     const char *skip_reason;      /* reason text of skipped steps */
     int flush_every;
+    const char *writer;           /* root attribute writer ("ampdiag.torch (torch 2.x)"); NULL none */
+    const char *device;           /* root attribute device ("cpu"); NULL none */
+    const char *eval_metric;      /* root attribute eval_metric ("accuracy"); NULL none */
+    double eval_acc;              /* the evaluations' metric; 0 = 0.9 */
+    const double *wall;           /* the steps' wall_ms, step t taking wall[t % nwall]; NULL: 1 */
+    size_t nwall;
+    double no_scaler_zero;        /* > 0: a no_loss_scaling event at step 0 with this zero share */
 } cs_spec;
 
 static inline void cs_spec_init(cs_spec *s)
@@ -154,7 +161,10 @@ static inline int cs_write(const char *path, const cs_spec *s)
         (rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_LR, s->lr)) < 0 ||
         (rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_CLIP, 0)) < 0 ||
         (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_STEPS_PLANNED, s->nsteps)) < 0 ||
-        (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_BATCH, 64)) < 0)
+        (rc = ampdiag_trace_set_attr_int(w, AMPDIAG_ATTR_BATCH, 64)) < 0 ||
+        (s->writer && (rc = ampdiag_trace_set_attr_str(w, "writer", s->writer)) < 0) ||
+        (s->device && (rc = ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_DEVICE, s->device)) < 0) ||
+        (s->eval_metric && (rc = ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_EVAL_METRIC, s->eval_metric)) < 0))
         goto fail;
     for (int l = 0; l < s->nlayers; l++) {
         char name[16];
@@ -220,8 +230,12 @@ static inline int cs_write(const char *path, const cs_spec *s)
         rec.lr = s->lr;
         rec.update_ratio = traced && !skip ? s->u_rms / s->w_rms : NAN;
         rec.nonfinite_grads = (uint64_t)skip;
-        rec.wall_ms = 1;
+        rec.wall_ms = s->wall && s->nwall ? s->wall[(size_t)t % s->nwall] : 1;
         if (skip && (rc = ampdiag_trace_append_event(w, t, 0, AMPDIAG_EV_INF_BACKWARD, 1, s->skip_reason)) < 0)
+            goto fail;
+        if (t == 0 && s->no_scaler_zero > 0 &&
+            (rc = ampdiag_trace_append_event(w, t, -1, AMPDIAG_EV_NO_LOSS_SCALING, s->no_scaler_zero,
+                                             "FP16 without a GradScaler")) < 0)
             goto fail;
         if (skip && (rc = ampdiag_trace_append_event(w, t, -1, AMPDIAG_EV_SKIPPED, s->scale, s->skip_reason)) < 0)
             goto fail;
@@ -231,7 +245,7 @@ static inline int cs_write(const char *path, const cs_spec *s)
             double el = cs_loss(s, t) * 1.05;
             if (t + 1 == s->nsteps && !isnan(s->final_eval))
                 el = s->final_eval;
-            if ((rc = ampdiag_trace_append_eval(w, t, el, 0.9)) < 0)
+            if ((rc = ampdiag_trace_append_eval(w, t, el, s->eval_acc > 0 ? s->eval_acc : 0.9)) < 0)
                 goto fail;
         }
     }

@@ -851,6 +851,48 @@ static void test_compute_column(void)
     an_free(&runs[1]);
 }
 
+/* An FP16 run without a loss scaler (the PyTorch tracer's no_loss_scaling event) that learns
+ * much less than FP32: named in the FP16 section for what it is, unhealthy, not a reason to rule
+ * FP16 out (with a scaler it may work), and never evidence that FP16 works. */
+static void test_no_scaler(void)
+{
+    cs_spec s;
+    cs_spec_init(&s);
+    s.nsteps = 300;
+    s.writer = "ampdiag.torch (torch 2.15)";
+    const char *base = write_trace("cmp-fp32", &s);
+    s.precision = "fp16";
+    s.final_eval = 2.2; /* the baseline's ends near 0.5 */
+    s.no_scaler_zero = 0.97;
+    const char *nos = write_trace("cmp-fp16-noscaler", &s);
+    an_run runs[2];
+    load(base, &runs[0]);
+    load(nos, &runs[1]);
+    const an_finding *f = an_run_finding(&runs[1], F_NO_LOSS_SCALING);
+    ok(f && fig(f, "zero") == 0.97 && fig(f, "step") == 0 && an_run_unhealthy(&runs[1]) == f &&
+           !an_run_finding(&runs[0], F_NO_LOSS_SCALING),
+       "the no_loss_scaling event is a finding (97%% zero gradients, step 0) that makes the run unhealthy");
+    an_comparison c;
+    recommendation R;
+    use_runs(runs, 2);
+    ok(an_compare(runs, 2, 0, &c) == 0 && recommend(runs, 2, &c, TGT_ANY, 0, &R) == 0, "rules");
+    const rec_item *it = rec_find_item(&R, SEC_FP16_AGAINST, R_FP16_NO_SCALER, F_NO_LOSS_SCALING);
+    ok(it && it->f->s.run == 1 && has_line(&R, SEC_FP16_AGAINST, "without a loss scaler", "(97% of its traced gradient") &&
+           !R.fp16.decisive && !rec_find_item(&R, SEC_FP16_AGAINST, R_GAP_OUTSIDE, F_CMP_GAP) &&
+           !rec_find_item(&R, SEC_FP16_FOR, R_FP16_CLEAN, F_NONE) &&
+           !rec_find_item(&R, SEC_FP16_FOR, R_FP16_CLEAN_UNSCALED, F_NONE),
+       "fp16 without a scaler: named in the fp16 section, not decisive, its loss gap not held against "
+       "fp16, no 'clean fp16 run' evidence (%s)", verdict_of(&R));
+    if (!it || R.fp16.decisive) {
+        dump(&R, SEC_FP16_AGAINST);
+        dump(&R, SEC_FP16_FOR);
+    }
+    rec_free(&R);
+    an_comparison_free(&c);
+    an_free(&runs[0]);
+    an_free(&runs[1]);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -869,6 +911,7 @@ int main(void)
     test_lr_too_low();
     test_lrfind();
     test_compute_column();
+    test_no_scaler();
     for (int i = 0; i < npaths; i++)
         remove(paths[i]);
     rmdir(dir);

@@ -3,11 +3,11 @@
 # Slurm (make check-slurm; tests/slurm_cluster.sh starts munged, slurmctld and slurmd on this
 # machine from the installed packages, and stops them). Each round of configurations is one job
 # array; the reports are the same as with --launcher local (text, Markdown, JSON, compared
-# byte for byte, each run from a directory of its own with the same relative -o); -j N limits
-# the array's tasks at once; a script written by --emit and submitted by hand gives the same
-# traces; a run that fails is named with its log; SIGTERM cancels the array and the run marks
-# its trace interrupted. SKIP only where the daemons cannot start (Slurm not installed, or not
-# runnable here).
+# byte for byte but the step times (tests/untimed.sh), each run from a directory of its own with
+# the same relative -o); -j N limits the array's tasks at once; a script written by --emit and
+# submitted by hand gives the same traces; a run that fails is named with its log; SIGTERM
+# cancels the array and the run marks its trace interrupted. SKIP only where the daemons cannot
+# start (Slurm not installed, or not runnable here).
 AMPDIAG=${AMPDIAG:-./ampdiag}
 srcdir=${srcdir:-.}
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -31,10 +31,13 @@ drained() {
     while [ -n "$(squeue -h -o %i 2>/dev/null)" ] && [ $i -lt $(($1 * 2)) ]; do sleep 0.5; i=$((i + 1)); done
     [ -z "$(squeue -h -o %i 2>/dev/null)" ]
 }
-# same NAME...: sweep's reports in $T/local/out and $T/slurm/out are the same files
+# same NAME...: sweep's reports in $T/local/out and $T/slurm/out are the same files, but the step
+# times (this machine's at the time: tests/untimed.sh)
+. "$srcdir/tests/untimed.sh"
 same() {
     for f in "$@"; do
-        cmp -s "$T/local/$f" "$T/slurm/$f" || { echo "# $f differs:"; diff "$T/local/$f" "$T/slurm/$f" | head -5 | diag; return 1; }
+        untimed "$T/local/$f" >"$T/same-a" && untimed "$T/slurm/$f" >"$T/same-b" &&
+            cmp -s "$T/same-a" "$T/same-b" || { echo "# $f differs:"; diff "$T/same-a" "$T/same-b" | head -5 | diag; return 1; }
     done
 }
 
@@ -89,7 +92,8 @@ ok $? "--emit writes the script and submits nothing (exit $st)"
 st=$?
 (cd "$T/slurm" && "$AMP" compare em/run-fp32.h5 em/run-fp16.h5 >em-compare.txt 2>/dev/null)
 (cd "$T/local" && "$AMP" sweep --precisions fp32,fp16 -o em --steps 30 --trace-every 10 >em-local.txt 2>/dev/null)
-[ $st -eq 0 ] && cmp -s "$T/slurm/em-compare.txt" "$T/local/em-local.txt"
+untimed "$T/slurm/em-compare.txt" >"$T/em-a" && untimed "$T/local/em-local.txt" >"$T/em-b"
+[ $st -eq 0 ] && cmp -s "$T/em-a" "$T/em-b"
 ok $? "the emitted script submitted by hand (sbatch -W) runs the array; compare reads its traces as the local sweep (exit $st)"
 [ $st -eq 0 ] || diag "$T/slurm/sb.err"
 

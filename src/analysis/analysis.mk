@@ -16,12 +16,13 @@ libampdiag_analysis_la_SOURCES = \
 	src/analysis/recommend.h src/analysis/rules.h src/analysis/recommend.c \
 	src/analysis/rules_prec.c src/analysis/rules_bf16.c src/analysis/rules_verdict.c \
 	src/analysis/rules_lr.c src/analysis/rules_clip.c src/analysis/rules_recipe.c \
+	src/analysis/rules_speed.c \
 	src/analysis/lrfind.h src/analysis/lrfind.c \
 	src/analysis/ranks.h src/analysis/ranks_internal.h src/analysis/group.c src/analysis/ranks.c \
 	src/analysis/ranks_steps.c
 libampdiag_messages_la_SOURCES = src/messages/messages.h src/messages/messages_internal.h \
 	src/messages/expand.c src/messages/msgtab.c src/messages/figtab.c src/messages/docs.c \
-	src/messages/verdict.c
+	src/messages/verdict.c src/messages/apply.c
 libampdiag_report_la_SOURCES = src/report/report.h src/report/report_internal.h \
 	src/report/report_common.c src/report/report_text.c src/report/report_md.c \
 	src/report/report_json.c src/report/json_evidence.c src/report/whatif.h src/report/whatif.c \
@@ -63,6 +64,12 @@ check_PROGRAMS += tests/t_compare
 tests_t_compare_SOURCES = tests/t_compare.c tests/compare_synth.h
 tests_t_compare_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
 TESTS += tests/t_compare tests/t_compare_cli.sh tests/t_sweep.sh
+# t_apply: advice in the run's terms (PyTorch's for a trace ampdiag.torch wrote, ampdiag run's
+# options otherwise), the median step time, the eval accuracy and the Speed item
+check_PROGRAMS += tests/t_apply
+tests_t_apply_SOURCES = tests/t_apply.c tests/compare_synth.h
+tests_t_apply_LDADD = libampdiag_report.la $(AMPDIAG_ANALYSIS_LIBS) -lm
+TESTS += tests/t_apply
 # t_ranks: a distributed run's rank traces read together (src/analysis/ranks.h), on synthetic
 # per-rank traces written through the public writer (no PyTorch); t_ranks_cli.sh: info,
 # compare and plot of them (text, Markdown, JSON, the ranks chart, exit codes)

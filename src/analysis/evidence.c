@@ -14,7 +14,7 @@ static const char *const unit_keys[AN_NUNITS] = {
     [U_NONE] = "none", [U_COUNT] = "count", [U_STEP] = "step", [U_SHARE] = "share",
     [U_BINADES] = "binades", [U_VALUE] = "value", [U_LOSS] = "loss", [U_RATIO] = "ratio",
     [U_LR] = "lr", [U_FACTOR] = "factor", [U_SCALE] = "loss_scale", [U_LOG2] = "log2",
-    [U_NORM] = "norm", [U_FLAG] = "flag", [U_INDEX] = "index", [U_DB] = "db",
+    [U_NORM] = "norm", [U_FLAG] = "flag", [U_INDEX] = "index", [U_DB] = "db", [U_MS] = "ms",
 };
 
 const char *an_unit_key(an_unit u) { return (int)u >= 0 && u < AN_NUNITS ? unit_keys[u] : "?"; }
@@ -166,6 +166,12 @@ static an_const consts[AN_NCONSTS] = {
     [K_RECIPE_KEEP_SHARE] = {"RECIPE_KEEP_SHARE", 0.15, KS_PCT,
                              "share of linear layers NVIDIA's NVFP4 pretraining recipe keeps in BF16, most of "
                              "them the last (arXiv:2509.25149)"},
+    [K_STEP_TIME_FACTOR] = {"STEP_TIME_FACTOR", 1.5, KS_FACTOR,
+                            "ratio of two runs' median step times above which compare names the faster of "
+                            "two viable precisions: well beyond the few percent a step's time varies from run "
+                            "to run on one machine, and below the 2x and more that tensor-core formats (or "
+                            "their absence: fp16 emulated on a CPU) make; reported, not weighed by the "
+                            "verdict"},
 };
 
 static pthread_once_t facts_once = PTHREAD_ONCE_INIT;
@@ -210,6 +216,7 @@ static const an_finding_def defs[AN_NFINDINGS] = {
     [F_NONE] = {"none", {{0}}, {0}, NOK},
     [F_NOT_COMPLETE] = {"not_complete", {{"steps", U_COUNT}}, {"status"}, NOK},
     [F_CUT_OFF] = {"cut_off", {{"steps", U_COUNT}}, {0}, NOK},
+    [F_NO_LOSS_SCALING] = {"no_loss_scaling", {{"step", U_STEP}, {"zero", U_SHARE}}, {0}, NOK},
     [F_INTERRUPTED] = {"interrupted", {{"steps", U_COUNT}}, {0}, NOK},
     [F_DIVERGED] = {"diverged", {{"step", U_STEP}}, {"why"}, NOK},
     [F_LOSS_NONFINITE] = {"loss_nonfinite", {{"count", U_COUNT}, {"first_step", U_STEP}}, {0}, NOK},

@@ -42,6 +42,7 @@ typedef enum an_unit {
     U_FLAG,     /* 0 or 1 */
     U_INDEX,    /* a layer, kind or format index (see the subject) */
     U_DB,       /* decibels: 10 log10 of a ratio of energies (SQNR) */
+    U_MS,       /* a duration in milliseconds (wall-clock) */
     AN_NUNITS
 } an_unit;
 
@@ -85,6 +86,8 @@ typedef enum an_kid {
     /* low-precision recipes (block-scaled and per-tensor-scaled) */
     K_RECIPE_FLUSH_EXCESS, K_RECIPE_SAT_EXCESS, K_RECIPE_REF_FACTOR, K_RECIPE_SQNR_MARGIN,
     K_RECIPE_KEEP_SHARE,
+    /* speed */
+    K_STEP_TIME_FACTOR,
     AN_NCONSTS
 } an_kid;
 
@@ -167,6 +170,7 @@ typedef enum an_fid {
     /* the trace itself */
     F_BAD_ROWS,
     F_HIST_SAMPLED,
+    F_NO_LOSS_SCALING,     /* FP16 ran without a loss scaler (the writer's no_loss_scaling event) */
     /* a distributed run's ranks read together (ranks.h) */
     F_RANK_FIRST_NONFINITE,      /* the first rank, step, layer and tensor with NaN/inf */
     F_RANK_REPLICA_DIVERGENCE,   /* replicated weights differ across ranks */

@@ -2,6 +2,7 @@
  * figures.c - the headline figures of a run (figures.h), each computed here and nowhere else.
  */
 #include "analysis/figures.h"
+#include "util/sort.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ static const an_fig_row rows[AN_NFIGS] = {
     [FIG_LOST_IF_FP16] = {"lost_update_share_if_fp16_weights", U_SHARE},
     [FIG_LOST_IF_BF16] = {"lost_update_share_if_bf16_weights", U_SHARE},
     [FIG_UPDATE_RATIO] = {"update_weight_ratio", U_RATIO},
+    [FIG_STEP_TIME] = {"median_step_time_ms", U_MS},
 };
 
 const an_fig_row *an_fig_row_get(an_figid id)
@@ -205,6 +207,25 @@ static void update_figures(const an_run *r, an_figval *f)
     }
 }
 
+/* The median step time: of the steps' wall_ms that were recorded (finite, > 0; a writer that
+ * does not time its steps writes 0 or NaN). Returns 0, or -1 when out of memory. */
+static int time_figure(const an_run *r, an_figval *f)
+{
+    if (!r->nsteps)
+        return 0;
+    double *t = malloc(r->nsteps * sizeof *t);
+    if (!t)
+        return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < r->nsteps; i++)
+        if (isfinite(r->steps[i].wall_ms) && r->steps[i].wall_ms > 0)
+            t[n++] = r->steps[i].wall_ms;
+    if (n)
+        f[FIG_STEP_TIME] = val(median_doubles(t, n));
+    free(t);
+    return 0;
+}
+
 int an_figures_of(an_run *r)
 {
     an_figures *F = r->fig = malloc(sizeof *r->fig);
@@ -218,6 +239,10 @@ int an_figures_of(an_run *r)
     headroom_figure(r, F->f);
     flush_figure(r, F->f);
     update_figures(r, F->f);
+    if (time_figure(r, F->f)) {
+        an_figures_free(r);
+        return -1;
+    }
     return 0;
 }
 

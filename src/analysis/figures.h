@@ -48,6 +48,8 @@ typedef enum an_figid {
     FIG_LOST_IF_FP16,     /* ... if the weights were FP16 */
     FIG_LOST_IF_BF16,     /* ... if the weights were BF16 */
     FIG_UPDATE_RATIO,     /* median per-layer update/weight ratio (else the steps') */
+    FIG_STEP_TIME,        /* median step time: of /steps wall_ms over the steps that recorded
+                             one (finite, > 0), ms; NaN when none did */
     AN_NFIGS
 } an_figid;
 

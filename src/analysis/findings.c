@@ -10,6 +10,7 @@
 #include "analysis/ranks.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,18 @@ static void trace_findings(fctx *x)
         f->v[0] = (double)r->hist_rows_read;
         f->v[1] = (double)r->hist_rows;
     }
+    /* the writer saw FP16 run without a loss scaler (ampdiag.torch: autocast or FP16 weights
+     * with no GradScaler); the event's value is the share of the traced gradient values that
+     * were zero (NaN where none was traced) */
+    for (size_t i = 0; i < r->nevents; i++)
+        if (r->events[i].code == AMPDIAG_EV_NO_LOSS_SCALING) {
+            if ((f = fadd(x, F_NO_LOSS_SCALING))) {
+                f->v[0] = (double)r->events[i].step;
+                f->v[1] = r->events[i].value;
+                f->s.from = r->events[i].step;
+            }
+            break;
+        }
 }
 
 static void nonfinite_findings(fctx *x)
@@ -660,6 +673,20 @@ void an_findings_free(an_run *r)
     an_figures_free(r);
 }
 
+void an_run_moved(an_run *r, const an_run *was)
+{
+    if (!r->find)
+        return;
+    uintptr_t lo = (uintptr_t)was, hi = lo + sizeof *was, to = (uintptr_t)r;
+    an_finding_list *l = &r->find->list;
+    for (size_t i = 0; i < l->n; i++)
+        for (int k = 0; k < AN_MAXSTR; k++) {
+            uintptr_t s = (uintptr_t)l->v[i].str[k];
+            if (s >= lo && s < hi)
+                l->v[i].str[k] = (const char *)(to + (s - lo));
+        }
+}
+
 const an_finding_list *an_run_findings(const an_run *r)
 {
     static const an_finding_list none = {0};
@@ -674,7 +701,7 @@ const an_finding *an_run_finding(const an_run *r, an_fid id)
 const an_finding *an_run_unhealthy(const an_run *r)
 {
     static const an_fid order[] = {F_NOT_COMPLETE, F_LOSS_NONFINITE, F_FWD_NONFINITE,
-                                   F_EVAL_NONFINITE, F_SKIPS_ABOVE_LIMIT, F_DOES_NOT_LEARN};
+                                   F_EVAL_NONFINITE, F_SKIPS_ABOVE_LIMIT, F_NO_LOSS_SCALING, F_DOES_NOT_LEARN};
     for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
         const an_finding *f = an_run_finding(r, order[i]);
         if (f)

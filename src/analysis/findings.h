@@ -59,6 +59,10 @@ int an_findings_of(an_run *r, int index);
 /* Again, with the run's index in a comparison and the layers it decided run in FP32. */
 int an_findings_refresh(an_run *r, int index);
 void an_findings_free(an_run *r);
+/* r was moved (copied by value) from `was`: the findings that quote the run's own text (its
+ * status, skip reason, ... held inside the run) point into the copy again. Call it after every
+ * such move, before `was` is freed or reused. */
+void an_run_moved(an_run *r, const an_run *was);
 
 /* The run's findings (empty list without them). */
 const an_finding_list *an_run_findings(const an_run *r);

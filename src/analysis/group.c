@@ -5,6 +5,7 @@
  * world size, distinct ranks, the same model, precision, optimizer, lr and layers) and made one
  * run (an_rank_view).
  */
+#include "analysis/findings.h"
 #include "analysis/ranks.h"
 
 #include <errno.h>
@@ -262,6 +263,7 @@ static an_ranks *make_ranks(arg_in *a, an_run **sorted)
     snprintf(R->reduce_dtype, sizeof R->reduce_dtype, "%s", d->reduce_dtype);
     for (size_t i = 0; i < a->npaths; i++) {
         R->rank[i].run = *sorted[i];
+        an_run_moved(&R->rank[i].run, sorted[i]);
         R->rank[i].rank = sorted[i]->dist.rank;
         memset(sorted[i], 0, sizeof *sorted[i]);
     }
@@ -324,8 +326,10 @@ static int load_paths(arg_in *A, size_t nargs, int groups, const an_options *opt
     k = 0;
     for (size_t i = 0; i < nargs; i++)
         if (!A[i].dropped && A[i].group == groups) {
-            for (size_t j = A[i].loaded; j < A[i].npaths; j++)
-                A[i].runs[j] = runs[k++];
+            for (size_t j = A[i].loaded; j < A[i].npaths; j++, k++) {
+                A[i].runs[j] = runs[k];
+                an_run_moved(&A[i].runs[j], &runs[k]);
+            }
             A[i].loaded = A[i].npaths;
         }
     free(paths);
@@ -437,6 +441,7 @@ static int collect(arg_in *A, size_t nargs, const an_options *opt, an_inputs *in
         an_run *out = &in->runs[in->n++];
         if (!A[i].group) {
             *out = A[i].runs[0];
+            an_run_moved(out, &A[i].runs[0]);
             memset(&A[i].runs[0], 0, sizeof A[i].runs[0]);
             continue;
         }

@@ -13,6 +13,7 @@
  *   lr_rules[]         (d) run until one of them settles the learning rate
  *   clip_rules[]       (c) the clip value and its notes
  *   remedy_rules[]     the run options the advice sets (ampdiag tune applies them)
+ *   speed              step times of the viable precisions, side by side (rules_speed.c)
  *   --fail-on          the findings asked for, per run
  */
 #ifndef AMPDIAG_RECOMMEND_H
@@ -78,6 +79,7 @@ typedef enum rec_sec {
     SEC_CLIP,
     SEC_WARN,         /* warnings: true, not decisive */
     SEC_FAIL,         /* --fail-on: the findings asked for that held */
+    SEC_SPEED,        /* step times of viable precisions that differ: reported, not weighed */
     REC_NSECS
 } rec_sec;
 
@@ -96,7 +98,7 @@ typedef enum rec_mid {
     /* fp16 */
     R_FP16_FWD_OVERFLOW, R_FP16_HEADROOM, R_FP16_ADAM_EPS, R_FP16_FWD_NONFINITE,
     R_FP16_COLLAPSE, R_FP16_SKIPS, R_FP16_LOSS_NONFINITE, R_FP16_DIVERGES, R_EVAL_OVERFLOW,
-    R_EVAL_FIRST, R_FP16_CLEAN, R_FP16_CLEAN_UNSCALED, R_GAP_OUTSIDE, R_GAP_WITHIN,
+    R_EVAL_FIRST, R_FP16_CLEAN, R_FP16_CLEAN_UNSCALED, R_FP16_NO_SCALER, R_GAP_OUTSIDE, R_GAP_WITHIN,
     R_FLUSH_PREDICTED, R_FLUSH_DECISIVE, R_SPAN_HEALTHY_RUN, R_SPAN_HARMLESS, R_SPAN_DECISIVE,
     R_NEEDS_SCALING, R_SCALE_GOOD, R_SCALE_GOOD_NONE, R_SUBNORMAL, R_SCALE_LINE,
     /* bf16 */
@@ -130,6 +132,8 @@ typedef enum rec_mid {
     R_RECIPE_PLAN,
     /* the traces */
     R_WARN_CUT_OFF, R_WARN_BAD_ROWS, R_WARN_HIST_SAMPLED,
+    /* speed */
+    R_SPEED_FASTER,
     REC_NMIDS
 } rec_mid;
 

@@ -139,5 +139,7 @@ int rec_first_layer(const an_run *r);
 const an_finding *rec_inputs_cause(const an_run *runs, size_t n, size_t bi);
 void rec_fail_checks(const an_run *runs, size_t n, recommendation *R);
 void rec_trace_warnings(const an_run *runs, size_t n, recommendation *R);
+/* rules_speed.c: the step times of the viable precisions (reported, not weighed) */
+void rec_speed_rules(const an_run *runs, size_t n, const an_comparison *c, recommendation *R);
 
 #endif

@@ -224,7 +224,8 @@ void rule_viability(prec_ctx *x)
 /* (b)7 A verdict never contradicts its own table: a 16-bit run of the baseline's lr that is not
  * healthy (it did not complete, its loss, forward pass or evaluation went non-finite, it skipped
  * past the limit, or it does not learn where the baseline does: an_run_unhealthy) rules its
- * format out, whatever the other evidence says; an item names it where nothing did. */
+ * format out, whatever the other evidence says; an item names it where nothing did. An FP16 run
+ * unhealthy only for having no loss scaler says nothing against FP16 with one. */
 void rule_table_agrees(prec_ctx *x)
 {
     if (an_run_unhealthy(x->base))
@@ -238,6 +239,10 @@ void rule_table_agrees(prec_ctx *x)
         if (!f || !bad || !f->viable)
             continue;
         if (bad->id == F_DOES_NOT_LEARN && an_run_learns(x->base) != 1)
+            continue;
+        /* FP16 run without a loss scaler: no evidence about the format either way (with one it may
+         * work; rule_fp16_runs names it and never counts it as a clean run) */
+        if (bad->id == F_NO_LOSS_SCALING)
             continue;
         f->viable = 0;
         f->decisive = 1;

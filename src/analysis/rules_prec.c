@@ -361,6 +361,18 @@ static void fp16_check_gap(prec_ctx *x, size_t i)
     }
 }
 
+/* An FP16 run without a loss scaler (F_NO_LOSS_SCALING): whatever else it shows, it is no
+ * evidence that FP16 works (its small gradients flushed to zero), and FP16 needs loss scaling.
+ * Not decisive against FP16 itself: with a scaler it may work. 1 when it applies. */
+static int fp16_check_scaler(prec_ctx *x, size_t i)
+{
+    const an_finding *f = rf(x->runs, i, F_NO_LOSS_SCALING);
+    if (!f)
+        return 0;
+    rec_summary(&x->R->fp16, SAY0(x->R, SEC_FP16_AGAINST, R_FP16_NO_SCALER, f, -1));
+    return 1;
+}
+
 /* One FP16 run at the baseline's lr: the checks, else the clean run's evidence and its gap. */
 static void fp16_run(prec_ctx *x, size_t i)
 {
@@ -372,11 +384,12 @@ static void fp16_run(prec_ctx *x, size_t i)
         bad |= fp16_run_checks[k](x, i);
     if (bad)
         f16->decisive = 1;
-    else
+    int unscaled = !bad && fp16_check_scaler(x, i);
+    if (!bad && !unscaled)
         fp16_note_clean(x, i);
     if (!r->scaled && strcmp(r->loss_scale_mode, "none") == 0)
         f16->needs_scaling |= 2; /* ran without scaling: say what scaling would change */
-    if (bad)
+    if (bad || unscaled)
         return;
     int before = f16->decisive;
     fp16_check_gap(x, i);

@@ -74,6 +74,7 @@ static void findings_md(FILE *f)
 static const char *const sec_words[REC_NSECS] = {
     "the verdict line", "the verdict's reasons", "against fp16", "for fp16", "against bf16", "for bf16",
     "the loss scale", "the lr line", "the lr's evidence", "the clip line", "the clip's evidence", "warnings", "--fail-on",
+    "the step times of viable precisions",
 };
 
 static void items_md(FILE *f)
@@ -114,6 +115,8 @@ int msg_rules_markdown(FILE *f)
         doc_text(f, msg_tune_rows[t].text);
         fprintf(f, " |\n");
     }
+    if (msg_apply_markdown(f))
+        return -1;
     return ferror(f) ? -1 : 0;
 }
 
@@ -270,5 +273,5 @@ int msg_check_templates(FILE *out)
         }
         bad += check_tune(out, r);
     }
-    return bad;
+    return bad + msg_apply_check(out);
 }

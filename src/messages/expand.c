@@ -48,6 +48,16 @@ void msg_scale(char *buf, size_t n, double v)
         fmt_num(buf, n, v, 6);
 }
 
+void msg_duration(char *buf, size_t n, double ms)
+{
+    if (!isfinite(ms))
+        snprintf(buf, n, "-");
+    else if (ms >= 100)
+        snprintf(buf, n, "%.3g s", ms / 1000);
+    else
+        snprintf(buf, n, "%.3g ms", ms);
+}
+
 void msg_pct(char *buf, size_t n, double f)
 {
     if (!isfinite(f))
@@ -243,7 +253,12 @@ static int lookup_subject(const msg_src *x, const char *name, val *v, char *tmp,
         *v = str(tmp);
     } else if (strcmp(name, "to") == 0 && x->to)
         *v = str(x->to);
-    else if (strcmp(name, "islands") == 0)
+    else if (strcmp(name, "device") == 0) {
+        /* the device type the baseline (else the run) ran on, as torch.autocast names it */
+        const an_run *r = x->c && x->c->alone ? x->c->runs
+                          : run_of(x, x->c && x->c->baseline >= 0 ? x->c->baseline : src_run(x));
+        *v = str(r && r->device[0] ? r->device : "cuda");
+    } else if (strcmp(name, "islands") == 0)
         *v = str(R ? R->islands : "?");
     else if (strcmp(name, "fp32_layers") == 0)
         *v = str(R ? R->fp32_layers : "?");
@@ -315,6 +330,8 @@ static int named_style(const msg_src *x, const char *style, double d, char *buf,
     return 1;
 }
 
+/* Styles beyond msgtab.c's list: dur (milliseconds as "8.4 s" / "12.3 ms", msg_duration), py2 (a
+ * Python literal: "2.0**22" for a power of two); for a string, pylist (format_val). */
 static void style_num(const msg_src *x, const char *style, double d, char *buf, size_t n)
 {
     if (!style || !*style)
@@ -348,6 +365,16 @@ static void style_num(const msg_src *x, const char *style, double d, char *buf, 
         snprintf(buf, n, "%g%%", 100 * (1 - d));
     else if (strcmp(style, "scale") == 0)
         msg_scale(buf, n, d);
+    else if (strcmp(style, "dur") == 0)
+        msg_duration(buf, n, d);
+    else if (strcmp(style, "py2") == 0) {
+        /* a Python literal: 2.0**22 for a power of two, else the shortest exact repr */
+        int e;
+        if (isfinite(d) && d > 0 && frexp(d, &e) == 0.5)
+            snprintf(buf, n, "2.0**%d", e - 1);
+        else
+            snprintf(buf, n, "%.17g", d);
+    }
     else if (strcmp(style, "pow2") == 0)
         snprintf(buf, n, "2^%.0f", d);
     else if (strcmp(style, "l2") == 0)
@@ -356,10 +383,33 @@ static void style_num(const msg_src *x, const char *style, double d, char *buf, 
         fmt_num(buf, n, d, 6);
 }
 
+/* "a,b" -> "\"a\", \"b\"": a comma list as the items of a Python list of strings. */
+static void py_list(char *buf, size_t n, const char *s)
+{
+    out o = {buf, n, 0};
+    buf[0] = 0;
+    for (const char *p = s; *p;) {
+        size_t k = strcspn(p, ",");
+        if (o.len)
+            puts_(&o, ", ");
+        puts_(&o, "\"");
+        for (size_t i = 0; i < k; i++) {
+            if (p[i] == '"' || p[i] == '\\')
+                put(&o, "\\", 1);
+            put(&o, p + i, 1);
+        }
+        puts_(&o, "\"");
+        p += k + (p[k] == ',');
+    }
+}
+
 static void format_val(msg_src *x, const val *v, const char *style, char *buf, size_t n)
 {
     if (v->type == V_STR) {
-        snprintf(buf, n, "%s", v->s);
+        if (style && strcmp(style, "pylist") == 0)
+            py_list(buf, n, v->s);
+        else
+            snprintf(buf, n, "%s", v->s);
         return;
     }
     if (v->style && strcmp(v->style, "const") == 0) {

@@ -84,6 +84,11 @@ static const fig_words figs[AN_NFIGS] = {
                           "the median over layers of each layer's median ||dw|| / ||w|| over the traced steps "
                           "(norm layers left out); without update records, the median of the steps' own ratio; "
                           "healthy near {K.RATIO_TARGET}"},
+    [FIG_STEP_TIME] = {"median step time",
+                       "the median over the steps of each step's wall-clock time as the writer measured it "
+                       "(/steps wall_ms: ampdiag run from the step's start to its record, ampdiag.torch "
+                       "between its step() calls), on the machine that ran it; traced steps, slower, are "
+                       "among them (a few in ten with the default cadence)"},
 };
 
 static const fig_words cfigs[MSG_NCFIGS] = {
@@ -205,6 +210,7 @@ void msg_fig_value(char *buf, size_t n, const an_run *r, an_figid id)
     case U_SCALE: msg_scale(buf, n, v.v); break;
     case U_COUNT:
     case U_STEP: snprintf(buf, n, "%.0f", v.v); break;
+    case U_MS: msg_duration(buf, n, v.v); break;
     default: fmt_num(buf, n, v.v, 4); break;
     }
 }

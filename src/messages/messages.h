@@ -59,6 +59,26 @@ void msg_remedy(char *buf, size_t n, const msg_ctx *c, const rec_decision *d);
 const char *msg_item_key(const rec_item *it);
 
 /* ------------------------------------------------------------------------------------------
+ * How to apply a decision (apply.c): in ampdiag run's options, or in PyTorch's code for a run
+ * traced by ampdiag.torch. One table, a row per decision, a column per vocabulary.
+ * ------------------------------------------------------------------------------------------ */
+
+typedef enum msg_vocab { MSG_VOCAB_AMPDIAG = 0, MSG_VOCAB_PYTORCH, MSG_NVOCABS } msg_vocab;
+const char *msg_vocab_key(msg_vocab v);  /* "ampdiag", "pytorch" (JSON) */
+const char *msg_vocab_name(msg_vocab v); /* "ampdiag run's options", "PyTorch" */
+/* The vocabulary of a run's advice: PyTorch's for a trace ampdiag.torch wrote (its root
+ * attribute writer starts "ampdiag.torch"), else ampdiag's. */
+msg_vocab msg_run_vocab(const an_run *r);
+/* How to apply decision d in vocabulary v ("--clip 2.61", "torch.nn.utils.clip_grad_norm_(...,
+ * max_norm=2.61) ..."). Returns 1, or 0 with "" where it is not applied that way (an undecided
+ * precision, a recipe's plan). */
+int msg_apply(char *buf, size_t n, const msg_ctx *c, const rec_decision *d, msg_vocab v);
+/* info: what a run's own finding suggests setting (a clip value, an FP16 run's loss scale, FP32
+ * optimizer state) as the decision's words and how to apply it: "clip the gradient norm at
+ * 2.61: torch.nn.utils...". 1, or 0 with "" when the finding suggests nothing to set. */
+int msg_apply_finding(char *buf, size_t n, const msg_ctx *c, const an_finding *f, msg_vocab v);
+
+/* ------------------------------------------------------------------------------------------
  * Figures: one name, one unit, one definition each
  * ------------------------------------------------------------------------------------------ */
 
@@ -141,6 +161,7 @@ const char *msg_tune_key(msg_tune_id id);
  * ------------------------------------------------------------------------------------------ */
 
 void msg_scale(char *buf, size_t n, double v);   /* "2^16" for powers of two, else "%g" */
+void msg_duration(char *buf, size_t n, double ms); /* "8.4 s", "0.21 s", "12.3 ms", "-" (NaN) */
 void msg_pct(char *buf, size_t n, double f);     /* "0%", "1.5e-05%", "12.3%", "+inf", "?" */
 void msg_const(char *buf, size_t n, an_kid k);   /* a constant in its style: "1 in 500", "1%" */
 const char *msg_kind_words(int kind);            /* "activation gradients" */
@@ -168,5 +189,9 @@ int msg_rules_markdown(FILE *f);
 /* Every template expands without an unknown name (a test): the number of problems, each
  * described on f (may be NULL). */
 int msg_check_templates(FILE *f);
+/* The table of msg_apply as Markdown (part of msg_rules_markdown), and its templates checked
+ * (part of msg_check_templates). */
+int msg_apply_markdown(FILE *f);
+int msg_apply_check(FILE *f);
 
 #endif

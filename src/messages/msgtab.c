@@ -24,6 +24,10 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
     [F_NONE] = {NULL, F_NONE, {0}, "", NULL},
     [F_NOT_COMPLETE] = {NULL, F_NONE, {0}, "{run}: status '{status}', {steps} steps", NULL},
     [F_CUT_OFF] = {NULL, F_NONE, {0}, "{run} was cut off (status 'running'): its numbers cover {steps} steps", NULL},
+    [F_NO_LOSS_SCALING] = {NULL, F_NONE, {0},
+                           "{run}: FP16 ran without a loss scaler (recorded at step {step}): gradients below 2^-24 "
+                           "flush to zero{?zero:; {zero:pc1} of the traced gradient values were zero}",
+                           "FP16 without a loss scaler"},
     [F_INTERRUPTED] = {NULL, F_NONE, {0}, "{run}: interrupted after {steps} steps", NULL},
     [F_DIVERGED] = {NULL, F_NONE, {0}, "{run}: diverged from step {step}{?why:: {why}}", "diverges from step {step}"},
     [F_LOSS_NONFINITE] = {NULL, F_NONE, {0}, "{run}: non-finite loss at {count} steps, first at step {first_step}",
@@ -410,6 +414,11 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "calibration), loss scale {scale_init:scale} -> {scale_final:scale}", NULL),
     I(R_FP16_CLEAN_UNSCALED, "fp16_clean_unscaled", F_NONE, {0},
       "{run}: no NaN/inf in the forward pass, no skipped steps (no loss scaling)", NULL),
+    I(R_FP16_NO_SCALER, "fp16_no_scaler", F_NO_LOSS_SCALING, {0},
+      "{run} ran FP16 without a loss scaler{?zero: ({zero:pc1} of its traced gradient values were zero)}: "
+      "gradients below 2^-24 flush to zero, so it is no evidence that fp16 works; run fp16 with dynamic "
+      "loss scaling (a GradScaler), or bf16",
+      "no loss scaler"),
     I(R_GAP_OUTSIDE, "loss_gap_outside_band", F_CMP_GAP, {"bf16", "pure"},
       "{run}: " METRIC " {value:g4} vs {base:g4} in {run2} (+{rel:pct}), outside the noise band "
       "+-{band:pct}{?pure: (the lost updates above)}",
@@ -713,6 +722,10 @@ const msg_row msg_item_rows[REC_NMIDS] = {
     I(R_WARN_HIST_SAMPLED, "trace_histograms_sampled", F_HIST_SAMPLED, {0},
       "{run}: {read} of {total} histogram records read (evenly spaced blocks); fractions come from that sample",
       NULL),
+    I(R_SPEED_FASTER, "speed_faster", F_NONE, {"other", "time", "time_other", "factor"},
+      "{run} is the faster of two viable precisions: {time:dur} a step against {other:run}'s {time_other:dur} "
+      "on this machine ({factor:g2}x, median step times, more than {K.STEP_TIME_FACTOR}); reported, the verdict "
+      "does not weigh speed", NULL),
 };
 
 const msg_row msg_decision_rows[REC_NWHATS] = {

@@ -190,6 +190,32 @@ static void text_findings(FILE *f, const an_run *r, int width)
         }
 }
 
+/* A trace ampdiag.torch wrote: what its findings suggest setting, in PyTorch's terms (messages.h,
+ * msg_apply_finding), once each. A trace of ampdiag run has its options in compare's advice. */
+static void text_apply(FILE *f, const an_run *r, int width)
+{
+    if (msg_run_vocab(r) != MSG_VOCAB_PYTORCH)
+        return;
+    const an_finding_list *L = an_run_findings(r);
+    msg_ctx m = msg_ctx_run(r);
+    char buf[1800], line[1900];
+    int any = 0;
+    for (size_t i = 0; i < L->n; i++) {
+        if (!msg_apply_finding(buf, sizeof buf, &m, &L->v[i], MSG_VOCAB_PYTORCH))
+            continue;
+        int dup = 0;
+        for (size_t k = 0; k < i && !dup; k++)
+            dup = L->v[k].id == L->v[i].id;
+        if (dup)
+            continue;
+        if (!any)
+            fprintf(f, "apply in %s (traced by ampdiag.torch):\n", msg_vocab_name(MSG_VOCAB_PYTORCH));
+        any = 1;
+        snprintf(line, sizeof line, "%s", buf);
+        wrap_para(f, "  -", 4, line, width);
+    }
+}
+
 static void text_events(FILE *f, const an_run *r, size_t top, int width)
 {
     char line[4000];
@@ -369,6 +395,7 @@ int report_info_text(FILE *f, const an_run *r, const info_opts *o)
     loss_figures(f, r, width);
     stability_figures(f, r, width);
     text_findings(f, r, width);
+    text_apply(f, r, width);
     text_events(f, r, top, width);
     text_headroom(f, r, 0, top, width);
     text_headroom(f, r, 1, top, width);

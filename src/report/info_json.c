@@ -193,6 +193,27 @@ static void json_whatif(jw *w, const an_run *r, const an_findings *fd)
     }
 }
 
+/* What the run's findings suggest setting, in the vocabulary of its writer (messages.h,
+ * msg_apply_finding): {vocabulary, lines}. */
+static void json_apply(jw *w, const an_run *r, const msg_ctx *m)
+{
+    const an_finding_list *L = an_run_findings(r);
+    msg_vocab v = msg_run_vocab(r);
+    char buf[1800];
+    jw_open(w, "apply", '{');
+    jw_str(w, "vocabulary", msg_vocab_key(v));
+    jw_open(w, "lines", '[');
+    for (size_t i = 0; i < L->n; i++) {
+        int dup = 0;
+        for (size_t k = 0; k < i && !dup; k++)
+            dup = L->v[k].id == L->v[i].id;
+        if (!dup && msg_apply_finding(buf, sizeof buf, m, &L->v[i], v))
+            jw_str(w, NULL, buf);
+    }
+    jw_close(w, ']');
+    jw_close(w, '}');
+}
+
 int report_info_json(FILE *f, const an_run *r)
 {
     const an_findings *fd = r->find;
@@ -216,6 +237,7 @@ int report_info_json(FILE *f, const an_run *r)
     report_json_findings(&w, "findings", r);
     report_json_figures(&w, "figures", r);
     report_json_finding_list(&w, "evidence", an_run_findings(r), &m);
+    json_apply(&w, r, &m);
     jw_close(&w, '}');
     return jw_end(&w);
 }

@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 void report_in_init(report_in *in, const an_run *runs, size_t n, const an_comparison *c,
@@ -48,6 +49,8 @@ const char *report_row_label(const report_in *in, int row)
     switch (row) {
     case ROW_STATUS: return "status";
     case ROW_STEPS: return msg_fig_name(FIG_STEPS);
+    case ROW_STEP_TIME: return msg_fig_name(FIG_STEP_TIME);
+    case ROW_EVAL_ACC: return msg_fig_name(FIG_EVAL_METRIC);
     case ROW_LOSS: return msg_fig_name(loss_is_eval(in) ? FIG_EVAL_LOSS : FIG_LOSS_WINDOW);
     case ROW_CURVE: return msg_cfig_name(MSG_CURVE_GAP);
     case ROW_NONFINITE: return msg_fig_name(FIG_NONFINITE_EVENTS);
@@ -63,6 +66,12 @@ const char *report_row_label(const report_in *in, int row)
     }
 }
 
+/* The run's final eval metric is an accuracy (the trace says so) and was recorded. */
+static int is_accuracy(const an_run *r)
+{
+    return strcmp(r->eval_metric, "accuracy") == 0 && isfinite(an_fig(r, FIG_EVAL_METRIC).v);
+}
+
 int report_row_wanted(const report_in *in, int row)
 {
     int any = 0;
@@ -74,6 +83,8 @@ int report_row_wanted(const report_in *in, int row)
         case ROW_FLUSH_AT_SCALE: any |= !isnan(an_fig(r, FIG_FP16_FLUSH_AT_SCALE).v); break;
         case ROW_SPIKES: any |= r->loss_spikes > 0; break;
         case ROW_DIVERGED: any |= r->diverged; break;
+        case ROW_STEP_TIME: any |= !isnan(an_fig(r, FIG_STEP_TIME).v); break;
+        case ROW_EVAL_ACC: any |= is_accuracy(r); break;
         default: any = 1;
         }
     }
@@ -158,6 +169,13 @@ void report_cell(char *buf, size_t n, const report_in *in, size_t i, int row)
     switch (row) {
     case ROW_STATUS: snprintf(buf, n, "%s", r->cut_off ? "cut off" : r->status_text); break;
     case ROW_STEPS: msg_fig_value(buf, n, r, FIG_STEPS); break;
+    case ROW_STEP_TIME: msg_fig_value(buf, n, r, FIG_STEP_TIME); break;
+    case ROW_EVAL_ACC:
+        if (is_accuracy(r))
+            msg_pct(buf, n, an_fig(r, FIG_EVAL_METRIC).v);
+        else
+            snprintf(buf, n, "-");
+        break;
     case ROW_LOSS: loss_cell(buf, n, in, i); break;
     case ROW_CURVE: curve_cell(buf, n, in, i); break;
     case ROW_NONFINITE: nonfinite_cell(buf, n, r); break;
@@ -209,6 +227,33 @@ void report_table_notes(const report_in *in, void (*note)(const char *label, con
         note(msg_fig_name(defined[k]), d, arg);
     }
     note("*", "predicted from a run in another precision (what FP16 would do)", arg);
+}
+
+msg_vocab report_vocab(const report_in *in) { return msg_run_vocab(&in->runs[in->c->baseline]); }
+
+size_t report_apply_lines(const report_in *in, void (*line)(const char *what, const char *how, void *arg),
+                          void *arg)
+{
+    msg_vocab v = report_vocab(in);
+    char (*seen)[1200] = NULL;
+    size_t nseen = 0, nd = in->R->decisions.n;
+    if (nd && !(seen = malloc(nd * sizeof *seen)))
+        return 0;
+    for (size_t i = 0; i < nd; i++) {
+        const rec_decision *d = &in->R->decisions.v[i];
+        char what[400];
+        if (!msg_apply(seen[nseen], sizeof seen[nseen], &in->m, d, v))
+            continue;
+        int dup = 0;
+        for (size_t k = 0; k < nseen && !dup; k++)
+            dup = strcmp(seen[k], seen[nseen]) == 0;
+        if (dup)
+            continue;
+        msg_decision(what, sizeof what, &in->m, d);
+        line(what, seen[nseen++], arg);
+    }
+    free(seen);
+    return nseen;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -13,8 +13,10 @@
 enum {
     ROW_STATUS,
     ROW_STEPS,
+    ROW_STEP_TIME, /* median step time (runs that timed their steps) */
     ROW_LOSS,     /* the loss the gaps are measured on: final eval loss or final-window loss */
     ROW_CURVE,
+    ROW_EVAL_ACC, /* final eval accuracy (runs whose eval metric is an accuracy) */
     ROW_NONFINITE,
     ROW_SKIPPED,
     ROW_SCALE,
@@ -51,6 +53,14 @@ void report_run_header(char *buf, size_t n, const report_in *in, size_t i);
  * what "*" means. Calls note(label, text, arg) for each. */
 void report_table_notes(const report_in *in, void (*note)(const char *label, const char *text, void *arg),
                         void *arg);
+
+/* The vocabulary the advice is given in: the baseline's writer's (messages.h, msg_run_vocab). */
+msg_vocab report_vocab(const report_in *in);
+/* The Apply lines: each decision's words and how to apply it in the report's vocabulary, one
+ * line per distinct way (two loss-scale options say the same in PyTorch), in decision order.
+ * Calls line(what, how, arg) for each; returns how many. */
+size_t report_apply_lines(const report_in *in, void (*line)(const char *what, const char *how, void *arg),
+                          void *arg);
 
 /* The comparison's notes: its findings but the gaps and deviations (those are in the table). */
 int report_is_note(const an_finding *f);

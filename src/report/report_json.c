@@ -493,8 +493,31 @@ static void json_decisions(jw *w, const report_in *in)
         jw_str(w, "scope", d->option[0] ? rec_scope_name(d->scope) : NULL);
         jw_str(w, "text", text);
         jw_str(w, "why", why[0] ? why : NULL);
+        jw_open(w, "apply", '{');
+        for (int v = 0; v < MSG_NVOCABS; v++) {
+            char how[1200];
+            int has = msg_apply(how, sizeof how, &in->m, d, (msg_vocab)v);
+            jw_str(w, msg_vocab_key((msg_vocab)v), has ? how : NULL);
+        }
+        jw_close(w, '}');
         jw_close(w, '}');
     }
+    jw_close(w, ']');
+}
+
+static void json_apply_line(const char *what, const char *how, void *arg)
+{
+    char line[1700];
+    snprintf(line, sizeof line, "%s: %s", what, how);
+    jw_str(arg, NULL, line);
+}
+
+/* The vocabulary the text's Apply section used, and its lines. */
+static void json_apply(jw *w, const report_in *in)
+{
+    jw_str(w, "vocabulary", msg_vocab_key(report_vocab(in)));
+    jw_open(w, "apply", '[');
+    report_apply_lines(in, json_apply_line, w);
     jw_close(w, ']');
 }
 
@@ -524,6 +547,8 @@ static void json_recommendation(jw *w, const report_in *in)
     json_remedies(w, in);
     json_lr_clip(w, in);
     json_section(w, "warnings", in, SEC_WARN);
+    json_section(w, "speed", in, SEC_SPEED);
+    json_apply(w, in);
     json_decisions(w, in);
     json_items(w, in);
     jw_close(w, '}');

@@ -328,6 +328,35 @@ static void md_recipes(FILE *f, const report_in *in, const report_opts *o)
         report_md_recipe(f, &in->runs[i], rc);
 }
 
+static void md_apply_line(const char *what, const char *how, void *arg)
+{
+    FILE *f = arg;
+    fputs("- ", f);
+    md(f, what);
+    fputs(": ", f);
+    str_fputs_md_code(how, f);
+    fputs("\n", f);
+}
+
+/* How to apply the decisions, in the vocabulary of the baseline's writer. */
+static void md_apply(FILE *f, const report_in *in)
+{
+    msg_vocab v = report_vocab(in);
+    FILE *mem;
+    char *buf = NULL;
+    size_t len = 0;
+    if (!(mem = open_memstream(&buf, &len)))
+        return;
+    size_t n = report_apply_lines(in, md_apply_line, mem);
+    if (fclose(mem) == 0 && n) {
+        fprintf(f, "\n### Apply (%s)\n\n", msg_vocab_name(v));
+        if (v == MSG_VOCAB_PYTORCH)
+            fprintf(f, "The baseline was traced by ampdiag.torch: the changes in PyTorch's terms.\n\n");
+        fputs(buf, f);
+    }
+    free(buf);
+}
+
 int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *c,
                     const recommendation *R, const report_opts *o)
 {
@@ -336,7 +365,12 @@ int report_markdown(FILE *f, const an_run *runs, size_t n, const an_comparison *
     const char *list = o ? o->whatif : NULL;
     md_headline(f, &in);
     md_ranks(f, &in);
+    md_apply(f, &in);
     md_table(f, &in);
+    if (rec_find_item(R, SEC_SPEED, R_NONE, F_NONE)) {
+        fprintf(f, "\n### Speed\n\n");
+        items(f, &in, SEC_SPEED, NULL);
+    }
     md_ranges(f, &runs[c->baseline], list);
     md_evidence(f, &in);
     if (R->items.n && rec_find_item(R, SEC_WARN, R_NONE, F_NONE)) {

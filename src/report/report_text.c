@@ -145,6 +145,38 @@ static void precision_section(const text_out *t, const report_in *in)
     }
 }
 
+static void apply_line(const char *what, const char *how, void *arg)
+{
+    const text_out *t = arg;
+    char line[1700];
+    snprintf(line, sizeof line, "- %s: %s", what, how);
+    wrap_para(t->f, "", LABEL, line, t->width);
+}
+
+/* How to apply the decisions, in the vocabulary of the baseline's writer. */
+static void apply(const text_out *t, const report_in *in)
+{
+    char head[200];
+    msg_vocab v = report_vocab(in);
+    snprintf(head, sizeof head, "in %s%s:", msg_vocab_name(v),
+             v == MSG_VOCAB_PYTORCH ? " (the baseline was traced by ampdiag.torch)" : "");
+    FILE *mem;
+    char *buf = NULL;
+    size_t len = 0;
+    if (!(mem = open_memstream(&buf, &len)))
+        return;
+    text_out m = {mem, t->width};
+    size_t n = report_apply_lines(in, apply_line, &m);
+    if (fclose(mem) == 0 && n) {
+        wrap_para(t->f, "Apply", LABEL, head, t->width);
+        fputs(buf, t->f);
+        fputc('\n', t->f);
+    }
+    free(buf);
+}
+
+static void speed(const text_out *t, const report_in *in) { items(t, in, SEC_SPEED, "Speed", ""); }
+
 static void remedies(const text_out *t, const report_in *in)
 {
     const rec_decision *d[16];
@@ -259,8 +291,10 @@ int report_text(FILE *f, const an_run *runs, size_t n, const an_comparison *c, c
     text_out t = {f, o && o->width >= WRAP_MIN ? o->width : wrap_width(f)};
     headline(&t, &in);
     ranks(&t, &in);
+    apply(&t, &in);
     if (table(&t, &in))
         return -1;
+    speed(&t, &in);
     precision_section(&t, &in);
     items(&t, &in, SEC_SCALE, "Loss scale", "");
     remedies(&t, &in);

@@ -363,6 +363,15 @@ def test_precisions():
     ok(okc, "ampdiag compare of the three runs: exit %d%s" % (r.returncode, "" if okc else " " + r.stderr[-300:]))
     r2 = run("compare", *files)
     ok(r2.returncode == 0 and "fp16" in r2.stdout, "ampdiag compare (text)")
+    # advice in PyTorch's terms: the traces' writer is ampdiag.torch
+    R = j["recommendation"] if j else {}
+    lines, dec = R.get("apply", []), R.get("decisions", [])
+    both = all(d["apply"]["pytorch"] for d in dec if d["apply"]["ampdiag"])
+    ok(R.get("vocabulary") == "pytorch" and lines and both and any("torch." in a for a in lines) and
+       not any(" --" in a for a in lines) and "\nApply      in PyTorch" in r2.stdout and
+       "\nmedian step time " in r2.stdout,
+       "compare on torch traces: advice in PyTorch's terms (%s), none in ampdiag's options; the median step time"
+       % lines)
     r3 = run("plot", *files, "-o", path("plots"))
     pngs = [f for f in os.listdir(path("plots")) if f.endswith(".png")] if os.path.isdir(path("plots")) else []
     ok(r3.returncode == 0 and "loss.png" in pngs, "ampdiag plot: exit %d, %d charts" % (r3.returncode, len(pngs)))
