@@ -32,6 +32,7 @@
 #include "messages/messages.h"
 #include "cli/cli.h"
 #include "cli/launch.h"
+#include "cli/tune_script.h"
 #include "util/escape.h"
 #include "util/json.h"
 #include "util/path.h"
@@ -98,6 +99,7 @@ static void usage(FILE *f)
             "exit status: 0 a configuration was verified, 1 none was (nothing learns; the report\n"
             "says why), 2 bad usage or a run refused its options, 3 I/O failure, 130 (143)\n"
             "stopped by SIGINT (SIGTERM)\n");
+    tune_script_usage(f);
 }
 
 enum { T_OUT = 1, T_PRECISIONS, T_LR, T_ROUNDS, T_JOBS, T_TARGET, T_HELP, T_REFUSE, T_PASS, T_LAUNCHER };
@@ -181,6 +183,7 @@ typedef struct tune_cfg {
     char **pass;
     int npass;
     int search_rounds;
+    tune_script *script;     /* `-- CMD ARGS`: the rounds run the user's command (tune_script.c) */
 } tune_cfg;
 
 enum { K_RUN = 0, K_LRFIND = 1 };
@@ -328,7 +331,7 @@ static int run_sweep(const tune_cfg *t, const char *dir, const char *tag, const 
     for (size_t i = 0; i < nextra; i++)
         argv[k++] = (char *)extra[i];
     argv[k] = NULL;
-    int rc = cli_run_self(argv, out, PROG);
+    int rc = t->script ? tune_script_round(t->script, argv, out, PROG) : cli_run_self(argv, out, PROG);
     free(argv);
     return rc;
 }
@@ -1105,6 +1108,8 @@ static void json_run(jw *w, const tune_state *S, size_t i)
     jw_bool(w, "healthy", t->unhealthy[0] == 0);
     jw_str(w, "unhealthy", t->unhealthy[0] ? t->unhealthy : NULL);
     jw_str(w, "command_line", t->command_line);
+    if (S->cfg->script)
+        tune_script_json_run(w, S->cfg->script, t->path);
     jw_bool(w, "yardstick", (long)i == S->yard);
     jw_bool(w, "verified", (long)i == S->chosen);
     jw_close(w, '}');
@@ -1161,6 +1166,8 @@ static void report_json(FILE *f, const tune_state *S)
     jw_str(&w, "format", "ampdiag-tune");
     jw_int(&w, "format_version", TUNE_JSON_VERSION);
     jw_bool(&w, "verified", S->verified);
+    if (S->cfg->script)
+        tune_script_json(&w, S->cfg->script);
     jw_str(&w, "verification_id", msg_tune_key(S->verification_id));
     jw_str(&w, "verification", S->verification);
     const trun *c = S->chosen >= 0 ? &S->runs[S->chosen] : NULL, *y = S->yard >= 0 ? &S->runs[S->yard] : NULL;
@@ -1345,6 +1352,11 @@ int cmd_tune(int argc, char **argv)
     tune_cfg t = {.out = NULL, .jobs = NULL, .target = TGT_ANY, .search_rounds = 4};
     double lr = NAN, rounds = 4, jv;
     int rc = set_precisions(&t, "fp32,fp16,bf16");
+    int split = tune_script_split(argc, argv); /* `-- CMD ARGS`: the user's command */
+    if (split < argc) {
+        rc = tune_script_open(&t.script, argv + split + 1, argc - split - 1, PROG);
+        argc = split;
+    }
     t.pass = calloc((size_t)argc * 2 + 1, sizeof *t.pass);
     if (!t.pass)
         return EXIT_IO;
@@ -1354,7 +1366,10 @@ int cmd_tune(int argc, char **argv)
     for (int id; !rc && (id = cli_next(&p)) != CLI_DONE;) {
         switch (id) {
         case T_OUT: t.out = p.arg; break;
-        case T_PRECISIONS: rc = set_precisions(&t, p.arg); break;
+        case T_PRECISIONS:
+            rc = t.script ? tune_script_check_precisions(PROG, p.arg) : 0;
+            rc = rc ? rc : set_precisions(&t, p.arg);
+            break;
         case T_LR: rc = parse_num("--lr", p.arg, 1e-12, 1e6, &lr) ? EXIT_USAGE : 0; break;
         case T_ROUNDS: rc = parse_num("--rounds", p.arg, 1, TUNE_MAX_SEARCH, &rounds) ? EXIT_USAGE : 0; break;
         case T_JOBS: rc = parse_num("--jobs", p.arg, 1, 64, &jv) ? EXIT_USAGE : 0; t.jobs = p.arg; break;
@@ -1365,7 +1380,7 @@ int cmd_tune(int argc, char **argv)
                 rc = EXIT_USAGE;
             }
             break;
-        case T_HELP: usage(stdout); free(t.pass); return 0;
+        case T_HELP: usage(stdout); free(t.pass); tune_script_free(t.script); return 0;
         case T_LAUNCHER: {
             launch_kind k;
             if (launch_kind_parse(p.arg, &k) != 0) {
@@ -1373,6 +1388,10 @@ int cmd_tune(int argc, char **argv)
                 rc = EXIT_USAGE;
             }
             t.launcher = p.arg;
+            if (!rc && t.script && k != LAUNCH_LOCAL) {
+                fprintf_text(stderr, "%s: --launcher %s: a command after '--' runs locally only\n", PROG, p.arg);
+                rc = EXIT_USAGE;
+            }
             break;
         }
         case T_REFUSE:
@@ -1383,7 +1402,7 @@ int cmd_tune(int argc, char **argv)
             rc = EXIT_USAGE;
             break;
         case T_PASS:
-            rc = cli_check_passed_option(PROG, p.opt, p.arg);
+            rc = t.script ? tune_script_check_option(PROG, p.opt->name) : cli_check_passed_option(PROG, p.opt, p.arg);
             t.pass[t.npass++] = (char *)p.opt->name;
             if (p.arg)
                 t.pass[t.npass++] = (char *)p.arg;
@@ -1424,6 +1443,7 @@ int cmd_tune(int argc, char **argv)
     }
     free(S);
     free(t.pass);
+    tune_script_free(t.script);
     if (fflush(stdout) != 0 && !rc)
         rc = EXIT_IO;
     return rc;
