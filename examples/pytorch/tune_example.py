@@ -92,7 +92,10 @@ def main():
     scaler = cfg.scaler("cpu")                               # tune: the GradScaler (or a disabled one)
     x, y = train
     g = torch.Generator().manual_seed(cfg.seed + 1)
-    with cfg.trace(model, opt, scaler, path=args.trace, attrs={"model": "tune_example mlp"}) as tracer:
+    yv = val[1]
+    data = {"model": "tune_example mlp", "data": "synthetic, %s labels" % args.labels, "data_classes": 4,
+            "data_val_rows": len(yv), "data_val_chance": float(torch.bincount(yv).max()) / len(yv)}
+    with cfg.trace(model, opt, scaler, path=args.trace, attrs=data) as tracer:
         per, correct = evaluate(model, val, cfg)  # tune: the initial evaluation, what learning is measured against
         tracer.eval(per.mean(), correct.mean(), examples=per, example_metric=correct, initial=True)
         for t in range(cfg.steps):
