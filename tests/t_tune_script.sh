@@ -7,6 +7,8 @@
 #   - an lr 500x too high (--lr 1.5): round 1 does not learn, the LR range test and the lr search
 #     run the script with AMPDIAG_TUNE_LR (and the range test's schedule and steps), and a run
 #     that learns is verified; tune.json lists every run with its command and variables;
+#   - --fp32-search on a first layer whose outputs overflow FP16 (--fc1-scale 1e6): the smallest set
+#     of modules kept in FP32 for fp16 to pass is found (fc1), through AMPDIAG_TUNE_FP32_LAYERS;
 #   - labels nothing can learn (--labels random): exit 1, "nothing learns", nothing verified;
 #   - bad usage, exit 2 before any work: nothing after '--', a command not found, an option of
 #     ampdiag run's a script cannot be told, a precision autocast has not, the Slurm launcher; and
@@ -78,6 +80,13 @@ for r in runs:
         need(env.get("AMPDIAG_TUNE_SCHEDULE", "").startswith("range:") and env.get("AMPDIAG_TUNE_STEPS") == "100",
              "the range test's schedule and steps: %r" % env)
 need(d["command"] == cmd, "top-level command %r" % d.get("command"))
+if d["verified"]:
+    v = [r for r in runs if r["verified"]][0]
+    want = " ".join("%s=%s" % kv for kv in v["env"].items() if kv[0] != "AMPDIAG_TUNE_TRACE") + " " + cmd
+    need(d.get("reproduce") == want, "reproduce %r, not %r" % (d.get("reproduce"), want))
+    need("lr=%s" % v["env"]["AMPDIAG_TUNE_LR"] in (d.get("pytorch") or ""), "pytorch %r" % d.get("pytorch"))
+else:
+    need(d.get("reproduce") is None and d.get("pytorch") is None, "no reproduce/pytorch when nothing is verified")
 need(any(r["range_test"] for r in runs), "a range test run")
 if what == "fixed":
     need(d["verified"] is True and d["verification_id"] == "verified", "verified: %r" % d["verification"])
@@ -107,9 +116,49 @@ check '[ $rc -eq 0 ]' "lr too high: exit 0 ($rc)"
 check 'grep -q "^Verified: .* learns (eval loss" "$T/high.out"' "lr too high: Verified, a run that learns"
 out=$(json_check "$T/high" fixed "$py $EX --lr 1.5")
 check '[ "$out" = ok ]' "lr too high: tune.json: every run with its command and variables, the verified one learns ($out)"
+check 'grep -q "^In PyTorch terms: torch.autocast(device_type, dtype=torch.bfloat16); the optimizer.s lr=0.00[0-9]*\.$" "$T/high.out" || grep -q "^In PyTorch terms: no autocast (FP32); the optimizer.s lr=0.00[0-9]*\.$" "$T/high.out"' \
+    "lr too high: the verified configuration in PyTorch terms"
+check 'grep -q "^Run it again .*: AMPDIAG_TUNE_PRECISION=[bf][fp][13][26] AMPDIAG_TUNE_LR=0.00[0-9]* $py $EX --lr 1.5$" "$T/high.out"' \
+    "lr too high: the command line that runs it again, with its variables"
 check '[ -s "$T/high/round-1/run-fp32.log" ] && grep -q "fp32 lr 1.5: eval loss" "$T/high/round-1/run-fp32.log"' \
     "the command's output is in DIR/round-1/run-fp32.log"
 [ $rc -eq 0 ] || sed 's/^/# /' "$T/high.err" | tail -20
+
+# --- --fp32-search: fc1's outputs overflow FP16 (--fc1-scale 1e6): fp16 fails, fp16 with fc1 alone
+# in FP32 passes, and the search finds that set (its 4 layers with parameters: fc1, norm1 (the
+# LayerNorm), fc2, head; every one in FP32 first, then the prefix fc1,norm1, then fc1)
+"$AMPDIAG" tune -o "$T/search" --precisions fp32,fp16 --fp32-search --rounds 1 -j 2 -- "$py" "$EX" --fc1-scale 1e6 \
+    >"$T/search.out" 2>"$T/search.err"
+rc=$?
+check '[ $rc -eq 0 ]' "fp32-search: exit 0 ($rc)"
+out=$("$py" - "$T/search" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1] + "/tune.json"))
+s = d["fp32_search"]
+bad = []
+if not (s and s["found"] and s["layers"] == "fc1" and s["precision"] == "fp16"):
+    bad.append("fp32_search %r" % (s,))
+lr = [r["lr"] for r in d["runs"] if r["path"] == (s or {}).get("run")]
+base = [r for r in d["runs"] if r["precision"] == "fp16" and "AMPDIAG_TUNE_FP32_LAYERS" not in r["env"]
+        and lr and abs(r["lr"] - lr[0]) <= 1e-6 * lr[0]]
+if not (base and (base[0]["learns"] is not True or not base[0]["healthy"])):
+    bad.append("the fp16 run without FP32 layers should fail: %r" % [(r["learns"], r["healthy"]) for r in base])
+found = [r for r in d["runs"] if r["path"] == (s or {}).get("run")]
+if not (found and found[0]["env"].get("AMPDIAG_TUNE_FP32_LAYERS") == "fc1" and found[0]["learns"] is True
+        and found[0]["healthy"]):
+    bad.append("the run found: %r" % [(r["env"], r["learns"], r["healthy"]) for r in found])
+every = [r for r in d["runs"] if r["round"].startswith("fp32-search-")]
+if not any(r["env"].get("AMPDIAG_TUNE_FP32_LAYERS") == "fc1,norm1,fc2,head" for r in every):
+    bad.append("no search run with every layer in FP32: %r" % [r["env"].get("AMPDIAG_TUNE_FP32_LAYERS") for r in every])
+if not d["verified"] or d["precision"] != "fp16":
+    bad.append("verified %r %r" % (d["verified"], d["precision"]))
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+check '[ "$out" = ok ]' "fp32-search: fp16 fails, every layer in FP32 passes, the smallest set found is fc1 ($out)"
+check 'grep -q "^--fp32-search: fp16 at lr [0-9.e-]* passes with fc1 in FP32 (1 of its 4 layers with parameters" "$T/search.out"' \
+    "fp32-search: the report names the set"
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/search.err" | tail -20
 
 # --- (b) labels nothing can learn: exit 1, nothing verified, with the evidence
 "$AMPDIAG" tune -o "$T/random" --precisions fp32,bf16 --rounds 1 -j 2 -- "$py" "$EX" --labels random \

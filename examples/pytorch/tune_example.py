@@ -12,7 +12,8 @@ Under tune, each configuration runs it with AMPDIAG_TUNE_* variables that tune_c
 
     ampdiag tune -o tuned -- python examples/pytorch/tune_example.py --lr 1.5
 
-The lines that opt in are marked "tune:". --labels random makes labels that nothing can learn.
+The lines that opt in are marked "tune:". --labels random makes labels that nothing can learn;
+--fc1-scale 1e6 makes the first layer's outputs overflow FP16 (what --fp32-search finds).
 """
 import argparse
 import os
@@ -28,9 +29,12 @@ F = torch.nn.functional
 
 
 class MLP(torch.nn.Module):
-    def __init__(self, d_in=32, hidden=128, classes=4):
+    def __init__(self, d_in=32, hidden=128, classes=4, fc1_scale=1.0):
         super().__init__()
         self.fc1 = torch.nn.Linear(d_in, hidden)
+        # fc1_scale != 1: fc1's weights that much larger and a LayerNorm after it (inputs in raw
+        # units: fc1's outputs overflow FP16's 65504 when it is large, the rest is normalised)
+        self.norm1 = torch.nn.LayerNorm(hidden) if fc1_scale != 1.0 else torch.nn.Identity()
         self.act1 = torch.nn.GELU()
         self.fc2 = torch.nn.Linear(hidden, hidden)
         self.act2 = torch.nn.GELU()
@@ -38,9 +42,11 @@ class MLP(torch.nn.Module):
         with torch.no_grad():  # near-uniform predictions at the start: the initial loss is ln(classes)
             self.head.weight.mul_(0.01)
             self.head.bias.zero_()
+            self.fc1.weight.mul_(fc1_scale)
+            self.fc1.bias.mul_(fc1_scale)
 
     def forward(self, x):
-        return self.head(self.act2(self.fc2(self.act1(self.fc1(x)))))
+        return self.head(self.act2(self.fc2(self.act1(self.norm1(self.fc1(x))))))
 
 
 def make_data(labels, n_train=2048, n_val=512, d_in=32, classes=4):
@@ -78,6 +84,8 @@ def main():
     ap.add_argument("--scaler", default="dynamic", choices=("dynamic", "none"), help="fp16's GradScaler")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--labels", default="teacher", choices=("teacher", "random"))
+    ap.add_argument("--fc1-scale", type=float, default=1.0,
+                    help="fc1's weights times this, a LayerNorm after it (1e6: fc1 overflows FP16)")
     ap.add_argument("--eval-every", type=int, default=0, help="also evaluate every N steps (0: at the end)")
     ap.add_argument("--trace", default=None, help="trace into this file (under ampdiag tune: tune's)")
     args = ap.parse_args()
@@ -87,7 +95,7 @@ def main():
                                     scaler=args.scaler, seed=args.seed, eval_every=args.eval_every)
     torch.manual_seed(cfg.seed)
     train, val = make_data(args.labels)
-    model = MLP()
+    model = MLP(fc1_scale=args.fc1_scale)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr)  # tune: cfg.lr
     scaler = cfg.scaler("cpu")                               # tune: the GradScaler (or a disabled one)
     x, y = train

@@ -51,6 +51,8 @@ import torch
 
 PREFIX = "AMPDIAG_TUNE_"
 PRECISIONS = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}
+_KNOWN = {"TRACE", "PRECISION", "LR", "STEPS", "SEED", "CLIP", "LOSS_SCALE", "SCALE_INIT", "FP32_LAYERS",
+          "OPTIM_STATE", "SCHEDULE", "EVAL_EVERY", "TRACE_EVERY", "HIST_EVERY"}
 
 
 def _env(name):
@@ -134,6 +136,10 @@ class TuneConfig:
         self.trace_every = _num("TRACE_EVERY", int, trace_every)
         self.hist_every = _num("HIST_EVERY", int, hist_every)
         self._applied_to = set()
+        unknown = sorted(k for k in self.applied if k not in _KNOWN)
+        if unknown:
+            warnings.warn("ampdiag.torch.tune_config: %s not applied by ampdiag.torch (the script may read "
+                          "cfg.applied[NAME] itself)" % ", ".join(PREFIX + k for k in unknown), stacklevel=3)
 
     def __repr__(self):
         return ("TuneConfig(under_tune=%r, precision=%r, lr=%r, steps=%r, max_norm=%r, loss_scale=%r, "
@@ -259,6 +265,8 @@ class TuneConfig:
         attrs = dict(kwargs.pop("attrs", None) or {})
         if self.seed is not None:
             attrs.setdefault("seed", self.seed)
+        if self.fp32_layers:
+            attrs.setdefault("fp32_layers", ",".join(self.fp32_layers))
         if self.under_tune:
             attrs.setdefault("tune", " ".join("%s=%s" % kv for kv in sorted(self.applied.items())
                                               if kv[0] != "TRACE"))

@@ -385,17 +385,102 @@ int tune_script_round(tune_script *s, char **argv, const char *report, const cha
     return rc;
 }
 
-void tune_script_json(jw *w, const tune_script *s)
+static const ts_run *run_of(const tune_script *s, const char *trace)
+{
+    for (size_t i = s->n; trace && i-- > 0;)
+        if (strcmp(s->runs[i].trace, trace) == 0)
+            return &s->runs[i];
+    return NULL;
+}
+
+/* The value of variable NAME (without the prefix) in a run's environment, or NULL. */
+static const char *env_of(const ts_run *r, const char *name)
+{
+    size_t k = strlen(ENV_PREFIX), len = strlen(name);
+    for (size_t i = 0; r->env[i]; i++)
+        if (strncmp(r->env[i] + k, name, len) == 0 && r->env[i][k + len] == '=')
+            return r->env[i] + k + len + 1;
+    return NULL;
+}
+
+/* What a run's variables say in PyTorch's words: "torch.autocast(device_type,
+ * dtype=torch.bfloat16); the optimizer's lr=0.001; ...". */
+static void pytorch_terms(char *buf, size_t n, const ts_run *r)
+{
+    buf[0] = 0;
+#define ADD(...) do { size_t l_ = strlen(buf); snprintf(buf + l_, n - l_, "%s", l_ ? "; " : ""); \
+                      l_ = strlen(buf); snprintf(buf + l_, n - l_, __VA_ARGS__); } while (0)
+    const char *p = env_of(r, "PRECISION"), *v;
+    if (p && !strcmp(p, "fp32"))
+        ADD("no autocast (FP32)");
+    else if (p)
+        ADD("torch.autocast(device_type, dtype=torch.%s)", !strcmp(p, "fp16") ? "float16" : "bfloat16");
+    if ((v = env_of(r, "LR")))
+        ADD("the optimizer's lr=%s", v);
+    else
+        ADD("the script's own lr");
+    const char *ls = env_of(r, "LOSS_SCALE"), *si = env_of(r, "SCALE_INIT");
+    if (ls && !strcmp(ls, "none"))
+        ADD("no GradScaler");
+    else if (ls && strcmp(ls, "dynamic"))
+        ADD("torch.amp.GradScaler(init_scale=%s, growth_interval=2**31-1) (a static scale)", ls);
+    else if (ls || si)
+        ADD("torch.amp.GradScaler(%s%s)", si ? "init_scale=" : "", si ? si : "");
+    if ((v = env_of(r, "CLIP")))
+        ADD("torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=%s)", v);
+    if ((v = env_of(r, "FP32_LAYERS")))
+        ADD("modules %s kept in FP32 (their forward under torch.autocast(device_type, enabled=False), "
+            "inputs cast to float32)", v);
+    if ((v = env_of(r, "OPTIM_STATE")))
+        ADD("the optimizer state in %s (the parameters' dtype in PyTorch)", v);
+    if ((v = env_of(r, "SCHEDULE")))
+        ADD("lr schedule %s (warm-up steps[:minimum lr])", v);
+    if ((v = env_of(r, "STEPS")))
+        ADD("%s steps", v);
+#undef ADD
+}
+
+/* The run's variables but the trace, then the command: what runs it again by hand. */
+static void reproduce(char *buf, size_t n, const tune_script *s, const ts_run *r)
+{
+    buf[0] = 0;
+    for (size_t i = 0; r->env[i]; i++)
+        if (strncmp(r->env[i], ENV_PREFIX "TRACE=", strlen(ENV_PREFIX "TRACE=")))
+            quote_into(buf, n, r->env[i]);
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, "%s%s", len ? " " : "", s->line);
+}
+
+void tune_script_json(jw *w, const tune_script *s, const char *chosen)
 {
     jw_str(w, "command", s->line);
+    const ts_run *r = run_of(s, chosen);
+    char buf[4096];
+    if (r)
+        pytorch_terms(buf, sizeof buf, r);
+    jw_str(w, "pytorch", r ? buf : NULL);
+    if (r)
+        reproduce(buf, sizeof buf, s, r);
+    jw_str(w, "reproduce", r ? buf : NULL);
+}
+
+void tune_script_report(FILE *f, const tune_script *s, const char *chosen)
+{
+    const ts_run *r = run_of(s, chosen);
+    if (!r)
+        return;
+    char buf[4096];
+    pytorch_terms(buf, sizeof buf, r);
+    fprintf_text(f, "In PyTorch terms: %s.\n", buf);
+    reproduce(buf, sizeof buf, s, r);
+    fprintf_text(f, "Run it again (tune_config() applies the variables; add AMPDIAG_TUNE_TRACE=PATH to trace "
+                 "it): %s\n", buf);
 }
 
 void tune_script_json_run(jw *w, const tune_script *s, const char *trace)
 {
-    for (size_t i = s->n; i-- > 0;) {
-        const ts_run *r = &s->runs[i];
-        if (strcmp(r->trace, trace))
-            continue;
+    const ts_run *r = run_of(s, trace);
+    if (r) {
         jw_str(w, "command", r->command);
         jw_open(w, "env", '{');
         for (size_t k = 0; r->env[k]; k++) {
@@ -407,7 +492,6 @@ void tune_script_json_run(jw *w, const tune_script *s, const char *trace)
         jw_close(w, '}');
         jw_str(w, "log", r->log);
         jw_int(w, "exit_status", r->status);
-        return;
     }
 }
 

@@ -38,10 +38,16 @@ int tune_script_check_precisions(const char *prog, const char *list);
  * command and its log when one left none, EXIT_SIGNAL + the signal when stopped. */
 int tune_script_round(tune_script *s, char **argv, const char *report, const char *prog);
 
-/* tune.json: the command (top level), and for the run whose trace is trace: its command line as
- * run, the variables set, its log and exit status (nothing when it is not a script's run). */
-void tune_script_json(jw *w, const tune_script *s);
+/* tune.json: the command, and for the verified run (its trace chosen; NULL: none) what it sets
+ * in PyTorch's words ("pytorch") and the command line that runs it again ("reproduce") at the
+ * top level; for the run whose trace is trace: its command line as run, the variables set, its
+ * log and exit status (nothing when it is not a script's run). */
+void tune_script_json(jw *w, const tune_script *s, const char *chosen);
 void tune_script_json_run(jw *w, const tune_script *s, const char *trace);
+
+/* The text report's lines on the verified run (chosen: its trace; NULL: nothing): in PyTorch
+ * terms, and the command line that runs it again. */
+void tune_script_report(FILE *f, const tune_script *s, const char *chosen);
 
 /* The lines of `ampdiag tune --help` about "-- CMD". */
 void tune_script_usage(FILE *f);
