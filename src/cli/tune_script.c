@@ -292,7 +292,7 @@ int tune_script_round(tune_script *s, char **argv, const char *report, const cha
     char copy[128];
     snprintf(copy, sizeof copy, "%s", precisions);
     size_t first = s->n, nj = 0;
-    int rc = 0;
+    int rc = 0, said = 0;
     for (char *save = NULL, *p = strtok_r(copy, ",", &save); p && !rc; p = strtok_r(NULL, ",", &save)) {
         ts_run *r = new_run(s);
         if (!r) {
@@ -316,11 +316,13 @@ int tune_script_round(tune_script *s, char **argv, const char *report, const cha
         if (!rc && regular(r->trace) && unlink(r->trace) != 0) {
             fprintf_text(stderr, "%s: cannot remove the earlier '%s': %s\n", prog, r->trace, strerror(errno));
             rc = EXIT_IO;
+            said = 1;
         }
         nj++;
     }
     if (rc) {
-        fprintf_text(stderr, "%s: out of memory\n", prog);
+        if (!said)
+            fprintf_text(stderr, "%s: out of memory (or more than %d variables for a run)\n", prog, TS_MAX_ENV);
         return rc;
     }
     launch_job *js = calloc(nj, sizeof *js);
