@@ -197,6 +197,9 @@ _OPTIONAL = {
     "ampdiag_trace_append_traced": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(TracedRow)]),
     "ampdiag_trace_set_rank": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(RankInfo)]),
     "ampdiag_event_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "ampdiag_trace_append_eval_examples": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64,
+                                                          ctypes.POINTER(ctypes.c_double),
+                                                          ctypes.POINTER(ctypes.c_double), ctypes.c_size_t]),
     "ampdiag_update_lost_counts": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                           ctypes.POINTER(ctypes.c_uint64)]),
 }
@@ -362,6 +365,22 @@ class TraceWriter:
 
     def append_eval(self, step, loss, metric=math.nan, loss_se=math.nan):
         _check(self._L.ampdiag_trace_append_eval_se(self._h(), step, float(loss), float(metric), float(loss_se)))
+
+    def append_eval_examples(self, step, losses, metrics=None):
+        """The /eval_examples rows of the evaluation at step (-1: the initial one): each validation
+        example's loss (and metric). False when this libampdiag is older than the table."""
+        f = getattr(self._L, "ampdiag_trace_append_eval_examples", None)
+        if f is None:
+            return False
+        n = len(losses)
+        lv = (ctypes.c_double * max(n, 1))(*[float(x) for x in losses])
+        mv = None
+        if metrics is not None:
+            if len(metrics) != n:
+                raise ValueError("ampdiag: append_eval_examples: %d losses but %d metrics" % (n, len(metrics)))
+            mv = (ctypes.c_double * max(n, 1))(*[float(x) for x in metrics])
+        _check(f(self._h(), int(step), lv, mv, n))
+        return True
 
     def flush(self):
         _check(self._L.ampdiag_trace_flush(self._h()))

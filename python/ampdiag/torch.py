@@ -52,7 +52,7 @@ from . import _cadence, _lib, _quant, _stats
 from . import dist as _dist
 from ._lib import AmpdiagError, LibraryNotFound
 
-__all__ = ["Tracer", "trace", "AmpdiagError", "AmpdiagWarning", "LibraryNotFound"]
+__all__ = ["Tracer", "trace", "tune_config", "TuneConfig", "AmpdiagError", "AmpdiagWarning", "LibraryNotFound"]
 
 
 class AmpdiagWarning(UserWarning):
@@ -366,6 +366,7 @@ class Tracer:
                                        flush_seconds=flush_seconds, background=True)
         self.path = self.writer.path
         self._header = False
+        self._pending_evals = []
         self._layer_order = None
         self.t = 0
         self._cad = _cadence.Cadence(None if self.trace_budget is not None else self.trace_every,
@@ -1096,6 +1097,9 @@ class Tracer:
             L.index = w.add_layer(L.name, L.op, L.shape, L.params, L.compute)
         if self.left_out:
             w.append_event(0, None, "note", len(self.left_out), self._left_out_line(short=True))
+        for rec in self._pending_evals:
+            self._write_eval(rec)
+        self._pending_evals = []
 
     def _host(self, r):
         """A record's Tstats (copying a device vector to the host: only in rare paths)."""
@@ -1283,13 +1287,39 @@ class Tracer:
             w.append_event(t, None, "clipped", norm, "gradient norm %.4g clipped to %g" % (norm, clip))
         return reason
 
-    def eval(self, loss, metric=math.nan, loss_se=math.nan, step=None):
+    def eval(self, loss, metric=math.nan, loss_se=math.nan, step=None, examples=None, example_metric=None,
+             initial=False):
         """An evaluation after the last step (or after ``step``): its loss, the metric named by
         eval_metric (accuracy in [0, 1]) and the standard error of the loss (sd / sqrt(n) over the
-        validation examples; compare builds its noise band from it)."""
+        validation examples; compare builds its noise band from it). ``initial=True``: the
+        evaluation of the initial weights, before the first step (step -1: what learning is
+        measured against). ``examples``: each validation example's loss (a tensor or sequence,
+        the same examples in the same order in every run) and ``example_metric`` its metric (1/0
+        correct): the /eval_examples rows that make compare's and tune's noise band paired;
+        loss_se is then computed from them when not given."""
+        s = -1 if initial else (step if step is not None else max(self.t - 1, 0))
+        ex = em = None
+        if examples is not None:
+            ex = [float(v) for v in (examples.detach().double().flatten().cpu().tolist()
+                                     if isinstance(examples, torch.Tensor) else examples)]
+            if example_metric is not None:
+                em = [float(v) for v in (example_metric.detach().double().flatten().cpu().tolist()
+                                         if isinstance(example_metric, torch.Tensor) else example_metric)]
+            if isinstance(loss_se, float) and math.isnan(loss_se) and len(ex) > 1:
+                m = sum(ex) / len(ex)
+                loss_se = math.sqrt(sum((v - m) ** 2 for v in ex) / (len(ex) - 1) / len(ex))
+        rec = (s, self._loss_value(loss), self._loss_value(metric), self._loss_value(loss_se), ex, em)
+        if s == -1 and not self._header:
+            self._pending_evals.append(rec)  # written with the header (the first step's layers)
+            return
         self._ensure_header()
-        s = step if step is not None else max(self.t - 1, 0)
-        self.writer.append_eval(s, self._loss_value(loss), self._loss_value(metric), self._loss_value(loss_se))
+        self._write_eval(rec)
+
+    def _write_eval(self, rec):
+        s, loss, metric, se, ex, em = rec
+        self.writer.append_eval(s, loss, metric, se)
+        if ex:
+            self.writer.append_eval_examples(s, ex, em)
 
     def event(self, code, message="", value=math.nan, layer=None):
         """An event at the current step: code one of ampdiag's event names ("note", ...); layer a
@@ -1354,3 +1384,6 @@ def trace(path, model, optimizer=None, scaler=None, **kwargs):
     """A Tracer to use as a context manager: ``with ampdiag.torch.trace(...) as tracer:``; the
     trace is closed complete at the end of the block, interrupted when the block raises."""
     return Tracer(path, model, optimizer, scaler, **kwargs)
+
+
+from .tune import TuneConfig, tune_config  # noqa: E402  (ampdiag tune -- CMD: docs/pytorch.md)

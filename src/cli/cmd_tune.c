@@ -32,6 +32,7 @@
 #include "messages/messages.h"
 #include "cli/cli.h"
 #include "cli/launch.h"
+#include "cli/tune_script.h"
 #include "util/escape.h"
 #include "util/json.h"
 #include "util/path.h"
@@ -91,6 +92,8 @@ static void usage(FILE *f)
             "                      array, DIR on a file system the nodes share (ampdiag sweep\n"
             "                      --help, docs/cluster.md)\n"
             "  --target T          hardware the advice is for (as ampdiag compare; default any)\n"
+            "  --fp32-search       then find the smallest set of layers that must stay in FP32 for\n"
+            "                      the first 16-bit precision to pass (bisected; at most 16 runs)\n"
             "  -h, --help\n"
             "Every option of `ampdiag run` goes to each run (--model, --data, -s/--steps,\n"
             "--optimizer, --scenario, ...), except --precision, --out and --lr, which tune sets.\n"
@@ -98,15 +101,17 @@ static void usage(FILE *f)
             "exit status: 0 a configuration was verified, 1 none was (nothing learns; the report\n"
             "says why), 2 bad usage or a run refused its options, 3 I/O failure, 130 (143)\n"
             "stopped by SIGINT (SIGTERM)\n");
+    tune_script_usage(f);
 }
 
-enum { T_OUT = 1, T_PRECISIONS, T_LR, T_ROUNDS, T_JOBS, T_TARGET, T_HELP, T_REFUSE, T_PASS, T_LAUNCHER };
+enum { T_OUT = 1, T_PRECISIONS, T_LR, T_ROUNDS, T_JOBS, T_TARGET, T_HELP, T_REFUSE, T_PASS, T_LAUNCHER,
+       T_FP32_SEARCH };
 
 static const cli_opt own_options[] = {
     {"--out", 'o', CLI_ARG, T_OUT}, {"--precisions", 0, CLI_ARG, T_PRECISIONS},
     {"--lr", 0, CLI_ARG, T_LR}, {"--rounds", 0, CLI_ARG, T_ROUNDS}, {"--jobs", 'j', CLI_ARG, T_JOBS},
     {"--target", 0, CLI_ARG, T_TARGET}, {"--help", 'h', CLI_NOARG, T_HELP}, {"--launcher", 0, CLI_ARG, T_LAUNCHER},
-    CLI_OPT_END};
+    {"--fp32-search", 0, CLI_NOARG, T_FP32_SEARCH}, CLI_OPT_END};
 
 /* run's options: --precision refused, the rest passed on to the sweeps. */
 static int tune_id_of(const char *name)
@@ -181,6 +186,8 @@ typedef struct tune_cfg {
     char **pass;
     int npass;
     int search_rounds;
+    tune_script *script;     /* `-- CMD ARGS`: the rounds run the user's command (tune_script.c) */
+    int fp32_search;         /* --fp32-search */
 } tune_cfg;
 
 enum { K_RUN = 0, K_LRFIND = 1 };
@@ -254,6 +261,11 @@ typedef struct tune_state {
     double band;               /* the band the chosen run was judged against */
     char failures[4][900];     /* why candidates failed, in order */
     size_t nfail;
+    struct {                   /* --fp32-search (stage_fp32_search) */
+        int done, found, runs, nlayers;
+        char precision[16], layers[256], text[900];
+        long run;
+    } search;
 } tune_state;
 
 static void add_note(tune_state *S, msg_tune_id id, const char *text)
@@ -328,7 +340,7 @@ static int run_sweep(const tune_cfg *t, const char *dir, const char *tag, const 
     for (size_t i = 0; i < nextra; i++)
         argv[k++] = (char *)extra[i];
     argv[k] = NULL;
-    int rc = cli_run_self(argv, out, PROG);
+    int rc = t->script ? tune_script_round(t->script, argv, out, PROG) : cli_run_self(argv, out, PROG);
     free(argv);
     return rc;
 }
@@ -1031,6 +1043,8 @@ static void report_text(FILE *f, const tune_state *S)
     for (size_t i = 0; i < S->nnotes; i++)
         fprintf_text(f, "%s\n", S->notes[i].text);
     fprintf_text(f, "%s: %s\n", S->verified ? "Verified" : "NOT verified", S->verification);
+    if (S->cfg->script)
+        tune_script_report(f, S->cfg->script, S->chosen >= 0 ? S->runs[S->chosen].path : NULL);
 }
 
 static void report_md(FILE *f, const tune_state *S)
@@ -1105,6 +1119,8 @@ static void json_run(jw *w, const tune_state *S, size_t i)
     jw_bool(w, "healthy", t->unhealthy[0] == 0);
     jw_str(w, "unhealthy", t->unhealthy[0] ? t->unhealthy : NULL);
     jw_str(w, "command_line", t->command_line);
+    if (S->cfg->script)
+        tune_script_json_run(w, S->cfg->script, t->path);
     jw_bool(w, "yardstick", (long)i == S->yard);
     jw_bool(w, "verified", (long)i == S->chosen);
     jw_close(w, '}');
@@ -1161,6 +1177,8 @@ static void report_json(FILE *f, const tune_state *S)
     jw_str(&w, "format", "ampdiag-tune");
     jw_int(&w, "format_version", TUNE_JSON_VERSION);
     jw_bool(&w, "verified", S->verified);
+    if (S->cfg->script)
+        tune_script_json(&w, S->cfg->script, S->chosen >= 0 ? S->runs[S->chosen].path : NULL);
     jw_str(&w, "verification_id", msg_tune_key(S->verification_id));
     jw_str(&w, "verification", S->verification);
     const trun *c = S->chosen >= 0 ? &S->runs[S->chosen] : NULL, *y = S->yard >= 0 ? &S->runs[S->yard] : NULL;
@@ -1197,6 +1215,19 @@ static void report_json(FILE *f, const tune_state *S)
         jw_close(&w, '}');
     }
     jw_close(&w, ']');
+    if (S->search.done) {
+        jw_open(&w, "fp32_search", '{');
+        jw_str(&w, "precision", S->search.precision);
+        jw_bool(&w, "found", S->search.found);
+        jw_str(&w, "layers", S->search.found ? S->search.layers : NULL);
+        jw_str(&w, "run", S->search.run >= 0 ? S->runs[S->search.run].path : NULL);
+        jw_int(&w, "runs", S->search.runs);
+        jw_int(&w, "layers_searched", S->search.nlayers);
+        jw_str(&w, "text", S->search.text);
+        jw_close(&w, '}');
+    } else {
+        jw_null(&w, "fp32_search");
+    }
     jw_open(&w, "failed_candidates", '[');
     for (size_t i = 0; i < S->nfail; i++)
         jw_str(&w, NULL, S->failures[i]);
@@ -1285,6 +1316,184 @@ static int set_precisions(tune_cfg *t, const char *list)
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * --fp32-search: the smallest set of layers that must stay in FP32 for a 16-bit run to pass
+ * (as Polygraphy's `debug precision` does for inference)
+ * ------------------------------------------------------------------------------------------ */
+
+#define SEARCH_MAX_RUNS 16 /* runs the search makes at most */
+#define SEARCH_MAX_LAYERS 128
+
+/* Run k passes against the yardstick: healthy, learns, not worse beyond the noise band. 1 or 0,
+ * or -1 - an exit status. */
+static int passes(const tune_state *S, long k)
+{
+    if (k < 0 || S->runs[k].unhealthy[0] || S->runs[k].learns != 1)
+        return 0;
+    int outside = 1, paired = 0;
+    double band, rel;
+    int rc = gap_of(S, S->yard, k, &outside, &band, &paired, &rel);
+    return rc ? -1 - rc : !outside;
+}
+
+/* The layers of names whose bit in keep is set, comma-separated. */
+static void layer_list(char *buf, size_t n, char (*names)[AMPDIAG_TRACE_NAME_LEN], const int *keep, int nl)
+{
+    buf[0] = 0;
+    for (int i = 0; i < nl; i++)
+        if (keep[i]) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, n - len, "%s%s", len ? "," : "", names[i]);
+        }
+}
+
+/* precision P at the yardstick's lr and options with the layers keep in FP32: a round
+ * fp32-search-K (none when that configuration was run). *ok := it passes. 0 or an exit status. */
+static int search_try(tune_state *S, const char *P, char (*names)[AMPDIAG_TRACE_NAME_LEN], const int *keep, int nl,
+                      int *ok, long *k)
+{
+    char layers[4096], why[800], name[48], both[1024];
+    layer_list(layers, sizeof layers, names, keep, nl);
+    if (strlen(layers) >= sizeof S->search.layers) {
+        *ok = 0;
+        *k = -1;
+        return 0;
+    }
+    opt_set own = {.n = 0};
+    set_put(&own, REM_RECOMMENDED, "--fp32-layers", layers, "--fp32-search");
+    double lr = S->runs[S->yard].lr;
+    snprintf(why, sizeof why, "--fp32-search: %s at the yardstick's lr %g with %s in FP32 (the smallest set of "
+             "layers that must stay in FP32 for %s to pass)", P, lr, layers, P);
+    snprintf(name, sizeof name, "fp32-search-%d", S->search.runs + 1);
+    long rd;
+    int rc = do_round(S, name, P, lr, &S->every, &own, NULL, 0, K_RUN, MT_WHY_HYPOTHESIS, why, &rd);
+    if (rc)
+        return rc;
+    if (rd >= 0)
+        S->search.runs++;
+    set_text(both, sizeof both, &S->every, &own);
+    *k = find_run(S, P, lr, both, K_RUN);
+    int v = passes(S, *k);
+    if (v < 0)
+        return -1 - v;
+    *ok = v;
+    fprintf_text(stderr, "%s: --fp32-search: %s with %s in FP32: %s\n", PROG, P, layers, v ? "passes" : "fails");
+    return 0;
+}
+
+/* The first 16-bit precision of --precisions at the yardstick's lr and options: which of its
+ * layers must stay in FP32 for it to pass (learn, healthy, within the yardstick's band)? Every
+ * layer with parameters in FP32 first (none pass: not the layers' compute), then the shortest
+ * prefix (in the trace's order) that passes, bisected, then each of its layers left out in turn
+ * where the run still passes without it. A set found that passes is verified when only the
+ * yardstick itself was. 0 or an exit status. */
+static int stage_fp32_search(tune_state *S)
+{
+    char p16[128], P[16] = "", opts[1024];
+    sixteen_bit(S->cfg, p16, sizeof p16);
+    snprintf(P, sizeof P, "%.*s", (int)strcspn(p16, ","), p16);
+    S->search.done = 1;
+    S->search.run = -1;
+    snprintf(S->search.precision, sizeof S->search.precision, "%s", P);
+    if (!P[0]) {
+        snprintf(S->search.text, sizeof S->search.text, "--fp32-search: no 16-bit precision to search (--precisions)");
+        add_note(S, MT_YARDSTICK, S->search.text);
+        return 0;
+    }
+    set_text(opts, sizeof opts, &S->every, NULL);
+    double lr = S->runs[S->yard].lr;
+    long base = find_run(S, P, lr, opts, K_RUN);
+    if (base < 0)
+        return 0;
+    int v = passes(S, base);
+    if (v < 0)
+        return -1 - v;
+    if (v) {
+        S->search.found = 1;
+        S->search.run = base;
+        snprintf(S->search.text, sizeof S->search.text, "--fp32-search: %s at lr %g passes with no layer in FP32: "
+                 "none must stay in FP32", P, lr);
+        add_note(S, MT_YARDSTICK, S->search.text);
+        return 0;
+    }
+    /* the layers with parameters that run in 16 bits, in the trace's order */
+    static char names[SEARCH_MAX_LAYERS][AMPDIAG_TRACE_NAME_LEN];
+    int keep[SEARCH_MAX_LAYERS], nl = 0;
+    an_run r;
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
+    char err[1024];
+    if (an_load(S->runs[base].path, &ao, &r, err, sizeof err) != 0) {
+        fprintf_text(stderr, "%s: %s\n", PROG, err);
+        an_free(&r);
+        return EXIT_IO;
+    }
+    for (size_t i = 0; i < r.nlayers && nl < SEARCH_MAX_LAYERS; i++)
+        if (r.layers[i].params > 0 && !r.layers[i].fp32_op)
+            snprintf(names[nl++], sizeof names[0], "%s", r.layers[i].name);
+    an_free(&r);
+    S->search.nlayers = nl;
+    int rc, ok = 0;
+    long k = -1;
+    for (int i = 0; i < nl; i++)
+        keep[i] = 1;
+    if (nl > 0 && (rc = search_try(S, P, names, keep, nl, &ok, &k)))
+        return rc;
+    if (!ok) {
+        snprintf(S->search.text, sizeof S->search.text, "--fp32-search: %s at lr %g does not pass even with its %d "
+                 "layers with parameters in FP32%s: what fails is not their compute (see the advice on the "
+                 "precisions round)", P, lr, nl, k < 0 && nl > 0 ? " (too many to name)" : "");
+        add_note(S, MT_YARDSTICK, S->search.text);
+        return 0;
+    }
+    /* the shortest prefix that passes: prefix lo fails, prefix hi passes */
+    int lo = 0, hi = nl;
+    long khi = k;
+    while (hi - lo > 1 && S->search.runs < SEARCH_MAX_RUNS) {
+        int mid = (lo + hi) / 2;
+        for (int i = 0; i < nl; i++)
+            keep[i] = i < mid;
+        if ((rc = search_try(S, P, names, keep, nl, &ok, &k)))
+            return rc;
+        if (ok) {
+            hi = mid;
+            khi = k;
+        } else {
+            lo = mid;
+        }
+    }
+    /* each layer of the prefix but its last left out in turn, kept out where it still passes */
+    for (int i = 0; i < nl; i++)
+        keep[i] = i < hi;
+    for (int i = 0; i + 1 < hi && S->search.runs < SEARCH_MAX_RUNS; i++) {
+        keep[i] = 0;
+        if ((rc = search_try(S, P, names, keep, nl, &ok, &k)))
+            return rc;
+        if (ok)
+            khi = k;
+        else
+            keep[i] = 1;
+    }
+    layer_list(S->search.layers, sizeof S->search.layers, names, keep, nl);
+    int count = 0;
+    for (int i = 0; i < nl; i++)
+        count += keep[i];
+    S->search.found = 1;
+    S->search.run = khi;
+    snprintf(S->search.text, sizeof S->search.text, "--fp32-search: %s at lr %g passes with %s in FP32 (%d of its %d "
+             "layers with parameters; %d runs%s; %s)", P, lr, S->search.layers, count, nl, S->search.runs,
+             S->search.runs >= SEARCH_MAX_RUNS ? ", the most the search makes: maybe not the smallest" : "",
+             S->runs[khi].path);
+    add_note(S, MT_YARDSTICK, S->search.text);
+    if (S->chosen == S->yard) { /* only FP32 passed: the 16-bit run with the set does too */
+        int c = check_candidate(S, khi);
+        if (c < 0)
+            return -1 - c;
+        if (c == 1)
+            S->chosen = khi;
+    }
+    return 0;
+}
+
 /* The whole loop. 0 or an exit status. */
 static int tune(tune_state *S, double lr)
 {
@@ -1324,6 +1533,8 @@ static int tune(tune_state *S, double lr)
         return rc;
     if ((rc = stage_precisions(S)))
         return rc;
+    if (S->cfg->fp32_search && S->yard >= 0 && (rc = stage_fp32_search(S)))
+        return rc;
     if (!S->verified) {
         char all[2400] = "";
         for (size_t i = 0; i < S->nfail; i++) {
@@ -1345,6 +1556,11 @@ int cmd_tune(int argc, char **argv)
     tune_cfg t = {.out = NULL, .jobs = NULL, .target = TGT_ANY, .search_rounds = 4};
     double lr = NAN, rounds = 4, jv;
     int rc = set_precisions(&t, "fp32,fp16,bf16");
+    int split = tune_script_split(argc, argv); /* `-- CMD ARGS`: the user's command */
+    if (split < argc) {
+        rc = tune_script_open(&t.script, argv + split + 1, argc - split - 1, PROG);
+        argc = split;
+    }
     t.pass = calloc((size_t)argc * 2 + 1, sizeof *t.pass);
     if (!t.pass)
         return EXIT_IO;
@@ -1354,7 +1570,10 @@ int cmd_tune(int argc, char **argv)
     for (int id; !rc && (id = cli_next(&p)) != CLI_DONE;) {
         switch (id) {
         case T_OUT: t.out = p.arg; break;
-        case T_PRECISIONS: rc = set_precisions(&t, p.arg); break;
+        case T_PRECISIONS:
+            rc = t.script ? tune_script_check_precisions(PROG, p.arg) : 0;
+            rc = rc ? rc : set_precisions(&t, p.arg);
+            break;
         case T_LR: rc = parse_num("--lr", p.arg, 1e-12, 1e6, &lr) ? EXIT_USAGE : 0; break;
         case T_ROUNDS: rc = parse_num("--rounds", p.arg, 1, TUNE_MAX_SEARCH, &rounds) ? EXIT_USAGE : 0; break;
         case T_JOBS: rc = parse_num("--jobs", p.arg, 1, 64, &jv) ? EXIT_USAGE : 0; t.jobs = p.arg; break;
@@ -1365,7 +1584,8 @@ int cmd_tune(int argc, char **argv)
                 rc = EXIT_USAGE;
             }
             break;
-        case T_HELP: usage(stdout); free(t.pass); return 0;
+        case T_FP32_SEARCH: t.fp32_search = 1; break;
+        case T_HELP: usage(stdout); free(t.pass); tune_script_free(t.script); return 0;
         case T_LAUNCHER: {
             launch_kind k;
             if (launch_kind_parse(p.arg, &k) != 0) {
@@ -1373,6 +1593,10 @@ int cmd_tune(int argc, char **argv)
                 rc = EXIT_USAGE;
             }
             t.launcher = p.arg;
+            if (!rc && t.script && k != LAUNCH_LOCAL) {
+                fprintf_text(stderr, "%s: --launcher %s: a command after '--' runs locally only\n", PROG, p.arg);
+                rc = EXIT_USAGE;
+            }
             break;
         }
         case T_REFUSE:
@@ -1383,7 +1607,7 @@ int cmd_tune(int argc, char **argv)
             rc = EXIT_USAGE;
             break;
         case T_PASS:
-            rc = cli_check_passed_option(PROG, p.opt, p.arg);
+            rc = t.script ? tune_script_check_option(PROG, p.opt->name) : cli_check_passed_option(PROG, p.opt, p.arg);
             t.pass[t.npass++] = (char *)p.opt->name;
             if (p.arg)
                 t.pass[t.npass++] = (char *)p.arg;
@@ -1424,6 +1648,7 @@ int cmd_tune(int argc, char **argv)
     }
     free(S);
     free(t.pass);
+    tune_script_free(t.script);
     if (fflush(stdout) != 0 && !rc)
         rc = EXIT_IO;
     return rc;

@@ -205,6 +205,13 @@ static pid_t start_local(const launch_job *j, const char *exe, long jobs, const 
         setenv("OPENBLAS_NUM_THREADS", "1", 0);
         setenv("OMP_NUM_THREADS", "1", 0);
     }
+    for (size_t k = 0; j->env && j->env[k]; k++)
+        putenv(j->env[k]);
+    if (j->external) {
+        execvp(j->argv[0], j->argv);
+        fprintf_text(stderr, "%s: cannot run '%s': %s\n", prog, j->argv[0], strerror(errno));
+        _exit(EXIT_IO);
+    }
     j->argv[0] = (char *)"ampdiag";
     execv(exe, j->argv);
     execvp("ampdiag", j->argv);
@@ -220,7 +227,8 @@ static void start_runs(launch_job *js, int n, const launch_opts *o, local_state 
         int q = ls->next++;
         launch_job *j = &js[q];
         if (o->dry) {
-            j->argv[0] = (char *)"ampdiag";
+            if (!j->external)
+                j->argv[0] = (char *)"ampdiag";
             for (int k = 0; j->argv[k]; k++)
                 fprintf_text(stdout, "%s%s", k ? " " : "", j->argv[k]);
             printf("\n");

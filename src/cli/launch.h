@@ -23,6 +23,9 @@ typedef struct launch_job {
     int status;        /* out: its exit status (128 + a signal that ended it), -1 when it did not
                           run or (Slurm) left no exit status */
     double secs;       /* out: its wall time (local runs) */
+    int external;      /* argv is another program's (argv[0] looked up on PATH, kept as given):
+                          `ampdiag tune -- CMD` (local runs only) */
+    char **env;        /* NULL, or "NAME=VALUE" entries (NULL-ended) set in the job's environment */
 } launch_job;
 
 typedef struct launch_opts {
