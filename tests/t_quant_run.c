@@ -11,6 +11,7 @@
 #include "ampdiag.h"
 #include "ampdiag_trace.h"
 #include "tap.h"
+#include "trace_rows.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -88,61 +89,6 @@ static int write_weights(void)
     return H5Fclose(f) < 0 ? -1 : rc;
 }
 
-typedef struct quant_read {
-    ampdiag_trace_reader *r;
-    ampdiag_trace_layer *L;
-    ampdiag_trace_quant *Q;
-    ampdiag_trace_tensor *T;
-    size_t nl, nq, nt;
-} quant_read;
-
-static int load(quant_read *t, const char *path)
-{
-    memset(t, 0, sizeof *t);
-    if (ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET, &t->r) != 0 || ampdiag_trace_read_layers(t->r, &t->L, &t->nl) ||
-        ampdiag_trace_read_quant(t->r, 0, SIZE_MAX, &t->Q, &t->nq) ||
-        ampdiag_trace_read_tensors(t->r, 0, SIZE_MAX, &t->T, &t->nt)) {
-        diag("read %s: %s", path, ampdiag_trace_errmsg());
-        return -1;
-    }
-    return 0;
-}
-
-static void unload(quant_read *t)
-{
-    free(t->L);
-    free(t->Q);
-    free(t->T);
-    ampdiag_trace_reader_close(t->r);
-}
-
-static int layer_of(const quant_read *t, const char *name)
-{
-    for (size_t i = 0; i < t->nl; i++)
-        if (strcmp(t->L[i].name, name) == 0)
-            return (int)i;
-    return -1;
-}
-
-static const ampdiag_trace_quant *row(const quant_read *t, int64_t step, int layer, int kind, int scheme, int fmt, int d)
-{
-    for (size_t i = 0; i < t->nq; i++) {
-        const ampdiag_trace_quant *q = &t->Q[i];
-        if (q->step == step && q->layer == layer && q->kind == kind && q->scheme == scheme && q->format == fmt &&
-            q->direction == d)
-            return q;
-    }
-    return NULL;
-}
-
-static const ampdiag_trace_tensor *tensor(const quant_read *t, int64_t step, int layer, int kind)
-{
-    for (size_t i = 0; i < t->nt; i++)
-        if (t->T[i].step == step && t->T[i].layer == layer && t->T[i].kind == kind)
-            return &t->T[i];
-    return NULL;
-}
-
 static double sqnr(const ampdiag_trace_quant *q) { return 10 * log10(q->sig_sq / q->err_sq); }
 
 int main(void)
@@ -162,38 +108,38 @@ int main(void)
     int rc = run("run %s --model %s --init-from %s --whatif nvfp4,mxfp8,fp8-current --whatif-every 1 -o %s", common,
                  p("m.spec"), p("w.h5"), p("q.h5"));
     ok(rc == 0, "ampdiag run --whatif nvfp4,mxfp8,fp8-current --whatif-every 1 exits 0");
-    quant_read t;
-    if (rc != 0 || load(&t, p("q.h5")) != 0) {
+    trace_rows t;
+    if (rc != 0 || trace_rows_load(&t, p("q.h5")) != 0) {
         skip("no trace to read");
         return done_testing();
     }
-    int la = layer_of(&t, "a"), lb = layer_of(&t, "b");
+    int la = trace_rows_layer(&t, "a"), lb = trace_rows_layer(&t, "b");
     const char *qs = ampdiag_trace_attr_str(t.r, "quant_schemes");
     ok(qs && strstr(qs, "nvfp4:e4m3@2d") && strstr(qs, "mxfp8-e4m3:floor@col") && strstr(qs, "fp8-current-e5m2:fp32") &&
            ampdiag_trace_attr_int(t.r, "quant_every", -1) == 1,
        "root attributes quant_schemes (%s) and quant_every 1", qs ? qs : "(none)");
     /* per tensor, a and b are the same */
-    const ampdiag_trace_tensor *ta = tensor(&t, 0, la, AMPDIAG_KIND_WEIGHT), *tb = tensor(&t, 0, lb, AMPDIAG_KIND_WEIGHT);
+    const ampdiag_trace_tensor *ta = trace_rows_tensor(&t, 0, la, AMPDIAG_KIND_WEIGHT), *tb = trace_rows_tensor(&t, 0, lb, AMPDIAG_KIND_WEIGHT);
     /* the rms within the sums' documented bound: each sumsq within AMPDIAG_TSTATS_SUM_RTOL of the
      * exact one (the 512-bit kernel adds in float within a block), so each rms within half that */
     ok(ta && tb && ta->absmax == tb->absmax && fabs(ta->rms - tb->rms) <= AMPDIAG_TSTATS_SUM_RTOL * ta->rms &&
            ta->n_pos == tb->n_pos &&
            ta->absmax == 8.0f,
        "the /tensors records of a's and b's initial weights are the same (absmax 8, the same rms)");
-    const ampdiag_trace_quant *ca = row(&t, 0, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_CURRENT, AMPDIAG_E4M3, AMPDIAG_QD_TENSOR);
-    const ampdiag_trace_quant *cb = row(&t, 0, lb, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_CURRENT, AMPDIAG_E4M3, AMPDIAG_QD_TENSOR);
+    const ampdiag_trace_quant *ca = trace_rows_quant(&t, 0, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_CURRENT, AMPDIAG_E4M3, AMPDIAG_QD_TENSOR);
+    const ampdiag_trace_quant *cb = trace_rows_quant(&t, 0, lb, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_CURRENT, AMPDIAG_E4M3, AMPDIAG_QD_TENSOR);
     ok(ca && cb && ca->flushed == cb->flushed && ca->subnormal == cb->subnormal && ca->scale == 56.0f &&
            fabs(ca->err_sq - cb->err_sq) <= 1e-12 * ca->err_sq,
        "so is FP8 current scaling (scale 448/8 = 56, the same flushes and error)");
     /* per block they are not */
-    const ampdiag_trace_quant *na = row(&t, 0, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_ROWWISE);
-    const ampdiag_trace_quant *nb = row(&t, 0, lb, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_ROWWISE);
+    const ampdiag_trace_quant *na = trace_rows_quant(&t, 0, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_ROWWISE);
+    const ampdiag_trace_quant *nb = trace_rows_quant(&t, 0, lb, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_ROWWISE);
     ok(na && nb && nb->flushed > na->flushed + 300 && sqnr(na) > sqnr(nb) + 10,
        "NVFP4 rowwise: b's blocks each hold an outlier: %llu values flush against a's %llu, SQNR %.1f against %.1f dB",
        nb ? (unsigned long long)nb->flushed : 0ULL, na ? (unsigned long long)na->flushed : 0ULL, nb ? sqnr(nb) : 0,
        na ? sqnr(na) : 0);
-    const ampdiag_trace_quant *ma = row(&t, 0, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_QD_ROWWISE);
-    const ampdiag_trace_quant *nbc = row(&t, 0, lb, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_COLWISE);
+    const ampdiag_trace_quant *ma = trace_rows_quant(&t, 0, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_QD_ROWWISE);
+    const ampdiag_trace_quant *nbc = trace_rows_quant(&t, 0, lb, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_COLWISE);
     ok(ma && nbc && ma->scale_emax - ma->scale_emin >= 5 && ma->scale_emax == 3 - 8 + 0 && nbc->disagree > 0,
        "MXFP8: a's rows keep their own scales (exponents %d..%d: the outlier row's 2^-5 above the others); "
        "b's NVFP4 columns disagree with its rows in %llu values", ma ? ma->scale_emin : 0, ma ? ma->scale_emax : 0,
@@ -209,29 +155,29 @@ int main(void)
     int same = ampdiag_qspec_parse("nvfp4,mxfp8", s, 8, &ns, err, sizeof err) == 0 &&
                ampdiag_quant_whatif(wbt, N * N + N, N, N, 8.0f, ns, s, q) == 0;
     for (size_t i = 0; same && i < ns; i++) {
-        const ampdiag_trace_quant *g = row(&t, 0, lb, AMPDIAG_KIND_WEIGHT, s[i].scheme, s[i].elem, s[i].dir);
+        const ampdiag_trace_quant *g = trace_rows_quant(&t, 0, lb, AMPDIAG_KIND_WEIGHT, s[i].scheme, s[i].elem, s[i].dir);
         same = g && g->count == N * N + N && g->flushed == q[i].flushed && g->saturated == q[i].saturated &&
                g->blocks == q[i].blocks && g->disagree == q[i].disagree && g->scale_emin == q[i].scale_emin &&
                fabs(g->err_sq - q[i].err_sq) <= 1e-12 * q[i].err_sq;
     }
     ok(same, "b's weight rows at step 0 are ampdiag_quant_whatif's on its weights and bias (a 32 x 32 matrix, a tail of 32)");
     /* shapes: activations [16, 32] rowwise blocks of 32 -> 16; columnwise of 32 rows -> 32 */
-    const ampdiag_trace_quant *ar = row(&t, 1, la, AMPDIAG_KIND_ACTIVATION, AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_QD_ROWWISE);
-    const ampdiag_trace_quant *ac = row(&t, 1, la, AMPDIAG_KIND_ACTIVATION_GRAD, AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_QD_COLWISE);
-    const ampdiag_trace_quant *at = row(&t, 1, la, AMPDIAG_KIND_ACTIVATION, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_TILE);
-    const ampdiag_trace_quant *wt = row(&t, 1, la, AMPDIAG_KIND_WEIGHT_GRAD, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_TILE);
+    const ampdiag_trace_quant *ar = trace_rows_quant(&t, 1, la, AMPDIAG_KIND_ACTIVATION, AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_QD_ROWWISE);
+    const ampdiag_trace_quant *ac = trace_rows_quant(&t, 1, la, AMPDIAG_KIND_ACTIVATION_GRAD, AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_QD_COLWISE);
+    const ampdiag_trace_quant *at = trace_rows_quant(&t, 1, la, AMPDIAG_KIND_ACTIVATION, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_TILE);
+    const ampdiag_trace_quant *wt = trace_rows_quant(&t, 1, la, AMPDIAG_KIND_WEIGHT_GRAD, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_TILE);
     ok(ar && ac && ar->count == 16 * 32 && ar->blocks == 16 && ac->blocks == 32 && !at && !wt &&
-           row(&t, 1, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_TILE),
+           trace_rows_quant(&t, 1, la, AMPDIAG_KIND_WEIGHT, AMPDIAG_QS_NVFP4, AMPDIAG_E2M1, AMPDIAG_QD_TILE),
        "activations [16, 32]: 16 rowwise and 32 columnwise MX blocks; NVFP4's 16x16 tiles for weights only");
     size_t steps_seen = 0;
     for (int64_t st = 0; st < 4; st++)
-        steps_seen += row(&t, st, lb, AMPDIAG_KIND_WEIGHT_GRAD, AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_QD_ROWWISE) != NULL;
+        steps_seen += trace_rows_quant(&t, st, lb, AMPDIAG_KIND_WEIGHT_GRAD, AMPDIAG_QS_MX, AMPDIAG_E4M3, AMPDIAG_QD_ROWWISE) != NULL;
     ok(steps_seen == 4, "with --whatif-every 1 every traced step has its rows (weight gradients included)");
-    unload(&t);
+    trace_rows_free(&t);
 
     /* the default: on the histogram steps; none; never */
     rc = run("run %s --model %s --hist-every 2 -o %s", common, p("m.spec"), p("d.h5"));
-    int good = rc == 0 && load(&t, p("d.h5")) == 0;
+    int good = rc == 0 && trace_rows_load(&t, p("d.h5")) == 0;
     if (good) {
         int s0 = 0, s1 = 0, s2 = 0;
         for (size_t i = 0; i < t.nq; i++) {
@@ -244,21 +190,21 @@ int main(void)
                ampdiag_trace_attr_int(t.r, "quant_every", -1) == 2;
         for (size_t i = 0; good && i < t.nq; i++)
             good = t.Q[i].direction == AMPDIAG_QD_ROWWISE;
-        unload(&t);
+        trace_rows_free(&t);
     }
     ok(good, "by default: mxfp8@row and nvfp4@row, on the histogram steps only (--hist-every 2: steps 0 and 2)");
     rc = run("run %s --model %s --whatif none -o %s", common, p("m.spec"), p("n.h5"));
-    good = rc == 0 && load(&t, p("n.h5")) == 0;
+    good = rc == 0 && trace_rows_load(&t, p("n.h5")) == 0;
     if (good) {
         good = t.nq == 0 && ampdiag_trace_attr_str(t.r, "quant_schemes") == NULL;
-        unload(&t);
+        trace_rows_free(&t);
     }
     ok(good, "--whatif none: no /quant rows, no quant_schemes attribute");
     rc = run("run %s --model %s --whatif all --whatif-every 0 -o %s", common, p("m.spec"), p("z.h5"));
-    good = rc == 0 && load(&t, p("z.h5")) == 0;
+    good = rc == 0 && trace_rows_load(&t, p("z.h5")) == 0;
     if (good) {
         good = t.nq == 0;
-        unload(&t);
+        trace_rows_free(&t);
     }
     ok(good, "--whatif-every 0: no rows");
     rc = run("run %s --model %s --whatif mxfp8@diag -o %s", common, p("m.spec"), p("e.h5"));

@@ -5,7 +5,7 @@
  * The case: a model p -> a -> b -> out (linear layers, ReLU between) whose layers a and b start
  * from weights holding the same values (256 outliers of +-0.5 among 3840 small values of at
  * most 0.02) arranged differently. In a the outliers fill one 16 x 16 tile (the NVFP4 weight
- * tile) and the 1 x 16 blocks of its rows; in b every 16-block of every row and column, and
+ * tile) and the 1 x 16 blocks of its trace_rows; in b every 16-block of every row and column, and
  * every 16 x 16 tile, holds outliers. Everything per tensor is the same for both: the /tensors
  * record, FP8 current scaling (one scale per tensor). Per block it is not: NVFP4 scales each
  * block of b to its outlier, and the small values beside it (below 1/24 of it) flush to zero.
@@ -22,6 +22,7 @@
 #include "analysis/load.h"
 #include "analysis/recipe.h"
 #include "tap.h"
+#include "trace_rows.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -125,67 +126,18 @@ static int write_weights(void)
  * The trace as written
  * ------------------------------------------------------------------------------------------ */
 
-typedef struct rows {
-    ampdiag_trace_reader *r;
-    ampdiag_trace_layer *L;
-    ampdiag_trace_quant *Q;
-    ampdiag_trace_tensor *T;
-    size_t nl, nq, nt;
-} rows;
-
-static int load_rows(rows *t, const char *path)
+/* The /quant row of a scheme (FP8 current scaling: its E4M3 row). */
+static const ampdiag_trace_quant *qrow(const trace_rows *t, int64_t step, int layer, int kind, int scheme, int d)
 {
-    memset(t, 0, sizeof *t);
-    if (ampdiag_trace_open(path, AMPDIAG_TRACE_READ_QUIET, &t->r) != 0 || ampdiag_trace_read_layers(t->r, &t->L, &t->nl) ||
-        ampdiag_trace_read_quant(t->r, 0, SIZE_MAX, &t->Q, &t->nq) ||
-        ampdiag_trace_read_tensors(t->r, 0, SIZE_MAX, &t->T, &t->nt)) {
-        diag("read %s: %s", path, ampdiag_trace_errmsg());
-        return -1;
-    }
-    return 0;
-}
-
-static void free_rows(rows *t)
-{
-    free(t->L);
-    free(t->Q);
-    free(t->T);
-    ampdiag_trace_reader_close(t->r);
-}
-
-static int layer_of(const rows *t, const char *name)
-{
-    for (size_t i = 0; i < t->nl; i++)
-        if (strcmp(t->L[i].name, name) == 0)
-            return (int)i;
-    return -1;
-}
-
-static const ampdiag_trace_quant *qrow(const rows *t, int64_t step, int layer, int kind, int scheme, int d)
-{
-    for (size_t i = 0; i < t->nq; i++) {
-        const ampdiag_trace_quant *q = &t->Q[i];
-        if (q->step == step && q->layer == layer && q->kind == kind && q->scheme == scheme && q->direction == d &&
-            (scheme != AMPDIAG_QS_CURRENT || q->format == AMPDIAG_E4M3))
-            return q;
-    }
-    return NULL;
-}
-
-static const ampdiag_trace_tensor *trow(const rows *t, int64_t step, int layer, int kind)
-{
-    for (size_t i = 0; i < t->nt; i++)
-        if (t->T[i].step == step && t->T[i].layer == layer && t->T[i].kind == kind)
-            return &t->T[i];
-    return NULL;
+    return trace_rows_quant(t, step, layer, kind, scheme, scheme == AMPDIAG_QS_CURRENT ? AMPDIAG_E4M3 : -1, d);
 }
 
 static double flushed_share(const ampdiag_trace_quant *q) { return (double)q->flushed / (double)q->count; }
 
-static void check_trace(const rows *t)
+static void check_trace(const trace_rows *t)
 {
-    int la = layer_of(t, "a"), lb = layer_of(t, "b");
-    const ampdiag_trace_tensor *ta = trow(t, 0, la, AMPDIAG_KIND_WEIGHT), *tb = trow(t, 0, lb, AMPDIAG_KIND_WEIGHT);
+    int la = trace_rows_layer(t, "a"), lb = trace_rows_layer(t, "b");
+    const ampdiag_trace_tensor *ta = trace_rows_tensor(t, 0, la, AMPDIAG_KIND_WEIGHT), *tb = trace_rows_tensor(t, 0, lb, AMPDIAG_KIND_WEIGHT);
     ok(ta && tb && ta->absmax == tb->absmax && ta->absmin_nz == tb->absmin_nz && ta->n_pos == tb->n_pos &&
            fabs(ta->rms - tb->rms) <= AMPDIAG_TSTATS_SUM_RTOL * ta->rms && ta->fp16_subnormal == tb->fp16_subnormal,
        "per tensor, a's and b's initial weights read the same (absmax %g, the same rms and counts)",
@@ -216,7 +168,7 @@ static int col_named(const an_run *r, const char *name)
 }
 
 /* The loader's sums of one (layer, kind, column) against the rows' own. */
-static int sums_match(const rows *t, const an_run *r, int layer, int kind, int col)
+static int sums_match(const trace_rows *t, const an_run *r, int layer, int kind, int col)
 {
     ampdiag_qspec s;
     const an_qcell *q = an_cell_quant(&r->layers[layer].cell[kind], col);
@@ -256,7 +208,7 @@ static double fig(const an_finding *f, const char *name)
     return k >= 0 ? f->v[k] : NAN;
 }
 
-static void check_analysis(const rows *t)
+static void check_analysis(const trace_rows *t)
 {
     an_run r;
     char err[512];
@@ -266,7 +218,7 @@ static void check_analysis(const rows *t)
         an_free(&r);
         return;
     }
-    int la = layer_of(t, "a"), lb = layer_of(t, "b"), lp = layer_of(t, "p");
+    int la = trace_rows_layer(t, "a"), lb = trace_rows_layer(t, "b"), lp = trace_rows_layer(t, "p");
     int c2d = col_named(&r, "nvfp4:e4m3@2d"), crow = col_named(&r, "mxfp8-e4m3:floor@row");
     const an_whatif_col *w = c2d >= 0 ? &r.wcol[c2d] : NULL;
     ok(w && w->source == AN_WS_QUANT && w->key.scheme == AMPDIAG_QS_NVFP4 + 1 && w->key.rule == AMPDIAG_QR_E4M3 + 1 &&
@@ -399,14 +351,14 @@ int main(void)
     int rc16 = run("run %s --model %s --init-from %s --precision bf16 -o %s", common, p("m.spec"), p("w.h5"),
                    p("q16.h5"));
     ok(rc == 0 && rc16 == 0, "fp32 and bf16 runs traced with --whatif nvfp4,mxfp8,fp8-current");
-    rows t;
-    if (rc != 0 || rc16 != 0 || load_rows(&t, p("q.h5")) != 0) {
+    trace_rows t;
+    if (rc != 0 || rc16 != 0 || trace_rows_load(&t, p("q.h5")) != 0) {
         skip("no trace to read");
         return done_testing();
     }
     check_trace(&t);
     check_analysis(&t);
-    free_rows(&t);
+    trace_rows_free(&t);
     check_commands();
     check_plot();
     char cmd[300];

@@ -46,7 +46,7 @@ TESTS += tests/t_messages
 # t_recipe: the block-scaled what-if read into the analysis: two layers alike per tensor and
 # unlike per block, the loader's sums, the recipes' plans in info, compare and plot
 check_PROGRAMS += tests/t_recipe
-tests_t_recipe_SOURCES = tests/t_recipe.c
+tests_t_recipe_SOURCES = tests/t_recipe.c tests/trace_rows.h
 tests_t_recipe_CFLAGS = $(AM_CFLAGS) $(HDF5_CFLAGS)
 tests_t_recipe_LDADD = $(AMPDIAG_ANALYSIS_LIBS) $(HDF5_LIBS) -lm
 TESTS += tests/t_recipe

@@ -449,15 +449,15 @@ static int do_round(tune_state *S, const char *name, const char *precisions, dou
 {
     const tune_cfg *t = S->cfg;
     *round = -1;
-    char options[1024], todo[128] = "", copy[128];
+    char options[1024], to_run[128] = "", copy[128];
     set_text(options, sizeof options, a, b);
     snprintf(copy, sizeof copy, "%s", precisions);
     for (char *save = NULL, *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save))
         if (!isfinite(lr) || find_run(S, p, lr, options, kind) < 0) {
-            size_t len = strlen(todo);
-            snprintf(todo + len, sizeof todo - len, "%s%s", len ? "," : "", p);
+            size_t len = strlen(to_run);
+            snprintf(to_run + len, sizeof to_run - len, "%s%s", len ? "," : "", p);
         }
-    if (!todo[0])
+    if (!to_run[0])
         return 0;
     if (S->nrounds >= TUNE_MAX_ROUNDS) {
         fprintf_text(stderr, "%s: more than %d rounds: stopping\n", PROG, TUNE_MAX_ROUNDS);
@@ -472,13 +472,13 @@ static int do_round(tune_state *S, const char *name, const char *precisions, dou
     rd->why_id = why_id;
     rd->lr = lr;
     rd->first_run = S->nruns;
-    fprintf_text(stderr, "%s: %s: %s at lr %g%s%s -> %s\n", PROG, name, todo, lr, options[0] ? " with " : "",
+    fprintf_text(stderr, "%s: %s: %s at lr %g%s%s -> %s\n", PROG, name, to_run, lr, options[0] ? " with " : "",
                  options, rd->dir);
     if (mkdir(rd->dir, 0777) != 0 && errno != EEXIST) {
         fprintf_text(stderr, "%s: cannot create '%s': %s\n", PROG, rd->dir, strerror(errno));
         return EXIT_IO;
     }
-    int st = run_sweep(t, rd->dir, "runs", todo, lr, a, b, extra, nextra);
+    int st = run_sweep(t, rd->dir, "runs", to_run, lr, a, b, extra, nextra);
     if (st != 0 && st != EXIT_FAIL_ON) {
         fprintf_text(stderr, "%s: the sweep of %s failed (exit %d; see %s/sweep-runs.txt and the run logs "
                      "there)\n", PROG, name, st, rd->dir);
