@@ -85,6 +85,15 @@ wait
 run ev-fp16 --scenario fp16-eval-overflow --steps 100 &
 run h-fp16ns --scenario healthy --loss-scale none &
 wait
+# AdamW at lr 2.3e-5 on blobs: it learns (eval loss 2.30 -> 1.77) but its training loss falls
+# as fast in its second half as over the whole run; at 1e-3 it converges (the same seed)
+SF="--model mlp --optimizer adamw --steps 300 --seed 3 --data synthetic:blobs"
+run sf-fp32 $SF --lr 2.3e-05 --precision fp32 &
+run sf-bf16 $SF --lr 2.3e-05 --precision bf16 &
+wait
+run sg-fp32 $SF --lr 1e-3 --precision fp32 &
+run sg-bf16 $SF --lr 1e-3 --precision bf16 &
+wait
 if [ -s "$T/failed-runs" ]; then
     for r in $(cat "$T/failed-runs"); do echo "# run $r failed:"; diag "$T/$r.log"; done
     echo "Bail out! ampdiag run failed"
@@ -260,6 +269,24 @@ jcheck "$T/lu.json" 'R["lr"]["verdict"] in ("keep-use-master-weights", "keep") a
     "bf16-pure lost updates: the lr is not raised"
 jcheck "$T/lu.json" 'any(re.search(r"what-if from fp32: [0-9.]+% of updates would be lost with BF16 weights without FP32 master weights", i) for i in P["bf16"]["evidence"]) and d["runs"][0]["updates"]["lost_if_bf16_fraction"] > 0.5 and d["runs"][1]["updates"]["lost_if_bf16_fraction"] > 0.5' \
     "bf16-pure lost updates: the FP32 trace's what-if gives the fraction BF16 weights would lose (counted, not the ratio rule)"
+
+# ---------------------------------------------------------------- a baseline still falling at the end
+# an lr too low by ~40x: the run learns, every format is fine at this lr, and no single run says
+# by how much to raise it: undecided (run tune), the lr not settled, the finding's figures given
+cmp sf "$T/sf-fp32.h5" "$T/sf-bf16.h5"
+jcheck "$T/sf.json" 'P["verdict"] == "undecided" and "still falling" in P["text"] and any(b["id"] == "still_falling" for x in R["decisions"] if x["what"] == "precision" for b in x["because"])' \
+    "still falling: undecided, because of the baseline's still_falling finding"
+jcheck "$T/sf.json" 'R["lr"]["verdict"] == "unknown" and "untested" in R["lr"]["text"] and R["lr"]["suggested"] == R["lr"]["current"]' \
+    "still falling: the lr is not settled (untested), not changed"
+jcheck "$T/sf.json" '[f["figures"]["rate_share"]["value"] >= f["constants"]["STILL_FALLING"] and f["figures"]["half"]["value"] > f["figures"]["last"]["value"] for f in d["runs"][0]["evidence"] if f["id"] == "still_falling"] == [True]' \
+    "still falling: the baseline's finding, its rate share at or above STILL_FALLING"
+cmp sg "$T/sg-fp32.h5" "$T/sg-bf16.h5"
+jcheck "$T/sg.json" 'P["verdict"] == "bf16" and not any(f["id"] == "still_falling" for r in d["runs"] for f in r["evidence"])' \
+    "converged at lr 1e-3 (same data and seed): bf16, no still_falling finding"
+# a format finding holds at any lr: the lost updates of bf16-pure decide although fp32 is still
+# falling there
+jcheck "$T/lu.json" 'any(f["id"] == "still_falling" for f in d["runs"][0]["evidence"]) and P["verdict"] == "bf16"' \
+    "still falling with a format finding: the format's verdict stands"
 
 # ---------------------------------------------------------------- a learning rate that diverges everywhere
 cmp ld "$T/ld-fp32.h5" "$T/ld-fp16.h5" "$T/ld-bf16.h5" --fail-on divergence

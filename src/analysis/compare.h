@@ -58,6 +58,8 @@ typedef struct an_comparison {
     int **layer_map;      /* [nruns][run's nlayers] -> baseline layer index or -1 */
     an_finding_list list; /* the comparison's findings (evidence.h): what differs between the
                              runs (the notes), each run's loss gap, the layers deviating most */
+    int lr_measured;      /* the caller measured the baseline's lr against its neighbours (ampdiag
+                             tune's yardstick): a baseline still falling is not a reason to decline */
     int oom;
 } an_comparison;
 

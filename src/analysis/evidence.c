@@ -86,6 +86,12 @@ static an_const consts[AN_NCONSTS] = {
                            "inputs whose largest feature standard deviation is above this, or whose "
                            "root mean square is below its inverse, are far from unit scale"},
     [K_EARLY_SHARE] = {"EARLY_SHARE", 0.1, KS_PCT, "the early steps: this share of the run"},
+    [K_STILL_FALLING] = {"STILL_FALLING", 0.8, KS_PCT,
+                         "a run whose training loss fell over its second half at this share of its "
+                         "mean rate over the whole run or more (window means, the decrease beyond "
+                         "LEARN_SE standard errors) is still falling: a converging run slows down "
+                         "(its second half falls at a small share of its mean rate), a run whose lr "
+                         "is too low, or too short, does not"},
     [K_EARLY_MIN] = {"EARLY_MIN", 10, KS_INT, "... and at least this many"},
     [K_RATIO_EARLY_HIGH] = {"RATIO_EARLY_HIGH", 3e-2, KS_G,
                             "an early update/weight ratio above this (30x the healthy ~1e-3; AdamW's "
@@ -290,6 +296,10 @@ static const an_finding_def defs[AN_NFINDINGS] = {
                       {{"ratio_p90", U_RATIO}, {"ratio", U_RATIO}, {"learns", U_FLAG}, {"window", U_LOSS},
                        {"first", U_LOSS}, {"zero_share", U_SHARE}},
                       {0}, KS(K_RATIO_LOW, K_RATIO_TARGET)},
+    [F_STILL_FALLING] = {"still_falling",
+                         {{"rate_share", U_SHARE}, {"first", U_LOSS}, {"half", U_LOSS}, {"last", U_LOSS},
+                          {"window", U_COUNT}, {"steps", U_COUNT}},
+                         {0}, KS(K_STILL_FALLING, K_LEARN_SE)},
     [F_FWD_OVERFLOW] = {"forward_overflow", {{"absmax", U_VALUE}, {"step", U_STEP}}, {0},
                         KS(K_FP16_OVERFLOW_AT, K_FP16_MAX)},
     [F_ACT_OVERFLOW] = {"activation_overflow",

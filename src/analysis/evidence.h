@@ -68,7 +68,7 @@ typedef enum an_kid {
     K_INPUT_SCALE_FAR,
     /* the lr from the whole history */
     K_EARLY_SHARE, K_EARLY_MIN, K_RATIO_EARLY_HIGH, K_DIED_SHARE, K_DEAD_LOSS_SHARE, K_LOSS_RISE,
-    K_LR_HIGH_FACTOR,
+    K_LR_HIGH_FACTOR, K_STILL_FALLING,
     /* learning rate */
     K_RATIO_TARGET, K_RATIO_HIGH, K_RATIO_LOW, K_RATIO_STRONG, K_LR_LOWER_MIN, K_LR_RAISE_MAX,
     K_LR_STEP, K_LR_RAISE_FLAT_MAX, K_LR_DIVERGE_MIN, K_SPIKE_RATE_MAX,
@@ -142,6 +142,8 @@ typedef enum an_fid {
     F_LR_TOO_HIGH,         /* the history says the lr is too high (divergence, an early explosion,
                               units dying after large early updates) */
     F_LR_TOO_LOW,          /* ... too low (live gradients, a small ratio throughout) */
+    F_STILL_FALLING,       /* a run that learns, its training loss still falling at the end at
+                              STILL_FALLING of its mean rate or more: not trained to its best */
     /* ranges and formats */
     F_FWD_OVERFLOW,        /* a 16-bit layer's activations (else weights) reach FP16's overflow */
     F_ACT_OVERFLOW,        /* any layer's activations reach FP16's overflow (islands, FP32 ops) */

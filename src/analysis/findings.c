@@ -451,6 +451,56 @@ static void lr_history(fctx *x, int dead)
     }
 }
 
+/* The mean and the variance of the mean of the finite training losses of steps [a, b) not
+ * skipped; NaN mean when none. */
+static double window_mean(const an_run *r, size_t a, size_t b, double *var_mean)
+{
+    double sum = 0, sq = 0;
+    size_t n = 0;
+    for (size_t i = a; i < b && i < r->nsteps; i++)
+        if (!r->steps[i].skipped && isfinite(r->steps[i].loss)) {
+            sum += r->steps[i].loss;
+            sq += r->steps[i].loss * r->steps[i].loss;
+            n++;
+        }
+    if (n < 2) {
+        *var_mean = NAN;
+        return NAN;
+    }
+    double m = sum / (double)n, var = fmax(0, (sq - (double)n * m * m) / (double)(n - 1));
+    *var_mean = var / (double)n;
+    return m;
+}
+
+/* Still falling (F_STILL_FALLING): a run that learns and did not fail, whose training loss fell
+ * over its second half at STILL_FALLING of its mean rate or more. The rates are of window means
+ * (windows of the early steps' size: at the start, around the middle, at the end): the second
+ * half's 2 (half - last) against the whole run's (first - last); the second half's decrease
+ * must be beyond LEARN_SE standard errors of the two window means. A converging run slows down;
+ * one whose steps are too small (a low lr, or too few steps) keeps its pace to the end. */
+static void still_falling(fctx *x)
+{
+    const an_run *r = x->r;
+    size_t w = early_steps(r), n = r->nsteps;
+    if (n < 4 * w || w < 2 || failed(r) || learned(x) != 1)
+        return;
+    double v0, vh, ve;
+    double m0 = window_mean(r, 0, w, &v0), mh = window_mean(r, n / 2 - w / 2, n / 2 - w / 2 + w, &vh),
+           me = window_mean(r, n - w, n, &ve);
+    if (!(isfinite(m0) && isfinite(mh) && isfinite(me)) || !(m0 > me))
+        return;
+    double share = 2 * (mh - me) / (m0 - me);
+    if (!(share >= an_k(K_STILL_FALLING)) || !(mh - me > an_k(K_LEARN_SE) * sqrt(vh + ve)))
+        return;
+    an_finding *f = fadd(x, F_STILL_FALLING);
+    if (!f)
+        return;
+    const double v[6] = {share, m0, mh, me, (double)w, (double)n};
+    memcpy(f->v, v, sizeof v);
+    f->s.from = r->first_step;
+    f->s.to = r->steps[n - 1].step;
+}
+
 /* The data as the run saw it: a degenerate validation set (one class where there are more, or
  * fewer than VAL_MIN_ROWS rows), and inputs far from unit scale (a feature's standard deviation
  * above INPUT_SCALE_FAR, or a root mean square below its inverse). */
@@ -511,6 +561,7 @@ static void learning_findings(fctx *x)
         f->v[4] = flat;
     }
     lr_history(x, dead);
+    still_falling(x);
     if (r->loss_spikes && (f = fadd(x, F_LOSS_SPIKES))) {
         double n = (double)r->nsteps;
         f->v[0] = (double)r->loss_spikes;

@@ -82,6 +82,7 @@ typedef struct prec_ctx {
     int fp16_fwd;           /* (b)3/(b)4: FP16 overflows in the forward pass */
     int islands_partial;    /* islands known only from an FP16 run's first overflowing layer */
     int baseline_flat;      /* (b)1: the FP32 baseline trains but does not learn */
+    int baseline_falling;   /* (b)1: the FP32 baseline learns, still falling at the end */
     int range_decisive;     /* (b)5: the gradient range ruled FP16 out */
     const an_run *fp16_healthy; /* (b)4: an FP16 run that was run and is healthy (no NaN/inf,
                                    skips within the limit, loss within the band), or NULL: what

@@ -295,8 +295,13 @@ static int lr_rule_ratio(lr_ctx *x)
             rec_because(d, sp);
         }
     }
+    const an_finding *fall = rf(x->runs, x->bi, F_STILL_FALLING);
     if (R->lr != LR_UNKNOWN)
         return 0; /* lr_rule_too_low decided */
+    if (fall && learns && !x->c->lr_measured) { /* likely too low, by an amount one run does not measure: left to tune */
+        SAY0(R, SEC_LR, R_LR_STILL_FALLING, fall, -1);
+        return 0;
+    }
     if (learns) {
         R->lr = LR_KEEP;
         SAY(R, SEC_LR, R_LR_KEEP_HEALTHY, q, -1, r > an_k(K_RATIO_HIGH), base->tail_mean, base->loss_first,
@@ -347,7 +352,10 @@ static int lr_rule_line(lr_ctx *x)
         SAY(R, SEC_LR_LINE, rf(x->runs, x->bi, F_LR_TOO_LOW) ? R_LR_RAISE_LOW : R_LR_RAISE, NULL, (int)x->bi,
             R->lr_suggested, R->lr_factor);
         break;
-    default: break;
+    default:
+        if (rf(x->runs, x->bi, F_STILL_FALLING) && !x->c->lr_measured)
+            SAY0(R, SEC_LR_LINE, R_LR_UNSETTLED, NULL, (int)x->bi);
+        break;
     }
     return 1;
 }

@@ -19,6 +19,7 @@ static void verdict_undecided(prec_ctx *x)
     R->precision = REC_UNDECIDED;
     rec_mid m = x->invalid                   ? R_V_UNDECIDED_INVALID
                 : x->baseline_flat             ? R_V_UNDECIDED_FLAT
+                : x->baseline_falling          ? R_V_UNDECIDED_FALLING
                 : !x->have_fp32                ? R_V_UNDECIDED_ALL
                 : failed_by_format(x->base)    ? R_V_UNDECIDED_ADAM
                                                : R_V_UNDECIDED_LR;
@@ -220,6 +221,29 @@ static void rule_baseline_sanity(prec_ctx *x)
     rec_baseline_causes(x);
 }
 
+/* (b)7 Baseline trained to its best: an FP32 baseline that learns but whose training loss still
+ * falls at the end at STILL_FALLING of its mean rate (F_STILL_FALLING) is limited by its lr or its
+ * length, not its precision: where the formats show nothing to change (no format ruled out, no
+ * master weights, no FP32 islands, no forward overflow), no single-shot advice makes it better
+ * (the lr it needs is measured, not read off one run): undecided, run tune. Where a format finding
+ * names a change, that change holds at any lr and the verdict gives it; the lr line says the lr
+ * is not settled either way. Not for tune's yardstick, whose lr was measured. */
+static void rule_baseline_falling(prec_ctx *x)
+{
+    const recommendation *R = x->R;
+    if (x->undecided || !x->have_fp32 || run_failed(x->base) || x->c->lr_measured)
+        return;
+    if (R->fp16.decisive || R->bf16.decisive || x->bf16_bad || x->bf16_gap_bad || R->master_weights ||
+        x->fp16_fwd || x->islands[0])
+        return;
+    const an_finding *f = rf(x->runs, x->bi, F_STILL_FALLING);
+    if (!f)
+        return;
+    x->baseline_falling = 1;
+    x->undecided = 1;
+    SAY0(x->R, SEC_WHY, R_FIRST_STILL_FALLING, f, -1);
+}
+
 /* Causes ranked: a baseline that does not learn, an evaluation that alone overflows, and a run
  * that failed by a format cause no lr or island fixes (AdamW eps 0 in FP16 state) are named in
  * the verdict line itself, with the remedy, unless the baseline's failure already made the
@@ -296,6 +320,7 @@ static const prec_rule precision_rules[] = {
     rule_adam_eps,            /* (b)8 */
     rule_viability,           /* (b)7 */
     rule_table_agrees,        /* (b)7: a format whose run failed is never viable */
+    rule_baseline_falling,    /* (b)7: a baseline still falling, nothing in the formats to change */
     rule_verdict,             /* (b)7 */
     rule_island_warning,      /* (b)8 */
     rule_cause_first,         /* causes ranked: a format cause names itself in the verdict */

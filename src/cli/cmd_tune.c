@@ -514,6 +514,8 @@ static int advise(const tune_state *S, const long *idx, size_t n, advice *A)
     int have_c = 0, have_r = 0;
     if (!rc && !(have_c = an_compare(runs, n, 0, &c) == 0))
         rc = EXIT_IO;
+    if (have_c) /* the yardstick's lr is the best tune measured: still falling is no reason to decline */
+        c.lr_measured = S->yard >= 0 && n > 0 && idx[0] == S->yard;
     if (!rc && !(have_r = recommend(runs, n, &c, S->cfg->target, 0, &R) == 0))
         rc = EXIT_IO;
     if (!rc) {
@@ -585,10 +587,20 @@ static int gap_of(const tune_state *S, long y, long k, int *outside, double *ban
  * The stages
  * ------------------------------------------------------------------------------------------ */
 
-/* a measures better than b: it learns, and b does not or its final eval loss is higher. */
+/* a run that completed with a finite final eval loss (it may still not learn) */
+static int ends_finite(const trun *a)
+{
+    return strcmp(a->status, "complete") == 0 && isfinite(a->eval);
+}
+
+/* a measures better than b: it learns, and b does not or its final eval loss is higher; or neither
+ * learns and a ends finite where b does not (a NaN or a divergence is the worse of two runs that do
+ * not learn: an option that removes it is measured progress, whatever the lr does next). */
 static int better(const trun *a, const trun *b)
 {
-    return a->learns == 1 && (b->learns != 1 || a->eval < b->eval);
+    if (a->learns == 1)
+        return b->learns != 1 || a->eval < b->eval;
+    return b->learns != 1 && ends_finite(a) && !ends_finite(b);
 }
 
 /* The FP32 run of a round (-1: none). */
@@ -759,6 +771,49 @@ static long best_fp32(const tune_state *S, double *lo, double *hi, size_t *count
     return best;
 }
 
+/* Nothing learns yet: the next lrs toward the FP32 run (every-run options kept) whose final eval
+ * loss is the lowest of those that end finite, the run closest to learning. Beside it, up and
+ * down, a decade at a time (ground is covered fast while nothing learns) or half-way (in log) to
+ * the nearest lr tried on that side, and not where that gap is already a step (sqrt(10)) or less,
+ * within the range test's span. The count (0: no run ends finite, or nothing left to try); its lr
+ * in *at. */
+static size_t toward_lowest(const tune_state *S, double *next, double *at)
+{
+    char opts[1024];
+    set_text(opts, sizeof opts, &S->every, NULL);
+    long b = -1;
+    for (size_t i = 0; i < S->nruns; i++) {
+        const trun *t = &S->runs[i];
+        if (t->kind == K_RUN && !strcmp(t->precision, "fp32") && !strcmp(t->options, opts) && ends_finite(t) &&
+            (b < 0 || t->eval < S->runs[b].eval))
+            b = (long)i;
+    }
+    if (b < 0)
+        return 0;
+    double bl = *at = S->runs[b].lr, above = INFINITY, below = 0;
+    for (size_t i = 0; i < S->nruns; i++) {
+        const trun *t = &S->runs[i];
+        if (t->kind != K_RUN || strcmp(t->precision, "fp32") || strcmp(t->options, opts))
+            continue;
+        if (t->lr > bl * (1 + 1e-9))
+            above = fmin(above, t->lr);
+        else if (t->lr < bl * (1 - 1e-9))
+            below = fmax(below, t->lr);
+    }
+    size_t n = 0;
+    if (above / bl > LR_STEP * 1.001) {
+        double up = bl * fmin(10.0, sqrt(above / bl));
+        if (up <= LRFIND_MAX && find_run(S, "fp32", up, opts, K_RUN) < 0)
+            next[n++] = up;
+    }
+    if (below <= 0 || bl / below > LR_STEP * 1.001) {
+        double down = below > 0 ? bl / fmin(10.0, sqrt(bl / below)) : bl / 10;
+        if (down >= LRFIND_MIN && find_run(S, "fp32", down, opts, K_RUN) < 0)
+            next[n++] = down;
+    }
+    return n;
+}
+
 /* FP32 at the lrs (those not run yet), a round of the search. */
 static int search_round(tune_state *S, int k, const double *lrs, size_t n, msg_tune_id id, const double *v,
                         size_t nv, const char *source)
@@ -803,7 +858,13 @@ static int stage_lr(tune_state *S, long base, const advice *A)
         double next[2];
         size_t nn = 0;
         if (best < 0) {
-            /* nothing learns: go the way the history says (too low: up), else down */
+            double at;
+            if ((nn = toward_lowest(S, next, &at))) { /* nothing learns: toward the lowest eval loss */
+                if ((rc = search_round(S, k, next, nn, MT_WHY_LR_TOWARD, &at, 1, "")))
+                    return rc;
+                continue;
+            }
+            /* no run ends finite: go the way the history says (too low: up), else down */
             int up = A && A->lr == LR_RAISE;
             next[nn++] = up ? hi * LR_STEP : lo / LR_STEP;
             if ((rc = search_round(S, k, next, nn, MT_WHY_LR_LOWER, up ? &hi : &lo, 1, "")))

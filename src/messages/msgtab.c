@@ -117,6 +117,12 @@ const msg_row msg_finding_rows[AN_NFINDINGS] = {
                       "{?learns:learns slowly (final-window training loss {window:g4} from {first:g4})}"
                       "{!learns:does not learn}",
                       NULL},
+    [F_STILL_FALLING] = {NULL, F_NONE, {0},
+                         "{run}: its training loss still falls at the end: over its second half at "
+                         "{rate_share:pct} of its mean rate over the run ({first:g4} in its first {window:int} "
+                         "steps, {half:g4} around the middle, {last:g4} in its last {window:int}; a converging "
+                         "run slows below {K.STILL_FALLING})",
+                         "it is still falling at the end"},
     [F_FWD_OVERFLOW] = {NULL, F_NONE, {0},
                         "{run}: {layer} {kind} reach {absmax:g4} (2^{absmax:l2}) at step {step}, above FP16's "
                         "{K.FP16_MAX}",
@@ -338,6 +344,11 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "initial {initial:g4} by more than the {?paired:paired }noise {band:g2}{!acc_ok:{#accuracy:, and its "
       "accuracy {accuracy:pct} is not above chance {chance:pct} by more than {acc_band:pct}}}: there is nothing "
       "to hold a 16-bit run against", NULL),
+    I(R_FIRST_STILL_FALLING, "first_baseline_still_falling", F_STILL_FALLING, {0},
+      "first: the baseline {run} learns but is not trained to its best: its training loss still falls at the end "
+      "(over its second half at {rate_share:pct} of its mean rate, {half:g4} -> {last:g4}; a converging run slows "
+      "below {K.STILL_FALLING}): its lr is likely too low (or its run too short), by an amount no single run "
+      "measures; a 16-bit run held against it shows only what holds at this lr", NULL),
     I(R_CAUSE_LR_HIGH, "cause_lr_too_high", F_LR_TOO_HIGH, {0},
       "likely cause: the lr is too high: {?diverged:{run} diverges from step {fail_step:int}}{!diverged:"
       "{?explosion:its training loss explodes early (to {loss_peak:g3} at step {peak_step:int}, from "
@@ -506,6 +517,9 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "{?high:; likely cause: its lr is too high}{?low:; likely cause: its lr is too low}; "
       "{?inputs:standardise the inputs first (--standardize on), then }fix the training (see why; ampdiag tune "
       "measures the lr) and compare again", NULL),
+    I(R_V_UNDECIDED_FALLING, "undecided_baseline_still_falling", F_NONE, {0},
+      "undecided: the baseline {run} is still falling at the end, so the lr (or the run's length), not the "
+      "precision, limits it; run ampdiag tune, which measures the lr and then the precisions at it", NULL),
     I(R_V_BF16, "bf16", F_NONE, {"from_trace", "no_run"},
       "bf16 (autocast with FP32 master weights){?from_trace:; predicted from the FP32 trace: confirm with a bf16 "
       "run}{?no_run:; no bf16 run given: confirm with one}", NULL),
@@ -620,6 +634,10 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "untested: {count} loss spikes in {steps} steps of {run} (more than {K.SPIKE_RATE_MAX}; first at step "
       "{first_step}): a lower lr or a longer warm-up might help; a heuristic, so a hypothesis that ampdiag tune "
       "tests, not a change to the lr here", NULL),
+    I(R_LR_STILL_FALLING, "lr_still_falling", F_STILL_FALLING, {0},
+      "untested: {run}'s training loss still falls at the end (over its second half at {rate_share:pct} of its "
+      "mean rate): a higher lr (or more steps) would likely go further; by how much no single run measures, so a "
+      "hypothesis that ampdiag tune tests, not a change to the lr here", NULL),
     I(R_LR_KEEP_BAND, "lr_keep_band", F_UPDATE_RATIO, {"spikes"},
       "update/weight ratio {ratio:g3} (" RATIO_SRC ") in {run}, within {K.RATIO_LOW}..{K.RATIO_HIGH} (target "
       "~{K.RATIO_TARGET}); {spikes:int} loss spikes", NULL),
@@ -628,6 +646,9 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "{K.BF16_UNIT_ROUNDOFF}: do not raise the lr to push updates over the rounding threshold; keep FP32 master "
       "weights (or Kahan summation / stochastic rounding)", NULL),
     I(R_LR_KEEP, "lr_keep", F_NONE, {"lr"}, "keep {lr:g}", NULL),
+    I(R_LR_UNSETTLED, "lr_unsettled", F_NONE, {0},
+      "not settled by one run: likely too low, {run} still falling at the end (untested: ampdiag tune measures it)",
+      NULL),
     I(R_LR_KEEP_MASTER, "lr_keep_master", F_NONE, {"lr"},
       "keep {lr:g} and use FP32 master weights (do not raise it to beat BF16 rounding)", NULL),
     I(R_LR_LOWER, "lr_lower", F_NONE, {"lr", "factor"}, "lower to {lr:g3} (x{factor:g3})", NULL),
@@ -758,6 +779,9 @@ const msg_tune_row msg_tune_rows[MT_N] = {
       "the lr measured: FP32 at {lr:g}, beside the best so far ({best:g}), the way it improves"),
     T(MT_WHY_LR_LOWER, "lr_lower", {"lr", "lowest"}, {0},
       "no FP32 run learns yet: FP32 at {lr:g}, below the lowest lr tried ({lowest:g})"),
+    T(MT_WHY_LR_TOWARD, "lr_toward", {"lr", "closest"}, {0},
+      "no FP32 run learns yet: FP32 at {lr:g}, beside the lr whose run ends with the lowest eval loss "
+      "({closest:g}), the run closest to learning"),
     T(MT_WHY_HYPOTHESIS, "hypothesis", {"lr"}, {"options", "what"},
       "a hypothesis of the advice ({what}, untested): FP32 with {options} at lr {lr:g}, kept if it measures "
       "better"),
