@@ -84,6 +84,14 @@ ok $? "lr too low: round 1 says raise; the range test and the search settle an l
 healthy_band low
 ok $? "lr too low: the advice followed trains: complete, finite, eval loss within the band of a healthy run"
 
+# nothing learns around the range test's suggestion (10 steps: too few for the bracket's lrs to
+# get beyond the noise): the search goes toward the run whose final eval loss is the lowest, a
+# decade at a time, until one learns
+tune toward --optimizer sgd --momentum 0 --lr 1e-6 --steps 10 --eval-every 10 --precisions fp32,bf16 $TR
+ok "$(cat "$T/toward.rc")" "nothing learns in the bracket: tune exits 0 (verified)"
+j "$T/toward/tune.json" 'not any(r["learns"] for r in d["runs"] if r["why_id"] == "lr_bracket") and [abs(r["lr"] / min((b for b in d["runs"] if b["why_id"] == "lr_bracket"), key=lambda b: b["eval_loss"])["lr"] - 10) < 1e-6 and r["learns"] for r in d["runs"] if r["why_id"] == "lr_toward"] == [True] and d["verified"]'
+ok $? "nothing learns in the bracket: the next lr is 10x the bracket's run with the lowest eval loss, and it learns"
+
 # NaN in the evaluation only: fp16 is ruled out by that cause, bf16 is verified
 tune evnan --scenario fp16-eval-overflow --precisions fp32,fp16,bf16 $TR
 ok "$(cat "$T/evnan.rc")" "eval overflow: tune exits 0 (verified)"
