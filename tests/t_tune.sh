@@ -92,6 +92,20 @@ ok "$(cat "$T/toward.rc")" "nothing learns in the bracket: tune exits 0 (verifie
 j "$T/toward/tune.json" 'not any(r["learns"] for r in d["runs"] if r["why_id"] == "lr_bracket") and [abs(r["lr"] / min((b for b in d["runs"] if b["why_id"] == "lr_bracket"), key=lambda b: b["eval_loss"])["lr"] - 10) < 1e-6 and r["learns"] for r in d["runs"] if r["why_id"] == "lr_toward"] == [True] and d["verified"]'
 ok $? "nothing learns in the bracket: the next lr is 10x the bracket's run with the lowest eval loss, and it learns"
 
+# standardised inputs rejected at the lr given (AdamW lr 16.2 diverges with them too) are tried
+# again at the lr the search measured best without them, kept there, and the lr measured again
+tune again --optimizer adamw --lr 16.2 --data synthetic:blobs-raw --steps 300 --precisions fp32,bf16 $TR
+ok "$(cat "$T/again.rc")" "a remedy rejected at a bad lr: tune exits 0 (verified)"
+j "$T/again/tune.json" '[(r["options"], abs(r["lr"] - min((b for b in d["runs"] if b["precision"] == "fp32" and b["options"] == "" and b["learns"] and b["why_id"] != "remedy_again"), key=lambda b: b["eval_loss"])["lr"]) < 1e-9 * r["lr"]) for r in d["runs"] if r["why_id"] == "remedy_again"] == [("--standardize on", True)] and d["verified"] and "--standardize on" in d["verification"] and d["eval_loss"] < 0.1 * min(r["eval_loss"] for r in d["runs"] if r["options"] == "" and r["learns"])'
+ok $? "a remedy rejected at a bad lr: tried again at the best lr measured without it, kept, verified with it (eval loss 10x lower)"
+
+# both neighbours of the best measured, one ending within the best's noise band: the search goes
+# a step past it (a plateau) instead of stopping
+tune plateau --optimizer sgd --momentum 0.9 --lr 0.5 --data synthetic:blobs-raw --steps 200 --precisions fp32,bf16 $TR
+ok "$(cat "$T/plateau.rc")" "a plateau beside the best: tune exits 0 (verified)"
+j "$T/plateau/tune.json" 'any(r["why_id"] == "lr_plateau" and sum(1 for b in d["runs"] if b["precision"] == "fp32" and b["options"] == r["options"] and b["why_id"] != "lr_plateau" and any(abs(b["lr"] - r["lr"] / f) < 1e-6 * b["lr"] for f in (10 ** 0.5, 10, 10 ** -0.5, 0.1))) == 2 for r in d["runs"]) and d["verified"]'
+ok $? "a plateau beside the best: an lr a step past the neighbour, both steps between measured before"
+
 # NaN in the evaluation only: fp16 is ruled out by that cause, bf16 is verified
 tune evnan --scenario fp16-eval-overflow --precisions fp32,fp16,bf16 $TR
 ok "$(cat "$T/evnan.rc")" "eval overflow: tune exits 0 (verified)"

@@ -9,7 +9,10 @@
  *   3. the learning rate, measured: where the FP32 baseline diverges or does not learn, the LR
  *      range test (a run of ampdiag lrfind's, from the same initial weights) says where to start;
  *      FP32 runs around the start (x sqrt(10) each way), then beside the best one the way it
- *      improves, until the best has been measured on both sides (at most --rounds rounds). The
+ *      improves, until the best has been measured on both sides and neither side ends within its
+ *      noise band (at most --rounds rounds); while nothing learns, toward the run whose eval loss
+ *      is the lowest; an every-run option rejected at an lr that does not learn is tried again at
+ *      the lr measured best. The
  *      best FP32 run that learns is the yardstick; when none learns, tune says so and exits 1;
  *   4. the advice's hypotheses at the yardstick (a clip value, a longer warm-up): tested the same
  *      way, kept where they measure better;
@@ -250,6 +253,8 @@ typedef struct tune_state {
     tround rounds[TUNE_MAX_ROUNDS];
     size_t nrounds;
     opt_set every;             /* the every-run options kept so far */
+    opt_set rejected;          /* the last every-run options rejected at the lr given ... */
+    int have_rejected;         /* ... (tried again at the lr measured) */
     note notes[TUNE_MAX_NOTES];
     size_t nnotes;
     long first_base;           /* round 1's FP32 run */
@@ -697,6 +702,8 @@ static int stage_every(tune_state *S, const advice *A, long *base, int k)
     } else {
         msg_tune(txt, sizeof txt, MT_REJECTED, v, 3, s, 1);
         add_note(S, MT_REJECTED, txt);
+        S->rejected = cand;
+        S->have_rejected = 1;
     }
     return 0;
 }
@@ -831,6 +838,31 @@ static int search_round(tune_state *S, int k, const double *lrs, size_t n, msg_t
     return rc;
 }
 
+/* The best FP32 run measured on both sides (√10 up and down): where a side's run ends within the
+ * paired noise band of the best (not worse beyond it: a plateau, or a noisy valley), the lr a step
+ * past it, the way the search has not been yet, within the range test's span (into next, *nn of
+ * them). A best that is worse than its neighbour beyond the noise on both sides is settled. 0 or
+ * an exit status. */
+static int past_plateau(const tune_state *S, long best, double *next, size_t *nn)
+{
+    *nn = 0;
+    double bl = S->runs[best].lr;
+    for (int j = 0; j < 2; j++) {
+        double side = j == 0 ? bl * LR_STEP : bl / LR_STEP, past = j == 0 ? side * LR_STEP : side / LR_STEP;
+        long nb = find_run(S, "fp32", side, S->runs[best].options, K_RUN);
+        if (nb < 0 || past > LRFIND_MAX || past < LRFIND_MIN ||
+            find_run(S, "fp32", past, S->runs[best].options, K_RUN) >= 0 || S->runs[nb].learns != 1)
+            continue;
+        int outside, paired;
+        double band, rel;
+        if (gap_of(S, best, nb, &outside, &band, &paired, &rel))
+            return EXIT_IO;
+        if (!outside)
+            next[(*nn)++] = past;
+    }
+    return 0;
+}
+
 /* 3. The lr, measured: the search, and the yardstick it leaves. */
 static int stage_lr(tune_state *S, long base, const advice *A)
 {
@@ -875,8 +907,15 @@ static int stage_lr(tune_state *S, long base, const advice *A)
         for (int j = 0; j < 2; j++)
             if (find_run(S, "fp32", cand[j], S->runs[best].options, K_RUN) < 0)
                 next[nn++] = cand[j];
-        if (!nn)
-            break; /* measured on both sides */
+        if (!nn) { /* measured on both sides: on past a side that is within the noise of the best */
+            if ((rc = past_plateau(S, best, next, &nn)))
+                return rc;
+            if (!nn)
+                break;
+            if ((rc = search_round(S, k, next, nn, MT_WHY_LR_PLATEAU, &bl, 1, "")))
+                return rc;
+            continue;
+        }
         if ((rc = search_round(S, k, next, nn, MT_WHY_LR_NEIGHBOUR, &bl, 1, "")))
             return rc;
     }
@@ -1555,6 +1594,56 @@ static int stage_fp32_search(tune_state *S)
     return 0;
 }
 
+/* 3b. Every-run options the advice named that measured worse at the lr given, where that lr did
+ * not learn (an lr far off hides what standardised inputs or an FP32 optimizer state are worth):
+ * FP32 with them at the lr the search measured best (else at the lr of the run closest to
+ * learning); kept where it measures better, and the lr measured again from there. 0 or an exit
+ * status. */
+static int stage_retest(tune_state *S, long base)
+{
+    if (!S->have_rejected || S->runs[base].learns == 1)
+        return 0;
+    double lo, hi, at = NAN;
+    size_t count;
+    long ref = best_fp32(S, &lo, &hi, &count);
+    if (ref < 0) {
+        double next[2];
+        if (toward_lowest(S, next, &at) == 0 && !isfinite(at))
+            return 0;
+        char opts[1024];
+        set_text(opts, sizeof opts, &S->every, NULL);
+        ref = find_run(S, "fp32", at, opts, K_RUN);
+        if (ref < 0)
+            return 0;
+    }
+    double lr = S->runs[ref].lr;
+    char opts[1024], why[800], txt[900];
+    set_text(opts, sizeof opts, &S->rejected, NULL);
+    if (find_run(S, "fp32", lr, opts, K_RUN) >= 0)
+        return 0;
+    const char *s[1] = {opts};
+    msg_tune(why, sizeof why, MT_WHY_REMEDY_AGAIN, (const double[]){lr, S->runs[base].lr}, 2, s, 1);
+    long rd;
+    int rc = do_round(S, "remedy-again", "fp32", lr, &S->rejected, NULL, NULL, 0, K_RUN, MT_WHY_REMEDY_AGAIN, why,
+                      &rd);
+    if (rc)
+        return rc;
+    long r = find_run(S, "fp32", lr, opts, K_RUN);
+    if (r < 0)
+        return 0;
+    const double v[3] = {S->runs[r].eval, S->runs[ref].eval, S->runs[r].learns == 1};
+    if (!better(&S->runs[r], &S->runs[ref])) {
+        msg_tune(txt, sizeof txt, MT_REJECTED, v, 3, s, 1);
+        add_note(S, MT_REJECTED, txt);
+        return 0;
+    }
+    S->every = S->rejected;
+    S->have_rejected = 0;
+    msg_tune(txt, sizeof txt, MT_ADOPTED, v, 2, s, 1);
+    add_note(S, MT_ADOPTED, txt);
+    return stage_lr(S, r, &S->rounds[0].adv);
+}
+
 /* The whole loop. 0 or an exit status. */
 static int tune(tune_state *S, double lr)
 {
@@ -1572,6 +1661,8 @@ static int tune(tune_state *S, double lr)
     if ((rc = stage_every(S, &S->rounds[0].adv, &base, 1)))
         return rc;
     if ((rc = stage_lr(S, base, &S->rounds[0].adv)))
+        return rc;
+    if ((rc = stage_retest(S, base)))
         return rc;
     double lo, hi;
     size_t count;

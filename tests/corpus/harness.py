@@ -73,9 +73,26 @@ def finite(x):
     return isinstance(x, (int, float)) and math.isfinite(x)
 
 
+PAIRED_WINSOR = None  # ampdiag's constant of that name, read at start (ampdiag_constant)
+
+
+def ampdiag_constant(ampdiag, name):
+    """A named constant of ampdiag's rules as a number, from the table `ampdiag help rules
+    --format md` prints (a row "| `NAME` | value | ..."; a value in % is a share): the judge
+    uses the tool's own definition of a figure, never a copy of it."""
+    out = subprocess.run([ampdiag, "help", "rules", "--format", "md"], capture_output=True, text=True).stdout
+    m = re.search(r"^\| `%s` \| ([^|]+?) \|" % re.escape(name), out, re.M)
+    if not m:
+        raise SystemExit("harness: ampdiag help rules names no constant %s" % name)
+    v = m.group(1).strip()
+    return float(v[:-1]) / 100 if v.endswith("%") else float(v)
+
+
 class Ctx:
     def __init__(self, a):
+        global PAIRED_WINSOR
         self.ampdiag = os.path.abspath(a.ampdiag)
+        PAIRED_WINSOR = ampdiag_constant(self.ampdiag, "PAIRED_WINSOR")
         self.out = os.path.abspath(a.out)
         self.keep = a.keep
         self.py, self.sk = find_python(a.python)
@@ -303,12 +320,19 @@ class Config:
     def healthy_run(self, r):
         return r is not None and r["rc"] == 0 and r["status"] == "complete" and finite(r["eval_loss"])
 
-    def diff(self, a, b):
-        """(delta = a - b of the eval loss, band, paired?)"""
+    def diff(self, a, b, winsor=False):
+        """(delta = a - b of the eval loss, band, paired?). winsor: the per-example differences
+        winsorized at PAIRED_WINSOR on each side, as ampdiag's own learning test does
+        (docs/recommendations.md: one example whose initial loss is huge neither makes nor
+        hides the decrease); the delta is then their winsorized mean."""
         la, lb = a.get("_losses"), b.get("_losses")
         if la and lb and len(la) == len(lb) and all(v is not None for v in la + lb):
             d = [x - y for x, y in zip(la, lb)]
             n = len(d)
+            k = int(PAIRED_WINSOR * n) if winsor else 0
+            if 2 * k + 2 <= n and k > 0:
+                d = sorted(d)
+                d = [d[k]] * k + d[k:n - k] + [d[n - k - 1]] * k
             m = sum(d) / n
             sd = math.sqrt(sum((x - m) ** 2 for x in d) / (n - 1)) if n > 1 else 0.0
             return m, 2 * sd / math.sqrt(n), True
@@ -367,7 +391,7 @@ class Config:
         init = self.init_for(r)
         if not self.healthy_run(init):
             return False, "no initial evaluation to judge it against (%s)" % init["status"]
-        d, band, paired = self.diff(r, init)
+        d, band, paired = self.diff(r, init, winsor=True)
         if not d < -band:
             return False, "eval loss %.4g from %.4g at step 0: no decrease beyond the %s band %.3g" % (
                 r["eval_loss"], init["eval_loss"], "paired" if paired else "unpaired", band)
