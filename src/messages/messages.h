@@ -144,6 +144,8 @@ typedef enum msg_tune_id {
     MT_FAIL_UNHEALTHY,     /* a candidate that is not healthy */
     MT_FAIL_NOT_LEARNING,  /* ... that does not learn */
     MT_FAIL_GAP,           /* ... worse than the yardstick beyond the paired band */
+    MT_FAIL_COMMAND,       /* ... whose command failed (`tune -- CMD`: an exit status, no complete
+                              trace) */
     MT_NOTHING_LEARNS,     /* no FP32 run tune made learns */
     MT_NOT_VERIFIED,       /* no candidate passed */
     MT_CANNOT_JUDGE,       /* the validation set judges nothing: no run can be verified */
