@@ -10,8 +10,8 @@
  *                           AMPDIAG_TUNE_CLIP=0.5, --loss-scale dynamic, --scale-init,
  *                           --fp32-layers, --optim-state, --schedule, --steps, --seed, ...)
  *
- * The commands run through the launcher of sweep's rounds (launch.c: local, -j at once), their
- * output into DIR/NAME/run-PRECISION.log.
+ * The commands run through the launcher of sweep's rounds (launch.c: local, -j at once, or a Slurm
+ * job array with --launcher slurm), their output into DIR/NAME/run-PRECISION.log.
  */
 #include "cli/tune_script.h"
 
