@@ -332,10 +332,25 @@ def train_cnn(p, precision, steps=12, init_scale=2.0 ** 16, seed=0):
     return read_trace(p)
 
 
+def rss_peak():
+    """This process's peak resident set size so far, bytes (Linux: ru_maxrss in kilobytes)."""
+    import resource
+    v = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return v if sys.platform == "darwin" else v * 1024
+
+
 def test_precisions():
     runs = {}
+    before = rss_peak()
     for prec in ("fp32", "bf16", "fp16"):
         runs[prec] = train_cnn(path("cnn-%s.h5" % prec), prec)
+    after = rss_peak()
+    # peak memory on the CPU: the process's peak RSS at each trace's close (this process), in bytes
+    pm = [T["attrs"].get("peak_memory_bytes") for T in runs.values()]
+    ok(all(T["attrs"].get("peak_memory_source") == "ru_maxrss" for T in runs.values()) and
+       all(isinstance(v, float) and before <= v <= after for v in pm) and pm == sorted(pm),
+       "peak memory on the CPU: source ru_maxrss, the process's peak RSS at each close in bytes, between the "
+       "peak before the runs and after (%d <= %s <= %d), never decreasing" % (before, pm, after))
     comp = {p: dict(zip(T["names"], (c.decode() for c in T["layers"]["compute"]))) for p, T in runs.items()}
     ok(comp["bf16"]["conv1"] == "bf16" and comp["fp16"]["fc"] == "fp16" and comp["bf16"]["big"] == "fp32" and
        comp["fp16"]["loss"] == "fp32" and comp["fp32"]["conv2"] == "fp32",
@@ -363,6 +378,17 @@ def test_precisions():
     ok(okc, "ampdiag compare of the three runs: exit %d%s" % (r.returncode, "" if okc else " " + r.stderr[-300:]))
     r2 = run("compare", *files)
     ok(r2.returncode == 0 and "fp16" in r2.stdout, "ampdiag compare (text)")
+    row = re.search(r"^peak memory +(.*)$", r2.stdout, re.M)
+    jr = j["runs"] if j else []
+    ok(row and row.group(1).count(" MiB (RSS)") == 3 and "peak resident set size" in r2.stdout and len(jr) == 3 and
+       all(x["peak_memory_source"] == "ru_maxrss" and x["figures"]["peak_memory_bytes"]["value"] == v and
+           x["figures"]["peak_memory_bytes"]["unit"] == "bytes" for x, v in zip(jr, pm)),
+       "compare: a peak memory row with its source per run (%s) and what it is under the table, JSON "
+       "peak_memory_source and the figure "
+       "peak_memory_bytes equal to the attributes" % (row.group(1).strip() if row else None))
+    rec = json.dumps((j or {}).get("recommendation", {"x": "RSS"}))
+    ok(not re.search("peak memory|RSS|ru_maxrss", rec) and "peak memory" not in r2.stdout.split("\nApply")[0],
+       "compare: the CPU's peak RSS is in no verdict, item or advice")
     # advice in PyTorch's terms: the traces' writer is ampdiag.torch
     R = j["recommendation"] if j else {}
     lines, dec = R.get("apply", []), R.get("decisions", [])
@@ -381,6 +407,7 @@ def test_precisions():
     alone = run("compare", files[0])
     both = run("compare", files[0], files[1])
     said = "big activations reach"
+    ok("\npeak memory" not in alone.stdout, "compare of one run: no peak memory row (nothing to compare it with)")
     ok(said in alone.stdout and said not in both.stdout and "forward overflow: big" in alone.stdout and
        "forward overflow" not in both.stdout and both.returncode == 0,
        "compare: the fp32 run alone names 'big' (1e6 > 65504) as an FP16 overflow; with the bf16 run, whose "
@@ -445,8 +472,11 @@ def test_sigkill():
         with h5py.File(p, "r", swmr=True) as f:
             steps = [int(v) for v in f["steps"]["step"]]
             status = f.attrs["status"].decode()
+            peak = f.attrs.get("peak_memory_bytes")
     except OSError as e:
-        status = str(e)
+        status, peak = str(e), None
+    ok(peak is not None and math.isnan(peak) and "peak memory" not in info.stdout,
+       "a run killed before its close: peak_memory_bytes still NaN (%r), no peak memory reported" % (peak,))
     ok(info.returncode == 0 and steps is not None and steps[:6] == list(range(6)) and
        steps == list(range(len(steps))) and len(steps) <= 9 and status == "running" and "cut off" in info.stdout,
        "ampdiag info opens the killed run's trace (exit %d): status running (cut off), steps 0..%d kept "
