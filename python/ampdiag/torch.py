@@ -374,6 +374,7 @@ class Tracer:
         self.path = self.writer.path
         self._header = False
         self._pending_evals = []
+        self._pending_events = []
         self._layer_order = None
         self.t = 0
         self._cad = _cadence.Cadence(None if self.trace_budget is not None else self.trace_every,
@@ -1145,6 +1146,10 @@ class Tracer:
         for rec in self._pending_evals:
             self._write_eval(rec)
         self._pending_evals = []
+        for code, message, value, layer in self._pending_events:  # (at step 0: before it began)
+            idx = next((L.index for L in self.layers if L.name == layer), None) if layer is not None else None
+            w.append_event(0, idx, code, value, message)
+        self._pending_events = []
 
     def _host(self, r):
         """A record's Tstats (copying a device vector to the host: only in rare paths)."""
@@ -1341,8 +1346,11 @@ class Tracer:
         measured against). ``examples``: each validation example's loss (a tensor or sequence,
         the same examples in the same order in every run) and ``example_metric`` its metric (1/0
         correct): the /eval_examples rows that make compare's and tune's noise band paired;
-        loss_se is then computed from them when not given."""
-        s = -1 if initial else (step if step is not None else max(self.t - 1, 0))
+        loss_se is then computed from them when not given. Before the first step() an evaluation
+        is of the initial weights (step -1, initial or not), and like every record before it
+        waits for the first step: the trace's header (the precision seen from autocast in that
+        step's forward pass) is written then."""
+        s = -1 if initial or (step is None and self.t == 0) else (step if step is not None else self.t - 1)
         ex = em = None
         if examples is not None:
             ex = [float(v) for v in (examples.detach().double().flatten().cpu().tolist()
@@ -1354,8 +1362,8 @@ class Tracer:
                 m = sum(ex) / len(ex)
                 loss_se = math.sqrt(sum((v - m) ** 2 for v in ex) / (len(ex) - 1) / len(ex))
         rec = (s, self._loss_value(loss), self._loss_value(metric), self._loss_value(loss_se), ex, em)
-        if s == -1 and not self._header:
-            self._pending_evals.append(rec)  # written with the header (the first step's layers)
+        if not self._header:
+            self._pending_evals.append(rec)  # written with the header (the first step's autocast and layers)
             return
         self._ensure_header()
         self._write_eval(rec)
@@ -1368,18 +1376,21 @@ class Tracer:
 
     def event(self, code, message="", value=math.nan, layer=None):
         """An event at the current step: code one of ampdiag's event names ("note", ...); layer a
-        layer name or None."""
-        self._ensure_header()
-        idx = None
-        if layer is not None:
-            idx = next((L.index for L in self.layers if L.name == layer), None)
-            if idx is None:
-                raise ValueError("ampdiag.torch: event: no layer named %r" % (layer,))
+        layer name or None. Before the first step() it waits for the header, written at that
+        step (as eval())."""
+        if layer is not None and not any(L.name == layer for L in self.layers):
+            raise ValueError("ampdiag.torch: event: no layer named %r" % (layer,))
+        if not self._header:
+            self._pending_events.append((code, message, value, layer))
+            return
+        idx = next((L.index for L in self.layers if L.name == layer), None) if layer is not None else None
         self.writer.append_event(max(self.t - (0 if self._st.started else 1), 0), idx, code, value, message)
 
     def flush(self):
-        """Write every record so far to disk (a kill loses nothing before this)."""
-        self._ensure_header()
+        """Write every record so far to disk (a kill loses nothing before this). Before the first
+        step() there is nothing to write: the header waits for that step."""
+        if not self._header:
+            return
         self.writer.flush()
 
     def remove_hooks(self):

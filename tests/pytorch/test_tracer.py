@@ -483,6 +483,42 @@ def test_sigkill():
        "(0..5 flushed before the kill)" % (info.returncode, len(steps) - 1 if steps else -1))
 
 
+def test_eval_before_step():
+    """eval(), event() and flush() before the first step (an evaluation of the untrained model)
+    must not write the header then: the precision is seen from autocast at the first step."""
+    for prec, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        torch.manual_seed(0)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", enabled=dt == torch.float16)
+        x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+        F = torch.nn.functional
+        p = path("eval-first-%s.h5" % prec)
+        with ampdiag.torch.trace(p, model, opt, scaler, overwrite=True) as tr:
+            with torch.no_grad():
+                ev0 = float(F.cross_entropy(model(x), y))
+            tr.eval(ev0, 0.25)  # no initial=True: before any step all the same
+            tr.event("note", "before the first step (test)", 7.0)
+            tr.flush()
+            for t in range(3):
+                with torch.autocast("cpu", dtype=dt):
+                    loss = F.cross_entropy(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+                tr.step(loss)
+            tr.eval(float(loss.detach()), 0.5)
+        T = read_trace(p)
+        notes = [e for e in T["events"] if e[1] == "note" and "before the first step" in e[3]]
+        ok(T["attrs"]["precision"] == prec and T["attrs"]["autocast"] == "cpu %s" % prec and
+           [int(s) for s in T["evals"]["step"]] == [-1, 2] and abs(float(T["evals"]["loss"][0]) - ev0) < 1e-6 and
+           len(notes) == 1 and notes[0][0] == 0 and notes[0][2] == 7.0,
+           "%s autocast, eval() before the first step: precision %s from autocast (%s), the evaluation of the "
+           "untrained model at step -1 (steps %s), the event kept" % (prec, T["attrs"]["precision"], T["attrs"]["autocast"],
+                                                                      [int(s) for s in T["evals"]["step"]]))
+
+
 # ---------------------------------------------------------------------- API
 
 
@@ -607,6 +643,7 @@ def main():
     test_precisions()
     test_overflow_skips()
     test_sigkill()
+    test_eval_before_step()
     test_api()
     test_cadence()
     return TAP.plan()
