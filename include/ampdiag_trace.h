@@ -413,6 +413,16 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
 #define AMPDIAG_ATTR_INPUT_STD_MIN "input_std_min"         /* double: smallest feature std (> 0) */
 #define AMPDIAG_ATTR_INPUT_STD_MAX "input_std_max"         /* double: largest feature std */
 #define AMPDIAG_ATTR_STANDARDIZE "standardize"             /* str: on | off (ampdiag run --standardize) */
+/* The run's peak memory, where its writer could measure it (ampdiag.torch): set before the first
+ * record as NaN, updated at the end of the run (ampdiag_trace_update_attr_double); NaN in a trace
+ * cut off before. */
+#define AMPDIAG_ATTR_PEAK_MEMORY "peak_memory_bytes"       /* double: bytes */
+#define AMPDIAG_ATTR_PEAK_MEMORY_SOURCE "peak_memory_source" /* str: what was measured:
+                                                      "torch.cuda.max_memory_allocated" (the
+                                                      tensors allocated on the CUDA device since
+                                                      the tracer started) or "ru_maxrss" (the
+                                                      process's peak resident set size since it
+                                                      started, getrusage) */
 /* The delayed scaling behind /whatif's "delayed" rows (written by ampdiag run). */
 #define AMPDIAG_ATTR_FP8_AMAX_HISTORY "fp8_amax_history"       /* int: steps of amax history */
 #define AMPDIAG_ATTR_FP8_MARGIN "fp8_margin"                   /* int: scale / 2^margin */
@@ -476,6 +486,11 @@ int ampdiag_trace_create(const char *path, const ampdiag_trace_options *opt,
 int ampdiag_trace_set_attr_str(ampdiag_trace_writer *w, const char *name, const char *value);
 int ampdiag_trace_set_attr_double(ampdiag_trace_writer *w, const char *name, double value);
 int ampdiag_trace_set_attr_int(ampdiag_trace_writer *w, const char *name, int64_t value);
+/* A new value for a double attribute set before the first record: a figure known only at the
+ * end of the run (AMPDIAG_ATTR_PEAK_MEMORY). The one change HDF5's SWMR mode allows an attribute
+ * (in place, same type), so it may come at any time before close. AMPDIAG_TRACE_EINVAL when no
+ * double attribute of that name was set. */
+int ampdiag_trace_update_attr_double(ampdiag_trace_writer *w, const char *name, double value);
 
 /* Declare a layer; returns its index (0, 1, ...) or a negative error. Names must be unique,
  * non-empty and shorter than AMPDIAG_TRACE_NAME_LEN; op and shape may be NULL. */

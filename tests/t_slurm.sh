@@ -5,8 +5,10 @@
 # array; the reports are the same as with --launcher local (text, Markdown, JSON, compared
 # byte for byte but the step times (tests/untimed.sh), each run from a directory of its own with
 # the same relative -o); -j N limits the array's tasks at once; a script written by --emit and
-# submitted by hand gives the same traces; a run that fails is named with its log; SIGTERM
-# cancels the array and the run marks its trace interrupted. SKIP only where the daemons cannot
+# submitted by hand gives the same traces; a run that fails is named with its log; tune on a
+# PyTorch script (`tune -- CMD --launcher slurm`: SKIP without torch) gives the local reports and
+# stops with exit 2 when its baseline fails on its node; SIGTERM cancels the array and the run
+# marks its trace interrupted. SKIP only where the daemons cannot
 # start (Slurm not installed, or not runnable here).
 AMPDIAG=${AMPDIAG:-./ampdiag}
 srcdir=${srcdir:-.}
@@ -115,6 +117,45 @@ st=$?
     grep -q "a task that fails on its node" "$T/slurm/bad2.err" && grep -q "2 of 2 runs failed: no comparison" "$T/slurm/bad2.err"
 ok $? "a run that fails in its array task: exit 2, its log shown (exit $st)"
 [ $st -eq 2 ] || diag "$T/slurm/bad2.err"
+
+# tune on the user's own script (`tune -- CMD`): each round a job array of the command with its
+# AMPDIAG_TUNE_* variables; the same reports as --launcher local; an FP32 baseline that fails in
+# its array task stops tune with exit 2 (its exit status read back from the task). SKIP without
+# a Python with torch (the script's).
+. "$srcdir/tests/find_python.sh"
+find_python 'import torch, numpy, h5py'
+EX="$(cd "$srcdir" && pwd)/examples/pytorch/tune_example.py"
+if [ -z "$py" ] || [ ! -f .libs/libampdiag.so ]; then
+    for what in "tune -- CMD --launcher slurm: the same reports as local" "tune -- CMD --launcher slurm: the job script" \
+        "tune -- CMD --launcher slurm: a baseline that fails: exit 2"; do
+        n=$((n + 1))
+        echo "ok $n # SKIP $what: no Python with torch, numpy and h5py, or no shared libampdiag"
+    done
+else
+    AMPDIAG_LIB=$(pwd)/.libs/libampdiag.so
+    export AMPDIAG_LIB
+    for L in local slurm; do
+        (cd "$T/$L" && "$AMP" tune -o ts --precisions fp32,bf16 --rounds 1 --steps 60 --launcher $L -- "$py" "$EX" \
+            >ts.txt 2>ts.err)
+        echo $? >"$T/$L/ts.rc"
+    done
+    [ "$(cat "$T/local/ts.rc")" = 0 ] && [ "$(cat "$T/slurm/ts.rc")" = 0 ] && grep -q '^Verified: ' "$T/slurm/ts.txt" &&
+        same ts.txt ts/tune.md ts/tune.json
+    ok $? "tune -- CMD --launcher slurm: exit 0 as local ($(cat "$T/local/ts.rc") $(cat "$T/slurm/ts.rc")), the same reports (text, tune.md, tune.json)"
+    [ "$(cat "$T/slurm/ts.rc")" = 0 ] || diag "$T/slurm/ts.err"
+    S1="$T/slurm/ts/round-1/ampdiag-sweep.sbatch"
+    grep -q "^    export 'AMPDIAG_TUNE_TRACE=ts/round-1/run-bf16.h5' 'AMPDIAG_TUNE_PRECISION=bf16' 'AMPDIAG_TUNE_STEPS=60'$" "$S1" &&
+        grep -qF "    set -- '$py' '$EX' ;;" "$S1" && [ "$(cat "$T/slurm/ts/round-1/run-bf16.exit")" = 0 ] &&
+        grep -q "submitted job array" "$T/slurm/ts.err"
+    ok $? "tune -- CMD --launcher slurm: the job script exports each run's variables and runs the command as given"
+    printf 'import os, sys\nif os.environ.get("AMPDIAG_TUNE_PRECISION") == "fp32":\n    print("baseline fails on its node (test)")\n    sys.exit(5)\n' >"$T/bfail.py"
+    (cd "$T/slurm" && "$AMP" tune -o bf --launcher slurm -- "$py" "$T/bfail.py" >bf.txt 2>bf.err)
+    st=$?
+    [ $st -eq 2 ] && grep -q "the FP32 baseline failed: .*: exit 5, no trace. Nothing else was run" "$T/slurm/bf.err" &&
+        grep -q "^baseline fails on its node (test)$" "$T/slurm/bf.err" && [ ! -e "$T/slurm/bf/round-1/run-fp16.log" ]
+    ok $? "tune -- CMD --launcher slurm: a baseline that fails in its array task: exit 2, its exit status and log (exit $st)"
+    [ $st -eq 2 ] || diag "$T/slurm/bf.err"
+fi
 
 # SIGTERM while the array runs: the array is cancelled, the run marks its trace interrupted
 (cd "$T/slurm" && exec "$AMP" sweep --precisions fp32 -o term --steps 1000000 --trace-every 100 --launcher slurm \

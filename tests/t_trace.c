@@ -899,10 +899,47 @@ static void test_traced(void)
     ampdiag_trace_reader_close(r);
 }
 
+/* A double attribute set before the first record, updated in SWMR mode (after records) and read
+ * back; refused for a name never set, a string attribute, a managed one. */
+static void test_update_attr(void)
+{
+    ampdiag_trace_writer *w = create("uattr.h5", 1, 2.0);
+    if (!w) {
+        ok(0, "update_attr: create");
+        return;
+    }
+    int rc = ampdiag_trace_set_attr_double(w, AMPDIAG_ATTR_PEAK_MEMORY, NAN);
+    rc |= ampdiag_trace_set_attr_str(w, AMPDIAG_ATTR_PEAK_MEMORY_SOURCE, "ru_maxrss");
+    ampdiag_trace_add_layer(w, "l", "linear", "[1, 1]", 2);
+    for (int64_t t = 0; t < 3; t++) { /* flushed every step: SWMR mode from the first */
+        ampdiag_trace_step s = {t, 1.0, 1.0, 1.0, 1.0, 0, "", 1e-3, 1e-3, 0, 1.0};
+        rc |= ampdiag_trace_append_step(w, &s);
+    }
+    ok(rc == 0 && ampdiag_trace_set_attr_double(w, "late", 1.0) == AMPDIAG_TRACE_EINVAL,
+       "update_attr: a new attribute after the first record is refused (SWMR)");
+    ok(ampdiag_trace_update_attr_double(w, "never_set", 1.0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_update_attr_double(w, AMPDIAG_ATTR_PEAK_MEMORY_SOURCE, 1.0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_update_attr_double(w, "status", 1.0) == AMPDIAG_TRACE_EINVAL &&
+           ampdiag_trace_update_attr_double(NULL, "x", 1.0) == AMPDIAG_TRACE_EINVAL,
+       "update_attr: refused for a name never set, a string attribute, a managed one, no writer");
+    rc = ampdiag_trace_update_attr_double(w, AMPDIAG_ATTR_PEAK_MEMORY, 123456789.0);
+    rc |= ampdiag_trace_update_attr_double(w, AMPDIAG_ATTR_PEAK_MEMORY, 987654321.0); /* the last one counts */
+    rc |= ampdiag_trace_close(w, AMPDIAG_STATUS_COMPLETE);
+    ampdiag_trace_reader *r = open_trace("uattr.h5");
+    double v = r ? ampdiag_trace_attr_double(r, AMPDIAG_ATTR_PEAK_MEMORY, -1) : -1;
+    const char *src = r ? ampdiag_trace_attr_str(r, AMPDIAG_ATTR_PEAK_MEMORY_SOURCE) : NULL;
+    ampdiag_trace_counts c;
+    if (r)
+        ampdiag_trace_get_counts(r, &c);
+    ok(rc == 0 && r && v == 987654321.0 && src && strcmp(src, "ru_maxrss") == 0 && c.steps == 3,
+       "update_attr: the value updated in SWMR mode reads back (%.17g), the records with it", v);
+    ampdiag_trace_reader_close(r);
+}
+
 static void cleanup(void)
 {
     const char *files[] = {"rt.h5", "upd.h5", "cmp.h5", "quant.h5", "trc.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
-                           "big.h5", "timed.h5"};
+                           "big.h5", "timed.h5", "uattr.h5"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(files[i]));
     rmdir(dir);
@@ -930,7 +967,9 @@ int main(void)
     test_batches_and_flush();
     test_round_trip();
     test_status();
+    test_update_attr();
     background = 0;
+    test_update_attr();
     test_file_errors();
     cleanup();
     return done_testing();

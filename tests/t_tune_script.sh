@@ -10,9 +10,13 @@
 #   - --fp32-search on a first layer whose outputs overflow FP16 (--fc1-scale 1e6): the smallest set
 #     of modules kept in FP32 for fp16 to pass is found (fc1), through AMPDIAG_TUNE_FP32_LAYERS;
 #   - labels nothing can learn (--labels random): exit 1, "nothing learns", nothing verified;
+#   - a candidate whose command fails is a failed candidate, not the end of tune: fp16 killed by
+#     SIGABRT before any trace, bf16 raising mid-run (exit 1, its trace interrupted); tune goes on,
+#     verifies FP32 and tune.json says of each how it ended, what trace it left and its log;
 #   - bad usage, exit 2 before any work: nothing after '--', a command not found, an option of
-#     ampdiag run's a script cannot be told, a precision autocast has not, the Slurm launcher; and
-#     a command that fails or writes no trace: exit 3 naming its log.
+#     ampdiag run's a script cannot be told, a precision autocast has not, an unknown launcher;
+#     and an FP32 baseline that fails (killed, exit 4, exit 0 without a trace): exit 2 naming the
+#     command, how it ended and the end of its log, nothing else run.
 # SKIP without a Python with torch, numpy and h5py, or without the shared libampdiag.
 AMPDIAG=${AMPDIAG:-./ampdiag}
 srcdir=${srcdir:-.}
@@ -188,16 +192,96 @@ usage "no_such_command_x: command not found on PATH" "a command not found" -- no
 usage "./no/such/script: no such executable file" "a path that is no executable" -- ./no/such/script
 usage "model: not for a command after '--'" "an option of run's a script cannot be told" --model mlp -- "$py" "$EX"
 usage "'bf16-pure' is not for a command after '--'" "a precision autocast has not" --precisions fp32,bf16-pure -- "$py" "$EX"
-usage "runs locally only" "the Slurm launcher" --launcher slurm -- "$py" "$EX"
+usage "unknown --launcher 'pbs'" "an unknown launcher" --launcher pbs -- "$py" "$EX"
 
-# a command that fails and leaves no trace, and one that ignores the variables: exit 3, its log named
-"$AMPDIAG" tune -o "$T/fail" -- "$py" -c 'import sys; print("boom"); sys.exit(4)' >"$T/fail.out" 2>"$T/fail.err"
+# --- (d) commands that fail. The test's wrapper of tune_example.py reads the environment contract
+# (AMPDIAG_TUNE_PRECISION) and fails as a user's script does: "baseline": the FP32 run is killed
+# (os.abort) before any trace; "candidates": fp16 is killed before any trace, bf16 raises at step
+# 20 (the tracer's `with` marks its trace interrupted, Python exits 1).
+cat >"$T/crashy.py" <<'EOF'
+import os, runpy, sys
+mode, ex = sys.argv[1], sys.argv[2]
+sys.argv = [ex] + sys.argv[3:]
+p = os.environ.get("AMPDIAG_TUNE_PRECISION")
+if mode == "baseline" and p == "fp32":
+    print("the baseline crashes (test)", flush=True)
+    os.abort()
+if mode == "candidates" and p == "fp16":
+    print("fp16 aborts (test)", flush=True)
+    os.abort()
+if mode == "candidates" and p == "bf16":
+    import ampdiag.torch
+    step0 = ampdiag.torch.Tracer.step
+    def step(self, loss=None):
+        if self.t == 20:
+            raise RuntimeError("loss is nan at step 20 (test)")
+        return step0(self, loss)
+    ampdiag.torch.Tracer.step = step
+runpy.run_path(ex, run_name="__main__")
+EOF
+"$AMPDIAG" tune -o "$T/cand" --precisions fp32,fp16,bf16 --rounds 1 -j 2 --steps 60 -- "$py" "$T/crashy.py" candidates "$EX" \
+    >"$T/cand.out" 2>"$T/cand.err"
 rc=$?
-check '[ $rc -eq 3 ] && grep -q "failed (exit 4) and left no trace; its log is $T/fail/round-1/run-fp32.log" "$T/fail.err" && grep -q boom "$T/fail/round-1/run-fp32.log"' \
-    "a command that fails: exit 3, its log named ($rc)"
-"$AMPDIAG" tune -o "$T/notrace" -- "$py" -c 'pass' >"$T/nt.out" 2>"$T/nt.err"
-rc=$?
-check '[ $rc -eq 3 ] && grep -q "ended (exit 0) without writing $T/notrace/round-1/run-fp32.h5: does it call ampdiag.torch.tune_config()" "$T/nt.err"' \
-    "a command that writes no trace: exit 3, says how to opt in ($rc)"
+check '[ $rc -eq 0 ] && grep -q "^Verified: fp32 at lr 0.003 " "$T/cand.out"' \
+    "candidates that fail: tune goes on, exit 0, FP32 verified, the yardstick itself ($rc)"
+check 'grep -qxF "  fp16      lr 0.003      FAILED: killed by signal 6 (SIGABRT), no trace; log $T/cand/round-1/run-fp16.log (it ends: \"fp16 aborts (test)\")" "$T/cand.out" &&
+    grep -qxF "  bf16      lr 0.003      FAILED: exit 1, trace incomplete (status interrupted); log $T/cand/round-1/run-bf16.log (it ends: \"RuntimeError: loss is nan at step 20 (test)\")" "$T/cand.out"' \
+    "candidates that fail: the report says how each ended, what trace it left, its log and its last line"
+out=$("$py" - "$T/cand" <<'EOF'
+import json, os, sys
+d = json.load(open(sys.argv[1] + "/tune.json"))
+runs = {r["path"].split(sys.argv[1] + "/")[1]: r for r in d["runs"]}
+bad = []
+def need(c, msg):
+    if not c:
+        bad.append(msg)
+f16, b16 = runs.get("round-1/run-fp16.h5"), runs.get("round-1/run-bf16.h5")
+need(f16 and f16["failed"] and f16["exit_status"] == 134 and f16["signal"] == 6 and f16["trace"] == "none"
+     and f16["learns"] is None and f16["healthy"] is False and f16["status"] == "failed"
+     and f16["failure"].startswith("killed by signal 6 (SIGABRT), no trace; log "), "fp16: %r" % (f16,))
+need(b16 and b16["failed"] and b16["exit_status"] == 1 and b16["signal"] is None and b16["trace"] == "incomplete"
+     and "status interrupted" in b16["trace_status"] and "RuntimeError: loss is nan" in b16["failure"], "bf16: %r" % (b16,))
+for r in (f16, b16):
+    need(r and os.path.isfile(r["log"]) and r["log"].endswith(r["precision"] + ".log"), "the log of %r" % (r,))
+    need(r and abs(r["lr"] - 0.003) < 1e-12, "a failed run of round 1 has the script's own lr: %r" % (r and r["lr"],))
+ok = [r for r in d["runs"] if not r["failed"]]
+need(all(r["exit_status"] == 0 and r["signal"] is None and r["trace"] == "complete" for r in ok),
+     "the other runs ended with exit 0 and a complete trace")
+need(len(ok) >= 3 and any(r["round"].startswith("lr-") for r in ok), "tune went on after round 1: %r" % [r["round"] for r in ok])
+fc = d["failed_candidates"]
+need(len(fc) == 2 and fc[0].startswith("bf16 at lr 0.003: the command failed: exit 1, trace incomplete")
+     and fc[1].startswith("fp16 at lr 0.003: the command failed: killed by signal 6"), "failed_candidates %r" % fc)
+need(d["verified"] and d["precision"] == "fp32", "verified %r" % d["verification"])
+print("ok" if not bad else "; ".join(bad))
+EOF
+)
+check '[ "$out" = ok ]' "candidates that fail: tune.json: each failed run's exit status, signal, trace, log; counted as failed candidates ($out)"
+[ $rc -eq 0 ] || sed 's/^/# /' "$T/cand.err" | tail -20
+
+# an FP32 baseline that fails: exit 2, the command, how it ended and its log's end; nothing else
+# run, no report
+base_fails() { # dir expected-how expected-log-line description command...
+    d=$1 how=$2 line=$3 what=$4
+    shift 4
+    "$AMPDIAG" tune -o "$T/$d" -- "$@" >"$T/$d.out" 2>"$T/$d.err"
+    rc=$?
+    if [ $rc -eq 2 ] && grep -qF "the FP32 baseline failed: \`$1 " "$T/$d.err" &&
+        grep -qF "(run with AMPDIAG_TUNE_PRECISION=fp32): $how. Nothing else was run" "$T/$d.err" &&
+        grep -qxF "$line" "$T/$d.err" && [ ! -e "$T/$d/round-1/run-fp16.log" ] && [ ! -e "$T/$d/round-1/run-bf16.log" ] &&
+        [ ! -e "$T/$d/tune.json" ] && [ ! -s "$T/$d.out" ]; then
+        ok "$what: exit 2, the command, how it ended, the end of its log; nothing else run"
+    else
+        notok "$what: exit $rc"
+        sed 's/^/# /' "$T/$d.err" | tail -8
+    fi
+}
+base_fails bkill "killed by signal 6 (SIGABRT), no trace" "the baseline crashes (test)" "a baseline killed by SIGABRT" \
+    "$py" "$T/crashy.py" baseline "$EX"
+base_fails bexit "exit 4, no trace" "boom" "a baseline that exits 4" "$py" -c 'import sys; print("boom"); sys.exit(4)'
+base_fails bnone "exit 0, no trace" "Traceback: none (test)" "a baseline that writes no trace" "$py" -c 'print("Traceback: none (test)")'
+check 'grep -qF "the FP32 baseline failed: \`$py $T/crashy.py baseline $EX\` (run with" "$T/bkill.err" &&
+    grep -qF "Its log $T/bkill/round-1/run-fp32.log ends:" "$T/bkill.err"' "a baseline that fails: its command as run and its log named"
+check 'grep -q "does it call ampdiag.torch.tune_config() and write cfg.trace(...)?" "$T/bnone.err"' \
+    "a baseline that writes no trace: the message says how a script opts in"
 check '"$AMPDIAG" tune --help | grep -q -- "-- CMD ARGS"' "ampdiag tune --help names -- CMD"
 echo "1..$n"

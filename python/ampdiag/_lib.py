@@ -197,6 +197,7 @@ _OPTIONAL = {
     "ampdiag_trace_append_traced": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(TracedRow)]),
     "ampdiag_trace_set_rank": (ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(RankInfo)]),
     "ampdiag_event_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "ampdiag_trace_update_attr_double": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double]),
     "ampdiag_trace_append_eval_examples": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64,
                                                           ctypes.POINTER(ctypes.c_double),
                                                           ctypes.POINTER(ctypes.c_double), ctypes.c_size_t]),
@@ -306,6 +307,14 @@ class TraceWriter:
             _check(self._L.ampdiag_trace_set_attr_double(self._h(), _b(name), value))
         else:
             _check(self._L.ampdiag_trace_set_attr_str(self._h(), _b(name), _b(str(value))))
+
+    def update_attr(self, name, value):
+        """A new value for a float attribute set before the first record (at any time before
+        close: SWMR mode allows it in place). False when this libampdiag cannot."""
+        if not has("ampdiag_trace_update_attr_double"):
+            return False
+        _check(self._L.ampdiag_trace_update_attr_double(self._h(), _b(name), float(value)))
+        return True
 
     def set_rank(self, rank, world_size, backend="", reduce_dtype="", sharding="none"):
         """The root attributes of one rank of a distributed run (traces/FORMAT.md, "Distributed

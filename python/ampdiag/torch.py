@@ -312,12 +312,18 @@ class Tracer:
                each rank writes its own trace, the rank in its path (ampdiag.dist)
     overwrite  replace an existing trace; flush_every / flush_seconds: what a killed process can
                lose (the trace holds every record up to the last flush)
+    peak_memory  record the run's peak memory (root attributes peak_memory_bytes and
+               peak_memory_source, written at close): on a CUDA device
+               torch.cuda.max_memory_allocated, whose peak the tracer resets when it starts; on a
+               CPU the process's peak resident set size (getrusage ru_maxrss, since the process
+               started); False: neither (and the CUDA peak is left alone)
     """
 
     def __init__(self, path, model, optimizer=None, scaler=None, *, layers=None, trace_every=None, hist_every=50,
                  clip=None, precision=None, stats="auto", updates=True, steps=None, attrs=None, overwrite=False,
                  flush_every=100, flush_seconds=2.0, eval_metric="accuracy", attention_scores=False, patch=True,
-                 wrapper=None, whatif=None, whatif_every=None, trace_budget=None, trace_after_event=3):
+                 wrapper=None, whatif=None, whatif_every=None, trace_budget=None, trace_after_event=3,
+                 peak_memory=True):
         if not isinstance(model, torch.nn.Module):
             raise TypeError("ampdiag.torch.Tracer: model must be a torch.nn.Module, not %s" % type(model).__name__)
         self.dist = _dist.attach(model, wrapper)  # this rank of a distributed run, or None
@@ -360,6 +366,7 @@ class Tracer:
         self._params = [p for p in model.parameters() if p.requires_grad]
         self._pnames = {id(p): n for n, p in model.named_parameters()}
         self._device = self._params[0].device if self._params else torch.device("cpu")
+        self._peak_source = self._peak_memory_start() if peak_memory else None
         self._autocast = None
         self._flat = None
         self.writer = _lib.TraceWriter(path, overwrite=overwrite, flush_every=flush_every,
@@ -367,6 +374,7 @@ class Tracer:
         self.path = self.writer.path
         self._header = False
         self._pending_evals = []
+        self._pending_events = []
         self._layer_order = None
         self.t = 0
         self._cad = _cadence.Cadence(None if self.trace_budget is not None else self.trace_every,
@@ -1044,6 +1052,41 @@ class Tracer:
                 return "cuda", "cuda"
         return d.type, (platform.processor() or platform.machine() or d.type)
 
+    def _peak_memory_start(self):
+        """What the run's peak memory will be measured with (None: nothing here can), the CUDA
+        peak reset now."""
+        if not _lib.has("ampdiag_trace_update_attr_double"):
+            return None  # (a libampdiag too old to write it at close)
+        if self._device.type == "cuda":
+            try:
+                torch.cuda.reset_peak_memory_stats(self._device)
+            except (RuntimeError, AssertionError):
+                return None
+            return "torch.cuda.max_memory_allocated"
+        if self._device.type == "cpu":
+            try:
+                import resource  # noqa: F401  (POSIX only)
+            except ImportError:
+                return None
+            return "ru_maxrss"
+        return None
+
+    def _peak_memory_bytes(self):
+        """The peak memory so far, bytes, as _peak_source measures it."""
+        if self._peak_source == "torch.cuda.max_memory_allocated":
+            return float(torch.cuda.max_memory_allocated(self._device))
+        import resource
+        v = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return float(v if sys.platform == "darwin" else v * 1024)  # bytes on macOS, kilobytes elsewhere
+
+    def _write_peak_memory(self):
+        if self._peak_source is None or self.writer.closed:
+            return
+        try:
+            self.writer.update_attr("peak_memory_bytes", self._peak_memory_bytes())
+        except (AmpdiagError, OSError, RuntimeError, ValueError) as e:
+            warnings.warn("ampdiag.torch: the peak memory was not recorded: %s" % e, stacklevel=3)
+
     def _ensure_header(self):
         if self._header:
             return
@@ -1079,6 +1122,9 @@ class Tracer:
         }
         if self.steps_planned:
             attrs["steps_planned"] = self.steps_planned
+        if self._peak_source is not None:  # (the value at close: a NaN until then)
+            attrs["peak_memory_source"] = self._peak_source
+            attrs["peak_memory_bytes"] = math.nan
         attrs.update(self._evidence_attrs())
         if self._st.batch:
             attrs["batch"] = self._st.batch
@@ -1100,6 +1146,10 @@ class Tracer:
         for rec in self._pending_evals:
             self._write_eval(rec)
         self._pending_evals = []
+        for code, message, value, layer in self._pending_events:  # (at step 0: before it began)
+            idx = next((L.index for L in self.layers if L.name == layer), None) if layer is not None else None
+            w.append_event(0, idx, code, value, message)
+        self._pending_events = []
 
     def _host(self, r):
         """A record's Tstats (copying a device vector to the host: only in rare paths)."""
@@ -1296,8 +1346,11 @@ class Tracer:
         measured against). ``examples``: each validation example's loss (a tensor or sequence,
         the same examples in the same order in every run) and ``example_metric`` its metric (1/0
         correct): the /eval_examples rows that make compare's and tune's noise band paired;
-        loss_se is then computed from them when not given."""
-        s = -1 if initial else (step if step is not None else max(self.t - 1, 0))
+        loss_se is then computed from them when not given. Before the first step() an evaluation
+        is of the initial weights (step -1, initial or not), and like every record before it
+        waits for the first step: the trace's header (the precision seen from autocast in that
+        step's forward pass) is written then."""
+        s = -1 if initial or (step is None and self.t == 0) else (step if step is not None else self.t - 1)
         ex = em = None
         if examples is not None:
             ex = [float(v) for v in (examples.detach().double().flatten().cpu().tolist()
@@ -1309,8 +1362,8 @@ class Tracer:
                 m = sum(ex) / len(ex)
                 loss_se = math.sqrt(sum((v - m) ** 2 for v in ex) / (len(ex) - 1) / len(ex))
         rec = (s, self._loss_value(loss), self._loss_value(metric), self._loss_value(loss_se), ex, em)
-        if s == -1 and not self._header:
-            self._pending_evals.append(rec)  # written with the header (the first step's layers)
+        if not self._header:
+            self._pending_evals.append(rec)  # written with the header (the first step's autocast and layers)
             return
         self._ensure_header()
         self._write_eval(rec)
@@ -1323,18 +1376,21 @@ class Tracer:
 
     def event(self, code, message="", value=math.nan, layer=None):
         """An event at the current step: code one of ampdiag's event names ("note", ...); layer a
-        layer name or None."""
-        self._ensure_header()
-        idx = None
-        if layer is not None:
-            idx = next((L.index for L in self.layers if L.name == layer), None)
-            if idx is None:
-                raise ValueError("ampdiag.torch: event: no layer named %r" % (layer,))
+        layer name or None. Before the first step() it waits for the header, written at that
+        step (as eval())."""
+        if layer is not None and not any(L.name == layer for L in self.layers):
+            raise ValueError("ampdiag.torch: event: no layer named %r" % (layer,))
+        if not self._header:
+            self._pending_events.append((code, message, value, layer))
+            return
+        idx = next((L.index for L in self.layers if L.name == layer), None) if layer is not None else None
         self.writer.append_event(max(self.t - (0 if self._st.started else 1), 0), idx, code, value, message)
 
     def flush(self):
-        """Write every record so far to disk (a kill loses nothing before this)."""
-        self._ensure_header()
+        """Write every record so far to disk (a kill loses nothing before this). Before the first
+        step() there is nothing to write: the header waits for that step."""
+        if not self._header:
+            return
         self.writer.flush()
 
     def remove_hooks(self):
@@ -1355,6 +1411,7 @@ class Tracer:
         _ev.unregister(self)
         try:
             self._ensure_header()
+            self._write_peak_memory()
         finally:
             self.writer.close(status)
 

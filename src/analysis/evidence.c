@@ -15,6 +15,7 @@ static const char *const unit_keys[AN_NUNITS] = {
     [U_BINADES] = "binades", [U_VALUE] = "value", [U_LOSS] = "loss", [U_RATIO] = "ratio",
     [U_LR] = "lr", [U_FACTOR] = "factor", [U_SCALE] = "loss_scale", [U_LOG2] = "log2",
     [U_NORM] = "norm", [U_FLAG] = "flag", [U_INDEX] = "index", [U_DB] = "db", [U_MS] = "ms",
+    [U_BYTES] = "bytes",
 };
 
 const char *an_unit_key(an_unit u) { return (int)u >= 0 && u < AN_NUNITS ? unit_keys[u] : "?"; }

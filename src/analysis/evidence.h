@@ -43,6 +43,7 @@ typedef enum an_unit {
     U_INDEX,    /* a layer, kind or format index (see the subject) */
     U_DB,       /* decibels: 10 log10 of a ratio of energies (SQNR) */
     U_MS,       /* a duration in milliseconds (wall-clock) */
+    U_BYTES,    /* an amount of memory, bytes */
     AN_NUNITS
 } an_unit;
 

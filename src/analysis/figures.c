@@ -42,6 +42,7 @@ static const an_fig_row rows[AN_NFIGS] = {
     [FIG_LOST_IF_BF16] = {"lost_update_share_if_bf16_weights", U_SHARE},
     [FIG_UPDATE_RATIO] = {"update_weight_ratio", U_RATIO},
     [FIG_STEP_TIME] = {"median_step_time_ms", U_MS},
+    [FIG_PEAK_MEMORY] = {"peak_memory_bytes", U_BYTES},
 };
 
 const an_fig_row *an_fig_row_get(an_figid id)
@@ -233,6 +234,8 @@ int an_figures_of(an_run *r)
         return -1;
     for (int i = 0; i < AN_NFIGS; i++)
         F->f[i] = val(NAN);
+    if (r->peak_memory > 0 && isfinite(r->peak_memory))
+        F->f[FIG_PEAK_MEMORY] = val(r->peak_memory);
     loss_figures(r, F->f);
     stability_figures(r, F->f);
     nonfinite_figures(r, F->f);

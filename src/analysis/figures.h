@@ -50,6 +50,8 @@ typedef enum an_figid {
     FIG_UPDATE_RATIO,     /* median per-layer update/weight ratio (else the steps') */
     FIG_STEP_TIME,        /* median step time: of /steps wall_ms over the steps that recorded
                              one (finite, > 0), ms; NaN when none did */
+    FIG_PEAK_MEMORY,      /* peak memory: the root attribute peak_memory_bytes, bytes (its
+                             source: an_run's peak_memory_source); NaN when not recorded */
     AN_NFIGS
 } an_figid;
 

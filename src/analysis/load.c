@@ -200,6 +200,12 @@ static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
     r->input_std_max = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_INPUT_STD_MAX, NAN);
     const char *std = ampdiag_trace_attr_str(rd, AMPDIAG_ATTR_STANDARDIZE);
     r->standardized = !std ? -1 : strcmp(std, "on") == 0;
+    /* peak memory: only with the source that says what it is */
+    r->peak_memory = NAN;
+    copy_attr(rd, AMPDIAG_ATTR_PEAK_MEMORY_SOURCE, r->peak_memory_source, sizeof r->peak_memory_source);
+    double pm = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_PEAK_MEMORY, NAN);
+    if (r->peak_memory_source[0] && isfinite(pm) && pm > 0)
+        r->peak_memory = pm;
 }
 
 /* The examples of the initial evaluation (step -1) and of the last evaluation that has them,

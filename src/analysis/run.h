@@ -285,6 +285,9 @@ typedef struct an_run {
     int weights_16bit;       /* bf16-pure: weights stored in 16 bits, no FP32 master copy */
     char eval_metric[32];    /* what /eval metric is ("accuracy"); "" when not said */
     char device[32], device_name[96], tool_version[32], start_time[40], end_time[40];
+    double peak_memory;        /* bytes (peak_memory_bytes), NaN when not recorded */
+    char peak_memory_source[48]; /* what it measured: "torch.cuda.max_memory_allocated",
+                                    "ru_maxrss" ("" when not recorded) */
     int format_version;
     an_attr *attrs;          /* every root attribute, in the file's order */
     size_t nattrs;

@@ -214,6 +214,9 @@ typedef struct trun {
     char degenerate[900];      /* the words of F_VAL_DEGENERATE ("" when its validation set judges) */
     int64_t steps_planned;
     char optim_state[16];      /* the optimizer state's format */
+    char failed[1200];         /* `-- CMD`: why its command failed (exit status, trace, log), "" when
+                                  it did not: a failed run is measured as nothing (learns -1, not
+                                  healthy) and never passes */
 } trun;
 
 /* The advice of compare on a set of runs, as text and as the numbers tune follows. */
@@ -399,9 +402,59 @@ static int measure(trun *t)
     return 0;
 }
 
+/* `-- CMD`: the runs of the last round (tune_script.c), registered as the round's: a run whose
+ * command failed as a failed run (its failure in ->failed and ->unhealthy), the others measured.
+ * 0 or an exit status. */
+static int register_script_runs(tune_state *S, size_t round, int kind, const char *options)
+{
+    tround *rd = &S->rounds[round];
+    const tune_script *ts = S->cfg->script;
+    char why[800];
+    snprintf(why, sizeof why, "%s", rd->why);
+    int rc = 0;
+    for (size_t i = 0; i < tune_script_last(ts) && !rc; i++) {
+        const char *prec, *failure;
+        double lr;
+        const char *p = tune_script_last_run(ts, i, &prec, &lr, &failure);
+        int known = 0;
+        for (size_t k = 0; k < S->nruns && !known; k++)
+            known = strcmp(S->runs[k].path, p) == 0;
+        if (known)
+            continue;
+        if (S->nruns >= TUNE_MAX_RUNS) {
+            fprintf_text(stderr, "%s: more than %d runs: stopping\n", PROG, TUNE_MAX_RUNS);
+            return EXIT_IO;
+        }
+        trun *t = &S->runs[S->nruns];
+        memset(t, 0, sizeof *t);
+        snprintf(t->path, sizeof t->path, "%s", p);
+        snprintf(t->options, sizeof t->options, "%s", options);
+        t->kind = kind;
+        t->round = (int)round;
+        t->why_id = rd->why_id;
+        snprintf(t->why, sizeof t->why, "%s", why);
+        if (failure) {
+            snprintf(t->precision, sizeof t->precision, "%s", prec);
+            t->lr = isfinite(lr) ? lr : rd->lr; /* (round 1 at the script's own: set from the baseline's) */
+            snprintf(t->failed, sizeof t->failed, "%s", failure);
+            snprintf(t->unhealthy, sizeof t->unhealthy, "the command failed: %.600s", failure);
+            snprintf(t->status, sizeof t->status, "failed");
+            t->eval = t->eval0 = t->metric = NAN;
+            t->learns = -1;
+        } else if ((rc = measure(t))) {
+            break;
+        }
+        S->nruns++;
+        rd->nruns++;
+    }
+    return rc;
+}
+
 /* The traces of dir not yet in the state, registered as the round's runs. 0 or an exit status. */
 static int register_runs(tune_state *S, size_t round, int kind, const char *opts)
 {
+    if (S->cfg->script)
+        return register_script_runs(S, round, kind, opts);
     tround *rd = &S->rounds[round];
     char options[1024], why[800];
     snprintf(options, sizeof options, "%s", opts);
@@ -484,6 +537,8 @@ static int do_round(tune_state *S, const char *name, const char *precisions, dou
         return EXIT_IO;
     }
     int st = run_sweep(t, rd->dir, "runs", to_run, lr, a, b, extra, nextra);
+    if (st == EXIT_USAGE && t->script) /* the FP32 baseline failed: said (tune_script_round) */
+        return st;
     if (st != 0 && st != EXIT_FAIL_ON) {
         fprintf_text(stderr, "%s: the sweep of %s failed (exit %d; see %s/sweep-runs.txt and the run logs "
                      "there)\n", PROG, name, st, rd->dir);
@@ -638,14 +693,17 @@ static int stage_given(tune_state *S, double lr, long *base)
         r->lr = S->runs[*base].lr;
         msg_tune(why, sizeof why, MT_WHY_GIVEN, &r->lr, 1, s, 2);
         snprintf(r->why, sizeof r->why, "%s", why);
-        for (size_t i = r->first_run; i < r->first_run + r->nruns; i++)
+        for (size_t i = r->first_run; i < r->first_run + r->nruns; i++) {
             snprintf(S->runs[i].why, sizeof S->runs[i].why, "%s", why);
+            if (S->runs[i].failed[0] && !isfinite(S->runs[i].lr))
+                S->runs[i].lr = r->lr; /* told nothing: the script's own, the baseline's */
+        }
     }
     long idx[16];
     size_t n = 0;
     idx[n++] = *base;
     for (size_t i = r->first_run; i < r->first_run + r->nruns && n < 16; i++)
-        if ((long)i != *base)
+        if ((long)i != *base && !S->runs[i].failed[0]) /* (a failed run has nothing to compare) */
             idx[n++] = (long)i;
     return advise(S, idx, n, &r->adv);
 }
@@ -726,6 +784,12 @@ static int stage_lrfind(tune_state *S, const char *reason, double *start)
     if (rc || rd < 0)
         return rc;
     const trun *t = &S->runs[S->rounds[rd].first_run];
+    if (t->failed[0]) { /* no suggestion: the search starts as without one */
+        char txt[900];
+        snprintf(txt, sizeof txt, "the LR range test failed (%.700s): no suggestion", t->failed);
+        add_note(S, MT_LRFIND, txt);
+        return 0;
+    }
     an_run r;
     an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
     char err[1024];
@@ -999,7 +1063,10 @@ static int check_candidate(tune_state *S, long k)
     const trun *c = &S->runs[k], *y = &S->runs[S->yard];
     char why[900];
     const char *s2[2] = {c->precision, c->unhealthy};
-    if (c->unhealthy[0]) {
+    if (c->failed[0]) {
+        const char *sf[2] = {c->precision, c->failed};
+        msg_tune(why, sizeof why, MT_FAIL_COMMAND, &c->lr, 1, sf, 2);
+    } else if (c->unhealthy[0]) {
         msg_tune(why, sizeof why, MT_FAIL_UNHEALTHY, &c->lr, 1, s2, 2);
     } else if (c->learns != 1) {
         const char *s3[2] = {c->precision, c->learning};
@@ -1056,7 +1123,7 @@ static int stage_precisions(tune_state *S)
         idx[n++] = S->yard;
         for (size_t i = 0; i < S->nruns && n < 16; i++)
             if ((long)i != S->yard && S->runs[i].kind == K_RUN && strcmp(S->runs[i].precision, "fp32") &&
-                same_lr(S->runs[i].lr, lr) && strcmp(S->runs[i].options, opts) == 0)
+                same_lr(S->runs[i].lr, lr) && strcmp(S->runs[i].options, opts) == 0 && !S->runs[i].failed[0])
                 idx[n++] = (long)i;
         if ((rc = advise(S, idx, n, &A)))
             return rc;
@@ -1117,6 +1184,10 @@ static int stage_precisions(tune_state *S)
 
 static void run_line(char *buf, size_t n, const trun *t)
 {
+    if (t->failed[0]) {
+        snprintf(buf, n, "%-9s lr %-10g FAILED: %s", t->precision, t->lr, t->failed);
+        return;
+    }
     char e[32], e0[32];
     fmt_num(e, sizeof e, t->eval, 4);
     fmt_num(e0, sizeof e0, t->eval0, 4);
@@ -1162,8 +1233,12 @@ static void report_md(FILE *f, const tune_state *S)
         fprintf(f, " | %g | ", t->lr);
         str_fputs(t->options[0] ? t->options : "-", SINK_MD, f);
         fprintf(f, " | %s | %s | ", fmt_num(e, sizeof e, t->eval, 4),
-                t->kind == K_LRFIND ? "-" : t->learns == 1 ? "yes" : "no");
+                t->failed[0] ? "failed" : t->kind == K_LRFIND ? "-" : t->learns == 1 ? "yes" : "no");
         str_fputs(t->why, SINK_MD, f);
+        if (t->failed[0]) {
+            fprintf(f, "; the command failed: ");
+            str_fputs(t->failed, SINK_MD, f);
+        }
         fprintf(f, " |\n");
     }
     if (S->nnotes)
@@ -1522,7 +1597,9 @@ static int stage_fp32_search(tune_state *S)
     an_run r;
     an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
     char err[1024];
-    if (an_load(S->runs[base].path, &ao, &r, err, sizeof err) != 0) {
+    /* a run whose command failed left no trace to read: the yardstick's layers (the same model) */
+    long from = S->runs[base].failed[0] ? S->yard : base;
+    if (an_load(S->runs[from].path, &ao, &r, err, sizeof err) != 0) {
         fprintf_text(stderr, "%s: %s\n", PROG, err);
         an_free(&r);
         return EXIT_IO;
@@ -1745,10 +1822,6 @@ int cmd_tune(int argc, char **argv)
                 rc = EXIT_USAGE;
             }
             t.launcher = p.arg;
-            if (!rc && t.script && k != LAUNCH_LOCAL) {
-                fprintf_text(stderr, "%s: --launcher %s: a command after '--' runs locally only\n", PROG, p.arg);
-                rc = EXIT_USAGE;
-            }
             break;
         }
         case T_REFUSE:

@@ -70,8 +70,7 @@ static void self_exe(char *exe, size_t n)
         exe[el] = 0;
 }
 
-/* The last 8 lines of a log, each escaped, on stderr. */
-static void print_log_tail(const char *path)
+void launch_log_tail(const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -161,14 +160,18 @@ static void report_end(const launch_opts *o, launch_job *j, int done, int n, int
     } else if (stop_signal) {
         fprintf_text(stderr, "%s: %s stopped (exit %d); its log is %s\n", o->prog, j->name, j->status, j->log);
     } else {
+        const char *is = o->no_log_tail ? "is " : "", *ends = o->no_log_tail ? "" : " ends:";
         if (sig > 0)
-            fprintf_text(stderr, "%s: %s was killed by signal %d; its log %s ends:\n", o->prog, j->name, sig, j->log);
+            fprintf_text(stderr, "%s: %s was killed by signal %d; its log %s%s%s\n", o->prog, j->name, sig, is, j->log,
+                         ends);
         else if (j->status < 0)
-            fprintf_text(stderr, "%s: %s left no exit status%s; its log %s ends:\n", o->prog, j->name,
-                         extra ? extra : "", j->log);
+            fprintf_text(stderr, "%s: %s left no exit status%s; its log %s%s%s\n", o->prog, j->name,
+                         extra ? extra : "", is, j->log, ends);
         else
-            fprintf_text(stderr, "%s: %s failed (exit %d); its log %s ends:\n", o->prog, j->name, j->status, j->log);
-        print_log_tail(j->log);
+            fprintf_text(stderr, "%s: %s failed (exit %d); its log %s%s%s\n", o->prog, j->name, j->status, is, j->log,
+                         ends);
+        if (!o->no_log_tail)
+            launch_log_tail(j->log);
     }
 }
 
@@ -305,6 +308,7 @@ static int run_local(launch_job *js, int n, const launch_opts *o)
                 continue;
             j->secs = now() - ls.t0[q];
             j->status = WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_SIGNAL + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+            j->signal = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
             ls.running--;
             ls.done++;
             report_end(o, j, ls.done, n, WIFSIGNALED(st) ? WTERMSIG(st) : 0, NULL);
@@ -365,10 +369,11 @@ static int write_script(FILE *f, const launch_job *js, int n, const launch_opts 
     sbatch_path_line(f, "--output", o->dir, "/slurm-%A_%a.out");
     sbatch_path_line(f, "--chdir", cwd, "");
     fprintf(f, "#\n# Written by %s (docs/cluster.md): one array task per configuration. Each runs\n"
-               "# `ampdiag run` into its trace, its output to its log, then writes its exit status to\n"
-               "# DIR/NAME.exit, which the sweep reads. Add the headers your cluster needs above\n"
+               "# %s into its trace, its output to its log, then writes its exit status to\n"
+               "# DIR/NAME.exit, which %s reads. Add the headers your cluster needs above\n"
                "# (partition, account, time, cpus-per-task), or set SBATCH_PARTITION and the like.\n",
-            o->prog);
+            o->prog, n > 0 && js[0].external ? "your command (with the variables it is told)" : "`ampdiag run`",
+            n > 0 && js[0].external ? "tune" : "the sweep");
     fprintf(f, "export OPENBLAS_NUM_THREADS=\"${OPENBLAS_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}\"\n");
     fprintf(f, "export OMP_NUM_THREADS=\"${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}\"\n");
     fputs("AMPDIAG=", f);
@@ -381,8 +386,13 @@ static int write_script(FILE *f, const launch_job *js, int n, const launch_opts 
         sh_quote(f, js[q].log);
         fputs(" st=", f);
         sh_quote(f, ep);
-        fputs("\n    set --", f);
-        for (int k = 1; js[q].argv[k]; k++) {
+        for (size_t k = 0; js[q].env && js[q].env[k]; k++) {
+            fputs(k ? " " : "\n    export ", f);
+            sh_quote(f, js[q].env[k]);
+        }
+        /* this program's runs: "$AMPDIAG" run ...; another program's (tune -- CMD): as given */
+        fputs(js[q].external ? "\n    set --" : "\n    set -- \"$AMPDIAG\"", f);
+        for (int k = js[q].external ? 0 : 1; js[q].argv[k]; k++) {
             fputc(' ', f);
             sh_quote(f, js[q].argv[k]);
         }
@@ -391,7 +401,7 @@ static int write_script(FILE *f, const launch_job *js, int n, const launch_opts 
     fputs("*) echo \"ampdiag: no configuration for array task $SLURM_ARRAY_TASK_ID\" >&2; exit 2 ;;\nesac\n", f);
     /* the run in the background, so that the shell lives until it has closed its trace: a
      * cancelled job's processes get SIGTERM, and once the script ends Slurm kills what is left */
-    fputs("\"$AMPDIAG\" \"$@\" >\"$log\" 2>&1 </dev/null &\nrun=$!\n"
+    fputs("\"$@\" >\"$log\" 2>&1 </dev/null &\nrun=$!\n"
           "trap 'kill -TERM \"$run\" 2>/dev/null' TERM INT\n"
           "wait \"$run\"\nrc=$?\n"
           "while kill -0 \"$run\" 2>/dev/null; do wait \"$run\"; rc=$?; done\n", f);
@@ -508,9 +518,10 @@ static int collect(launch_job *js, int n, const launch_opts *o, int *done)
         if (got != 1 || v < 0 || v > 255)
             continue;
         j->status = v;
+        j->signal = v > EXIT_SIGNAL && v < EXIT_SIGNAL + 65 ? v - EXIT_SIGNAL : 0;
         have++;
         (*done)++;
-        report_end(o, j, *done, n, v > EXIT_SIGNAL && v < EXIT_SIGNAL + 65 ? v - EXIT_SIGNAL : 0, NULL);
+        report_end(o, j, *done, n, j->signal, NULL);
     }
     return have;
 }
@@ -707,6 +718,7 @@ int launch_round(launch_job *js, int n, const launch_opts *o)
     stop_signal = 0;
     for (int q = 0; q < n; q++) {
         js[q].status = -1;
+        js[q].signal = 0;
         js[q].secs = 0;
     }
     if (n <= 0)

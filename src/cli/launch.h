@@ -22,9 +22,11 @@ typedef struct launch_job {
     const char *log;   /* its stdout and stderr */
     int status;        /* out: its exit status (128 + a signal that ended it), -1 when it did not
                           run or (Slurm) left no exit status */
+    int signal;        /* out: the signal that ended it (local: as waitpid says; Slurm: read from
+                          a status over 128), 0 when none did */
     double secs;       /* out: its wall time (local runs) */
     int external;      /* argv is another program's (argv[0] looked up on PATH, kept as given):
-                          `ampdiag tune -- CMD` (local runs only) */
+                          `ampdiag tune -- CMD` */
     char **env;        /* NULL, or "NAME=VALUE" entries (NULL-ended) set in the job's environment */
 } launch_job;
 
@@ -40,6 +42,7 @@ typedef struct launch_opts {
     const char *prog;     /* "ampdiag sweep": the prefix of every message */
     int dry;              /* print what would run (local: the command lines; Slurm: the job
                              script) on stdout, run nothing */
+    int no_log_tail;      /* a failed job's line only: the caller shows the end of its log */
 } launch_opts;
 
 /* "local" or "slurm" -> *k. 0, or -1 when the name is neither. */
@@ -52,5 +55,9 @@ int launch_kind_parse(const char *s, launch_kind *k);
  * EXIT_IO after a message when the round could not be launched or waited for (no sbatch on
  * PATH, sbatch refused the script, the queue could not be read). */
 int launch_round(launch_job *js, int n, const launch_opts *o);
+
+/* The last lines (at most 8) of a job's log on stderr, each escaped; nothing when it cannot be
+ * read. */
+void launch_log_tail(const char *path);
 
 #endif /* AMPDIAG_CLI_LAUNCH_H */

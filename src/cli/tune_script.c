@@ -10,8 +10,8 @@
  *                           AMPDIAG_TUNE_CLIP=0.5, --loss-scale dynamic, --scale-init,
  *                           --fp32-layers, --optim-state, --schedule, --steps, --seed, ...)
  *
- * The commands run through the launcher of sweep's rounds (launch.c: local, -j at once), their
- * output into DIR/NAME/run-PRECISION.log.
+ * The commands run through the launcher of sweep's rounds (launch.c: local, -j at once, or a Slurm
+ * job array with --launcher slurm), their output into DIR/NAME/run-PRECISION.log.
  */
 #include "cli/tune_script.h"
 
@@ -19,8 +19,12 @@
 #include "cli/launch.h"
 #include "util/escape.h"
 
+#include "ampdiag_trace.h"
+
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -29,11 +33,20 @@
 #define ENV_PREFIX "AMPDIAG_TUNE_"
 #define TS_MAX_ENV 40
 
+enum { TS_NO_TRACE = 0, TS_INCOMPLETE = 1, TS_COMPLETE = 2 };
+
 typedef struct ts_run {
     char *trace, *log, *command;
     char *env[TS_MAX_ENV + 1]; /* "NAME=VALUE", NULL-ended */
-    int status;
+    char precision[16];
+    double lr;                 /* AMPDIAG_TUNE_LR, NaN: the script's own */
+    int status;                /* its exit status (128 + a signal), -1: none */
+    int signal;                /* the signal that ended it, 0 */
     double secs;
+    int trace_state;           /* TS_*: what it left at AMPDIAG_TUNE_TRACE */
+    char trace_words[200];     /* "no trace", "trace incomplete (status interrupted)", ... */
+    char how[96];              /* "exit 1", "killed by signal 6 (SIGABRT)", ... */
+    char *failure;             /* NULL: it ended with exit 0 and a complete trace; else why not */
 } ts_run;
 
 struct tune_script {
@@ -42,6 +55,7 @@ struct tune_script {
     char *line; /* the command as a shell would read it */
     ts_run *runs;
     size_t n, cap;
+    size_t last, nlast; /* the runs of the last round: runs[last .. last + nlast) */
 };
 
 int tune_script_split(int argc, char **argv)
@@ -160,6 +174,7 @@ void tune_script_free(tune_script *s)
         free(s->runs[i].trace);
         free(s->runs[i].log);
         free(s->runs[i].command);
+        free(s->runs[i].failure);
         for (size_t k = 0; s->runs[i].env[k]; k++)
             free(s->runs[i].env[k]);
     }
@@ -260,9 +275,126 @@ static char *dup_printf(const char *a, const char *b, const char *c)
     return p;
 }
 
+/* The name of a signal a training command dies of ("SIGABRT"), or NULL. */
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGABRT: return "SIGABRT";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGILL: return "SIGILL";
+    case SIGHUP: return "SIGHUP";
+    default: return NULL;
+    }
+}
+
+/* The last line of the log that is not blank, into buf (at most n - 1 bytes, cut at a character
+ * boundary); "" when it has none or cannot be read. */
+static void log_last_line(const char *path, char *buf, size_t n)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return;
+    char tail[2048];
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size > (long)sizeof tail - 1 && fseek(f, size - (long)sizeof tail + 1, SEEK_SET) != 0)
+        size = -1;
+    else if (size >= 0 && size <= (long)sizeof tail - 1 && fseek(f, 0, SEEK_SET) != 0)
+        size = -1;
+    size_t got = size >= 0 ? fread(tail, 1, sizeof tail - 1, f) : 0;
+    fclose(f);
+    tail[got] = 0;
+    char *end = tail + strlen(tail); /* (a NUL in the log ends it there) */
+    while (end > tail && isspace((unsigned char)end[-1]))
+        end--;
+    char *start = end;
+    while (start > tail && start[-1] != '\n' && start[-1] != '\r')
+        start--;
+    while (start < end && isspace((unsigned char)*start))
+        start++;
+    size_t len = (size_t)(end - start);
+    if (len > n - 1) {
+        len = n - 1;
+        while (len > 0 && ((unsigned char)start[len] & 0xC0) == 0x80) /* not inside a character */
+            len--;
+    }
+    memcpy(buf, start, len);
+    buf[len] = 0;
+}
+
+/* What run r left (its trace) and how it ended: r->trace_state, trace_words, how, failure. 0, or
+ * -1 when out of memory. */
+static int judge_run(ts_run *r)
+{
+    if (!regular(r->trace)) {
+        r->trace_state = TS_NO_TRACE;
+        snprintf(r->trace_words, sizeof r->trace_words, "no trace");
+    } else {
+        ampdiag_trace_reader *rd = NULL;
+        int e = ampdiag_trace_open(r->trace, AMPDIAG_TRACE_READ_QUIET | AMPDIAG_TRACE_READ_NO_REPAIR, &rd);
+        if (e) {
+            r->trace_state = TS_INCOMPLETE;
+            snprintf(r->trace_words, sizeof r->trace_words, "trace incomplete (it cannot be read: %s)",
+                     ampdiag_trace_strerror(e));
+        } else {
+            ampdiag_trace_status st = ampdiag_trace_status_of(rd);
+            const char *text = ampdiag_trace_status_text(rd);
+            if (st == AMPDIAG_STATUS_COMPLETE || st == AMPDIAG_STATUS_DIVERGED) {
+                r->trace_state = TS_COMPLETE;
+                snprintf(r->trace_words, sizeof r->trace_words, "trace %s", text);
+            } else {
+                r->trace_state = TS_INCOMPLETE;
+                snprintf(r->trace_words, sizeof r->trace_words, "trace incomplete (status %s%s)", text,
+                         st == AMPDIAG_STATUS_RUNNING ? ": cut off" : "");
+            }
+            ampdiag_trace_reader_close(rd);
+        }
+    }
+    const char *sn = signal_name(r->signal);
+    if (r->signal > 0)
+        snprintf(r->how, sizeof r->how, "killed by signal %d%s%s%s", r->signal, sn ? " (" : "", sn ? sn : "",
+                 sn ? ")" : "");
+    else if (r->status < 0)
+        snprintf(r->how, sizeof r->how, "left no exit status");
+    else
+        snprintf(r->how, sizeof r->how, "exit %d", r->status);
+    free(r->failure);
+    r->failure = NULL;
+    if (r->status == 0 && r->trace_state == TS_COMPLETE)
+        return 0;
+    char last[240], buf[1200];
+    log_last_line(r->log, last, sizeof last);
+    snprintf(buf, sizeof buf, "%s, %s; log %s%s%s%s", r->how, r->trace_words, r->log, last[0] ? " (it ends: \"" : "",
+             last, last[0] ? "\")" : "");
+    r->failure = dup_printf(buf, "", "");
+    return r->failure ? 0 : -1;
+}
+
+/* The FP32 baseline failed: say so (the command, how it ended, what it left, the end of its
+ * log). */
+static void baseline_failed(const tune_script *s, const ts_run *r, const char *prog)
+{
+    char last[8];
+    log_last_line(r->log, last, sizeof last);
+    fprintf_text(stderr, "%s: the FP32 baseline failed: `%s` (run with AMPDIAG_TUNE_PRECISION=fp32): %s, %s. "
+                 "Nothing else was run: the command must run to its end unchanged, in FP32, and write its trace "
+                 "before tune can compare anything%s. Its log %s%s\n", prog, s->line, r->how, r->trace_words,
+                 r->status == 0 && r->trace_state == TS_NO_TRACE
+                     ? " (does it call ampdiag.torch.tune_config() and write cfg.trace(...)? docs/pytorch.md, "
+                       "\"tune on your own script\")"
+                     : "", r->log, last[0] ? " ends:" : " is empty");
+    launch_log_tail(r->log);
+}
+
 int tune_script_round(tune_script *s, char **argv, const char *report, const char *prog)
 {
     const char *precisions = NULL, *lrs = NULL, *dir = NULL, *jobs = NULL;
+    launch_kind kind = LAUNCH_LOCAL;
     char *opts[2 * TS_MAX_ENV];
     size_t nopt = 0;
     for (int k = 2; argv[k] && argv[k + 1]; k += 2) {
@@ -276,9 +408,9 @@ int tune_script_round(tune_script *s, char **argv, const char *report, const cha
         else if (!strcmp(o, "-j"))
             jobs = v;
         else if (!strcmp(o, "--launcher")) {
-            if (strcmp(v, "local")) {
-                fprintf_text(stderr, "%s: --launcher %s: a command after '--' runs locally only\n", prog, v);
-                return EXIT_USAGE;
+            if (launch_kind_parse(v, &kind) != 0) {
+                fprintf_text(stderr, "%s: internal: --launcher %s\n", prog, v);
+                return EXIT_IO;
             }
         } else if (nopt + 2 <= sizeof opts / sizeof opts[0]) {
             opts[nopt++] = (char *)o;
@@ -293,6 +425,8 @@ int tune_script_round(tune_script *s, char **argv, const char *report, const cha
     snprintf(copy, sizeof copy, "%s", precisions);
     size_t first = s->n, nj = 0;
     int rc = 0, said = 0;
+    s->last = first;
+    s->nlast = 0;
     for (char *save = NULL, *p = strtok_r(copy, ",", &save); p && !rc; p = strtok_r(NULL, ",", &save)) {
         ts_run *r = new_run(s);
         if (!r) {
@@ -301,6 +435,8 @@ int tune_script_round(tune_script *s, char **argv, const char *report, const cha
         }
         char base[160];
         snprintf(base, sizeof base, "/run-%s", p);
+        snprintf(r->precision, sizeof r->precision, "%s", p);
+        r->lr = lrs ? strtod(lrs, NULL) : NAN;
         r->trace = dup_printf(dir, base, ".h5");
         r->log = dup_printf(dir, base, ".log");
         r->command = dup_printf(s->line, "", "");
@@ -344,38 +480,53 @@ int tune_script_round(tune_script *s, char **argv, const char *report, const cha
         js[q] = (launch_job){.argv = av, .name = names[q], .trace = r->trace, .log = r->log, .status = -1,
                              .external = 1, .env = r->env};
     }
-    launch_opts lo = {.kind = LAUNCH_LOCAL, .jobs = jobs ? atol(jobs) : 1, .dir = dir, .prog = prog};
-    if (lo.jobs < 1)
+    s->nlast = nj;
+    /* Slurm: -j caps the array's tasks at once (0: as many as the cluster gives) */
+    launch_opts lo = {.kind = kind, .jobs = jobs ? atol(jobs) : kind == LAUNCH_SLURM ? 0 : 1, .dir = dir,
+                      .prog = prog};
+    if (lo.jobs < 1 && kind == LAUNCH_LOCAL)
         lo.jobs = 1;
-    rc = launch_round(js, (int)nj, &lo);
+    /* the first round's FP32 run is the baseline: alone first, so that a command that does not
+     * run stops tune before anything else is run */
+    size_t nb = first == 0 && !strcmp(s->runs[first].precision, "fp32") ? 1 : 0, ran = 0;
+    int baseline_bad = 0;
+    if (nb) {
+        lo.no_log_tail = 1;
+        rc = launch_round(js, 1, &lo);
+        lo.no_log_tail = 0;
+        ran = 1;
+        ts_run *r = &s->runs[first];
+        r->status = js[0].status;
+        r->signal = js[0].signal;
+        r->secs = js[0].secs;
+        if (!rc && judge_run(r) != 0)
+            rc = EXIT_IO;
+        if (!rc && r->failure) {
+            baseline_failed(s, r, prog);
+            baseline_bad = 1;
+        }
+    }
+    if (!rc && !baseline_bad && nj > nb) {
+        rc = launch_round(js + nb, (int)(nj - nb), &lo);
+        ran = nj;
+    }
     FILE *f = fopen(report, "w");
-    for (size_t q = 0; q < nj; q++) {
+    for (size_t q = 0; q < ran; q++) {
         ts_run *r = &s->runs[first + q];
         r->status = js[q].status;
+        r->signal = js[q].signal;
         r->secs = js[q].secs;
-        int have = regular(r->trace);
+        if (!rc && q >= nb && judge_run(r) != 0)
+            rc = EXIT_IO;
         if (f) {
-            fprintf(f, "%s: exit %d in %.1f s; trace %s%s; log %s\n  ", names[q], r->status, r->secs, r->trace,
-                    have ? "" : " (none)", r->log);
+            fprintf(f, "%s: %s in %.1f s; %s %s; log %s%s%s\n  ", names[q], r->how, r->secs, r->trace_words, r->trace,
+                    r->log, r->failure ? ": FAILED: " : "", r->failure ? r->failure : "");
             for (size_t k = 0; r->env[k]; k++)
                 fprintf(f, "%s ", r->env[k]);
             fprintf(f, "%s\n", r->command);
         }
-        if (rc)
-            continue;
-        if (r->status != 0 && have) {
-            fprintf_text(stderr, "%s: %s: the command failed (exit %d) but left its trace: judged as it is (its "
-                         "log is %s)\n", prog, names[q], r->status, r->log);
-        } else if (r->status != 0) {
-            fprintf_text(stderr, "%s: %s: the command `%s` failed (exit %d) and left no trace; its log is %s\n",
-                         prog, names[q], r->command, r->status, r->log);
-            rc = EXIT_IO;
-        } else if (!have) {
-            fprintf_text(stderr, "%s: %s: the command `%s` ended (exit 0) without writing %s: does it call "
-                         "ampdiag.torch.tune_config() and cfg.trace(...)? (docs/pytorch.md, \"tune on your own "
-                         "script\"); its log is %s\n", prog, names[q], r->command, r->trace, r->log);
-            rc = EXIT_IO;
-        }
+        if (!rc && q >= nb && r->failure)
+            fprintf_text(stderr, "%s: %s: a failed candidate (tune goes on): %s\n", prog, names[q], r->failure);
     }
     if (!f || ferror(f) | fclose(f)) {
         fprintf_text(stderr, "%s: cannot write '%s'\n", prog, report);
@@ -384,7 +535,19 @@ int tune_script_round(tune_script *s, char **argv, const char *report, const cha
     }
     free(js);
     free(argvs);
-    return rc;
+    return rc ? rc : baseline_bad ? EXIT_USAGE : 0;
+}
+
+size_t tune_script_last(const tune_script *s) { return s->nlast; }
+
+const char *tune_script_last_run(const tune_script *s, size_t i, const char **precision, double *lr,
+                                 const char **failure)
+{
+    const ts_run *r = &s->runs[s->last + i];
+    *precision = r->precision;
+    *lr = r->lr;
+    *failure = r->failure;
+    return r->trace;
 }
 
 static const ts_run *run_of(const tune_script *s, const char *trace)
@@ -494,6 +657,15 @@ void tune_script_json_run(jw *w, const tune_script *s, const char *trace)
         jw_close(w, '}');
         jw_str(w, "log", r->log);
         jw_int(w, "exit_status", r->status);
+        if (r->signal > 0)
+            jw_int(w, "signal", r->signal);
+        else
+            jw_null(w, "signal");
+        jw_str(w, "trace", r->trace_state == TS_COMPLETE ? "complete" : r->trace_state == TS_INCOMPLETE ? "incomplete"
+                                                                                                      : "none");
+        jw_str(w, "trace_status", r->trace_words);
+        jw_bool(w, "failed", r->failure != NULL);
+        jw_str(w, "failure", r->failure);
     }
 }
 
@@ -508,6 +680,8 @@ void tune_script_usage(FILE *f)
             "  (fp32, fp16, bf16), AMPDIAG_TUNE_LR and AMPDIAG_TUNE_<OPTION> for each option tune\n"
             "  gives the run (CLIP, LOSS_SCALE, SCALE_INIT, FP32_LAYERS, OPTIM_STATE, SCHEDULE, STEPS,\n"
             "  SEED, ...), which ampdiag.torch.tune_config() applies (docs/pytorch.md, \"tune on your\n"
-            "  own script\"); its output goes to DIR/NAME/run-PRECISION.log. Local runs only; a\n"
-            "  command that fails and leaves no trace stops tune (exit 3) with its log named.\n");
+            "  own script\"); its output goes to DIR/NAME/run-PRECISION.log. --launcher slurm runs\n"
+            "  each round as a Slurm job array. The FP32 baseline runs first: when it fails (an exit\n"
+            "  status other than 0, or no complete trace) tune stops (exit 2) with its log; a later\n"
+            "  run that fails is a failed candidate (tune.json says how) and tune goes on.\n");
 }

@@ -31,17 +31,29 @@ int tune_script_check_option(const char *prog, const char *name);
 int tune_script_check_precisions(const char *prog, const char *list);
 
 /* A round of tune's: argv is the `ampdiag sweep` command line tune would run (argv[1] =
- * "sweep", then --precisions P, [--lrs X], -o DIR, [-j N], then option/value pairs), run
- * instead as the command once per precision, the options as environment variables; report (a
- * file) lists the runs and how each ended. Returns 0 when every command left its trace (one that
- * failed but left one is warned about and judged as it is), EXIT_IO after a message naming the
- * command and its log when one left none, EXIT_SIGNAL + the signal when stopped. */
+ * "sweep", then --precisions P, [--lrs X], -o DIR, [-j N], [--launcher L], then option/value
+ * pairs), run instead as the command once per precision, the options as environment variables,
+ * through launch.c (locally, or as a Slurm job array); report (a file) lists the runs and how
+ * each ended. A run fails when it ends with a status other than 0 or without a complete trace
+ * (none, or one cut off or interrupted): tune_script_last_run says why. The first round's FP32
+ * run (the baseline) runs alone first: when it fails, nothing else is run and the message names
+ * the command, how it ended and the end of its log. Returns 0 (failed candidates included),
+ * EXIT_USAGE when the baseline failed (the user's command is what is wrong), EXIT_IO on tune's own
+ * I/O failures, EXIT_SIGNAL + the signal when stopped. */
 int tune_script_round(tune_script *s, char **argv, const char *report, const char *prog);
+
+/* The runs of the last round: their number; run i's trace, *precision, *lr (the lr it was told:
+ * NaN for the script's own) and *failure (NULL when it ended with exit 0 and a complete trace;
+ * else how it ended, what trace it left and its log, in words). */
+size_t tune_script_last(const tune_script *s);
+const char *tune_script_last_run(const tune_script *s, size_t i, const char **precision, double *lr,
+                                 const char **failure);
 
 /* tune.json: the command, and for the verified run (its trace chosen; NULL: none) what it sets
  * in PyTorch's words ("pytorch") and the command line that runs it again ("reproduce") at the
  * top level; for the run whose trace is trace: its command line as run, the variables set, its
- * log and exit status (nothing when it is not a script's run). */
+ * log, exit status, the signal that ended it, the trace it left ("complete", "incomplete",
+ * "none") and, for a failed run, why (nothing when it is not a script's run). */
 void tune_script_json(jw *w, const tune_script *s, const char *chosen);
 void tune_script_json_run(jw *w, const tune_script *s, const char *trace);
 

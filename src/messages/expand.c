@@ -58,6 +58,41 @@ void msg_duration(char *buf, size_t n, double ms)
         snprintf(buf, n, "%.3g ms", ms);
 }
 
+void msg_bytes(char *buf, size_t n, double b)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    if (!isfinite(b) || b < 0) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    int u = 0;
+    while (b >= 1024 && u < 4) {
+        b /= 1024;
+        u++;
+    }
+    snprintf(buf, n, u ? "%.3g %s" : "%.0f %s", b, units[u]);
+}
+
+const char *msg_peak_memory_source(const char *source)
+{
+    if (strcmp(source, "torch.cuda.max_memory_allocated") == 0)
+        return "CUDA";
+    if (strcmp(source, "ru_maxrss") == 0)
+        return "RSS";
+    return source;
+}
+
+const char *msg_peak_memory_what(const char *source)
+{
+    if (strcmp(source, "torch.cuda.max_memory_allocated") == 0)
+        return "CUDA: torch.cuda.max_memory_allocated, the peak of the tensors PyTorch allocated on the GPU since the "
+               "tracer started";
+    if (strcmp(source, "ru_maxrss") == 0)
+        return "RSS: the process's peak resident set size since it started (getrusage ru_maxrss: the interpreter, "
+               "the libraries and the data included), which says little about the precision; shown, never weighed";
+    return "as the trace's peak_memory_source names it";
+}
+
 void msg_pct(char *buf, size_t n, double f)
 {
     if (!isfinite(f))

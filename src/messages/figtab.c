@@ -89,6 +89,13 @@ static const fig_words figs[AN_NFIGS] = {
                        "(/steps wall_ms: ampdiag run from the step's start to its record, ampdiag.torch "
                        "between its step() calls), on the machine that ran it; traced steps, slower, are "
                        "among them (a few in ten with the default cadence)"},
+    [FIG_PEAK_MEMORY] = {"peak memory",
+                         "the run's peak memory as its writer measured it, with what it measured (the trace's "
+                         "peak_memory_source): on a CUDA device torch.cuda.max_memory_allocated, the tensors "
+                         "PyTorch allocated since the tracer started (not its cache nor other processes'); on "
+                         "a CPU the process's peak resident set size since it started (getrusage ru_maxrss: "
+                         "the interpreter, the libraries and the data included), which says little about the "
+                         "precision; compared only between runs that measured the same"},
 };
 
 static const fig_words cfigs[MSG_NCFIGS] = {
@@ -211,6 +218,7 @@ void msg_fig_value(char *buf, size_t n, const an_run *r, an_figid id)
     case U_COUNT:
     case U_STEP: snprintf(buf, n, "%.0f", v.v); break;
     case U_MS: msg_duration(buf, n, v.v); break;
+    case U_BYTES: msg_bytes(buf, n, v.v); break;
     default: fmt_num(buf, n, v.v, 4); break;
     }
 }

@@ -147,6 +147,8 @@ typedef enum msg_tune_id {
     MT_FAIL_UNHEALTHY,     /* a candidate that is not healthy */
     MT_FAIL_NOT_LEARNING,  /* ... that does not learn */
     MT_FAIL_GAP,           /* ... worse than the yardstick beyond the paired band */
+    MT_FAIL_COMMAND,       /* ... whose command failed (`tune -- CMD`: an exit status, no complete
+                              trace) */
     MT_NOTHING_LEARNS,     /* no FP32 run tune made learns */
     MT_NOT_VERIFIED,       /* no candidate passed */
     MT_CANNOT_JUDGE,       /* the validation set judges nothing: no run can be verified */
@@ -165,6 +167,11 @@ const char *msg_tune_key(msg_tune_id id);
 
 void msg_scale(char *buf, size_t n, double v);   /* "2^16" for powers of two, else "%g" */
 void msg_duration(char *buf, size_t n, double ms); /* "8.4 s", "0.21 s", "12.3 ms", "-" (NaN) */
+void msg_bytes(char *buf, size_t n, double b);   /* "1.23 GiB", "412 MiB", "96 KiB", "-" (NaN) */
+/* What a run's peak memory measured, in a word: "CUDA", "RSS", or the source as the trace
+ * names it; and in a sentence (the note under compare's table). */
+const char *msg_peak_memory_source(const char *source);
+const char *msg_peak_memory_what(const char *source);
 void msg_pct(char *buf, size_t n, double f);     /* "0%", "1.5e-05%", "12.3%", "+inf", "?" */
 void msg_const(char *buf, size_t n, an_kid k);   /* a constant in its style: "1 in 500", "1%" */
 const char *msg_kind_words(int kind);            /* "activation gradients" */

@@ -818,6 +818,8 @@ const msg_tune_row msg_tune_rows[MT_N] = {
     T(MT_FAIL_GAP, "worse", {"lr", "eval", "base_eval", "rel", "band", "paired"}, {"precision"},
       "{precision} at lr {lr:g}: eval loss {eval:g4} vs the yardstick's {base_eval:g4} ({rel:spct}), worse beyond "
       "the {?paired:paired }noise band +-{band:pct}"),
+    T(MT_FAIL_COMMAND, "command_failed", {"lr"}, {"precision", "why"},
+      "{precision} at lr {lr:g}: the command failed: {why}"),
     T(MT_NOTHING_LEARNS, "nothing_learns", {"runs", "lr_min", "lr_max"}, {"why"},
       "nothing learns: none of the {runs:int} FP32 runs tune made (lr {lr_min:g} .. {lr_max:g}) learns{?why:; "
       "{why}}: the model, the data or the options are the problem, not the precision or the lr"),

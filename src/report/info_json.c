@@ -236,6 +236,7 @@ int report_info_json(FILE *f, const an_run *r)
     report_json_ranks(&w, "ranks", r, &m);
     report_json_findings(&w, "findings", r);
     report_json_figures(&w, "figures", r);
+    jw_str(&w, "peak_memory_source", r->peak_memory_source[0] ? r->peak_memory_source : NULL);
     report_json_finding_list(&w, "evidence", an_run_findings(r), &m);
     json_apply(&w, r, &m);
     jw_close(&w, '}');

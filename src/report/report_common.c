@@ -50,6 +50,7 @@ const char *report_row_label(const report_in *in, int row)
     case ROW_STATUS: return "status";
     case ROW_STEPS: return msg_fig_name(FIG_STEPS);
     case ROW_STEP_TIME: return msg_fig_name(FIG_STEP_TIME);
+    case ROW_PEAK_MEMORY: return msg_fig_name(FIG_PEAK_MEMORY);
     case ROW_EVAL_ACC: return msg_fig_name(FIG_EVAL_METRIC);
     case ROW_LOSS: return msg_fig_name(loss_is_eval(in) ? FIG_EVAL_LOSS : FIG_LOSS_WINDOW);
     case ROW_CURVE: return msg_cfig_name(MSG_CURVE_GAP);
@@ -72,8 +73,24 @@ static int is_accuracy(const an_run *r)
     return strcmp(r->eval_metric, "accuracy") == 0 && isfinite(an_fig(r, FIG_EVAL_METRIC).v);
 }
 
+const char *report_peak_source(const report_in *in)
+{
+    for (size_t i = 0; i < in->n; i++) {
+        const an_run *r = &in->runs[i];
+        if (isnan(an_fig(r, FIG_PEAK_MEMORY).v))
+            continue;
+        for (size_t k = i + 1; k < in->n; k++)
+            if (!isnan(an_fig(&in->runs[k], FIG_PEAK_MEMORY).v) &&
+                strcmp(in->runs[k].peak_memory_source, r->peak_memory_source) == 0)
+                return r->peak_memory_source;
+    }
+    return NULL;
+}
+
 int report_row_wanted(const report_in *in, int row)
 {
+    if (row == ROW_PEAK_MEMORY)
+        return report_peak_source(in) != NULL;
     int any = 0;
     for (size_t i = 0; i < in->n; i++) {
         const an_run *r = &in->runs[i];
@@ -170,6 +187,16 @@ void report_cell(char *buf, size_t n, const report_in *in, size_t i, int row)
     case ROW_STATUS: snprintf(buf, n, "%s", r->cut_off ? "cut off" : r->status_text); break;
     case ROW_STEPS: msg_fig_value(buf, n, r, FIG_STEPS); break;
     case ROW_STEP_TIME: msg_fig_value(buf, n, r, FIG_STEP_TIME); break;
+    case ROW_PEAK_MEMORY: {
+        const char *src = report_peak_source(in);
+        if (src && !isnan(an_fig(r, FIG_PEAK_MEMORY).v) && strcmp(r->peak_memory_source, src) == 0) {
+            msg_fig_value(a, sizeof a, r, FIG_PEAK_MEMORY);
+            snprintf(buf, n, "%s (%s)", a, msg_peak_memory_source(src));
+        } else {
+            snprintf(buf, n, "-");
+        }
+        break;
+    }
     case ROW_EVAL_ACC:
         if (is_accuracy(r))
             msg_pct(buf, n, an_fig(r, FIG_EVAL_METRIC).v);
@@ -226,6 +253,9 @@ void report_table_notes(const report_in *in, void (*note)(const char *label, con
         msg_fig_definition(d, sizeof d, defined[k]);
         note(msg_fig_name(defined[k]), d, arg);
     }
+    const char *src = report_peak_source(in);
+    if (src)
+        note(msg_fig_name(FIG_PEAK_MEMORY), msg_peak_memory_what(src), arg);
     note("*", "predicted from a run in another precision (what FP16 would do)", arg);
 }
 

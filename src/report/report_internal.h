@@ -14,6 +14,7 @@ enum {
     ROW_STATUS,
     ROW_STEPS,
     ROW_STEP_TIME, /* median step time (runs that timed their steps) */
+    ROW_PEAK_MEMORY, /* peak memory, with its source (where two runs or more measured the same) */
     ROW_LOSS,     /* the loss the gaps are measured on: final eval loss or final-window loss */
     ROW_CURVE,
     ROW_EVAL_ACC, /* final eval accuracy (runs whose eval metric is an accuracy) */
@@ -45,6 +46,9 @@ void report_in_init(report_in *in, const an_run *runs, size_t n, const an_compar
 /* The row's label (a figure's name) and whether the runs have it. */
 const char *report_row_label(const report_in *in, int row);
 int report_row_wanted(const report_in *in, int row);
+/* The source of the peak memory the table compares: the first run's that two runs or more
+ * measured; NULL when none did. */
+const char *report_peak_source(const report_in *in);
 /* The cell of run i in a row. */
 void report_cell(char *buf, size_t n, const report_in *in, size_t i, int row);
 /* The header of run i's column: "fp32 (baseline)". */

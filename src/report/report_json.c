@@ -264,6 +264,8 @@ static void json_run(jw *w, const report_in *in, size_t i)
     jw_int(w, "steps", (int64_t)r->nsteps);
     jw_opt_int(w, "steps_planned", r->steps_planned);
     jw_u64(w, "params", r->params);
+    /* (the value: figures.peak_memory_bytes) */
+    jw_str(w, "peak_memory_source", r->peak_memory_source[0] ? r->peak_memory_source : NULL);
     json_loss(w, r);
     json_gap(w, in, i);
     json_stability(w, r);

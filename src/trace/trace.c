@@ -147,6 +147,8 @@ static int io_fail(ampdiag_trace_writer *w, const char *what)
     return trace_fail(AMPDIAG_TRACE_EIO, "%s", w->failmsg);
 }
 
+static int bg_sync(ampdiag_trace_writer *w);
+
 static int check_usable(const ampdiag_trace_writer *w, const char *fn)
 {
     if (!w)
@@ -299,6 +301,40 @@ int ampdiag_trace_set_attr_int(ampdiag_trace_writer *w, const char *name, int64_
         snprintf(what, sizeof what, "write attribute '%.64s'", name);
         rc = io_fail(w, what);
     }
+    trace_quiet_end(&q);
+    return rc;
+}
+
+int ampdiag_trace_update_attr_double(ampdiag_trace_writer *w, const char *name, double value)
+{
+    static const char *const fn = "ampdiag_trace_update_attr_double";
+    int rc = check_usable(w, fn);
+    if (rc)
+        return rc;
+    if (!name || !*name)
+        return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: empty attribute name (trace '%s')", fn, w->path);
+    for (size_t i = 0; i < sizeof reserved_attrs / sizeof reserved_attrs[0]; i++)
+        if (strcmp(name, reserved_attrs[i]) == 0)
+            return trace_fail(AMPDIAG_TRACE_EINVAL, "%s: attribute '%s' is managed by the writer (trace '%s')", fn,
+                              name, w->path);
+    if ((rc = bg_sync(w))) /* (HDF5 only once the background thread is idle) */
+        return rc;
+    trace_quiet q;
+    trace_quiet_begin(&q);
+    hid_t a = H5Aexists(w->file, name) > 0 ? H5Aopen(w->file, name, H5P_DEFAULT) : -1, t = -1;
+    int is_double = a >= 0 && (t = H5Aget_type(a)) >= 0 && H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 8;
+    if (!is_double) {
+        rc = trace_fail(AMPDIAG_TRACE_EINVAL, "%s: trace '%s' has no double attribute '%s' (set it before the "
+                        "first record)", fn, w->path, name);
+    } else if (H5Awrite(a, H5T_NATIVE_DOUBLE, &value) < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "update attribute '%.64s'", name);
+        rc = io_fail(w, what);
+    }
+    if (t >= 0)
+        H5Tclose(t);
+    if (a >= 0 && H5Aclose(a) < 0 && !rc)
+        rc = io_fail(w, "close an attribute");
     trace_quiet_end(&q);
     return rc;
 }

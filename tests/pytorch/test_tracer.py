@@ -332,10 +332,25 @@ def train_cnn(p, precision, steps=12, init_scale=2.0 ** 16, seed=0):
     return read_trace(p)
 
 
+def rss_peak():
+    """This process's peak resident set size so far, bytes (Linux: ru_maxrss in kilobytes)."""
+    import resource
+    v = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return v if sys.platform == "darwin" else v * 1024
+
+
 def test_precisions():
     runs = {}
+    before = rss_peak()
     for prec in ("fp32", "bf16", "fp16"):
         runs[prec] = train_cnn(path("cnn-%s.h5" % prec), prec)
+    after = rss_peak()
+    # peak memory on the CPU: the process's peak RSS at each trace's close (this process), in bytes
+    pm = [T["attrs"].get("peak_memory_bytes") for T in runs.values()]
+    ok(all(T["attrs"].get("peak_memory_source") == "ru_maxrss" for T in runs.values()) and
+       all(isinstance(v, float) and before <= v <= after for v in pm) and pm == sorted(pm),
+       "peak memory on the CPU: source ru_maxrss, the process's peak RSS at each close in bytes, between the "
+       "peak before the runs and after (%d <= %s <= %d), never decreasing" % (before, pm, after))
     comp = {p: dict(zip(T["names"], (c.decode() for c in T["layers"]["compute"]))) for p, T in runs.items()}
     ok(comp["bf16"]["conv1"] == "bf16" and comp["fp16"]["fc"] == "fp16" and comp["bf16"]["big"] == "fp32" and
        comp["fp16"]["loss"] == "fp32" and comp["fp32"]["conv2"] == "fp32",
@@ -363,6 +378,17 @@ def test_precisions():
     ok(okc, "ampdiag compare of the three runs: exit %d%s" % (r.returncode, "" if okc else " " + r.stderr[-300:]))
     r2 = run("compare", *files)
     ok(r2.returncode == 0 and "fp16" in r2.stdout, "ampdiag compare (text)")
+    row = re.search(r"^peak memory +(.*)$", r2.stdout, re.M)
+    jr = j["runs"] if j else []
+    ok(row and row.group(1).count(" MiB (RSS)") == 3 and "peak resident set size" in r2.stdout and len(jr) == 3 and
+       all(x["peak_memory_source"] == "ru_maxrss" and x["figures"]["peak_memory_bytes"]["value"] == v and
+           x["figures"]["peak_memory_bytes"]["unit"] == "bytes" for x, v in zip(jr, pm)),
+       "compare: a peak memory row with its source per run (%s) and what it is under the table, JSON "
+       "peak_memory_source and the figure "
+       "peak_memory_bytes equal to the attributes" % (row.group(1).strip() if row else None))
+    rec = json.dumps((j or {}).get("recommendation", {"x": "RSS"}))
+    ok(not re.search("peak memory|RSS|ru_maxrss", rec) and "peak memory" not in r2.stdout.split("\nApply")[0],
+       "compare: the CPU's peak RSS is in no verdict, item or advice")
     # advice in PyTorch's terms: the traces' writer is ampdiag.torch
     R = j["recommendation"] if j else {}
     lines, dec = R.get("apply", []), R.get("decisions", [])
@@ -381,6 +407,7 @@ def test_precisions():
     alone = run("compare", files[0])
     both = run("compare", files[0], files[1])
     said = "big activations reach"
+    ok("\npeak memory" not in alone.stdout, "compare of one run: no peak memory row (nothing to compare it with)")
     ok(said in alone.stdout and said not in both.stdout and "forward overflow: big" in alone.stdout and
        "forward overflow" not in both.stdout and both.returncode == 0,
        "compare: the fp32 run alone names 'big' (1e6 > 65504) as an FP16 overflow; with the bf16 run, whose "
@@ -445,12 +472,51 @@ def test_sigkill():
         with h5py.File(p, "r", swmr=True) as f:
             steps = [int(v) for v in f["steps"]["step"]]
             status = f.attrs["status"].decode()
+            peak = f.attrs.get("peak_memory_bytes")
     except OSError as e:
-        status = str(e)
+        status, peak = str(e), None
+    ok(peak is not None and math.isnan(peak) and "peak memory" not in info.stdout,
+       "a run killed before its close: peak_memory_bytes still NaN (%r), no peak memory reported" % (peak,))
     ok(info.returncode == 0 and steps is not None and steps[:6] == list(range(6)) and
        steps == list(range(len(steps))) and len(steps) <= 9 and status == "running" and "cut off" in info.stdout,
        "ampdiag info opens the killed run's trace (exit %d): status running (cut off), steps 0..%d kept "
        "(0..5 flushed before the kill)" % (info.returncode, len(steps) - 1 if steps else -1))
+
+
+def test_eval_before_step():
+    """eval(), event() and flush() before the first step (an evaluation of the untrained model)
+    must not write the header then: the precision is seen from autocast at the first step."""
+    for prec, dt in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
+        torch.manual_seed(0)
+        model = Net()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.amp.GradScaler("cpu", enabled=dt == torch.float16)
+        x, y = torch.randn(16, 6), torch.randint(0, 3, (16,))
+        F = torch.nn.functional
+        p = path("eval-first-%s.h5" % prec)
+        with ampdiag.torch.trace(p, model, opt, scaler, overwrite=True) as tr:
+            with torch.no_grad():
+                ev0 = float(F.cross_entropy(model(x), y))
+            tr.eval(ev0, 0.25)  # no initial=True: before any step all the same
+            tr.event("note", "before the first step (test)", 7.0)
+            tr.flush()
+            for t in range(3):
+                with torch.autocast("cpu", dtype=dt):
+                    loss = F.cross_entropy(model(x), y)
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+                opt.zero_grad()
+                tr.step(loss)
+            tr.eval(float(loss.detach()), 0.5)
+        T = read_trace(p)
+        notes = [e for e in T["events"] if e[1] == "note" and "before the first step" in e[3]]
+        ok(T["attrs"]["precision"] == prec and T["attrs"]["autocast"] == "cpu %s" % prec and
+           [int(s) for s in T["evals"]["step"]] == [-1, 2] and abs(float(T["evals"]["loss"][0]) - ev0) < 1e-6 and
+           len(notes) == 1 and notes[0][0] == 0 and notes[0][2] == 7.0,
+           "%s autocast, eval() before the first step: precision %s from autocast (%s), the evaluation of the "
+           "untrained model at step -1 (steps %s), the event kept" % (prec, T["attrs"]["precision"], T["attrs"]["autocast"],
+                                                                      [int(s) for s in T["evals"]["step"]]))
 
 
 # ---------------------------------------------------------------------- API
@@ -577,6 +643,7 @@ def main():
     test_precisions()
     test_overflow_skips()
     test_sigkill()
+    test_eval_before_step()
     test_api()
     test_cadence()
     return TAP.plan()
