@@ -280,10 +280,10 @@ class Tracer:
                Flatten: named in the layers_left_out attribute and a note); "leaves" = every leaf;
                or a list of names / fnmatch patterns ("encoder.*.attn") and module classes; or a
                function (name, module) -> bool. torch.compile's "_orig_mod." is left out of names
-    trace_every  tensor records every N-th step (default 10; 1: every step; 0: step records only); the first step,
+    trace_every  tensor records every N-th step (1: every step; 0: step records only); the first step,
                the last too when ``steps`` is given, and the steps after an event
-    trace_budget instead of trace_every: a share of the time of an untraced step, percent, that the
-               records may take; the tracer measures what a record costs and chooses the cadence
+    trace_budget instead of trace_every (the default, 5, when neither is given): a share of the time
+               of an untraced step, percent, that the records may take; the tracer measures what a record costs and chooses the cadence
                (CPU time for a model on the CPU, wall time on a device; docs/tracing-budget.md)
     trace_after_event  steps recorded in full after a step with an event (a non-finite loss or
                gradient, a skipped step, a loss or gradient-norm spike; default 3; 0: none)
@@ -334,7 +334,7 @@ class Tracer:
         if trace_every is not None and trace_budget is not None:
             raise ValueError("ampdiag.torch.Tracer: give trace_every or trace_budget, not both")
         if trace_every is None and trace_budget is None:
-            trace_every = 10
+            trace_budget = 5.0  # as ampdiag run: cheap by default, whatever the model's size
         if (trace_every is not None and int(trace_every) < 0) or int(hist_every) < 0 or int(trace_after_event) < 0:
             raise ValueError("ampdiag.torch.Tracer: trace_every, hist_every and trace_after_event must be >= 0")
         if trace_budget is not None and not (0 <= float(trace_budget) <= 100):
