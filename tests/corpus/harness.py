@@ -297,10 +297,10 @@ class Config:
         # cannot evaluate its weights; the losses it recorded itself (/eval_examples: its initial
         # and its last evaluation, by validation row, the rows data.py evaluates) stand in
         for r in runs:
-            if r and r.get("standardize"):
+            if r and (r.get("standardize") or not self.paired_ok):
                 self.trace_examples(r)
-        if not self.paired_ok:  # the other runs have none: a standardised run pairs with its own step 0 only
-            return
+        if not self.paired_ok:  # data.py cannot evaluate these (the embedded synthetic sets): each run's
+            return              # own recorded losses pair it with its step 0 and with the other runs
         runs = [r for r in runs if r and not r.get("standardize")]
         todo = [r for r in runs if r.get("weights") and not os.path.exists(r["weights"] + ".losses.json")]
         if todo:
@@ -361,10 +361,12 @@ class Config:
     def init_for(self, r):
         """The initial evaluation a run is judged against: the same initial weights evaluated on
         the inputs the run saw (a run that standardised its inputs starts from another loss than
-        one on the raw inputs: its own step 0, measured by a run at lr 0 with --standardize on)."""
-        if not r.get("standardize"):
-            return self.init
+        one on the raw inputs: its own step 0, measured by a run at lr 0 with --standardize on).
+        On data data.py cannot evaluate (the embedded synthetic sets), a run's own step 0 too
+        where its trace recorded it: the same initial weights on the same inputs, paired."""
         l0 = r.get("_losses0")
+        if not r.get("standardize") and (self.init.get("_losses") or not (r.get("_losses") and l0 and len(l0) > 1)):
+            return self.init
         if l0 and len(l0) > 1:  # its own step 0, recorded in its trace
             n, m = len(l0), sum(l0) / len(l0)
             sd = math.sqrt(sum((v - m) ** 2 for v in l0) / (n - 1))
