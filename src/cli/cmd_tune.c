@@ -402,6 +402,25 @@ static int measure(trun *t)
     return 0;
 }
 
+/* The next run slot of round's, cleared and named (path, options, why); not yet counted. NULL
+ * (said) when tune has made as many runs as it may. */
+static trun *new_run(tune_state *S, size_t round, int kind, const char *path, const char *options, const char *why)
+{
+    if (S->nruns >= TUNE_MAX_RUNS) {
+        fprintf_text(stderr, "%s: more than %d runs: stopping\n", PROG, TUNE_MAX_RUNS);
+        return NULL;
+    }
+    trun *t = &S->runs[S->nruns];
+    memset(t, 0, sizeof *t);
+    snprintf(t->path, sizeof t->path, "%s", path);
+    snprintf(t->options, sizeof t->options, "%s", options);
+    t->kind = kind;
+    t->round = (int)round;
+    t->why_id = S->rounds[round].why_id;
+    snprintf(t->why, sizeof t->why, "%s", why);
+    return t;
+}
+
 /* `-- CMD`: the runs of the last round (tune_script.c), registered as the round's: a run whose
  * command failed as a failed run (its failure in ->failed and ->unhealthy), the others measured.
  * 0 or an exit status. */
@@ -421,18 +440,9 @@ static int register_script_runs(tune_state *S, size_t round, int kind, const cha
             known = strcmp(S->runs[k].path, p) == 0;
         if (known)
             continue;
-        if (S->nruns >= TUNE_MAX_RUNS) {
-            fprintf_text(stderr, "%s: more than %d runs: stopping\n", PROG, TUNE_MAX_RUNS);
+        trun *t = new_run(S, round, kind, p, options, why);
+        if (!t)
             return EXIT_IO;
-        }
-        trun *t = &S->runs[S->nruns];
-        memset(t, 0, sizeof *t);
-        snprintf(t->path, sizeof t->path, "%s", p);
-        snprintf(t->options, sizeof t->options, "%s", options);
-        t->kind = kind;
-        t->round = (int)round;
-        t->why_id = rd->why_id;
-        snprintf(t->why, sizeof t->why, "%s", why);
         if (failure) {
             snprintf(t->precision, sizeof t->precision, "%s", prec);
             t->lr = isfinite(lr) ? lr : rd->lr; /* (round 1 at the script's own: set from the baseline's) */
@@ -473,22 +483,12 @@ static int register_runs(tune_state *S, size_t round, int kind, const char *opts
         for (size_t k = 0; k < S->nruns && !known; k++)
             known = strcmp(S->runs[k].path, p) == 0;
         if (!rc && !known) {
-            if (S->nruns >= TUNE_MAX_RUNS) {
-                fprintf_text(stderr, "%s: more than %d runs: stopping\n", PROG, TUNE_MAX_RUNS);
+            trun *t = new_run(S, round, kind, p, options, why);
+            if (!t)
                 rc = EXIT_IO;
-            } else {
-                trun *t = &S->runs[S->nruns];
-                memset(t, 0, sizeof *t);
-                snprintf(t->path, sizeof t->path, "%s", p);
-                snprintf(t->options, sizeof t->options, "%s", options);
-                t->kind = kind;
-                t->round = (int)round;
-                t->why_id = rd->why_id;
-                snprintf(t->why, sizeof t->why, "%s", why);
-                if (!(rc = measure(t))) {
-                    S->nruns++;
-                    rd->nruns++;
-                }
+            else if (!(rc = measure(t))) {
+                S->nruns++;
+                rd->nruns++;
             }
         }
         free(ents[i]);
