@@ -359,17 +359,26 @@ static int is_trace(const struct dirent *e)
     return n > 7 && strncmp(e->d_name, "run-", 4) == 0 && strcmp(e->d_name + n - 3, ".h5") == 0;
 }
 
+/* A trace loaded for tune's measures (no per-step points; the activation rms series only where a
+ * comparison reads them). 0, or EXIT_IO said with *r left empty (an_free on it does nothing). */
+static int load_run(const char *path, an_run *r, int rms)
+{
+    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = !rms};
+    char err[1024];
+    if (an_load(path, &ao, r, err, sizeof err) == 0)
+        return 0;
+    fprintf_text(stderr, "%s: %s\n", PROG, err);
+    an_free(r);
+    memset(r, 0, sizeof *r);
+    return EXIT_IO;
+}
+
 /* What one load of run t's trace measures: status, evaluations, learning, health. 0 or EXIT_IO. */
 static int measure(trun *t)
 {
     an_run r;
-    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
-    char err[1024];
-    if (an_load(t->path, &ao, &r, err, sizeof err) != 0) {
-        fprintf_text(stderr, "%s: %s\n", PROG, err);
-        an_free(&r);
+    if (load_run(t->path, &r, 0))
         return EXIT_IO;
-    }
     snprintf(t->precision, sizeof t->precision, "%s", r.precision);
     t->lr = r.lr;
     snprintf(t->command_line, sizeof t->command_line, "%s", r.command_line);
@@ -560,15 +569,10 @@ static int advise(const tune_state *S, const long *idx, size_t n, advice *A)
     an_run *runs = calloc(n ? n : 1, sizeof *runs);
     if (!runs)
         return EXIT_IO;
-    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
-    char err[1024];
     int rc = 0;
     size_t loaded = 0;
     for (size_t i = 0; i < n && !rc; i++, loaded++)
-        if (an_load(S->runs[idx[i]].path, &ao, &runs[i], err, sizeof err) != 0) {
-            fprintf_text(stderr, "%s: %s\n", PROG, err);
-            rc = EXIT_IO;
-        }
+        rc = load_run(S->runs[idx[i]].path, &runs[i], 1);
     an_comparison c;
     recommendation R;
     int have_c = 0, have_r = 0;
@@ -619,14 +623,9 @@ static int gap_of(const tune_state *S, long y, long k, int *outside, double *ban
 {
     an_run runs[2];
     memset(runs, 0, sizeof runs);
-    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0};
-    char err[1024];
     int rc = 0;
     for (int i = 0; i < 2 && !rc; i++)
-        if (an_load(S->runs[i ? k : y].path, &ao, &runs[i], err, sizeof err) != 0) {
-            fprintf_text(stderr, "%s: %s\n", PROG, err);
-            rc = EXIT_IO;
-        }
+        rc = load_run(S->runs[i ? k : y].path, &runs[i], 1);
     an_comparison c;
     if (!rc && an_compare(runs, 2, 0, &c) != 0)
         rc = EXIT_IO;
@@ -791,13 +790,8 @@ static int stage_lrfind(tune_state *S, const char *reason, double *start)
         return 0;
     }
     an_run r;
-    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
-    char err[1024];
-    if (an_load(t->path, &ao, &r, err, sizeof err) != 0) {
-        fprintf_text(stderr, "%s: %s\n", PROG, err);
-        an_free(&r);
+    if (load_run(t->path, &r, 0))
         return EXIT_IO;
-    }
     double *lr = malloc((r.nsteps ? r.nsteps : 1) * sizeof *lr), *loss = malloc((r.nsteps ? r.nsteps : 1) * sizeof *loss);
     size_t n = 0;
     for (size_t i = 0; lr && loss && i < r.nsteps; i++)
@@ -1595,15 +1589,10 @@ static int stage_fp32_search(tune_state *S)
     static char names[SEARCH_MAX_LAYERS][AMPDIAG_TRACE_NAME_LEN];
     int keep[SEARCH_MAX_LAYERS], nl = 0;
     an_run r;
-    an_options ao = {.warmup = -1, .quiet = 1, .keep_points = 0, .no_rms_series = 1};
-    char err[1024];
     /* a run whose command failed left no trace to read: the yardstick's layers (the same model) */
     long from = S->runs[base].failed[0] ? S->yard : base;
-    if (an_load(S->runs[from].path, &ao, &r, err, sizeof err) != 0) {
-        fprintf_text(stderr, "%s: %s\n", PROG, err);
-        an_free(&r);
+    if (load_run(S->runs[from].path, &r, 0))
         return EXIT_IO;
-    }
     for (size_t i = 0; i < r.nlayers && nl < SEARCH_MAX_LAYERS; i++)
         if (r.layers[i].params > 0 && !r.layers[i].fp32_op)
             snprintf(names[nl++], sizeof names[0], "%s", r.layers[i].name);
