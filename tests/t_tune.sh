@@ -122,6 +122,14 @@ ok $? "adam eps: round 1 names --optim-state fp32 for every run; every later run
 j "$T/eps/tune.json" 'd["verified"] and [(m["option"], m["value"], m["runs"]) for m in d["remedies_applied"]] == [("--optim-state", "fp32", "every")] and "with --optim-state fp32" in d["verification"] and any(n["id"] == "adopted" for n in d["notes"])'
 ok $? "adam eps: the remedy measured better and was kept; verified with it, which tune.json names"
 
+# ... kept where neither run learns but it ends finite where the run without it diverges: AdamW at
+# lr 0.3 with FP16 state goes NaN, with FP32 state it stalls (dead units) but stays finite; the
+# search then goes on with the FP32 state
+tune nanfix --optimizer adamw --lr 0.3 --optim-state fp16 --steps 300 --precisions fp32,bf16 $TR
+ok "$(cat "$T/nanfix.rc")" "a remedy that only removes the NaN: tune exits 0 (verified)"
+j "$T/nanfix/tune.json" '[(r["learns"], r["status"], r["eval_loss"] is not None) for r in d["runs"] if r["why_id"] == "remedy"] == [(False, "complete", True)] and [r["status"] for r in d["runs"] if r["why_id"] == "given" and r["precision"] == "fp32"] == ["diverged"] and any(n["id"] == "adopted" and "--optim-state fp32" in n["text"] for n in d["notes"]) and all("--optim-state fp32" in r["options"] for r in d["runs"] if r["why_id"].startswith("lr_")) and d["verified"]'
+ok $? "a remedy that only removes the NaN: kept (finite beats diverged), every lr of the search runs with it"
+
 # ... standardised inputs (inputs x 1e5 overflow FP16 in fc1)
 tune std --scenario fp16-forward-overflow --steps 150 --precisions fp32,fp16 $TR
 ok "$(cat "$T/std.rc")" "forward overflow (inputs x 1e5): tune exits 0 (verified)"
