@@ -39,16 +39,23 @@ def walk(a, b, path):
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b)):
             walk(x, y, "%s[%d]" % (path, i))
-    elif a != b:
+    elif json.dumps(a) != json.dumps(b):  # (1 == 1.0 and 0.0 == -0.0, but not as text)
         print("%s: %.200s | copy: %.200s" % (path, json.dumps(a), json.dumps(b)))
-for la, lb in zip(open(sys.argv[1]), open(sys.argv[2])):
-    walk(json.loads(la), json.loads(lb), "")
+A, B = open(sys.argv[1]).readlines(), open(sys.argv[2]).readlines()
+if len(A) != len(B):
+    print("%d lines | copy: %d lines (a command of the view failed: its stderr follows)" % (len(A), len(B)))
+for la, lb in zip(A, B):
+    try:
+        walk(json.loads(la), json.loads(lb), "")
+    except ValueError as e:
+        print("not JSON (%s): %.200s | copy: %.200s" % (e, la, lb))
 EOF
 }
 
 # what must not depend on who wrote the trace: info without the file name and the attributes,
 # and compare's verdict against a baseline
-view() {
+view() { # TRACE BASELINE (the commands' stderr to TRACE.view.err)
+    exec 3>&2 2>"$1.view.err"
     "$AMPDIAG" info --format json "$1" | "$py" -c '
 import json, sys
 d = json.load(sys.stdin)
@@ -60,6 +67,7 @@ import json, sys
 d = json.load(sys.stdin)
 print(json.dumps(d["recommendation"], sort_keys=True))
 print(json.dumps(d["runs"][1]["fp8"], sort_keys=True))'
+    exec 2>&3 3>&-
 }
 "$AMPDIAG" run --steps 100 --progress none -o "$T/base.h5" >/dev/null 2>&1
 ok $? "baseline run"
@@ -70,7 +78,11 @@ for sc in healthy fp16-adam-eps fp16-scale-collapse bf16-pure-lost-updates fp16-
     ok $? "$sc: copied through the public API"
     view "$T/$sc.h5" "$T/base.h5" >"$T/$sc.view"
     view "$T/$sc-copy.h5" "$T/base.h5" >"$T/$sc-copy.view"
-    if cmp -s "$T/$sc.view" "$T/$sc-copy.view"; then r=0; else r=1; keydiff "$T/$sc.view" "$T/$sc-copy.view"; fi
+    if cmp -s "$T/$sc.view" "$T/$sc-copy.view"; then r=0; else
+        r=1
+        keydiff "$T/$sc.view" "$T/$sc-copy.view"
+        cat "$T/$sc.h5.view.err" "$T/$sc-copy.h5.view.err" 2>/dev/null | head -n 10 | sed 's/^/# stderr: /'
+    fi
     ok $r "$sc: the copy gets the same info, FP8 findings and verdict"
 done
 grep -q '"hurt_count"' "$T/healthy.view" && grep -q '"amax_history": 1024' "$T/healthy.view"
