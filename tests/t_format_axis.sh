@@ -49,7 +49,7 @@ PY
     "$AMPDIAG" compare --format md --what-if dummy8 "$T/a.h5" "$T/b.h5" > "$T/compare.md" &&
     "$AMPDIAG" plot --what-if dummy8 --no-draw "$T/a.h5" -o "$T/charts" > "$T/plot.txt" ||
     { echo "Bail out! a command failed"; exit 1; }
-exec "$py" - "$T" <<'PY'
+"$py" - "$T" <<'PY'
 import json, os, sys
 T = sys.argv[1]
 n = 0; failed = 0

@@ -40,7 +40,7 @@ run --steps $K --init-from "$T/w0.h5" -o "$T/c.h5" --fp8-amax-history 2 --fp8-ma
 "$AMPDIAG" compare "$T/b.h5" "$T/c.h5" --what-if fp8 >"$T/compare.txt" 2>&1 || { echo "Bail out! ampdiag compare failed"; exit 1; }
 "$AMPDIAG" compare "$T/b.h5" "$T/c.h5" >"$T/compare-plain.txt" 2>&1 || { echo "Bail out! ampdiag compare failed"; exit 1; }
 "$AMPDIAG" compare --format json "$T/b.h5" "$T/c.h5" >"$T/compare.json" 2>&1 || { echo "Bail out! ampdiag compare --format json failed"; exit 1; }
-exec "$py" - "$T" $K "$AMPDIAG" <<'PY'
+"$py" - "$T" $K "$AMPDIAG" <<'PY'
 import sys, json, h5py, numpy as np, torch
 T, K, AMPDIAG = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 n = 0

@@ -14,4 +14,4 @@ if [ -z "$py" ]; then
 fi
 T=$(mktemp -d "${TMPDIR:-/tmp}/t_pytorch.XXXXXX") || { echo "Bail out! mktemp"; exit 1; }
 trap 'rm -rf "$T"' EXIT
-exec "$py" "$srcdir/tests/pytorch/xcheck_optim.py" "$AMPDIAG" "$T"
+"$py" "$srcdir/tests/pytorch/xcheck_optim.py" "$AMPDIAG" "$T"

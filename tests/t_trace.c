@@ -939,7 +939,7 @@ static void test_update_attr(void)
 static void cleanup(void)
 {
     const char *files[] = {"rt.h5", "upd.h5", "cmp.h5", "quant.h5", "trc.h5", "st1.h5", "st2.h5", "st3.h5", "st4.h5", "st5.h5", "empty.h5",
-                           "big.h5", "timed.h5", "uattr.h5"};
+                           "big.h5", "big-bg.h5", "timed.h5", "uattr.h5"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         unlink(tpath(files[i]));
     rmdir(dir);
