@@ -401,6 +401,9 @@ void ampdiag_trace_tensor_to_tstats(const ampdiag_trace_tensor *t, ampdiag_tstat
  * side (a degenerate validation set, inputs far from unit scale). */
 #define AMPDIAG_ATTR_DATA_ROWS "data_rows"                 /* int: training rows */
 #define AMPDIAG_ATTR_DATA_VAL_ROWS "data_val_rows"         /* int: validation rows */
+#define AMPDIAG_ATTR_DATA_VAL_TARGETS "data_val_targets"   /* int: the predictions the validation
+                                                              accuracy counts (a row, or a row's
+                                                              target tokens) */
 #define AMPDIAG_ATTR_DATA_CLASSES "data_classes"           /* int: classes (a token set: vocabulary) */
 #define AMPDIAG_ATTR_DATA_VAL_CLASSES "data_val_classes"   /* int: distinct labels among the
                                                               validation rows (targets) */

@@ -24,7 +24,7 @@ static const char *const documented[] = {
     "optimizer_momentum", "optimizer_weight_decay", "scaler_init_scale", "scaler_growth_factor",
     "scaler_backoff_factor", "scaler_growth_interval", "scaler_min_scale", "scaler_hysteresis",
     "grad_stats", "fp8_amax_history", "fp8_margin", "fp8_amax_compute_algo", "start_time",
-    "data_rows", "data_val_rows", "data_classes", "data_val_classes", "data_val_chance",
+    "data_rows", "data_val_rows", "data_val_targets", "data_classes", "data_val_classes", "data_val_chance",
     "data_labels_sorted", "input_min", "input_max", "input_rms", "input_std_min", "input_std_max",
     "standardize",
     "quant_schemes", "quant_every", "rank", "world_size", "dist_backend", "grad_reduce_dtype", "sharding",

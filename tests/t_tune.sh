@@ -106,6 +106,27 @@ ok "$(cat "$T/plateau.rc")" "a plateau beside the best: tune exits 0 (verified)"
 j "$T/plateau/tune.json" 'any(r["why_id"] == "lr_plateau" and sum(1 for b in d["runs"] if b["precision"] == "fp32" and b["options"] == r["options"] and b["why_id"] != "lr_plateau" and any(abs(b["lr"] - r["lr"] / f) < 1e-6 * b["lr"] for f in (10 ** 0.5, 10, 10 ** -0.5, 0.1))) == 2 for r in d["runs"]) and d["verified"]'
 ok $? "a plateau beside the best: an lr a step past the neighbour, both steps between measured before"
 
+# a sharp valley: SGD with momentum on the transformer, the best lr (0.1) beside a neighbour that
+# diverges (0.316): the search measures half-way between them (10^(1/4) up) before it settles
+tune cliff --model transformer --optimizer sgd --momentum 0.9 --lr 0.1 --steps 100 --precisions fp32,bf16 $TR
+ok "$(cat "$T/cliff.rc")" "a cliff beside the best: tune exits 0 (verified)"
+j "$T/cliff/tune.json" 'any(r["why_id"] == "lr_cliff" and any(b["learns"] and abs(b["lr"] - r["lr"] / 10 ** 0.25) < 1e-6 * b["lr"] for b in d["runs"] if b["precision"] == "fp32" and b["options"] == r["options"]) and any(not c["learns"] and abs(c["lr"] - r["lr"] * 10 ** 0.25) < 1e-6 * c["lr"] for c in d["runs"] if c["precision"] == "fp32" and c["options"] == r["options"]) for r in d["runs"]) and d["verified"]'
+ok $? "a cliff beside the best: FP32 half-way (in log) between the best that learns and a neighbour that does not"
+every_run_once cliff
+ok $? "a cliff beside the best: no configuration run twice"
+
+# an FP16 optimizer state that goes NaN at every lr: FP32 state rejected at the lr given (75,
+# diverges either way); once no run ends finite, tried again at the lowest lr tried, kept there
+# (it ends finite), and the lr measured again from it in rounds of their own
+tune nanstate --optimizer adamw --lr 75 --optim-state fp16 --data synthetic:blobs --steps 300 --precisions fp32,bf16 $TR
+ok "$(cat "$T/nanstate.rc")" "NaN at every lr with an FP16 optimizer state: tune exits 0 (verified)"
+j "$T/nanstate/tune.json" 'any(r["why_id"] == "remedy_again" and r["options"] == "--optim-state fp32" and abs(r["lr"] - min(b["lr"] for b in d["runs"] if b["precision"] == "fp32" and b["options"] == "" and not b["range_test"])) < 1e-9 * r["lr"] for r in d["runs"]) and all(b["eval_loss"] is None or not b["learns"] and b["eval_loss"] > 1e3 for b in d["runs"] if b["precision"] == "fp32" and b["options"] == "" and not b["range_test"]) and d["verified"] and any(m["option"] == "--optim-state" and m["value"] == "fp32" for m in d["remedies_applied"])'
+ok $? "NaN at every lr: FP32 state tried again at the lowest lr tried (no run ended finite), kept, verified with it"
+j "$T/nanstate/tune.json" 'len(set(r["name"] for r in d["rounds"])) == len(d["rounds"]) == len(set(r["dir"] for r in d["rounds"])) and len(set(r["path"] for r in d["runs"])) == len(d["runs"])'
+ok $? "the lr measured again: every round a directory of its own, no trace written twice"
+every_run_once nanstate
+ok $? "NaN at every lr: no configuration run twice"
+
 # NaN in the evaluation only: fp16 is ruled out by that cause, bf16 is verified
 tune evnan --scenario fp16-eval-overflow --precisions fp32,fp16,bf16 $TR
 ok "$(cat "$T/evnan.rc")" "eval overflow: tune exits 0 (verified)"

@@ -230,7 +230,8 @@ double an_paired_se(const double *a, const double *b, size_t n, int winsorized, 
  * (step -1), paired over the validation examples where the trace has them (the band: LEARN_SE
  * standard errors of the per-example differences), else unpaired (LEARN_SE x the root of the
  * sum of the two standard errors' squares); with an accuracy, above chance (the validation
- * set's majority share, else 1 / classes) by more than LEARN_SE binomial standard errors.
+ * set's majority share, else 1 / classes) by more than LEARN_SE binomial standard errors over
+ * the predictions it counts (data_val_targets: a token set's every target, else the rows).
  * F_LEARNS or F_DOES_NOT_LEARN; none without both evaluations. */
 static void measured_learning(fctx *x)
 {
@@ -268,7 +269,10 @@ static void measured_learning(fctx *x)
         chance = isfinite(r->data_val_chance) ? r->data_val_chance
                  : r->data_classes > 0        ? 1.0 / (double)r->data_classes
                                               : NAN;
-        double rows = r->data_val_rows > 0 ? (double)r->data_val_rows : (double)r->nex1;
+        /* over the predictions the accuracy counts (a token set: every target of every row) */
+        double rows = r->data_val_targets > 0 ? (double)r->data_val_targets
+                      : r->data_val_rows > 0  ? (double)r->data_val_rows
+                                              : (double)r->nex1;
         if (isfinite(chance) && rows > 0) {
             acc_band = k * sqrt(fmax(chance * (1 - chance), 1e-12) / rows);
             acc_ok = acc > chance + acc_band;

@@ -133,7 +133,7 @@ static void init_run(an_run *r)
     r->rec_step_max = INT64_MIN;
     r->env_width = 1;
     r->ex1_step = -1;
-    r->data_rows = r->data_val_rows = r->data_classes = r->data_val_classes = -1;
+    r->data_rows = r->data_val_rows = r->data_val_targets = r->data_classes = r->data_val_classes = -1;
     r->data_val_chance = r->input_min = r->input_max = r->input_rms = NAN;
     r->input_std_min = r->input_std_max = NAN;
     r->data_labels_sorted = r->standardized = -1;
@@ -189,6 +189,7 @@ static void read_config_attrs(ampdiag_trace_reader *rd, an_run *r)
     /* the data as the run saw it (recorded since the initial evaluation was) */
     r->data_rows = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_ROWS, -1);
     r->data_val_rows = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_VAL_ROWS, -1);
+    r->data_val_targets = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_VAL_TARGETS, -1);
     r->data_classes = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_CLASSES, -1);
     r->data_val_classes = ampdiag_trace_attr_int(rd, AMPDIAG_ATTR_DATA_VAL_CLASSES, -1);
     r->data_val_chance = ampdiag_trace_attr_double(rd, AMPDIAG_ATTR_DATA_VAL_CHANCE, NAN);

@@ -330,7 +330,7 @@ typedef struct an_run {
 
     /* the data as the run saw it (traces/FORMAT.md: data_*, input_*); -1 / NaN when not
      * recorded (older traces) */
-    int64_t data_rows, data_val_rows, data_classes, data_val_classes;
+    int64_t data_rows, data_val_rows, data_val_targets, data_classes, data_val_classes;
     double data_val_chance;
     int data_labels_sorted;
     double input_min, input_max, input_rms, input_std_min, input_std_max;

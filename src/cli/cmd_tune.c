@@ -57,6 +57,8 @@
 #define TUNE_MAX_REMEDIES 8
 #define TUNE_MAX_NOTES 24
 #define LR_STEP 3.1622776601683795 /* sqrt(10): the lr search's step */
+#define LR_HALF 1.7782794100389228 /* 10^(1/4): half a step, the finest gap toward the lowest loss */
+#define LR_FINE 1.3335214321633240 /* 10^(1/8): the finest gap toward a cliff */
 #define LRFIND_MIN 1e-7            /* the range test's span and steps (ampdiag lrfind's defaults) */
 #define LRFIND_MAX 10.0
 #define LRFIND_STEPS 100
@@ -532,14 +534,25 @@ static int do_round(tune_state *S, const char *name, const char *precisions, dou
     }
     tround *rd = &S->rounds[S->nrounds];
     memset(rd, 0, sizeof *rd);
-    snprintf(rd->name, sizeof rd->name, "%s", name);
-    snprintf(rd->dir, sizeof rd->dir, "%s/%s", t->out, name);
+    /* a name used before (the lr measured again after a remedy was kept) gets a suffix: a run of
+     * the new round must never overwrite one of the old (same precision and lr, other options) */
+    char uname[sizeof rd->name];
+    snprintf(uname, sizeof uname, "%s", name);
+    for (int k = 2, taken = 1; taken; k++) {
+        taken = 0;
+        for (size_t i = 0; i < S->nrounds && !taken; i++)
+            taken = strcmp(S->rounds[i].name, uname) == 0;
+        if (taken)
+            snprintf(uname, sizeof uname, "%.50s.%d", name, k);
+    }
+    memcpy(rd->name, uname, sizeof uname);
+    snprintf(rd->dir, sizeof rd->dir, "%s/%s", t->out, uname);
     snprintf(rd->why, sizeof rd->why, "%s", why);
     snprintf(rd->options, sizeof rd->options, "%s", options);
     rd->why_id = why_id;
     rd->lr = lr;
     rd->first_run = S->nruns;
-    fprintf_text(stderr, "%s: %s: %s at lr %g%s%s -> %s\n", PROG, name, to_run, lr, options[0] ? " with " : "",
+    fprintf_text(stderr, "%s: %s: %s at lr %g%s%s -> %s\n", PROG, rd->name, to_run, lr, options[0] ? " with " : "",
                  options, rd->dir);
     if (mkdir(rd->dir, 0777) != 0 && errno != EEXIST) {
         fprintf_text(stderr, "%s: cannot create '%s': %s\n", PROG, rd->dir, strerror(errno));
@@ -550,7 +563,7 @@ static int do_round(tune_state *S, const char *name, const char *precisions, dou
         return st;
     if (st != 0 && st != EXIT_FAIL_ON) {
         fprintf_text(stderr, "%s: the sweep of %s failed (exit %d; see %s/sweep-runs.txt and the run logs "
-                     "there)\n", PROG, name, st, rd->dir);
+                     "there)\n", PROG, rd->name, st, rd->dir);
         return st;
     }
     *round = (long)S->nrounds++;
@@ -839,8 +852,9 @@ static long best_fp32(const tune_state *S, double *lo, double *hi, size_t *count
 /* Nothing learns yet: the next lrs toward the FP32 run (every-run options kept) whose final eval
  * loss is the lowest of those that end finite, the run closest to learning. Beside it, up and
  * down, a decade at a time (ground is covered fast while nothing learns) or half-way (in log) to
- * the nearest lr tried on that side, and not where that gap is already a step (sqrt(10)) or less,
- * within the range test's span. The count (0: no run ends finite, or nothing left to try); its lr
+ * the nearest lr tried on that side, and not where that gap is already a step (sqrt(10)) or less;
+ * once both sides are measured within a step, half-way down to half a step (10^(1/4)): a valley
+ * narrower than a step (a short run with SGD), within the range test's span. The count (0: no run ends finite, or nothing left to try); its lr
  * in *at. */
 static size_t toward_lowest(const tune_state *S, double *next, double *at)
 {
@@ -866,12 +880,16 @@ static size_t toward_lowest(const tune_state *S, double *next, double *at)
             below = fmax(below, t->lr);
     }
     size_t n = 0;
-    if (above / bl > LR_STEP * 1.001) {
+    /* a side still open (its nearest lr more than a step away) is walked; once both are measured
+     * within a step, the gaps are halved down to half a step (a valley narrower than a step) */
+    int up_open = above / bl > LR_STEP * 1.001, down_open = below <= 0 || bl / below > LR_STEP * 1.001;
+    double gap = up_open || down_open ? LR_STEP : LR_HALF;
+    if (above / bl > gap * 1.001) {
         double up = bl * fmin(10.0, sqrt(above / bl));
         if (up <= LRFIND_MAX && find_run(S, "fp32", up, opts, K_RUN) < 0)
             next[n++] = up;
     }
-    if (below <= 0 || bl / below > LR_STEP * 1.001) {
+    if (below <= 0 || bl / below > gap * 1.001) {
         double down = below > 0 ? bl / fmin(10.0, sqrt(bl / below)) : bl / 10;
         if (down >= LRFIND_MIN && find_run(S, "fp32", down, opts, K_RUN) < 0)
             next[n++] = down;
@@ -921,6 +939,43 @@ static int past_plateau(const tune_state *S, long best, double *next, size_t *nn
     return 0;
 }
 
+/* The FP32 runs (best's options) nearest to best's lr above and below it (-1: none). */
+static void nearest_sides(const tune_state *S, long best, long *up, long *down)
+{
+    const trun *b = &S->runs[best];
+    *up = *down = -1;
+    for (size_t i = 0; i < S->nruns; i++) {
+        const trun *t = &S->runs[i];
+        if (t->kind != K_RUN || strcmp(t->precision, "fp32") || strcmp(t->options, b->options))
+            continue;
+        if (t->lr > b->lr * (1 + 1e-9) && (*up < 0 || t->lr < S->runs[*up].lr))
+            *up = (long)i;
+        else if (t->lr < b->lr * (1 - 1e-9) && (*down < 0 || t->lr > S->runs[*down].lr))
+            *down = (long)i;
+    }
+}
+
+/* The best FP32 run measured on both sides, where the nearest run on a side does not learn or is
+ * not healthy (a cliff: a sharp valley, whose best lr often lies near its edge, as SGD's does in a
+ * short run): half-way (in log) between them, while that gap is more than 10^(1/8) (into next,
+ * *nn of them). */
+static void toward_cliff(const tune_state *S, long best, double *next, size_t *nn)
+{
+    long side[2];
+    nearest_sides(S, best, &side[0], &side[1]);
+    double bl = S->runs[best].lr;
+    for (int j = 0; j < 2; j++) {
+        if (side[j] < 0)
+            continue;
+        const trun *c = &S->runs[side[j]];
+        double ratio = j == 0 ? c->lr / bl : bl / c->lr, mid = sqrt(bl * c->lr);
+        if ((c->learns == 1 && !c->unhealthy[0]) || ratio <= LR_FINE * 1.001 ||
+            find_run(S, "fp32", mid, S->runs[best].options, K_RUN) >= 0)
+            continue;
+        next[(*nn)++] = mid;
+    }
+}
+
 /* 3. The lr, measured: the search, and the yardstick it leaves. */
 static int stage_lr(tune_state *S, long base, const advice *A)
 {
@@ -962,15 +1017,23 @@ static int stage_lr(tune_state *S, long base, const advice *A)
             continue;
         }
         double bl = S->runs[best].lr, cand[2] = {bl * LR_STEP, bl / LR_STEP};
-        for (int j = 0; j < 2; j++)
-            if (find_run(S, "fp32", cand[j], S->runs[best].options, K_RUN) < 0)
+        long side[2];
+        nearest_sides(S, best, &side[0], &side[1]);
+        for (int j = 0; j < 2; j++) /* a side is measured where a run lies within a step of the best */
+            if (side[j] < 0 || (j == 0 ? S->runs[side[j]].lr / bl : bl / S->runs[side[j]].lr) > LR_STEP * 1.001)
                 next[nn++] = cand[j];
         if (!nn) { /* measured on both sides: on past a side that is within the noise of the best */
             if ((rc = past_plateau(S, best, next, &nn)))
                 return rc;
+            if (nn) {
+                if ((rc = search_round(S, k, next, nn, MT_WHY_LR_PLATEAU, &bl, 1, "")))
+                    return rc;
+                continue;
+            }
+            toward_cliff(S, best, next, &nn); /* else toward a side that does not learn */
             if (!nn)
                 break;
-            if ((rc = search_round(S, k, next, nn, MT_WHY_LR_PLATEAU, &bl, 1, "")))
+            if ((rc = search_round(S, k, next, nn, MT_WHY_LR_CLIFF, &bl, 1, "")))
                 return rc;
             continue;
         }
@@ -1663,7 +1726,7 @@ static int stage_fp32_search(tune_state *S)
 /* 3b. Every-run options the advice named that measured worse at the lr given, where that lr did
  * not learn (an lr far off hides what standardised inputs or an FP32 optimizer state are worth):
  * FP32 with them at the lr the search measured best (else at the lr of the run closest to
- * learning); kept where it measures better, and the lr measured again from there. 0 or an exit
+ * learning; where no run ends finite, the lowest lr tried); kept where it measures better, and the lr measured again from there. 0 or an exit
  * status. */
 static int stage_retest(tune_state *S, long base)
 {
@@ -1674,7 +1737,10 @@ static int stage_retest(tune_state *S, long base)
     long ref = best_fp32(S, &lo, &hi, &count);
     if (ref < 0) {
         double next[2];
-        if (toward_lowest(S, next, &at) == 0 && !isfinite(at))
+        toward_lowest(S, next, &at);
+        if (!isfinite(at)) /* no run ends finite: the lowest lr tried, the least likely to diverge */
+            at = lo;
+        if (!isfinite(at))
             return 0;
         char opts[1024];
         set_text(opts, sizeof opts, &S->every, NULL);

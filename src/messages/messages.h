@@ -133,9 +133,10 @@ typedef enum msg_tune_id {
     MT_WHY_LR_BRACKET,     /* FP32 around the lr the search starts from */
     MT_WHY_LR_NEIGHBOUR,   /* FP32 beside the best lr measured, further the way it improves */
     MT_WHY_LR_LOWER,       /* nothing learned yet: FP32 below every lr tried */
-    MT_WHY_LR_TOWARD,
+    MT_WHY_LR_TOWARD,      /* nothing learned yet: FP32 beside the run with the lowest eval loss */
     MT_WHY_LR_PLATEAU,     /* FP32 a step past a neighbour of the best within its noise band */
-    MT_WHY_REMEDY_AGAIN,   /* an every-run option rejected at the lr given, at the lr measured */      /* nothing learned yet: FP32 beside the run with the lowest eval loss */
+    MT_WHY_LR_CLIFF,       /* FP32 half-way between the best and a neighbour that does not learn */
+    MT_WHY_REMEDY_AGAIN,   /* an every-run option rejected at the lr given, at the lr measured */
     MT_WHY_HYPOTHESIS,     /* FP32 with a hypothesis of the advice (clip, warm-up) */
     MT_WHY_PRECISIONS,     /* the 16-bit precisions at the yardstick's lr and options */
     MT_WHY_RECOMMENDED,    /* the recommended precision with the options for its run */

@@ -785,9 +785,13 @@ const msg_tune_row msg_tune_rows[MT_N] = {
     T(MT_WHY_LR_PLATEAU, "lr_plateau", {"lr", "best"}, {0},
       "the lr measured: FP32 at {lr:g}, past a neighbour of the best so far ({best:g}) that ends within its "
       "noise band: the search goes on across the plateau"),
+    T(MT_WHY_LR_CLIFF, "lr_cliff", {"lr", "best"}, {0},
+      "the lr measured: FP32 at {lr:g}, half-way (in log) from the best so far ({best:g}) to its nearest "
+      "neighbour on that side, which does not learn: a sharp valley, whose best lr may lie near its edge"),
     T(MT_WHY_REMEDY_AGAIN, "remedy_again", {"lr", "given"}, {"options"},
       "the advice names {options} for every run; rejected at the lr given {given:g}, which does not learn: FP32 "
-      "with it at the lr measured, {lr:g}, kept if it measures better (and the lr measured again from there)"),
+      "with it at {lr:g} (the lr measured best; where no run ends finite, the lowest tried), kept if it measures "
+      "better (and the lr measured again from there)"),
     T(MT_WHY_HYPOTHESIS, "hypothesis", {"lr"}, {"options", "what"},
       "a hypothesis of the advice ({what}, untested): FP32 with {options} at lr {lr:g}, kept if it measures "
       "better"),

@@ -593,11 +593,13 @@ void data_facts_of(const dataset *ds, data_facts *f)
     memset(f, 0, sizeof *f);
     f->rows = ds->n;
     f->val_rows = ds->n_val;
+    f->val_targets = ds->n_val;
     f->input_min = f->input_max = f->input_rms = f->input_std_min = f->input_std_max = NAN;
     if (ds->kind == DATA_TOKENS) {
         f->classes = ds->vocab;
         /* the targets of the validation rows: positions 1..len-1 */
         size_t T = ds->len > 1 ? (size_t)ds->len - 1 : 0, n = (size_t)ds->n_val * T;
+        f->val_targets = (int64_t)n;
         int32_t *t = malloc((n ? n : 1) * sizeof *t);
         if (t) {
             for (size_t i = 0; i < (size_t)ds->n_val; i++)

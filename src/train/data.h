@@ -35,6 +35,8 @@ typedef struct dataset {
  * data_standardize), over the training rows. */
 typedef struct data_facts {
     int rows, val_rows;
+    int64_t val_targets;  /* the predictions the validation accuracy counts: a row each, or the
+                             target tokens of each row */
     int classes;          /* classes (labels 0..K-1), or the vocabulary of a token set */
     int val_classes;      /* distinct labels (target tokens) among the validation rows */
     double val_chance;    /* share of the validation labels (targets) in their most common class:

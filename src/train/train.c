@@ -687,6 +687,7 @@ static int write_data_facts(run *R, char *err, size_t errlen)
         int64_t v;
     } ints[] = {
         {AMPDIAG_ATTR_DATA_ROWS, f->rows}, {AMPDIAG_ATTR_DATA_VAL_ROWS, f->val_rows},
+        {AMPDIAG_ATTR_DATA_VAL_TARGETS, f->val_targets},
         {AMPDIAG_ATTR_DATA_CLASSES, f->classes}, {AMPDIAG_ATTR_DATA_VAL_CLASSES, f->val_classes},
         {AMPDIAG_ATTR_DATA_LABELS_SORTED, f->labels_sorted},
     };
