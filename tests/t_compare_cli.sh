@@ -67,6 +67,9 @@ wait
 run lu-fp32 --scenario bf16-pure-lost-updates --precision fp32 --steps 200 &
 run lu-pure --scenario bf16-pure-lost-updates --steps 200 &
 wait
+run kp-fp32 --optimizer adamw --lr 3e-4 --data synthetic:blobs --steps 300 --precision fp32 &
+run kp-pure --optimizer adamw --lr 3e-4 --data synthetic:blobs --steps 300 --precision bf16-pure &
+wait
 run ld-fp32 --scenario lr-diverge --precision fp32 &
 run ld-fp16 --scenario lr-diverge --precision fp16 &
 wait
@@ -269,6 +272,18 @@ jcheck "$T/lu.json" 'R["lr"]["verdict"] in ("keep-use-master-weights", "keep") a
     "bf16-pure lost updates: the lr is not raised"
 jcheck "$T/lu.json" 'any(re.search(r"what-if from fp32: [0-9.]+% of updates would be lost with BF16 weights without FP32 master weights", i) for i in P["bf16"]["evidence"]) and d["runs"][0]["updates"]["lost_if_bf16_fraction"] > 0.5 and d["runs"][1]["updates"]["lost_if_bf16_fraction"] > 0.5' \
     "bf16-pure lost updates: the FP32 trace's what-if gives the fraction BF16 weights would lose (counted, not the ratio rule)"
+
+# ---------------------------------------------------------------- a bf16-pure run that is healthy
+# it loses updates (BF16 weights round small ones away) and still learns within the noise band of
+# FP32: what it did outweighs what the mechanism predicts, so it is kept as run (before: moved to
+# bf16 autocast on the lost updates alone); the lu pair above, worse beyond the band, is not
+cmp kp "$T/kp-fp32.h5" "$T/kp-pure.h5"
+jcheck "$T/kp.json" 'P["verdict"] == "bf16" and P["master_weights"] is False and not P["predicted"] and "bf16-pure as run" in P["text"] and [x["to"] for x in R["decisions"] if x["what"] == "precision"] == ["bf16-pure"] and not any(x["what"] == "master_weights" for x in R["decisions"])' \
+    "a healthy bf16-pure run: kept as run (verdict bf16, no master weights, precision decision bf16-pure)"
+jcheck "$T/kp.json" 'd["runs"][1]["updates"]["lost_fraction"] > 0.1 and any("yet it learns" in i for i in P["bf16"]["evidence"]) and R["lr"]["verdict"] == "keep" and not any("do not store the weights" in i for i in P["bf16"]["evidence"])' \
+    "a healthy bf16-pure run: its lost updates named as outweighed, the lr kept (no master weights line)"
+jcheck "$T/lu.json" 'P["master_weights"] is True and not any("yet it learns" in i for i in P["bf16"]["evidence"])' \
+    "bf16-pure lost updates beyond the band: master weights, not kept"
 
 # ---------------------------------------------------------------- a baseline still falling at the end
 # an lr too low by ~40x: the run learns, every format is fine at this lr, and no single run says

@@ -102,12 +102,12 @@ typedef enum rec_mid {
     R_FLUSH_PREDICTED, R_FLUSH_DECISIVE, R_SPAN_HEALTHY_RUN, R_SPAN_HARMLESS, R_SPAN_DECISIVE,
     R_NEEDS_SCALING, R_SCALE_GOOD, R_SCALE_GOOD_NONE, R_SUBNORMAL, R_SCALE_LINE,
     /* bf16 */
-    R_BF16_MASTER_WEIGHTS, R_BF16_FAILS, R_BF16_CLEAN, R_BF16_RANGE, R_BF16_RANGE_OK,
+    R_BF16_MASTER_WEIGHTS, R_BF16_PURE_KEPT, R_BF16_FAILS, R_BF16_CLEAN, R_BF16_RANGE, R_BF16_RANGE_OK,
     R_BF16_RATIO_WHATIF, R_BF16_LOST_NONE, R_BF16_LOST_WHATIF, R_ADAM_EPS_WARN,
     R_ISLANDS_NOT_FINITE,
     /* the verdict */
     R_V_UNDECIDED_ADAM, R_V_UNDECIDED_LR, R_V_UNDECIDED_ALL, R_V_UNDECIDED_INVALID,
-    R_V_UNDECIDED_FLAT, R_V_UNDECIDED_FALLING, R_V_BF16, R_V_BF16_MASTER, R_V_FP16,
+    R_V_UNDECIDED_FLAT, R_V_UNDECIDED_FALLING, R_V_BF16, R_V_BF16_MASTER, R_V_BF16_PURE, R_V_FP16,
     R_V_FP16_ISLANDS, R_V_BF16_ISLANDS, R_V_FP32_BF16_MISSES, R_V_FP32_NO_BF16_PARTIAL,
     R_V_FP32_NO_BF16_ISLANDS, R_V_FP32_NO_BF16, R_V_FP32, R_V_FIRST_EVAL,
     R_V_FIRST_ADAM,
@@ -241,6 +241,8 @@ typedef struct recommendation {
     rec_precision precision;
     int predicted;          /* the chosen 16-bit format was not run: predicted from a trace */
     int master_weights;     /* a run lost updates without FP32 master weights: say so */
+    int keep_pure;          /* a bf16-pure run given lost updates and still learns within the
+                               noise band of FP32: kept as run (the verdict bf16, weights in BF16) */
     char fp32_layers[256];  /* FP32 islands to keep in the 16-bit run ("" if none) */
     char islands[256];      /* the FP32 islands the forward overflow names, whether or not the
                                verdict keeps them ("" when FP16 does not overflow) */

@@ -323,12 +323,13 @@ static int lr_rule_ratio(lr_ctx *x)
 
 /* (d)4 Precision interplay. Reads: a run storing weights in 16 bits whose median ratio is
  * below BF16_UNIT_ROUNDOFF. Decides: the lr is not raised to beat the rounding; LR_KEEP_MASTER
- * (x1, use FP32 master weights) unless the lr is to be lowered. */
+ * (x1, use FP32 master weights) unless the lr is to be lowered; not where the run is kept as run
+ * (keep_pure: it learns within the noise band of FP32). */
 static int lr_rule_master_weights(lr_ctx *x)
 {
     recommendation *R = x->R;
-    if (!x->pure || !(R->lr == LR_RAISE || x->ratio < an_k(K_BF16_UNIT_ROUNDOFF)))
-        return 0;
+    if (!x->pure || R->keep_pure || !(R->lr == LR_RAISE || x->ratio < an_k(K_BF16_UNIT_ROUNDOFF)))
+        return 0; /* (kept as run: its lost updates did not cost it, rules_bf16.c) */
     SAY0(R, SEC_LR, R_LR_MASTER, rf(x->runs, x->pure_i, F_LOST_UPDATES), -1);
     if (R->lr != LR_LOWER) {
         R->lr = LR_KEEP_MASTER;

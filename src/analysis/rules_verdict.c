@@ -51,6 +51,12 @@ static void verdict_bf16(prec_ctx *x)
                   : b16->observed   ? R_WHY_BF16_FP16_OUT
                                     : R_WHY_BF16_PREDICTED;
     SAY0(R, SEC_WHY, why, NULL, -1);
+    if (R->keep_pure && !R->master_weights && !b16->observed) { /* the bf16-pure run given, as run */
+        R->predicted = 0;
+        SAY0(R, SEC_VERDICT, R_V_BF16_PURE, NULL, -1);
+        return;
+    }
+    R->keep_pure = 0;
     R->predicted = !b16->observed;
     SAY(R, SEC_VERDICT, R->master_weights ? R_V_BF16_MASTER : R_V_BF16, NULL, -1,
         R->predicted && x->fwd_src, R->predicted && !x->fwd_src);
@@ -273,7 +279,7 @@ static void precision_decisions(prec_ctx *x)
     rec_decision *d = rec_decide(R, WHAT_PRECISION, R->predicted ? CONF_HYPOTHESIS : CONF_OBSERVED);
     if (!d)
         return;
-    snprintf(d->to, sizeof d->to, "%s", rec_precision_name(R->precision));
+    snprintf(d->to, sizeof d->to, "%s", R->keep_pure ? "bf16-pure" : rec_precision_name(R->precision));
     rec_sec own = R->precision == REC_FP16 ? SEC_FP16_FOR : R->precision == REC_BF16 ? SEC_BF16_FOR
                                                                                      : REC_NSECS;
     for (size_t i = 0; i < R->items.n; i++) {

@@ -225,6 +225,7 @@ typedef struct trun {
 typedef struct advice {
     int have;
     rec_precision precision;
+    int keep_pure;             /* bf16: the bf16-pure run given, kept as run */
     char verdict[2400];
     rec_lr_verdict lr;
     double lr_suggested;
@@ -600,6 +601,7 @@ static int advise(const tune_state *S, const long *idx, size_t n, advice *A)
         A->have = 1;
         A->nruns = n;
         A->precision = R.precision;
+        A->keep_pure = R.precision == REC_BF16 && R.keep_pure;
         msg_verdict(A->verdict, sizeof A->verdict, &m);
         A->lr = R.lr;
         A->lr_suggested = R.lr_suggested;
@@ -1192,7 +1194,7 @@ static int stage_precisions(tune_state *S)
     long cand[20];
     size_t nc = 0;
     if (A.have && (A.precision == REC_FP16 || A.precision == REC_BF16)) {
-        const char *p = rec_precision_name(A.precision);
+        const char *p = A.keep_pure ? "bf16-pure" : rec_precision_name(A.precision);
         if (A.own.n) {
             char own[1024];
             set_text(own, sizeof own, &A.own, NULL);

@@ -33,6 +33,9 @@ static const apply_row rows[] = {
     {WHAT_PRECISION, "bf16", {"--precision bf16",
                               "with torch.autocast(device_type=\"{device}\", dtype=torch.bfloat16): around the "
                               "forward pass and the loss; parameters stay torch.float32, no GradScaler"}},
+    {WHAT_PRECISION, "bf16-pure", {"--precision bf16-pure (as it is)",
+                                   "keep the parameters in torch.bfloat16 as they are (no FP32 master copy); "
+                                   "if a longer run stalls, keep them in torch.float32 under torch.autocast"}},
     {WHAT_PRECISION, "fp16", {"--precision fp16 --loss-scale dynamic",
                               "with torch.autocast(device_type=\"{device}\", dtype=torch.float16): around the "
                               "forward pass and the loss, with a GradScaler: scaler.scale(loss).backward(); "

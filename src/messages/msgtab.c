@@ -476,6 +476,11 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "{run} (weights stored in BF16, no FP32 master copy): {worst:pct} of {layer:q}'s updates were lost (fl(w + "
       "dw) == w), {all:pct} of all; median update/weight ratio {ratio:g3} is below BF16's "
       "{K.BF16_UNIT_ROUNDOFF} = {K.BF16_UNIT_ROUNDOFF:g2}: keep FP32 master weights", NULL),
+    I(R_BF16_PURE_KEPT, "bf16_pure_kept", F_LOST_UPDATES, {"pure_loss", "fp32_loss", "eval"},
+      "{run} (weights stored in BF16, no FP32 master copy): {worst:pct} of {layer:q}'s updates were lost "
+      "(fl(w + dw) == w), {all:pct} of all, yet it learns, is healthy and ends at " METRIC " {pure_loss:g4} against "
+      "{baseline}'s {fp32_loss:g4}, not worse beyond the noise band: what the run did outweighs what the lost updates "
+      "predict, so it is kept as run (FP32 master weights are the change if a longer run stalls)", NULL),
     I(R_BF16_FAILS, "bf16_fails", F_NONE, {"diverged", "from"},
       "{run}: {?diverged:diverges}{!diverged:non-finite loss} from step {from:int} where {baseline} does not",
       "diverges from step {from:int}"),
@@ -526,6 +531,9 @@ const msg_row msg_item_rows[REC_NMIDS] = {
     I(R_V_BF16_MASTER, "bf16_master_weights", F_NONE, {"from_trace", "no_run"},
       "bf16 with FP32 master weights (not bf16-pure: its updates are lost){?from_trace:; predicted from the FP32 "
       "trace: confirm with a bf16 run}{?no_run:; no bf16 run given: confirm with one}", NULL),
+    I(R_V_BF16_PURE, "bf16_pure_kept", F_NONE, {0},
+      "bf16-pure as run (weights stored in BF16, no FP32 master copy): observed to learn within the noise band of "
+      "FP32, its lost updates notwithstanding (under bf16)", NULL),
     I(R_V_FP16, "fp16", F_NONE, {"log2", "without", "w_share", "w_layer", "w_kind", "predicted", "unscaled_run"},
       "fp16 + dynamic loss scaling, initial scale {log2:pow2}{?without:; without it {w_share:pct} of "
       "{w_layer:layer}'s {w_kind:kind} flush to zero}{?predicted: (predicted: confirm with an fp16 run)}"

@@ -341,7 +341,7 @@ static void json_precision(jw *w, const report_in *in)
     msg_section(v, sizeof v, &in->m, SEC_VERDICT, "; ");
     jw_str(w, "text", v);
     jw_bool(w, "predicted", R->predicted);
-    jw_bool(w, "master_weights", R->precision == REC_BF16 || R->master_weights);
+    jw_bool(w, "master_weights", (R->precision == REC_BF16 && !R->keep_pure) || R->master_weights);
     json_fp32_layers(w, R->fp32_layers);
     jw_open(w, "islands", '{');
     jw_str(w, "layers", R->islands[0] ? R->islands : NULL);

@@ -13,6 +13,8 @@ What it reads, and why (docs/compare-json.md, "recommendation"):
                                      records them). Else the precision of the re-run ("fp32",
                                      "fp16", "bf16": bf16 keeps FP32 master weights), predicted
                                      or observed alike: it is the verdict.
+  recommendation.precision.master_weights  false with the verdict "bf16": the bf16-pure run
+                                     given is kept as run (weights in BF16) -> "bf16-pure".
   recommendation.precision.fp32_layers  -> --fp32-layers (also named in remedies)
   recommendation.remedies[]          each {option, value}: set on the re-run, for both scopes
                                      ("every-run" and "recommended": the re-run is the
@@ -67,6 +69,8 @@ def run_options_from_compare(report, options, run_offers):
         out.append([opt, val])
         changes.append("%s %s" % (opt, val) if val is not None else opt)
 
+    if verdict == "bf16" and prec.get("master_weights") is False:
+        verdict = "bf16-pure"
     put("--precision", verdict)
     if prec.get("fp32_layers"):
         put("--fp32-layers", ",".join(prec["fp32_layers"]))
