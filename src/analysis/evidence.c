@@ -76,7 +76,7 @@ static an_const consts[AN_NCONSTS] = {
     [K_LEARN_SE] = {"LEARN_SE", 2, KS_INT,
                     "a run learns when its final eval loss is below its initial one by more than this "
                     "many standard errors of their per-example differences (paired), and its accuracy "
-                    "above chance by more than this many binomial standard errors"},
+                    "above chance by more than this many binomial standard errors (over the predictions it counts)"},
     [K_PAIRED_WINSOR] = {"PAIRED_WINSOR", 0.01, KS_PCT,
                          "learning is tested on the per-example differences winsorized at this "
                          "share on each side: one example whose initial loss is huge neither "
