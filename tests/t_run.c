@@ -155,6 +155,7 @@ static void test_healthy(void)
            "losses (%.5f, %.5f) and accuracy", m[0], m[1]);
         free(X);
         ok(ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_VAL_ROWS, 0) == 512 &&
+               ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_VAL_TARGETS, 0) == 512 &&
                ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_CLASSES, 0) == 10 &&
                ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_VAL_CLASSES, 0) == 10 &&
                ampdiag_trace_attr_double(t.r, AMPDIAG_ATTR_DATA_VAL_CHANCE, NAN) < 0.2 &&
@@ -315,6 +316,22 @@ static void test_healthy(void)
 /* fp16-eval-overflow: training finite, the evaluation not, one "eval:" event naming fc1 (FP32
  * evaluates the same row finitely, no event); lr-too-low: the loss stays at its first value,
  * updates ~1e-8 of the weights. */
+/* A token set's accuracy counts every target of every validation row (its binomial band is over
+ * those, not over the rows): 256 rows of context 32 are 8192 targets. */
+static void test_token_targets(void)
+{
+    tr t;
+    if (run("run --model transformer --steps 2 --progress none -o %s", p("tok.h5")) != 0 || load(&t, p("tok.h5"))) {
+        ok(0, "a transformer run of 2 steps and its trace");
+        return;
+    }
+    ok(ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_VAL_ROWS, 0) == 256 &&
+           ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_VAL_TARGETS, 0) == 256 * 32,
+       "a token set: 256 validation rows, 8192 targets the accuracy counts (%lld)",
+       (long long)ampdiag_trace_attr_int(t.r, AMPDIAG_ATTR_DATA_VAL_TARGETS, 0));
+    unload(&t);
+}
+
 static void test_eval_and_low_lr(void)
 {
     tr t;
@@ -483,6 +500,7 @@ static void test_scenarios(void)
     } else ok(0, "ae.h5 readable");
 
     test_eval_and_low_lr();
+    test_token_targets();
     ok(run("run --scenario nosuch -o %s", p("x.h5")) == 2 && file_has("err.txt", "fp16-forward-overflow"),
        "an unknown scenario exits 2 and lists the scenarios");
 }

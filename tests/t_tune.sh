@@ -115,6 +115,13 @@ ok $? "a cliff beside the best: FP32 half-way (in log) between the best that lea
 every_run_once cliff
 ok $? "a cliff beside the best: no configuration run twice"
 
+# one step: nothing learns at any lr; once the run closest to learning is bracketed within a step
+# (sqrt(10)) on both sides, the search halves those gaps (10^(1/4)) before it says nothing learns
+tune onestep --optimizer sgd --data synthetic:blobs --lr 1e-4 --steps 1 --eval-every 1 --precisions fp32,bf16
+ok "$([ "$(cat "$T/onestep.rc")" -eq 1 ] && echo 0 || echo 1)" "one step, nothing learns: tune exits 1"
+j "$T/onestep/tune.json" 'not d["verified"] and any(r["why_id"] == "lr_toward" and any(b is not r and abs(max(r["lr"], b["lr"]) / min(r["lr"], b["lr"]) - 10 ** 0.25) < 1e-4 for b in d["runs"] if b["precision"] == "fp32" and not b["range_test"]) for r in d["runs"])'
+ok $? "one step, nothing learns: the gaps around the run closest to learning halved (a run 10^(1/4) from another)"
+
 # an FP16 optimizer state that goes NaN at every lr: FP32 state rejected at the lr given (75,
 # diverges either way); once no run ends finite, tried again at the lowest lr tried, kept there
 # (it ends finite), and the lr measured again from it in rounds of their own
