@@ -528,7 +528,9 @@ class Config:
                         lr_verdict=rec["lr"]["verdict"], lr_suggested=rec["lr"]["suggested"],
                         clip=rec["clip"]["value"] if rec.get("clip") else None,
                         remedies=[[m["option"], m["value"]] for m in rec.get("remedies") or []],
-                        reasons=rec["precision"].get("reasons", [])[:3], lr_text=rec["lr"].get("text"))
+                        reasons=rec["precision"].get("reasons", [])[:3], lr_text=rec["lr"].get("text"),
+                        precision_confidence=next((x.get("confidence") for x in rec.get("decisions") or []
+                                                   if x.get("what") == "precision"), None))
             if adv["decided"] and not adv["unappliable"]:
                 if not adv["changes"]:
                     rr = orig
@@ -728,6 +730,14 @@ def summarise(results, elapsed, jobs):
     tharm_s = [r for r in healthy if r["outcome"].get("tune_harmed_sampling")]
     secs = [r["seconds"] for r in done if "seconds" in r]
     paired = [r for r in done if r.get("paired")]
+    # compare's advice split by the confidence of its precision decision: observed (a run in that
+    # precision was given) or a hypothesis (predicted from another precision's trace)
+    by_conf = {}
+    for conf in ("observed", "hypothesis"):
+        dc = [r for r in decided if r["compare"].get("precision_confidence") == conf]
+        hc = [r for r in healthy if r["compare"].get("decided") and r["compare"].get("precision_confidence") == conf]
+        by_conf[conf] = {"fixed": [len([r for r in dc if r in cfix]), len(dc)],
+                         "harmed": [len([r for r in hc if r in charm]), len(hc)]}
     g = {
         "configurations": len(results), "judged": len(done), "skipped": len(skipped),
         "broken": len(broken), "healthy": len(healthy),
@@ -741,6 +751,7 @@ def summarise(results, elapsed, jobs):
         "sampling_band_only": {"false_verifications": len(fv_s), "healthy_harmed_by_compare": len(charm_s),
                                "healthy_harmed_by_tune": len(tharm_s)},
         "paired_band": len(paired),
+        "compare_by_precision_confidence": by_conf,
         "seconds_per_configuration": round(sum(secs) / len(secs), 1) if secs else None,
         "wall_seconds": round(elapsed, 1), "jobs": jobs,
         "ids": {"false_verifications": [r["id"] for r in fv], "harmed_by_compare": [r["id"] for r in charm],
@@ -763,6 +774,10 @@ def summarise(results, elapsed, jobs):
         "  %-58s %s" % ("measure", "value"),
         "  %-58s %s" % ("compare's advice fixes (broken, not undecided)", share(len(cfix), len(decided))),
         "  %-58s %d" % ("compare undecided on broken", len(undecided_b)),
+        "  %-58s %s; %s" % ("  its precision observed: fixes; healthy harmed",
+                            share(*by_conf["observed"]["fixed"]), share(*by_conf["observed"]["harmed"])),
+        "  %-58s %s; %s" % ("  its precision a hypothesis: fixes; healthy harmed",
+                            share(*by_conf["hypothesis"]["fixed"]), share(*by_conf["hypothesis"]["harmed"])),
         "  %-58s %s" % ("tune fixes (all broken)", share(len(tfix), len(broken))),
         "  %-58s %s" % ("tune fixes (broken that an FP32 lr of the grid fixes)", share(len(tfix_f), len(fixable))),
         "  %-58s %s" % ("healthy made worse by compare's advice", share(len(charm), len(healthy))),
