@@ -27,11 +27,18 @@ trap 'rm -rf "$T"' EXIT
 n=0
 failed=0
 ok() { n=$((n + 1)); if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-# the keys where two views differ, a diag line each (at most 20): a whole-line diff of one-line
-# JSON says nothing, and cut short it left a line without its newline, breaking the TAP stream
+# the keys where two views differ, a diag line each (at most 20; false when any): a whole-line
+# diff of one-line JSON says nothing, and cut short it left a line without its newline, breaking
+# the TAP stream. A number may differ in its last bits: the public API takes statistics, and a
+# record's mean and rms go back through sum = mean * n and sumsq = rms^2 * n, exact to rounding
+# (ampdiag_trace.h; t_trace checks 2 ulps); a figure derived from them (the update/weight
+# ratio) then moves by an ulp in about one run in four.
 keydiff() {
-    "$py" - "$1" "$2" <<'EOF' | head -n 20 | sed 's/^/# /'
+    "$py" - "$1" "$2" <<'EOF' >"$1.keydiff"
 import json, sys
+def near(a, b):
+    return (isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool) and
+            abs(a - b) <= 4e-16 * max(abs(a), abs(b)))
 def walk(a, b, path):
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
@@ -39,7 +46,7 @@ def walk(a, b, path):
     elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
         for i, (x, y) in enumerate(zip(a, b)):
             walk(x, y, "%s[%d]" % (path, i))
-    elif json.dumps(a) != json.dumps(b):  # (1 == 1.0 and 0.0 == -0.0, but not as text)
+    elif json.dumps(a) != json.dumps(b) and not near(a, b):  # (1 == 1.0 and 0.0 == -0.0: not as text)
         print("%s: %.200s | copy: %.200s" % (path, json.dumps(a), json.dumps(b)))
 A, B = open(sys.argv[1]).readlines(), open(sys.argv[2]).readlines()
 if len(A) != len(B):
@@ -50,6 +57,9 @@ for la, lb in zip(A, B):
     except ValueError as e:
         print("not JSON (%s): %.200s | copy: %.200s" % (e, la, lb))
 EOF
+    r=$?
+    head -n 20 "$1.keydiff" | sed 's/^/# /'
+    [ $r -eq 0 ] && [ ! -s "$1.keydiff" ]
 }
 
 # what must not depend on who wrote the trace: info without the file name and the attributes,
@@ -78,9 +88,8 @@ for sc in healthy fp16-adam-eps fp16-scale-collapse bf16-pure-lost-updates fp16-
     ok $? "$sc: copied through the public API"
     view "$T/$sc.h5" "$T/base.h5" >"$T/$sc.view"
     view "$T/$sc-copy.h5" "$T/base.h5" >"$T/$sc-copy.view"
-    if cmp -s "$T/$sc.view" "$T/$sc-copy.view"; then r=0; else
+    if keydiff "$T/$sc.view" "$T/$sc-copy.view"; then r=0; else
         r=1
-        keydiff "$T/$sc.view" "$T/$sc-copy.view"
         cat "$T/$sc.h5.view.err" "$T/$sc-copy.h5.view.err" 2>/dev/null | head -n 10 | sed 's/^/# stderr: /'
     fi
     ok $r "$sc: the copy gets the same info, FP8 findings and verdict"
@@ -103,7 +112,7 @@ with h5py.File(sys.argv[1], "r+") as f:
 PY
     ok $? "the optimizer_* and fp8_* attributes removed from a copy (h5py)"
     view "$T/fp16-adam-eps-copy.h5" "$T/base.h5" >"$T/stripped.view"
-    ! cmp -s "$T/fp16-adam-eps.view" "$T/stripped.view"
+    ! keydiff "$T/fp16-adam-eps.view" "$T/stripped.view" >/dev/null
     ok $? "without the optimizer_* and fp8_* attributes the copy reads differently (the check can fail)"
 else
     skip "no Python with h5py and numpy to strip a copy's attributes"
