@@ -71,6 +71,9 @@ run kp-fp32 --optimizer adamw --lr 3e-4 --data synthetic:blobs --steps 300 --pre
 run kp-pure --optimizer adamw --lr 3e-4 --data synthetic:blobs --steps 300 --precision bf16-pure &
 run tk --model transformer --steps 30 &
 wait
+run ic-fp32 --optimizer sgd --momentum 0.9 --lr 1e-6 --data synthetic:blobs-raw --steps 200 --precision fp32 &
+run ic-pure --optimizer sgd --momentum 0.9 --lr 1e-6 --data synthetic:blobs-raw --steps 200 --precision bf16-pure &
+wait
 run ld-fp32 --scenario lr-diverge --precision fp32 &
 run ld-fp16 --scenario lr-diverge --precision fp16 &
 wait
@@ -285,6 +288,14 @@ jcheck "$T/kp.json" 'd["runs"][1]["updates"]["lost_fraction"] > 0.1 and any("yet
     "a healthy bf16-pure run: its lost updates named as outweighed, the lr kept (no master weights line)"
 jcheck "$T/lu.json" 'P["master_weights"] is True and not any("yet it learns" in i for i in P["bf16"]["evidence"])' \
     "bf16-pure lost updates beyond the band: master weights, not kept"
+
+# ---------------------------------------------------------------- inputs far from unit scale, runs that work
+# inputs at ~1e5 and what-ifs that start in the first layer, but the FP32 and bf16-pure runs both
+# learn and are healthy: the inputs are named (a warning), not a remedy (standardised at the same
+# lr, such a run stops learning: the lr it needs moves with the inputs' scale)
+cmp ic "$T/ic-fp32.h5" "$T/ic-pure.h5"
+jcheck "$T/ic.json" 'not any(m["option"] == "--standardize" for m in R["remedies"]) and any("far from unit scale" in w and "nothing goes wrong" in w for w in R["warnings"]) and P["verdict"] != "undecided"' \
+    "inputs far from unit scale, runs healthy: named in a warning, --standardize on not a remedy"
 
 # ---------------------------------------------------------------- learning on a token set
 # the accuracy counts every target of every validation row: its binomial band is over those

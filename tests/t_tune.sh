@@ -115,6 +115,14 @@ ok $? "a cliff beside the best: FP32 half-way (in log) between the best that lea
 every_run_once cliff
 ok $? "a cliff beside the best: no configuration run twice"
 
+# an lr 300x too low that learns a little (AdamW on the transformer, 60 steps): the best is the
+# top of what was measured, so the search goes a decade at a time (not sqrt(10)) and reaches the
+# lr that learns best within the rounds
+tune edge --model transformer --optimizer adamw --lr 1e-5 --steps 60 --precisions fp32,bf16 $TR
+ok "$(cat "$T/edge.rc")" "an lr far too low at the edge of the search: tune exits 0 (verified)"
+j "$T/edge/tune.json" 'any(r["why_id"] == "lr_neighbour" and any(abs(r["lr"] - 10 * b["lr"]) < 1e-6 * r["lr"] for b in d["runs"] if b["precision"] == "fp32" and b["learns"]) for r in d["runs"]) and d["verified"] and d["lr"] >= 100 * 1e-5'
+ok $? "an lr far too low: a decade past the best at the edge; verified at 100x the lr given or more"
+
 # one step: nothing learns at any lr; once the run closest to learning is bracketed within a step
 # (sqrt(10)) on both sides, the search halves those gaps (10^(1/4)) before it says nothing learns
 tune onestep --optimizer sgd --data synthetic:blobs --lr 1e-4 --steps 1 --eval-every 1 --precisions fp32,bf16

@@ -63,7 +63,8 @@ int rec_first_layer(const an_run *r)
 }
 
 /* Trouble that starts at the inputs: in run r, a forward overflow or NaN/inf in the first layer
- * with parameters or the one after it (that reads its output), or its units dying. */
+ * with parameters or the one after it (that reads its output), or its units dying; a cause
+ * where r itself fails, is unhealthy or does not learn (rec_inputs_cause). */
 static int first_layer_trouble(const an_run *r)
 {
     static const an_fid at_first[] = {F_FWD_OVERFLOW, F_ACT_OVERFLOW, F_BF16_OVERFLOW, F_FWD_NONFINITE,
@@ -87,8 +88,12 @@ const an_finding *rec_inputs_cause(const an_run *runs, size_t n, size_t bi)
         return NULL;
     if (run_failed(&runs[bi]) || an_run_learns(&runs[bi]) == 0)
         return in;
+    /* trouble in a run that is in trouble: a what-if about a format no run given failed in (FP16
+     * overflow predicted from an FP32 or bf16-pure trace whose runs are healthy) names the inputs,
+     * it is no reason to change a run that works (the lr it needs moves with the inputs' scale) */
     for (size_t i = 0; i < n; i++)
-        if (first_layer_trouble(&runs[i]))
+        if (first_layer_trouble(&runs[i]) &&
+            (run_failed(&runs[i]) || an_run_unhealthy(&runs[i]) || an_run_learns(&runs[i]) == 0))
             return in;
     return NULL;
 }

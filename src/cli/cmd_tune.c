@@ -1021,9 +1021,14 @@ static int stage_lr(tune_state *S, long base, const advice *A)
         double bl = S->runs[best].lr, cand[2] = {bl * LR_STEP, bl / LR_STEP};
         long side[2];
         nearest_sides(S, best, &side[0], &side[1]);
-        for (int j = 0; j < 2; j++) /* a side is measured where a run lies within a step of the best */
-            if (side[j] < 0 || (j == 0 ? S->runs[side[j]].lr / bl : bl / S->runs[side[j]].lr) > LR_STEP * 1.001)
+        for (int j = 0; j < 2; j++) { /* a side is measured where a run lies within a step of the best */
+            if (side[j] < 0) { /* the edge of the lrs measured, better than the other side: a decade */
+                double dec = j == 0 ? bl * 10 : bl / 10;
+                next[nn++] = side[1 - j] >= 0 && dec <= LRFIND_MAX && dec >= LRFIND_MIN ? dec : cand[j];
+            } else if ((j == 0 ? S->runs[side[j]].lr / bl : bl / S->runs[side[j]].lr) > LR_STEP * 1.001) {
                 next[nn++] = cand[j];
+            }
+        }
         if (!nn) { /* measured on both sides: on past a side that is within the noise of the best */
             if ((rc = past_plateau(S, best, next, &nn)))
                 return rc;

@@ -784,7 +784,8 @@ const msg_tune_row msg_tune_rows[MT_N] = {
     T(MT_WHY_LR_BRACKET, "lr_bracket", {"lr", "from"}, {"source"},
       "the lr measured: FP32 at {lr:g}, around {from:g} ({source})"),
     T(MT_WHY_LR_NEIGHBOUR, "lr_neighbour", {"lr", "best"}, {0},
-      "the lr measured: FP32 at {lr:g}, beside the best so far ({best:g}), the way it improves"),
+      "the lr measured: FP32 at {lr:g}, beside the best so far ({best:g}), the way it improves (a decade away "
+      "where the best is the edge of the lrs measured, a step otherwise)"),
     T(MT_WHY_LR_LOWER, "lr_lower", {"lr", "lowest"}, {0},
       "no FP32 run learns yet: FP32 at {lr:g}, below the lowest lr tried ({lowest:g})"),
     T(MT_WHY_LR_TOWARD, "lr_toward", {"lr", "closest"}, {0},
