@@ -71,6 +71,8 @@ run kp-fp32 --optimizer adamw --lr 3e-4 --data synthetic:blobs --steps 300 --pre
 run kp-pure --optimizer adamw --lr 3e-4 --data synthetic:blobs --steps 300 --precision bf16-pure &
 run tk --model transformer --steps 30 &
 wait
+run kp-fp16 --optimizer adamw --lr 3e-4 --data synthetic:blobs --steps 300 --precision fp16 &
+wait
 run ic-fp32 --optimizer sgd --momentum 0.9 --lr 1e-6 --data synthetic:blobs-raw --steps 200 --precision fp32 &
 run ic-pure --optimizer sgd --momentum 0.9 --lr 1e-6 --data synthetic:blobs-raw --steps 200 --precision bf16-pure &
 wait
@@ -288,6 +290,11 @@ jcheck "$T/kp.json" 'd["runs"][1]["updates"]["lost_fraction"] > 0.1 and any("yet
     "a healthy bf16-pure run: its lost updates named as outweighed, the lr kept (no master weights line)"
 jcheck "$T/lu.json" 'P["master_weights"] is True and not any("yet it learns" in i for i in P["bf16"]["evidence"])' \
     "bf16-pure lost updates beyond the band: master weights, not kept"
+# the same healthy bf16-pure run beside a healthy fp16 run: the observed fp16 run decides, and the
+# decision says fp16 (before, the kept bf16-pure run's flag outlived the verdict: 'to' bf16-pure)
+cmp kp3 "$T/kp-fp32.h5" "$T/kp-pure.h5" "$T/kp-fp16.h5"
+jcheck "$T/kp3.json" 'P["verdict"] == "fp16" and [x["to"] for x in R["decisions"] if x["what"] == "precision"] == ["fp16"] and "bf16-pure as run" not in P["text"]' \
+    "a healthy bf16-pure run beside a healthy fp16 run: verdict fp16, and the precision decision says fp16"
 
 # ---------------------------------------------------------------- inputs far from unit scale, runs that work
 # inputs at ~1e5 and what-ifs that start in the first layer, but the FP32 and bf16-pure runs both

@@ -241,8 +241,8 @@ typedef struct recommendation {
     rec_precision precision;
     int predicted;          /* the chosen 16-bit format was not run: predicted from a trace */
     int master_weights;     /* a run lost updates without FP32 master weights: say so */
-    int keep_pure;          /* a bf16-pure run given lost updates and still learns within the
-                               noise band of FP32: kept as run (the verdict bf16, weights in BF16) */
+    int keep_pure;          /* the verdict is bf16 with the bf16-pure run given kept as run (it
+                               lost updates and learns within the noise band of FP32 all the same) */
     char fp32_layers[256];  /* FP32 islands to keep in the 16-bit run ("" if none) */
     char islands[256];      /* the FP32 islands the forward overflow names, whether or not the
                                verdict keeps them ("" when FP16 does not overflow) */

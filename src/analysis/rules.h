@@ -98,6 +98,7 @@ typedef struct prec_ctx {
     size_t nisland_why;
     int bf16_bad;           /* (b)6: a decisive rule rules BF16 out */
     int bf16_gap_bad;       /* (b)6(iii): a BF16 run misses the baseline's loss */
+    int pure_ok;            /* (b)6(i): a bf16-pure run lost updates and is healthy all the same */
     double share;           /* (b)7: the islands' share of the parameters */
     int islands_ok;         /* (b)7: the islands rescue FP16 */
 } prec_ctx;

@@ -10,20 +10,22 @@
 /* ---- (b)6 BF16 run evidence: checks of one BF16 or bf16-pure run (index i) at the
  * baseline's lr ---- */
 
-/* (b)6(i) A bf16-pure run (weights stored in BF16, no FP32 master copy) that lost more than
- * LOST_MAX of some layer's non-zero updates, or whose median update/weight ratio is below
- * BF16_UNIT_ROUNDOFF: keep FP32 master weights. */
 /* Observed beats predicted: a bf16-pure run (not the baseline) at the baseline's lr that completed
  * healthy, learns (measured against its start) and whose loss gap to the baseline is not outside
- * the noise band (within it, or better). */
-static int pure_run_ok(const prec_ctx *x, size_t i)
+ * the noise band (within it, or better): its gap finding, else NULL. */
+static const an_finding *pure_run_ok(const prec_ctx *x, size_t i)
 {
     const an_run *r = &x->runs[i];
     const an_finding *g = an_finding_find(&x->c->list, F_CMP_GAP, (int)i);
-    return i != x->bi && x->have_fp32 && !run_failed(r) && !an_run_unhealthy(r) && an_run_learns(r) == 1 &&
-           an_run_learns(x->base) == 1 && g && rec_fv(g, "outside") == 0;
+    int ok = i != x->bi && x->have_fp32 && !run_failed(r) && !an_run_unhealthy(r) && an_run_learns(r) == 1 &&
+             an_run_learns(x->base) == 1 && g && rec_fv(g, "outside") == 0;
+    return ok ? g : NULL;
 }
 
+/* (b)6(i) A bf16-pure run (weights stored in BF16, no FP32 master copy) that lost more than
+ * LOST_MAX of some layer's non-zero updates, or whose median update/weight ratio is below
+ * BF16_UNIT_ROUNDOFF: keep FP32 master weights; unless the run is healthy all the same
+ * (pure_run_ok: evidence for keeping it as run, pure_ok, which verdict_bf16 may conclude). */
 static void bf16_check_master_weights(prec_ctx *x, size_t i, int pure)
 {
     const an_finding *lu = rf(x->runs, i, F_LOST_UPDATES);
@@ -32,9 +34,9 @@ static void bf16_check_master_weights(prec_ctx *x, size_t i, int pure)
     int lost_bad = lu->s.layer >= 0 && rec_fv(lu, "worst") > an_k(K_LOST_MAX);
     if (!(lost_bad || rec_fv(lu, "ratio") < an_k(K_BF16_UNIT_ROUNDOFF)))
         return;
-    if (pure_run_ok(x, i)) { /* the lost updates did not cost this run: kept as run */
-        const an_finding *g = an_finding_find(&x->c->list, F_CMP_GAP, (int)i);
-        x->R->keep_pure = 1;
+    const an_finding *g = pure_run_ok(x, i);
+    if (g) { /* the lost updates did not cost this run */
+        x->pure_ok = 1;
         SAY(x->R, SEC_BF16_FOR, R_BF16_PURE_KEPT, lu, -1, rec_fv(g, "value"), rec_fv(g, "base"), rec_fv(g, "eval"));
         return;
     }
@@ -171,7 +173,7 @@ void rule_bf16_weights_whatif(prec_ctx *x)
         SAY0(x->R, SEC_BF16_FOR, R_BF16_LOST_NONE, li, -1);
     else
         SAY(x->R, SEC_BF16_FOR, R_BF16_LOST_WHATIF, li, -1,
-            rec_fv(li, "worst") > an_k(K_LOST_MAX) && !x->R->keep_pure); /* (an observed run kept) */
+            rec_fv(li, "worst") > an_k(K_LOST_MAX) && !x->pure_ok); /* (an observed run outweighs it) */
 }
 
 /* (b)8 Adam eps in FP16 optimizer state. Reads: each run's F_ADAM_EPS_ZERO. Decides nothing: a

@@ -51,12 +51,12 @@ static void verdict_bf16(prec_ctx *x)
                   : b16->observed   ? R_WHY_BF16_FP16_OUT
                                     : R_WHY_BF16_PREDICTED;
     SAY0(R, SEC_WHY, why, NULL, -1);
-    if (R->keep_pure && !R->master_weights && !b16->observed) { /* the bf16-pure run given, as run */
+    if (x->pure_ok && !R->master_weights && !b16->observed) { /* the bf16-pure run given, as run */
+        R->keep_pure = 1;
         R->predicted = 0;
         SAY0(R, SEC_VERDICT, R_V_BF16_PURE, NULL, -1);
         return;
     }
-    R->keep_pure = 0;
     R->predicted = !b16->observed;
     SAY(R, SEC_VERDICT, R->master_weights ? R_V_BF16_MASTER : R_V_BF16, NULL, -1,
         R->predicted && x->fwd_src, R->predicted && !x->fwd_src);

@@ -601,7 +601,7 @@ static int advise(const tune_state *S, const long *idx, size_t n, advice *A)
         A->have = 1;
         A->nruns = n;
         A->precision = R.precision;
-        A->keep_pure = R.precision == REC_BF16 && R.keep_pure;
+        A->keep_pure = R.keep_pure;
         msg_verdict(A->verdict, sizeof A->verdict, &m);
         A->lr = R.lr;
         A->lr_suggested = R.lr_suggested;
@@ -851,13 +851,29 @@ static long best_fp32(const tune_state *S, double *lo, double *hi, size_t *count
     return best;
 }
 
+/* The FP32 runs (best's options) nearest to best's lr above and below it (-1: none). */
+static void nearest_sides(const tune_state *S, long best, long *up, long *down)
+{
+    const trun *b = &S->runs[best];
+    *up = *down = -1;
+    for (size_t i = 0; i < S->nruns; i++) {
+        const trun *t = &S->runs[i];
+        if (t->kind != K_RUN || strcmp(t->precision, "fp32") || strcmp(t->options, b->options))
+            continue;
+        if (t->lr > b->lr * (1 + 1e-9) && (*up < 0 || t->lr < S->runs[*up].lr))
+            *up = (long)i;
+        else if (t->lr < b->lr * (1 - 1e-9) && (*down < 0 || t->lr > S->runs[*down].lr))
+            *down = (long)i;
+    }
+}
+
 /* Nothing learns yet: the next lrs toward the FP32 run (every-run options kept) whose final eval
  * loss is the lowest of those that end finite, the run closest to learning. Beside it, up and
  * down, a decade at a time (ground is covered fast while nothing learns) or half-way (in log) to
  * the nearest lr tried on that side, and not where that gap is already a step (sqrt(10)) or less;
  * once both sides are measured within a step, half-way down to half a step (10^(1/4)): a valley
- * narrower than a step (a short run with SGD), within the range test's span. The count (0: no run ends finite, or nothing left to try); its lr
- * in *at. */
+ * narrower than a step (a short run with SGD), within the range test's span. The count (0: no
+ * run ends finite, or nothing left to try); its lr in *at. */
 static size_t toward_lowest(const tune_state *S, double *next, double *at)
 {
     char opts[1024];
@@ -871,16 +887,10 @@ static size_t toward_lowest(const tune_state *S, double *next, double *at)
     }
     if (b < 0)
         return 0;
-    double bl = *at = S->runs[b].lr, above = INFINITY, below = 0;
-    for (size_t i = 0; i < S->nruns; i++) {
-        const trun *t = &S->runs[i];
-        if (t->kind != K_RUN || strcmp(t->precision, "fp32") || strcmp(t->options, opts))
-            continue;
-        if (t->lr > bl * (1 + 1e-9))
-            above = fmin(above, t->lr);
-        else if (t->lr < bl * (1 - 1e-9))
-            below = fmax(below, t->lr);
-    }
+    double bl = *at = S->runs[b].lr;
+    long hi_i, lo_i;
+    nearest_sides(S, b, &hi_i, &lo_i);
+    double above = hi_i >= 0 ? S->runs[hi_i].lr : INFINITY, below = lo_i >= 0 ? S->runs[lo_i].lr : 0;
     size_t n = 0;
     /* a side still open (its nearest lr more than a step away) is walked; once both are measured
      * within a step, the gaps are halved down to half a step (a valley narrower than a step) */
@@ -939,22 +949,6 @@ static int past_plateau(const tune_state *S, long best, double *next, size_t *nn
             next[(*nn)++] = past;
     }
     return 0;
-}
-
-/* The FP32 runs (best's options) nearest to best's lr above and below it (-1: none). */
-static void nearest_sides(const tune_state *S, long best, long *up, long *down)
-{
-    const trun *b = &S->runs[best];
-    *up = *down = -1;
-    for (size_t i = 0; i < S->nruns; i++) {
-        const trun *t = &S->runs[i];
-        if (t->kind != K_RUN || strcmp(t->precision, "fp32") || strcmp(t->options, b->options))
-            continue;
-        if (t->lr > b->lr * (1 + 1e-9) && (*up < 0 || t->lr < S->runs[*up].lr))
-            *up = (long)i;
-        else if (t->lr < b->lr * (1 - 1e-9) && (*down < 0 || t->lr > S->runs[*down].lr))
-            *down = (long)i;
-    }
 }
 
 /* The best FP32 run measured on both sides, where the nearest run on a side does not learn or is
@@ -1733,8 +1727,8 @@ static int stage_fp32_search(tune_state *S)
 /* 3b. Every-run options the advice named that measured worse at the lr given, where that lr did
  * not learn (an lr far off hides what standardised inputs or an FP32 optimizer state are worth):
  * FP32 with them at the lr the search measured best (else at the lr of the run closest to
- * learning; where no run ends finite, the lowest lr tried); kept where it measures better, and the lr measured again from there. 0 or an exit
- * status. */
+ * learning; where no run ends finite, the lowest lr tried); kept where it measures better, and
+ * the lr measured again from there. 0 or an exit status. */
 static int stage_retest(tune_state *S, long base)
 {
     if (!S->have_rejected || S->runs[base].learns == 1)
