@@ -103,6 +103,10 @@ wait
 run sg-fp32 $SF --lr 1e-3 --precision fp32 &
 run sg-bf16 $SF --lr 1e-3 --precision bf16 &
 wait
+# the advice of the lu and ev pairs, followed (the claim's check below)
+run lu-bf16 --scenario bf16-pure-lost-updates --precision bf16 --steps 200 &
+run ev-bf16 --scenario fp16-eval-overflow --precision bf16 --steps 100 &
+wait
 if [ -s "$T/failed-runs" ]; then
     for r in $(cat "$T/failed-runs"); do echo "# run $r failed:"; diag "$T/$r.log"; done
     echo "Bail out! ampdiag run failed"
@@ -389,6 +393,34 @@ ok $? "--target sm60: exit 2, named"
 "$AMPDIAG" compare >/dev/null 2>"$T/bad.err"
 [ $? -eq 2 ]
 ok $? "no trace: exit 2"
+# ---------------------------------------------------------------- what the advice claims to fix
+# decided on a configuration only where a 16-bit run failed or lost to FP32 at the same lr and the
+# advice sets nothing no run measured; then, followed, it should match the FP32 baseline
+J='R["claim"]["claim"], R["claim"]["decided"]'
+jcheck "$T/lu.json" "($J) == ('untested', False) and 'puts its lr in doubt' in R['claim']['text']" \
+    "claim: bf16-pure worse than FP32 beyond the band, but the baseline still falling: untested, not decided"
+jcheck "$T/ev.json" "($J) == ('fix', True) and 'fp16 failed' in R['claim']['text']" \
+    "claim: fp16 whose evaluation overflows, bf16 advised: decided (fix)"
+for p in lu ev; do
+    cmp $p-followed "$T/$p-fp32.h5" "$T/$p-bf16.h5"
+    jcheck "$T/$p-followed.json" "[g['figures']['outside']['value'] for g in d['evidence'] if g['id'] == 'loss_gap' and g['run'] == 1] == [0] and not R['claim']['decided']" \
+        "claim: the $p advice followed (bf16): within the noise band of FP32; nothing more claimed"
+done
+jcheck "$T/ev-followed.json" "($J) == ('no_precision_cost', False)" \
+    "claim: the ev advice followed: no precision cost left"
+jcheck "$T/fo.json" "($J) == ('untested', False) and 'standardises the inputs' in R['claim']['text']" \
+    "claim: fp16 forward overflow from inputs far from unit scale, --standardize advised: untested, not decided"
+jcheck "$T/kp.json" "($J) == ('no_precision_cost', False) and 'its lr (untested' in R['claim']['text']" \
+    "claim: a healthy bf16-pure run: no precision cost, undecided beyond the precision (the lr untested)"
+jcheck "$T/ld.json" "P['verdict'] == 'undecided' and ($J) == ('none', False) and R['claim']['text'] is None" \
+    "claim: the baseline diverges: the verdict is undecided, nothing claimed"
+cmp h1 "$T/h-fp32.h5"
+jcheck "$T/h1.json" "($J) == ('untested', False) and 'no 16-bit run' in R['claim']['text']" \
+    "claim: an FP32 run alone: the verdict is a prediction, nothing claimed"
+"$AMPDIAG" compare "$T/ev-fp32.h5" "$T/ev-fp16.h5" >"$T/ev.txt" 2>&1
+grep -q '^Claim:   decided: ' "$T/ev.txt"
+ok $? "claim: the text report states it under the verdict"
+
 "$AMPDIAG" compare --help | grep -q -- '--fail-on'
 ok $? "--help documents --fail-on"
 

@@ -15,7 +15,7 @@ libampdiag_analysis_la_SOURCES = \
 	src/analysis/compare.h src/analysis/compare.c \
 	src/analysis/recommend.h src/analysis/rules.h src/analysis/recommend.c \
 	src/analysis/rules_prec.c src/analysis/rules_bf16.c src/analysis/rules_verdict.c \
-	src/analysis/rules_lr.c src/analysis/rules_clip.c src/analysis/rules_recipe.c \
+	src/analysis/rules_lr.c src/analysis/rules_clip.c src/analysis/rules_claim.c src/analysis/rules_recipe.c \
 	src/analysis/rules_speed.c \
 	src/analysis/lrfind.h src/analysis/lrfind.c \
 	src/analysis/ranks.h src/analysis/ranks_internal.h src/analysis/group.c src/analysis/ranks.c \

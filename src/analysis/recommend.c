@@ -64,7 +64,7 @@ const char *rec_scope_name(rec_scope s)
 static const char *const sec_keys[REC_NSECS] = {
     "verdict", "why", "fp16_against", "fp16_for", "bf16_against", "bf16_for",
     "loss_scale", "lr_line", "lr", "clip_line", "clip", "warnings", "fail_on",
-    "speed",
+    "speed", "claim",
 };
 
 const char *rec_sec_key(rec_sec s) { return (int)s >= 0 && s < REC_NSECS ? sec_keys[s] : "?"; }
@@ -308,6 +308,7 @@ int recommend(const an_run *runs, size_t n, const an_comparison *c, rec_target t
     rec_fail_checks(runs, n, R);
     rec_trace_warnings(runs, n, R);
     rec_speed_rules(runs, n, c, R);
+    rec_claim_rules(runs, n, c, R);
     return R->oom ? -1 : 0;
 }
 

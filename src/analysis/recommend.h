@@ -80,6 +80,7 @@ typedef enum rec_sec {
     SEC_WARN,         /* warnings: true, not decisive */
     SEC_FAIL,         /* --fail-on: the findings asked for that held */
     SEC_SPEED,        /* step times of viable precisions that differ: reported, not weighed */
+    SEC_CLAIM,        /* what the advice as a whole claims to fix (rules_claim.c) */
     REC_NSECS
 } rec_sec;
 
@@ -134,6 +135,9 @@ typedef enum rec_mid {
     R_WARN_CUT_OFF, R_WARN_BAD_ROWS, R_WARN_HIST_SAMPLED,
     /* speed */
     R_SPEED_FASTER,
+    /* the claim */
+    R_CLAIM_FIX, R_CLAIM_NO_COST, R_CLAIM_NO_FP32, R_CLAIM_NO_16BIT, R_CLAIM_STANDARDIZE, R_CLAIM_LR,
+    R_CLAIM_CLIP, R_CLAIM_INPUTS, R_CLAIM_BASE_LR,
     REC_NMIDS
 } rec_mid;
 
@@ -207,6 +211,23 @@ typedef struct rec_decision {
  * The recommendation
  * ------------------------------------------------------------------------------------------ */
 
+/* What the advice as a whole claims (rules_claim.c). Decided on a configuration only with
+ * CLAIM_FIX; the precision verdict is what it is either way. */
+typedef enum rec_claim {
+    CLAIM_NONE = 0,  /* the precision is undecided: the verdict says why */
+    CLAIM_FIX,       /* a 16-bit run failed or lost to the FP32 baseline at its lr beyond the noise
+                        band, and the advice changes nothing no run measured: followed, it should
+                        match the baseline */
+    CLAIM_NO_COST,   /* no 16-bit run lost to the baseline at its lr: the precision is not what
+                        limits the run; the lr is untested (undecided beyond the precision) */
+    CLAIM_UNTESTED   /* the advice sets what no run measured (the inputs, an lr by a rule, a clip),
+                        no FP32 or no 16-bit run at the baseline's lr was given, or the baseline
+                        is no yardstick of a good run: inputs far from unit scale, or a history
+                        that puts its lr in doubt */
+} rec_claim;
+
+const char *rec_claim_key(rec_claim c); /* "none", "fix", "no_precision_cost", "untested" */
+
 /* The assessment of one 16-bit format. */
 typedef struct rec_format {
     int supported;       /* by the target */
@@ -266,6 +287,7 @@ typedef struct recommendation {
     rec_decision_list decisions;
 
     rec_fail_set fail_mask, fail_held;
+    rec_claim claim;
     int oom;
 } recommendation;
 

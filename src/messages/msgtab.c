@@ -755,6 +755,37 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "{run} is the faster of two viable precisions: {time:dur} a step against {other:run}'s {time_other:dur} "
       "on this machine ({factor:g2}x, median step times, more than {K.STEP_TIME_FACTOR}); reported, the verdict "
       "does not weigh speed", NULL),
+    I(R_CLAIM_FIX, "claim_fix", F_NONE, {"failed", "loss", "eval"},
+      "decided: {run} {?failed:failed}{!failed:lost to the FP32 baseline beyond the noise band} at the baseline's lr; "
+      "followed, this advice should match the baseline's {?eval:eval loss}{!eval:final-window training loss} "
+      "{loss:g4} (ampdiag tune verifies it; whether another lr does better, one lr cannot say)", NULL),
+    I(R_CLAIM_NO_COST, "claim_no_precision_cost", F_NONE, {0},
+      "undecided beyond the precision: no 16-bit run lost to the FP32 baseline {run} at its lr beyond the noise "
+      "band, so the precision is not what limits this run; if it trains worse than it should, its lr (untested: "
+      "one lr was run) is the likely cause: run ampdiag tune, which measures it", NULL),
+    I(R_CLAIM_NO_FP32, "claim_no_fp32_baseline", F_NONE, {0},
+      "untested: no FP32 baseline, so no cost of a precision was measured; run ampdiag tune, which measures it",
+      NULL),
+    I(R_CLAIM_NO_16BIT, "claim_no_16bit_run", F_NONE, {0},
+      "untested: no 16-bit run at {run}'s lr was given, so nothing a precision costs was observed (the verdict is "
+      "a prediction from {run}'s trace) and its lr was not measured; run ampdiag tune, which measures both", NULL),
+    I(R_CLAIM_STANDARDIZE, "claim_untested_inputs", F_NONE, {0},
+      "untested: {run}'s cost was observed, but the advice standardises the inputs, which no run measured (the lr "
+      "was set for the inputs as they were); run ampdiag tune, which measures it", NULL),
+    I(R_CLAIM_LR, "claim_untested_lr", F_NONE, {"lr"},
+      "untested: {run}'s cost was observed, but the advice sets lr {lr:g3}, which no run measured; run ampdiag "
+      "tune, which measures it", NULL),
+    I(R_CLAIM_CLIP, "claim_untested_clip", F_NONE, {"clip"},
+      "untested: {run}'s cost was observed, but the advice clips the gradient norm at {clip:g3}, which no run "
+      "measured; run ampdiag tune, which measures it", NULL),
+    I(R_CLAIM_INPUTS, "claim_baseline_inputs", F_INPUT_SCALE, {0},
+      "untested: the FP32 baseline {run} ran on inputs far from unit scale ({?large:a feature's standard "
+      "deviation reaches {std_max:g3}}{!large:root mean square {rms:g3}}), so matching it says little about a "
+      "run that trains well; standardise the inputs (--standardize on) and run ampdiag tune", NULL),
+    I(R_CLAIM_BASE_LR, "claim_baseline_lr_in_doubt", F_NONE, {0},
+      "untested: the cost of a precision was observed, but the FP32 baseline {run}'s own history puts its lr in "
+      "doubt (see LR), so matching it says little about a run that trains well; run ampdiag tune, which "
+      "measures the lr", NULL),
 };
 
 const msg_row msg_decision_rows[REC_NWHATS] = {

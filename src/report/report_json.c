@@ -541,9 +541,24 @@ static void json_items(jw *w, const report_in *in)
     jw_close(w, ']');
 }
 
+/* What the advice as a whole claims (rules_claim.c): decided only where it removes a cost that
+ * was observed. */
+static void json_claim(jw *w, const report_in *in)
+{
+    const recommendation *R = in->R;
+    char line[1600];
+    jw_open(w, "claim", '{');
+    jw_str(w, "claim", rec_claim_key(R->claim));
+    jw_bool(w, "decided", R->claim == CLAIM_FIX);
+    msg_section(line, sizeof line, &in->m, SEC_CLAIM, "; ");
+    jw_str(w, "text", line[0] ? line : NULL);
+    jw_close(w, '}');
+}
+
 static void json_recommendation(jw *w, const report_in *in)
 {
     jw_open(w, "recommendation", '{');
+    json_claim(w, in);
     json_precision(w, in);
     json_loss_scale(w, in);
     json_remedies(w, in);

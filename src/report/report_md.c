@@ -108,6 +108,11 @@ static void md_headline(FILE *f, const report_in *in)
     msg_section(v, sizeof v, &in->m, SEC_CLIP_LINE, "; ");
     fprintf(f, "  \n**Clip:** ");
     md(f, v);
+    msg_section(v, sizeof v, &in->m, SEC_CLAIM, "; ");
+    if (v[0]) {
+        fprintf(f, "  \n**Claim:** ");
+        md(f, v);
+    }
     fprintf(f, "\n");
     if (!(R->fail_held & R->fail_mask))
         return;

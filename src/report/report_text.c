@@ -56,6 +56,9 @@ static void headline(const text_out *t, const report_in *in)
     msg_section(clip, sizeof clip, &in->m, SEC_CLIP_LINE, "; ");
     snprintf(line, sizeof line, "LR %s. Clip %s.", lr, clip);
     wrap_para(t->f, "", 9, line, t->width);
+    msg_section(line, sizeof line, &in->m, SEC_CLAIM, "; ");
+    if (line[0])
+        wrap_para(t->f, "Claim:", 9, line, t->width);
     if (R->fail_held & R->fail_mask) {
         line[0] = 0;
         for (size_t i = 0; i < R->items.n; i++) {

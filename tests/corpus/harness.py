@@ -34,6 +34,9 @@ table. See docs/advice-corpus.md for the definitions; in short:
   fixed          the re-run learns and is not worse than the ground truth beyond the band
   harmed         a healthy configuration whose re-run does not learn or is worse than the
                  configuration's own run beyond the band
+  decided        compare's advice claims a fix (recommendation.claim.decided: a 16-bit run
+                 failed or lost to FP32 at the same lr, and the advice changes nothing no run
+                 measured); elsewhere compare is undecided on the configuration: run tune
   false verif.   tune exits 0 (verified) but its run does not learn or is worse than the
                  ground truth beyond the band
 """
@@ -530,7 +533,10 @@ class Config:
                         remedies=[[m["option"], m["value"]] for m in rec.get("remedies") or []],
                         reasons=rec["precision"].get("reasons", [])[:3], lr_text=rec["lr"].get("text"),
                         precision_confidence=next((x.get("confidence") for x in rec.get("decisions") or []
-                                                   if x.get("what") == "precision"), None))
+                                                   if x.get("what") == "precision"), None),
+                        claim=(rec.get("claim") or {}).get("claim"),
+                        claimed=bool((rec.get("claim") or {}).get("decided")),
+                        claim_text=(rec.get("claim") or {}).get("text"))
             if adv["decided"] and not adv["unappliable"]:
                 if not adv["changes"]:
                     rr = orig
@@ -716,9 +722,21 @@ def summarise(results, elapsed, jobs):
     skipped = [r for r in results if "skipped" in r]
     broken = [r for r in done if r["label"] == "broken"]
     healthy = [r for r in done if r["label"] == "healthy"]
-    decided = [r for r in broken if r["compare"].get("decided")]
-    undecided_b = [r for r in broken if not r["compare"].get("decided")]
+    # compare decides on a configuration where its advice claims a fix (recommendation.claim: a
+    # cost of a precision observed at the baseline's lr, advice that changes nothing no run
+    # measured); its precision verdict alone is also counted, as before round 6
+    decided = [r for r in broken if r["compare"].get("claimed")]
+    undecided_b = [r for r in broken if not r["compare"].get("claimed")]
     cfix = [r for r in decided if r["outcome"].get("compare_fixed")]
+    pdecided = [r for r in broken if r["compare"].get("decided")]
+    pfix = [r for r in pdecided if r["outcome"].get("compare_fixed")]
+    claims = {}
+    for r in broken:
+        k = r["compare"].get("claim") or "none"
+        c = claims.setdefault(k, [0, 0])
+        c[0] += bool(r["outcome"].get("compare_fixed"))
+        c[1] += 1
+    hclaimed = [r for r in healthy if r["compare"].get("claimed")]
     fixable = [r for r in broken if r["ground_truth"]["learns"]]
     tfix = [r for r in broken if r["outcome"].get("tune_fixed")]
     tfix_f = [r for r in fixable if r["outcome"].get("tune_fixed")]
@@ -734,9 +752,9 @@ def summarise(results, elapsed, jobs):
     # precision was given) or a hypothesis (predicted from another precision's trace)
     by_conf = {}
     for conf in ("observed", "hypothesis"):
-        dc = [r for r in decided if r["compare"].get("precision_confidence") == conf]
+        dc = [r for r in pdecided if r["compare"].get("precision_confidence") == conf]
         hc = [r for r in healthy if r["compare"].get("decided") and r["compare"].get("precision_confidence") == conf]
-        by_conf[conf] = {"fixed": [len([r for r in dc if r in cfix]), len(dc)],
+        by_conf[conf] = {"fixed": [len([r for r in dc if r in pfix]), len(dc)],
                          "harmed": [len([r for r in hc if r in charm]), len(hc)]}
     g = {
         "configurations": len(results), "judged": len(done), "skipped": len(skipped),
@@ -744,6 +762,9 @@ def summarise(results, elapsed, jobs):
         "broken_without_any_lr_that_learns": len(broken) - len(fixable),
         "compare_undecided_on_broken": len(undecided_b),
         "compare_fixed": [len(cfix), len(decided)],
+        "compare_fixed_precision_decided": [len(pfix), len(pdecided)],
+        "compare_claims_on_broken": claims,
+        "compare_claims_fix_on_healthy": [len(hclaimed), len(healthy)],
         "tune_fixed": [len(tfix), len(broken)], "tune_fixed_fixable": [len(tfix_f), len(fixable)],
         "healthy_harmed_by_compare": [len(charm), len(healthy)],
         "healthy_harmed_by_tune": [len(thamr), len(healthy)],
@@ -772,8 +793,12 @@ def summarise(results, elapsed, jobs):
             len(broken), len(healthy), len(broken) - len(fixable)),
         "",
         "  %-58s %s" % ("measure", "value"),
-        "  %-58s %s" % ("compare's advice fixes (broken, not undecided)", share(len(cfix), len(decided))),
-        "  %-58s %d" % ("compare undecided on broken", len(undecided_b)),
+        "  %-58s %s" % ("compare's advice fixes (broken it claims to fix)", share(len(cfix), len(decided))),
+        "  %-58s %d" % ("compare undecided on broken (claims no fix)", len(undecided_b)),
+        "  %-58s %s" % ("  its claims on broken: fixed/claimed", ", ".join(
+            "%s %d/%d" % (k, v[0], v[1]) for k, v in sorted(claims.items()))),
+        "  %-58s %s" % ("compare claims a fix on healthy", share(len(hclaimed), len(healthy))),
+        "  %-58s %s" % ("compare's advice fixes (broken, precision decided)", share(len(pfix), len(pdecided))),
         "  %-58s %s; %s" % ("  its precision observed: fixes; healthy harmed",
                             share(*by_conf["observed"]["fixed"]), share(*by_conf["observed"]["harmed"])),
         "  %-58s %s; %s" % ("  its precision a hypothesis: fixes; healthy harmed",
