@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -180,6 +181,24 @@ def main(argv):
     ok(j["worse"], "judge: +0.4 is beyond the seed band 0.3")
     j = f.judge(run_("r", 1.4, 0.01, 0.6), run_("gt", 2.3, 0.01, 0.1), "ground truth")
     ok(not j["worse"], "judge: a reference that does not learn is never better")
+
+    # summarise: compare decides on a configuration where its advice claims a fix (the claim),
+    # and its precision verdict alone is counted beside that
+    def res(i, label, claim, decided, fixed):
+        return {"id": "x-%d" % i, "label": label, "ground_truth": {"learns": True}, "seconds": 1,
+                "compare": {"decided": decided, "claim": claim, "claimed": claim == "fix",
+                            "precision_confidence": "observed"},
+                "outcome": {"compare_fixed": fixed} if label == "broken" else {}}
+    rs = [res(0, "broken", "fix", True, True), res(1, "broken", "fix", True, False),
+          res(2, "broken", "no_precision_cost", True, False), res(3, "broken", "untested", True, True),
+          res(4, "broken", "none", False, None), res(5, "healthy", "fix", True, None),
+          res(6, "healthy", "no_precision_cost", True, None)]
+    g, text = harness.summarise(rs, 1.0, 1)
+    ok(g["compare_fixed"] == [1, 2] and g["compare_fixed_precision_decided"] == [2, 4] and
+       g["compare_undecided_on_broken"] == 3 and g["compare_claims_fix_on_healthy"] == [1, 2] and
+       g["compare_claims_on_broken"]["no_precision_cost"] == [0, 1] and
+       re.search(r"compare's advice fixes \(broken it claims to fix\) +1/2 \(50%\)", text) is not None,
+       "summarise: compare decided where it claims a fix; the precision-decided count beside it", g)
 
     # data.py's FP32 forward against ampdiag's own evaluation
     py, _ = harness.find_python(None)
