@@ -398,8 +398,22 @@ static void test_compare_runs(void)
     ok(has_line(&R, SEC_BF16_AGAINST, "outside the noise band", "+50%"), "... and the words print it");
     ok(has_line(&R, SEC_FP16_FOR, "within the noise band", "+15%"), "fp16 within the band");
     ok(R.precision == REC_FP16, "-> fp16 + loss scaling (%s)", verdict_of(&R));
+    ok(R.claim == CLAIM_FIX && rec_find_item(&R, SEC_CLAIM, R_CLAIM_FIX, F_NONE) &&
+           rec_find_item(&R, SEC_CLAIM, R_CLAIM_FIX, F_NONE)->run == 4,
+       "claim: bf16 lost beyond the band and fp16 was seen within it: decided (%s)", rec_claim_key(R.claim));
     rec_free(&R);
     an_comparison_free(&c);
+    /* the same bf16 run with the baseline alone: its loss has no mechanism the predicted fp16
+     * removes (fp16 trades BF16's range for precision), so the claim is untested */
+    an_run two[2] = {runs[0], runs[4]};
+    use_runs(two, 2);
+    ok(an_compare(two, 2, 0, &c) == 0 && recommend(two, 2, &c, TGT_ANY, 0, &R) == 0, "rules (fp32, bf16)");
+    ok(R.claim == CLAIM_UNTESTED && rec_find_item(&R, SEC_CLAIM, R_CLAIM_TRADE, F_NONE),
+       "claim: bf16 lost beyond the band, nothing seen of %s: untested (%s: %s)", verdict_of(&R),
+       rec_claim_key(R.claim), first_line(&R, SEC_CLAIM));
+    rec_free(&R);
+    an_comparison_free(&c);
+    use_runs(runs, 5);
 
     /* JSON: escaped strings, valid structure markers */
     FILE *f = tmpfile();

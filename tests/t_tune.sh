@@ -99,12 +99,24 @@ ok "$(cat "$T/again.rc")" "a remedy rejected at a bad lr: tune exits 0 (verified
 j "$T/again/tune.json" '[(r["options"], abs(r["lr"] - min((b for b in d["runs"] if b["precision"] == "fp32" and b["options"] == "" and b["learns"] and b["why_id"] != "remedy_again"), key=lambda b: b["eval_loss"])["lr"]) < 1e-9 * r["lr"]) for r in d["runs"] if r["why_id"] == "remedy_again"] == [("--standardize on", True)] and d["verified"] and "--standardize on" in d["verification"] and d["eval_loss"] < 0.1 * min(r["eval_loss"] for r in d["runs"] if r["options"] == "" and r["learns"])'
 ok $? "a remedy rejected at a bad lr: tried again at the best lr measured without it, kept, verified with it (eval loss 10x lower)"
 
-# both neighbours of the best measured, one ending within the best's noise band: the search goes
-# a step past it (a plateau) instead of stopping
-tune plateau --optimizer sgd --momentum 0.9 --lr 0.5 --data synthetic:blobs-raw --steps 200 --precisions fp32,bf16 $TR
+# both neighbours of the best measured, one ending within the best's noise band (AdamW 3.2e-4 and
+# 1e-3 on blobs: 0.2956 and 0.2960): the search goes a step past it (a plateau) instead of
+# stopping, where no run lies within a step past it yet
+tune plateau --optimizer adamw --lr 3.16228e-4 --data synthetic:blobs --steps 200 --precisions fp32,bf16 $TR
 ok "$(cat "$T/plateau.rc")" "a plateau beside the best: tune exits 0 (verified)"
-j "$T/plateau/tune.json" 'any(r["why_id"] == "lr_plateau" and sum(1 for b in d["runs"] if b["precision"] == "fp32" and b["options"] == r["options"] and b["why_id"] != "lr_plateau" and any(abs(b["lr"] - r["lr"] / f) < 1e-6 * b["lr"] for f in (10 ** 0.5, 10, 10 ** -0.5, 0.1))) == 2 for r in d["runs"]) and d["verified"]'
-ok $? "a plateau beside the best: an lr a step past the neighbour, both steps between measured before"
+j "$T/plateau/tune.json" '(lambda F, P: d["verified"] and len(P) == 1 and abs(P[0]["lr"] - 10 ** -2.5) < 1e-8 and any(abs(b["lr"] * 10 ** 0.5 - P[0]["lr"]) < 1e-5 * P[0]["lr"] and not any(b["lr"] < c["lr"] < P[0]["lr"] for c in F) for b in F))([b for b in d["runs"] if b["precision"] == "fp32" and b["why_id"] != "lr_plateau"], [r for r in d["runs"] if r["why_id"] == "lr_plateau"])'
+ok $? "a plateau beside the best: an lr a step past the neighbour within the band (1e-3 -> 3.2e-3), none measured between"
+
+# the given lr diverges three decades above the range test's suggestion (SGD with momentum at 1.8
+# on the transformer): beside the best, the search goes half-way in log toward the run on that
+# side, at most a decade a round (0.00137 -> 0.0137 -> 0.137, then sqrt(0.137 x 1.8) = 0.496),
+# not one sqrt(10) a round, which ran out of rounds a decade short of the best (corpus s8-0131)
+tune far --model transformer --optimizer sgd --momentum 0.9 --lr 1.8 --steps 100 --precisions fp32,bf16 $TR
+ok "$(cat "$T/far.rc")" "a given lr far above the range test's: tune exits 0 (verified)"
+j "$T/far/tune.json" '(lambda F: d["verified"] and d["lr"] > 0.01 and any(abs(b["lr"] * 10 - c["lr"]) < 1e-5 * c["lr"] and c["why_id"] == "lr_neighbour" for b in F for c in F) and any(abs((b["lr"] * 1.8) ** 0.5 - c["lr"]) < 1e-5 * c["lr"] and 10 ** 0.5 < 1.8 / b["lr"] < 100 and c["why_id"] == "lr_neighbour" for b in F for c in F))([r for r in d["runs"] if r["precision"] == "fp32" and r["options"] == ""])'
+ok $? "a given lr far above: a decade a round toward it, then half-way in log (0.137 -> 0.496), verified above 0.01"
+every_run_once far
+ok $? "a given lr far above: no configuration run twice"
 
 # a sharp valley: SGD with momentum on the transformer, the best lr (0.1) beside a neighbour that
 # diverges (0.316): the search measures half-way between them (10^(1/4) up) before it settles

@@ -137,7 +137,7 @@ typedef enum rec_mid {
     R_SPEED_FASTER,
     /* the claim */
     R_CLAIM_FIX, R_CLAIM_NO_COST, R_CLAIM_NO_FP32, R_CLAIM_NO_16BIT, R_CLAIM_STANDARDIZE, R_CLAIM_LR,
-    R_CLAIM_CLIP, R_CLAIM_INPUTS, R_CLAIM_BASE_LR,
+    R_CLAIM_CLIP, R_CLAIM_INPUTS, R_CLAIM_BASE_LR, R_CLAIM_TRADE,
     REC_NMIDS
 } rec_mid;
 
@@ -220,7 +220,8 @@ typedef enum rec_claim {
                         match the baseline */
     CLAIM_NO_COST,   /* no 16-bit run lost to the baseline at its lr: the precision is not what
                         limits the run; the lr is untested (undecided beyond the precision) */
-    CLAIM_UNTESTED   /* the advice sets what no run measured (the inputs, an lr by a rule, a clip),
+    CLAIM_UNTESTED   /* the advice sets what no run measured (the inputs, an lr by a rule, a clip,
+                        a 16-bit format across the range/precision trade-off from the run's),
                         no FP32 or no 16-bit run at the baseline's lr was given, or the baseline
                         is no yardstick of a good run: inputs far from unit scale, or a history
                         that puts its lr in doubt */

@@ -2,7 +2,9 @@
  * rules_claim.c - what the advice claims to fix (docs/recommendations.md, "What compare
  * claims"). A recommendation is decided on a configuration only where it removes a cost that
  * was observed: a 16-bit run that failed or lost to the FP32 baseline at the baseline's own lr
- * beyond the noise band, with advice that changes nothing no run measured, against a baseline
+ * beyond the noise band, with a verdict that removes the mechanism of that cost (not a move
+ * across the 16-bit formats' trade-off of range for precision) and advice that changes nothing
+ * no run measured, against a baseline
  * whose own history does not put its lr in doubt (too high, too low, still falling) and whose
  * inputs are near unit scale. Followed, such advice should match the baseline; it says so, and
  * nothing more. Where no precision cost was
@@ -39,6 +41,26 @@ static int run_cost(const an_run *runs, size_t i, const an_comparison *c, int *f
     return g && rec_fv(g, "outside") != 0 && !(rec_fv(g, "rel") < 0);
 }
 
+/* The verdict removes the mechanism of run i's observed cost, so that matching the baseline is
+ * what it predicts rather than a guess across a trade-off: the verdict is fp32; or bf16 (FP32
+ * master weights) for a bf16-pure run; or, for an FP16 run that failed (its range: overflow,
+ * NaN) or ran without a loss scaler (gradients flushed), bf16 (FP32's range) or fp16 with the
+ * scaler or FP32 islands the advice sets. A scaled FP16 run or a bf16 run that only lost beyond
+ * the band, moved to the other 16-bit format, trades range for precision or back: untested,
+ * unless a run of the verdict's format at the baseline's lr was seen without a cost
+ * (verdict_seen: then matching the baseline is observed, not predicted). */
+static int removes_cause(const an_run *r, int failed, const recommendation *R, int verdict_seen)
+{
+    if (R->precision == REC_FP32 || verdict_seen)
+        return 1;
+    if (is_prec(r, PREC_BF16_PURE))
+        return R->precision == REC_BF16 && !R->keep_pure;
+    int unscaled = has(r, F_NO_LOSS_SCALING) || (!r->scaled && strcmp(r->loss_scale_mode, "none") == 0);
+    if (!is_prec(r, PREC_FP16) || !(failed || unscaled))
+        return 0;
+    return R->precision == REC_BF16 || R->precision == REC_FP16;
+}
+
 /* A decision of the advice that sets what no run measured: the inputs standardised, an lr from
  * a rule (a sweep's pick was measured), a clip value (a hypothesis until tune tests it). */
 static const rec_decision *untested_change(const recommendation *R)
@@ -64,15 +86,20 @@ void rec_claim_rules(const an_run *runs, size_t n, const an_comparison *c, recom
         SAY0(R, SEC_CLAIM, R_CLAIM_NO_FP32, NULL, (int)bi);
         return;
     }
-    int have16 = 0, cost_i = -1, cost_failed = 0;
+    precision want = R->precision == REC_FP16 ? PREC_FP16 : R->keep_pure ? PREC_BF16_PURE : PREC_BF16;
+    int have16 = 0, cost_i = -1, cost_failed = 0, verdict_seen = 0;
     for (size_t i = 0; i < n; i++) {
         int failed;
         if (i == bi || !is_16bit(&runs[i]) || !lr_eq(runs[i].lr, base->lr))
             continue;
         have16 = 1;
-        if (cost_i < 0 && run_cost(runs, i, c, &failed)) {
-            cost_i = (int)i;
-            cost_failed = failed;
+        if (run_cost(runs, i, c, &failed)) {
+            if (cost_i < 0) {
+                cost_i = (int)i;
+                cost_failed = failed;
+            }
+        } else if (R->precision != REC_FP32 && is_prec(&runs[i], want)) {
+            verdict_seen = 1;
         }
     }
     if (!have16) {
@@ -97,6 +124,8 @@ void rec_claim_rules(const an_run *runs, size_t n, const an_comparison *c, recom
         SAY(R, SEC_CLAIM, R_CLAIM_LR, NULL, cost_i, R->lr_suggested);
     else if (d)
         SAY(R, SEC_CLAIM, R_CLAIM_CLIP, NULL, cost_i, d->value);
+    else if (!removes_cause(&runs[cost_i], cost_failed, R, verdict_seen))
+        SAY0(R, SEC_CLAIM, R_CLAIM_TRADE, NULL, cost_i);
     else if (in)
         SAY0(R, SEC_CLAIM, R_CLAIM_INPUTS, in, (int)bi);
     else if (doubt)

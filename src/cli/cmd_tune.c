@@ -926,21 +926,26 @@ static int search_round(tune_state *S, int k, const double *lrs, size_t n, msg_t
     return rc;
 }
 
-/* The best FP32 run measured on both sides (√10 up and down): where a side's run ends within the
- * paired noise band of the best (not worse beyond it: a plateau, or a noisy valley), the lr a step
- * past it, the way the search has not been yet, within the range test's span (into next, *nn of
- * them). A best that is worse than its neighbour beyond the noise on both sides is settled. 0 or
- * an exit status. */
+/* The best FP32 run measured on both sides (its nearest runs, within a step): where a side's run
+ * ends within the paired noise band of the best (not worse beyond it: a plateau, or a noisy
+ * valley), the lr a step past that run, where no run lies within a step past it yet, within the
+ * range test's span (into next, *nn of them). A best that is worse than its neighbour beyond the noise
+ * on both sides is settled. 0 or an exit status. */
 static int past_plateau(const tune_state *S, long best, double *next, size_t *nn)
 {
     *nn = 0;
-    double bl = S->runs[best].lr;
+    long sides[2];
+    nearest_sides(S, best, &sides[0], &sides[1]);
     for (int j = 0; j < 2; j++) {
-        double side = j == 0 ? bl * LR_STEP : bl / LR_STEP, past = j == 0 ? side * LR_STEP : side / LR_STEP;
-        long nb = find_run(S, "fp32", side, S->runs[best].options, K_RUN);
-        if (nb < 0 || past > LRFIND_MAX || past < LRFIND_MIN ||
-            find_run(S, "fp32", past, S->runs[best].options, K_RUN) >= 0 || S->runs[nb].learns != 1)
+        long nb = sides[j];
+        if (nb < 0)
             continue;
+        double side = S->runs[nb].lr, past = j == 0 ? side * LR_STEP : side / LR_STEP;
+        long beyond[2];
+        nearest_sides(S, nb, &beyond[0], &beyond[1]);
+        if (past > LRFIND_MAX || past < LRFIND_MIN || S->runs[nb].learns != 1 ||
+            (beyond[j] >= 0 && (j == 0 ? S->runs[beyond[j]].lr / side : side / S->runs[beyond[j]].lr) <= LR_STEP * 1.001))
+            continue; /* (a run already measured within a step past it: the plateau's edge is known) */
         int outside, paired;
         double band, rel;
         if (gap_of(S, best, nb, &outside, &band, &paired, &rel))
@@ -1016,11 +1021,13 @@ static int stage_lr(tune_state *S, long base, const advice *A)
         long side[2];
         nearest_sides(S, best, &side[0], &side[1]);
         for (int j = 0; j < 2; j++) { /* a side is measured where a run lies within a step of the best */
+            double ratio = side[j] < 0 ? 0 : j == 0 ? S->runs[side[j]].lr / bl : bl / S->runs[side[j]].lr;
             if (side[j] < 0) { /* the edge of the lrs measured, better than the other side: a decade */
                 double dec = j == 0 ? bl * 10 : bl / 10;
                 next[nn++] = side[1 - j] >= 0 && dec <= LRFIND_MAX && dec >= LRFIND_MIN ? dec : cand[j];
-            } else if ((j == 0 ? S->runs[side[j]].lr / bl : bl / S->runs[side[j]].lr) > LR_STEP * 1.001) {
-                next[nn++] = cand[j];
+            } else if (ratio > LR_STEP * 1.001) { /* half-way (in log) to the run on that side, at most a decade */
+                double step = fmin(10.0, sqrt(ratio));
+                next[nn++] = j == 0 ? bl * step : bl / step;
             }
         }
         if (!nn) { /* measured on both sides: on past a side that is within the noise of the best */

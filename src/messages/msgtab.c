@@ -782,6 +782,10 @@ const msg_row msg_item_rows[REC_NMIDS] = {
       "untested: the FP32 baseline {run} ran on inputs far from unit scale ({?large:a feature's standard "
       "deviation reaches {std_max:g3}}{!large:root mean square {rms:g3}}), so matching it says little about a "
       "run that trains well; standardise the inputs (--standardize on) and run ampdiag tune", NULL),
+    I(R_CLAIM_TRADE, "claim_untested_format", F_NONE, {0},
+      "untested: {run} lost to the FP32 baseline, but no mechanism of that cost was found that the advised "
+      "precision removes (no overflow or NaN, no missing loss scaler, no BF16 weights): the other 16-bit format "
+      "trades range for precision and no run measured it; run ampdiag tune, which measures it", NULL),
     I(R_CLAIM_BASE_LR, "claim_baseline_lr_in_doubt", F_NONE, {0},
       "untested: the cost of a precision was observed, but the FP32 baseline {run}'s own history puts its lr in "
       "doubt (see LR), so matching it says little about a run that trains well; run ampdiag tune, which "
@@ -816,7 +820,8 @@ const msg_tune_row msg_tune_rows[MT_N] = {
       "the lr measured: FP32 at {lr:g}, around {from:g} ({source})"),
     T(MT_WHY_LR_NEIGHBOUR, "lr_neighbour", {"lr", "best"}, {0},
       "the lr measured: FP32 at {lr:g}, beside the best so far ({best:g}), the way it improves (a decade away "
-      "where the best is the edge of the lrs measured, a step otherwise)"),
+      "where the best is the edge of the lrs measured, else half-way in log to the run on that side, at most a "
+      "decade)"),
     T(MT_WHY_LR_LOWER, "lr_lower", {"lr", "lowest"}, {0},
       "no FP32 run learns yet: FP32 at {lr:g}, below the lowest lr tried ({lowest:g})"),
     T(MT_WHY_LR_TOWARD, "lr_toward", {"lr", "closest"}, {0},
