@@ -9,7 +9,8 @@
 #    plot's data stays small (rows per block bounded by the chart columns) and the spike, the
 #    skipped steps and the NaN events all show in it.
 # (Rewritten with the reports' evidence as data: figures under their names, findings, text
-# wrapped at COLUMNS=100; every number as before.)
+# wrapped at COLUMNS=100; every number as before. Rewritten again when compare gained its claim:
+# the text's "Claim:" line, the JSON's recommendation.claim and its item; the rest as before.)
 export COLUMNS=100
 AMPDIAG=${AMPDIAG:-./ampdiag}
 REPLAY=${REPLAY:-./bench/trace_replay}
