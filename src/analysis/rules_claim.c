@@ -1,16 +1,15 @@
 /*
  * rules_claim.c - what the advice claims to fix (docs/recommendations.md, "What compare
- * claims"). A recommendation is decided on a configuration only where it removes a cost that
- * was observed: a 16-bit run that failed or lost to the FP32 baseline at the baseline's own lr
- * beyond the noise band, with a verdict that removes the mechanism of that cost (not a move
- * across the 16-bit formats' trade-off of range for precision) and advice that changes nothing
- * no run measured, against a baseline
- * whose own history does not put its lr in doubt (too high, too low, still falling) and whose
- * inputs are near unit scale. Followed, such advice should match the baseline; it says so, and
- * nothing more. Where no precision cost was
- * observed, the precision is not what limits the run and the lr (one lr was run) is untested:
- * undecided beyond the precision, ampdiag tune measures it. The precision verdict itself is
- * unchanged: this is the claim of the advice as a whole.
+ * claims"). It decides on a configuration only where it removes a cost that was observed: a
+ * 16-bit run that failed or lost to the FP32 baseline beyond the noise band at the baseline's own
+ * lr; with a verdict that removes the mechanism of that cost (not a move across the 16-bit
+ * formats' trade-off of range for precision); with advice that changes nothing no run measured;
+ * against a baseline whose inputs are near unit scale and whose own history does not put its lr
+ * in doubt (too high, too low, still falling). Followed, such advice should match the baseline;
+ * it says so, and nothing more. Where no cost of a precision was observed, the precision is not
+ * what limits the run and the lr (one lr was run) is untested: undecided beyond the precision,
+ * ampdiag tune measures it. The precision verdict itself is unchanged: this is the claim of the
+ * advice as a whole.
  */
 #include "analysis/rules.h"
 
