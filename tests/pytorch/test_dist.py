@@ -46,7 +46,11 @@ PARAMS = {"fc1": 8 * 16 + 16, "fc2": 16 * 4 + 4}
 
 
 def torchrun(*scenarios):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    # torch.distributed.run makes a torchelastic_* directory in TMPDIR per launch and leaves it:
+    # under WORK, which the test removes
+    tmp = os.path.join(WORK, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore", TMPDIR=tmp)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--standalone",
            os.path.join(HERE, "dist_train.py"), WORK] + list(scenarios)
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
