@@ -216,8 +216,9 @@ typedef struct rec_decision {
 typedef enum rec_claim {
     CLAIM_NONE = 0,  /* the precision is undecided: the verdict says why */
     CLAIM_FIX,       /* a 16-bit run failed or lost to the FP32 baseline at its lr beyond the noise
-                        band, and the advice changes nothing no run measured: followed, it should
-                        match the baseline */
+                        band, the verdict removes that cost's mechanism, the advice changes
+                        nothing no run measured, and the baseline is a yardstick: followed, it
+                        should match the baseline */
     CLAIM_NO_COST,   /* no 16-bit run lost to the baseline at its lr: the precision is not what
                         limits the run; the lr is untested (undecided beyond the precision) */
     CLAIM_UNTESTED   /* the advice sets what no run measured (the inputs, an lr by a rule, a clip,

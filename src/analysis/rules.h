@@ -138,13 +138,13 @@ void rec_remedy_rules(const an_run *runs, size_t n, recommendation *R);
 int rec_first_layer(const an_run *r);
 /* The inputs of run i are far from unit scale (F_INPUT_SCALE) and the trouble starts in the
  * first layer (rules_prec.c): the finding, or NULL. */
-/* What the advice as a whole claims to fix (rules_claim.c): R->claim and its SEC_CLAIM item. Runs
- * after every other rule (it reads their decisions). */
-void rec_claim_rules(const an_run *runs, size_t n, const an_comparison *c, recommendation *R);
 const an_finding *rec_inputs_cause(const an_run *runs, size_t n, size_t bi);
 void rec_fail_checks(const an_run *runs, size_t n, recommendation *R);
 void rec_trace_warnings(const an_run *runs, size_t n, recommendation *R);
 /* rules_speed.c: the step times of the viable precisions (reported, not weighed) */
 void rec_speed_rules(const an_run *runs, size_t n, const an_comparison *c, recommendation *R);
+/* What the advice as a whole claims to fix (rules_claim.c): R->claim and its SEC_CLAIM item. Runs
+ * after every other rule (it reads their decisions). */
+void rec_claim_rules(const an_run *runs, size_t n, const an_comparison *c, recommendation *R);
 
 #endif

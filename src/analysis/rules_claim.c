@@ -131,8 +131,8 @@ void rec_claim_rules(const an_run *runs, size_t n, const an_comparison *c, recom
         SAY0(R, SEC_CLAIM, R_CLAIM_BASE_LR, doubt, (int)bi);
     else {
         const ampdiag_trace_eval *e = an_final_eval(base);
+        int eval = e && isfinite(e->loss); /* (else the final-window training loss, named as such) */
         R->claim = CLAIM_FIX;
-        SAY(R, SEC_CLAIM, R_CLAIM_FIX, NULL, cost_i, cost_failed, e && isfinite(e->loss) ? e->loss : base->tail_mean,
-            e != NULL);
+        SAY(R, SEC_CLAIM, R_CLAIM_FIX, NULL, cost_i, cost_failed, eval ? e->loss : base->tail_mean, eval);
     }
 }

@@ -35,8 +35,10 @@ table. See docs/advice-corpus.md for the definitions; in short:
   harmed         a healthy configuration whose re-run does not learn or is worse than the
                  configuration's own run beyond the band
   decided        compare's advice claims a fix (recommendation.claim.decided: a 16-bit run
-                 failed or lost to FP32 at the same lr, and the advice changes nothing no run
-                 measured); elsewhere compare is undecided on the configuration: run tune
+                 failed or lost to FP32 at the same lr, the verdict removes that cost's
+                 mechanism, the advice changes nothing no run measured, the baseline is a
+                 yardstick: docs/recommendations.md); elsewhere compare is undecided on the
+                 configuration: run tune
   false verif.   tune exits 0 (verified) but its run does not learn or is worse than the
                  ground truth beyond the band
 """
